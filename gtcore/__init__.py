@@ -1,0 +1,22 @@
+"""gtcore: numerics for *Reachability and asymptotics of Gaussian Transformer dynamics*.
+
+Alcalde, Ji, Zuazua (2026), arXiv:2606.07600. The public surface is re-exported here.
+"""
+
+from .claims import ClaimFailed, claim
+from .controls import Controls, PiecewiseControls
+from .moments import MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
+
+__all__ = [
+    "ClaimFailed",
+    "Controls",
+    "MomentTrajectory",
+    "PiecewiseControls",
+    "claim",
+    "integrate_moments",
+    "layer_map",
+    "layer_stack",
+    "moment_rhs",
+]
+
+__version__ = "0.1.0"

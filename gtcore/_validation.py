@@ -1,0 +1,92 @@
+"""Argument validation shared by every public entry point.
+
+Validate once at the boundary, name the argument in the message, and trust validated
+data inside (the python-control ``_check_shape`` pattern).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+SYMMETRY_RTOL = 1e-12
+PSD_RTOL = 1e-10
+
+
+def as_float_array(x: Any, name: str) -> np.ndarray:
+    """Convert ``x`` to a float64 array, or raise ``ValueError`` naming ``name``."""
+    if hasattr(x, "detach"):  # torch tensor
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a real array, got {type(x).__name__}") from exc
+    return arr
+
+
+def check_finite(arr: np.ndarray, name: str) -> None:
+    """Raise ``ValueError`` naming ``name`` if ``arr`` holds NaN or inf."""
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} has non-finite entries (NaN or inf)")
+
+
+def check_vector(x: Any, name: str, d: int | None = None) -> np.ndarray:
+    """A finite 1-D float array, of length ``d`` when given."""
+    arr = as_float_array(x, name)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a vector of shape (d,), got shape {arr.shape}")
+    if d is not None and arr.shape[0] != d:
+        raise ValueError(f"{name} must have shape ({d},), got shape {arr.shape}")
+    check_finite(arr, name)
+    return arr
+
+
+def check_matrix(x: Any, name: str, d: int | None = None) -> np.ndarray:
+    """A finite square float matrix, of size ``d`` when given."""
+    arr = as_float_array(x, name)
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+        raise ValueError(f"{name} must be a square matrix of shape (d, d), got shape {arr.shape}")
+    if d is not None and arr.shape[0] != d:
+        raise ValueError(f"{name} must have shape ({d}, {d}), got shape {arr.shape}")
+    check_finite(arr, name)
+    return arr
+
+
+def check_covariance(x: Any, name: str, d: int | None = None) -> np.ndarray:
+    r"""A covariance matrix: square, finite, symmetric and positive semidefinite.
+
+    Symmetric means :math:`\|\Sigma - \Sigma^\top\| \le 10^{-12}\,\|\Sigma\|`; positive semidefinite
+    means :math:`\lambda_{\min}(\Sigma) \ge -10^{-10}\,\|\Sigma\|`. Rank-deficient matrices are valid.
+    The returned matrix is exactly symmetric.
+    """
+    arr = check_matrix(x, name, d)
+    scale = np.linalg.norm(arr)
+    if np.linalg.norm(arr - arr.T) > SYMMETRY_RTOL * max(scale, np.finfo(float).tiny):
+        raise ValueError(f"{name} must be symmetric (to 1e-12 relative)")
+    arr = 0.5 * (arr + arr.T)
+    if arr.size and np.linalg.eigvalsh(arr)[0] < -PSD_RTOL * scale:
+        raise ValueError(
+            f"{name} must be positive semidefinite: smallest eigenvalue "
+            f"{np.linalg.eigvalsh(arr)[0]:.3e} < -1e-10 * ||{name}||"
+        )
+    return arr
+
+
+def check_moments(mu: Any, Sigma: Any, mu_name: str = "mu0", Sigma_name: str = "Sigma0",
+                  d: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a Gaussian's mean and covariance together (matching dimension ``d``)."""
+    mu_arr = check_vector(mu, mu_name, d)
+    Sigma_arr = check_covariance(Sigma, Sigma_name, mu_arr.shape[0])
+    return mu_arr, Sigma_arr
+
+
+def check_positive(x: float, name: str) -> float:
+    """A finite, strictly positive scalar."""
+    try:
+        val = float(x)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a positive number, got {x!r}") from exc
+    if not np.isfinite(val) or val <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {x!r}")
+    return val

@@ -1,0 +1,22 @@
+"""Shared fixtures: seeded random problems."""
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20260529)
+
+
+def random_spd(rng, d, cond=10.0):
+    """A symmetric positive-definite matrix with eigenvalues in [1, cond]."""
+    Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    return Q @ np.diag(np.linspace(1.0, cond, d)) @ Q.T
+
+
+def random_psd(rng, d, r, scale=1.0):
+    """A PSD matrix of rank r."""
+    F = rng.standard_normal((d, r)) * scale
+    S = F @ F.T
+    return 0.5 * (S + S.T)

@@ -1,0 +1,292 @@
+"""The moment ODE against closed forms, its invariants, and the exact layer map."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.linalg import expm, solve_continuous_lyapunov
+
+from gtcore import Controls, PiecewiseControls, integrate_moments, layer_map, layer_stack, moment_rhs
+from conftest import random_psd, random_spd
+
+
+# ---------------------------------------------------------------- closed forms, d = 1
+def scalar_sigma(t, s0, a, vb):
+    """sigma' = 2 a sigma + 2 v beta sigma^2."""
+    if a == 0:
+        return s0 / (1 - 2 * vb * s0 * t)
+    E = np.exp(2 * a * t)
+    return s0 * E / (1 - (vb * s0 / a) * (E - 1))
+
+
+def scalar_blowup(s0, a, vb):
+    if a == 0:
+        return 1 / (2 * vb * s0)
+    return np.log(1 + a / (vb * s0)) / (2 * a)
+
+
+@pytest.mark.parametrize(
+    "a, v, beta, s0",
+    [(0.5, 1.0, 1.0, 0.5), (0.0, 1.0, 0.7, 1.0), (-0.3, 2.0, 0.5, 1.0), (1.0, -1.0, -2.0, 0.2)],
+)
+def test_scalar_blowup_time_and_solution(a, v, beta, s0):
+    vb = v * beta
+    tstar = scalar_blowup(s0, a, vb)
+    ctl = Controls(A=[[a]], V=[[v]], B=[[beta]])
+    traj = integrate_moments([0.0], [[s0]], ctl, (0.0, 2 * tstar))
+    assert traj.status == "blowup"
+    assert abs(traj.blowup_time - tstar) <= 1e-6 * tstar
+    assert np.all(np.isfinite(traj.Sigma))
+    # sigma's sensitivity to a perturbation grows like sigma itself near the pole, so the
+    # 1e-8 relative comparison is made while sigma has grown by at most 100x.
+    before = (traj.t < traj.blowup_time) & (traj.Sigma[:, 0, 0] <= 100 * s0)
+    assert before.sum() > 5
+    expected = scalar_sigma(traj.t[before], s0, a, vb)
+    np.testing.assert_allclose(traj.Sigma[before, 0, 0], expected, rtol=1e-8)
+
+
+def test_scalar_no_blowup_when_signs_are_opposite():
+    a, v, beta, s0 = 0.5, 1.0, -1.0, 0.5
+    t = np.linspace(0, 5, 11)
+    traj = integrate_moments([0.0], [[s0]], Controls(A=[[a]], V=[[v]], B=[[beta]]), (0, 5), t_eval=t)
+    assert traj.status == "completed" and traj.blowup_time is None
+    np.testing.assert_array_equal(traj.t, t)
+    np.testing.assert_allclose(traj.Sigma[:, 0, 0], scalar_sigma(t, s0, a, v * beta), rtol=1e-8)
+
+
+# ----------------------------------------------------- closed form for V = vI, d = 2, 3
+def riccati_closed_form(A, v, B, Sigma0, t):
+    P0 = np.linalg.inv(Sigma0)
+    Pstar = solve_continuous_lyapunov(A.T, -v * (B + B.T))
+    out = []
+    for s in t:
+        E = expm(-A * s)
+        P = E.T @ (P0 - Pstar) @ E + Pstar
+        out.append(np.linalg.inv(P))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_linearising_inverse_matches_closed_form(d, rng):
+    A = rng.standard_normal((d, d)) * 0.5 + np.eye(d) * 0.3
+    B = rng.standard_normal((d, d))
+    B = -(B @ B.T) - np.eye(d) + 0.3 * rng.standard_normal((d, d))  # non-symmetric, v(B+B^T) < 0
+    v = 0.7
+    Sigma0 = random_spd(rng, d, cond=3.0)
+    t = np.linspace(0, 1.5, 16)
+    traj = integrate_moments(np.zeros(d), Sigma0, Controls(A=A, V=v * np.eye(d), B=B), (0, 1.5), t_eval=t)
+    assert traj.status == "completed"
+    expected = riccati_closed_form(A, v, B, Sigma0, t)
+    err = np.linalg.norm(traj.Sigma - expected, axis=(1, 2)) / np.linalg.norm(expected, axis=(1, 2))
+    assert err.max() < 1e-8
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_blowup_time_is_first_zero_of_lambda_min_P(d, rng):
+    from scipy.optimize import brentq
+
+    A = rng.standard_normal((d, d)) * 0.3
+    G = rng.standard_normal((d, d))
+    B = G @ G.T + np.eye(d)  # v B positive definite: blow-up
+    v = 1.0
+    Sigma0 = random_spd(rng, d, cond=2.0)
+    P0 = np.linalg.inv(Sigma0)
+    Pstar = solve_continuous_lyapunov(A.T, -v * (B + B.T))
+
+    def lam_min(s):
+        E = expm(-A * s)
+        return np.linalg.eigvalsh(E.T @ (P0 - Pstar) @ E + Pstar)[0]
+
+    grid = np.linspace(0, 10, 2001)
+    vals = np.array([lam_min(s) for s in grid])
+    k = np.argmax(vals < 0)
+    assert k > 0, "this problem must blow up"
+    tstar = brentq(lam_min, grid[k - 1], grid[k], xtol=1e-14)
+    traj = integrate_moments(np.zeros(d), Sigma0, Controls(A=A, V=v * np.eye(d), B=B), (0, 10))
+    assert traj.status == "blowup"
+    assert abs(traj.blowup_time - tstar) <= 1e-6 * tstar
+
+
+# --------------------------------------------------------------------- invariants
+@settings(max_examples=25, deadline=None)
+@given(
+    d=st.integers(2, 5),
+    data=st.data(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_rank_is_invariant(d, data, seed):
+    r = data.draw(st.integers(1, d - 1))
+    rng = np.random.default_rng(seed)
+    Sigma0 = random_psd(rng, d, r)
+    ctl = Controls(A=0.5 * rng.standard_normal((d, d)), b=rng.standard_normal(d),
+                   V=0.3 * rng.standard_normal((d, d)), B=0.3 * rng.standard_normal((d, d)))
+    traj = integrate_moments(rng.standard_normal(d), Sigma0, ctl, (0, 1), t_eval=np.linspace(0, 1, 6),
+                             blowup_norm=1e6)
+    for S in traj.Sigma:
+        np.testing.assert_array_equal(S, S.T)
+        sv = np.linalg.svd(S, compute_uv=False)
+        assert np.sum(sv > 1e-8 * np.linalg.norm(S, 2)) == r
+
+
+def test_sigma_stays_symmetric_and_psd(rng):
+    d = 4
+    ctl = Controls(A=rng.standard_normal((d, d)), V=rng.standard_normal((d, d)) * 0.2,
+                   B=rng.standard_normal((d, d)) * 0.2)
+    traj = integrate_moments(np.zeros(d), random_spd(rng, d), ctl, (0, 1), blowup_norm=1e6)
+    assert np.all(traj.Sigma == np.swapaxes(traj.Sigma, 1, 2))
+    assert np.linalg.eigvalsh(traj.Sigma).min() > 0
+
+
+def test_two_heads_are_the_sum_of_their_contributions(rng):
+    d = 3
+    mu, S = rng.standard_normal(d), random_spd(rng, d)
+    A, b = rng.standard_normal((d, d)), rng.standard_normal(d)
+    V, B = rng.standard_normal((2, d, d)), rng.standard_normal((2, d, d))
+    dmu, dS = moment_rhs(mu, S, Controls(A=A, b=b, V=V, B=B))
+    dmu0, dS0 = moment_rhs(mu, S, Controls(A=A, b=b, V=V[0], B=B[0]))
+    dmu1, dS1 = moment_rhs(mu, S, Controls(V=V[1], B=B[1]))
+    np.testing.assert_allclose(dmu, dmu0 + dmu1, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(dS, dS0 + dS1, rtol=1e-13, atol=1e-13)
+    one = moment_rhs(mu, S, Controls(A=A, V=V[:1], B=B[:1]))
+    same = moment_rhs(mu, S, Controls(A=A, V=V[0], B=B[0]))
+    np.testing.assert_array_equal(one[0], same[0])
+    np.testing.assert_array_equal(one[1], same[1])
+
+
+def test_moment_rhs_is_equation_1_1(rng):
+    d = 3
+    mu, S = rng.standard_normal(d), random_spd(rng, d)
+    A, b, V, B = (rng.standard_normal((d, d)), rng.standard_normal(d),
+                  rng.standard_normal((d, d)), rng.standard_normal((d, d)))
+    dmu, dS = moment_rhs(mu, S, Controls(A=A, b=b, V=V, B=B))
+    np.testing.assert_allclose(dmu, (A + V) @ mu + V @ S @ B @ mu + b, rtol=1e-12)
+    np.testing.assert_allclose(dS, A @ S + S @ A.T + V @ S @ B @ S + S @ B.T @ S @ V.T, rtol=1e-12)
+
+
+def test_piecewise_breaks_are_honoured(rng):
+    """Piece by piece equals chaining two integrations by hand."""
+    d = 2
+    c1 = Controls(A=rng.standard_normal((d, d)), b=rng.standard_normal(d))
+    c2 = Controls(A=rng.standard_normal((d, d)), V=0.2 * np.eye(d), B=-np.eye(d))
+    mu0, S0 = np.zeros(d), random_spd(rng, d)
+    pw = PiecewiseControls([0.0, 0.37, 1.0], [c1, c2])
+    traj = integrate_moments(mu0, S0, pw, (0, 1), t_eval=[0.0, 0.2, 0.37, 0.5, 1.0])
+    first = integrate_moments(mu0, S0, c1, (0, 0.37))
+    second = integrate_moments(first.mu[-1], first.Sigma[-1], c2, (0.37, 1.0))
+    np.testing.assert_allclose(traj.Sigma[-1], second.Sigma[-1], rtol=1e-10)
+    np.testing.assert_allclose(traj.mu[-1], second.mu[-1], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(traj.t, [0.0, 0.2, 0.37, 0.5, 1.0])
+    # the same through a plain callable that exposes no breaks is only approximately equal
+    traj2 = integrate_moments(mu0, S0, lambda t: pw(t), (0, 1))
+    np.testing.assert_allclose(traj2.Sigma[-1], second.Sigma[-1], rtol=1e-6)
+
+
+def test_default_output_is_the_solver_steps_without_duplicates(rng):
+    c1, c2 = Controls(A=-np.eye(2)), Controls(A=np.eye(2))
+    traj = integrate_moments(np.ones(2), np.eye(2), PiecewiseControls([0, 0.5, 1], [c1, c2]), (0, 1))
+    assert np.all(np.diff(traj.t) > 0) and traj.t[0] == 0 and traj.t[-1] == 1
+    np.testing.assert_allclose(traj.Sigma[-1], np.eye(2), rtol=1e-9)
+
+
+# ---------------------------------------------------------------------- layer map
+def test_layer_map_equals_affine_map_by_hand(rng):
+    d, h = 3, 0.1
+    mu, S = rng.standard_normal(d), random_spd(rng, d)
+    A, b, V, B = (rng.standard_normal((d, d)), rng.standard_normal(d),
+                  rng.standard_normal((d, d)), rng.standard_normal((d, d)))
+    mu1, S1 = layer_map(mu, S, Controls(A=A, b=b, V=V, B=B), h)
+    M = np.eye(d) + h * (A + V @ S @ B)
+    c = h * (b + V @ mu)  # x -> M x + c
+    np.testing.assert_allclose(mu1, M @ mu + c, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(S1, M @ S @ M.T, rtol=1e-13)
+
+
+def test_layer_map_matches_monte_carlo_push_forward(rng):
+    d, h, n = 3, 0.2, 100_000
+    mu, S = rng.standard_normal(d), random_spd(rng, d, cond=4)
+    A, b, V, B = (rng.standard_normal((d, d)), rng.standard_normal(d),
+                  rng.standard_normal((d, d)) * 0.5, rng.standard_normal((d, d)) * 0.5)
+    x = rng.multivariate_normal(mu, S, size=n)
+    y = x + h * (x @ A.T + b + (mu + x @ (S @ B).T) @ V.T)
+    mu1, S1 = layer_map(mu, S, Controls(A=A, b=b, V=V, B=B), h)
+    se = np.sqrt(np.diag(S1) / n)
+    assert np.all(np.abs(y.mean(0) - mu1) < 5 * se)
+    rel = np.linalg.norm(np.cov(y.T) - S1) / np.linalg.norm(S1)
+    assert rel < 10 / np.sqrt(n)
+
+
+def test_layer_stack_chains_layer_map(rng):
+    d, L = 2, 5
+    layers = [Controls(A=rng.standard_normal((d, d)), V=np.eye(d) * 0.1, B=np.eye(d)) for _ in range(L)]
+    mus, Sigmas = layer_stack(np.zeros(d), np.eye(d), layers, 0.1)
+    assert mus.shape == (L + 1, d) and Sigmas.shape == (L + 1, d, d)
+    m, S = np.zeros(d), np.eye(d)
+    for k, c in enumerate(layers):
+        m, S = layer_map(m, S, c, 0.1)
+        np.testing.assert_array_equal(Sigmas[k + 1], S)
+
+
+def test_euler_layers_converge_to_the_ode(rng):
+    d = 2
+    ctl = Controls(A=rng.standard_normal((d, d)) * 0.5, b=np.ones(d), V=np.eye(d) * 0.3, B=-np.eye(d))
+    mu0, S0 = np.zeros(d), np.eye(d)
+    ref = integrate_moments(mu0, S0, ctl, (0, 1))
+    errs = []
+    for L in (50, 100, 200):
+        _, Sig = layer_stack(mu0, S0, [ctl] * L, 1.0 / L)
+        errs.append(np.linalg.norm(Sig[-1] - ref.Sigma[-1]))
+    slope = np.polyfit(np.log([50, 100, 200]), np.log(errs), 1)[0]
+    assert -1.1 < slope < -0.9  # Euler is first order
+
+
+# --------------------------------------------------------------------- validation
+@pytest.mark.parametrize(
+    "mu0, Sigma0, match",
+    [
+        (np.zeros(2), np.eye(3), "Sigma0"),
+        (np.zeros((2, 1)), np.eye(2), "mu0"),
+        (np.array([0.0, np.nan]), np.eye(2), "mu0"),
+        (np.zeros(2), np.array([[1.0, np.inf], [0.0, 1.0]]), "Sigma0"),
+        (np.zeros(2), np.array([[1.0, 0.5], [0.0, 1.0]]), "Sigma0 must be symmetric"),
+        (np.zeros(2), np.diag([1.0, -1.0]), "Sigma0 must be positive semidefinite"),
+    ],
+)
+def test_bad_initial_moments_name_the_argument(mu0, Sigma0, match):
+    with pytest.raises(ValueError, match=match):
+        integrate_moments(mu0, Sigma0, Controls(A=np.eye(2)), (0, 1))
+
+
+def test_rank_deficient_initial_covariance_is_valid():
+    traj = integrate_moments(np.zeros(2), np.diag([1.0, 0.0]), Controls(A=np.eye(2)), (0, 1))
+    assert traj.status == "completed"
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(t_span=(1.0, 0.0)), "t_span"),
+        (dict(t_span=(0.0, np.inf)), "t_span"),
+        (dict(t_span=(0.0, 1.0), t_eval=[0.5, 0.2]), "t_eval"),
+        (dict(t_span=(0.0, 1.0), t_eval=[0.5, 2.0]), "t_eval"),
+        (dict(t_span=(0.0, 1.0), blowup_norm=-1), "blowup_norm"),
+    ],
+)
+def test_bad_time_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        integrate_moments(np.zeros(2), np.eye(2), Controls(A=np.eye(2)), **kwargs)
+
+
+def test_controls_of_the_wrong_dimension():
+    with pytest.raises(ValueError, match="controls"):
+        integrate_moments(np.zeros(2), np.eye(2), Controls(A=np.eye(3)), (0, 1))
+    with pytest.raises(ValueError, match="controls"):
+        integrate_moments(np.zeros(2), np.eye(2), lambda t: "nope", (0, 1))
+
+
+def test_layer_map_validation():
+    with pytest.raises(ValueError, match="h"):
+        layer_map(np.zeros(2), np.eye(2), Controls(A=np.eye(2)), 0.0)
+    with pytest.raises(ValueError, match="Sigma"):
+        layer_map(np.zeros(2), -np.eye(2), Controls(A=np.eye(2)), 0.1)
+    with pytest.raises(ValueError, match="controls"):
+        layer_map(np.zeros(2), np.eye(2), Controls(A=np.eye(3)), 0.1)
