@@ -6,6 +6,7 @@ Alcalde, Ji, Zuazua (2026), arXiv:2606.07600. The public surface is re-exported 
 from .claims import ClaimFailed, claim
 from .controls import Controls, PiecewiseControls
 from .moments import MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
+from .sampling import gaussian_tokens
 
 __all__ = [
     "ClaimFailed",
@@ -13,6 +14,7 @@ __all__ = [
     "MomentTrajectory",
     "PiecewiseControls",
     "claim",
+    "gaussian_tokens",
     "integrate_moments",
     "layer_map",
     "layer_stack",
