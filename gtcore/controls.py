@@ -262,12 +262,12 @@ def control_breaks(controls: ControlsLike) -> tuple[float, ...]:
     return tuple(float(t) for t in getattr(controls, "breaks", ()))
 
 
-def as_control_function(controls: ControlsLike, d: int | None = None,
-                        name: str = "controls") -> Callable[[float], Controls]:
+def as_control_function(controls: ControlsLike, d: int | None = None, name: str = "controls",
+                        state_name: str = "the state") -> Callable[[float], Controls]:
     """Return ``t -> Controls`` for constant, piecewise or callable controls, checking ``d``."""
     if isinstance(controls, Controls):
         if d is not None and controls.d != d:
-            raise ValueError(f"{name} act on dimension d={controls.d}, but the state has d={d}")
+            raise ValueError(f"{name} act on dimension d={controls.d}, but {state_name} has d={d}")
         return controls
     if not callable(controls):
         raise ValueError(
@@ -276,7 +276,7 @@ def as_control_function(controls: ControlsLike, d: int | None = None,
         )
     cd = getattr(controls, "d", None)
     if d is not None and cd is not None and cd != d:
-        raise ValueError(f"{name} act on dimension d={cd}, but the state has d={d}")
+        raise ValueError(f"{name} act on dimension d={cd}, but {state_name} has d={d}")
     return controls
 
 

@@ -199,7 +199,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     """
     mu0, Sigma0 = check_moments(mu0, Sigma0)
     d = mu0.shape[0]
-    fn = as_control_function(controls, d)
+    fn = as_control_function(controls, d, state_name="mu0")
     span = as_float_array(t_span, "t_span")
     if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
         raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {t_span!r}")

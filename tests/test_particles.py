@@ -1,0 +1,167 @@
+"""The particle Transformer against a naive reference, the moment ODE and the layer map."""
+
+import numpy as np
+import pytest
+import torch
+
+from gtcore import Controls, PiecewiseControls, gaussian_tokens, integrate_moments, layer_map
+from gtcore.particles import SOLVERS, attention_average, simulate, velocity
+from conftest import random_spd
+
+
+def naive_velocity(x, ctl, ff="identity"):
+    """Full N x N softmax in NumPy float64 (the style of published peers)."""
+    v = x @ ctl.A.T + ctl.b
+    if ctl.U is not None:
+        pre = x @ ctl.U.T + ctl.c
+        v = v + (np.maximum(pre, 0) if ff == "relu" else pre) @ ctl.W.T
+    for Vh, Bh in zip(ctl.V, ctl.B):
+        logits = (x @ Bh.T) @ x.T  # [i, j] = x_j^T B x_i
+        logits -= logits.max(axis=1, keepdims=True)
+        w = np.exp(logits)
+        w /= w.sum(axis=1, keepdims=True)
+        v = v + (w @ x) @ Vh.T
+    return v
+
+
+def random_controls(rng, d, heads=1, scale=0.5, ff=False):
+    kw = {}
+    if ff:
+        m = 5
+        kw = dict(U=rng.standard_normal((m, d)), W=rng.standard_normal((d, m)) * 0.3, c=rng.standard_normal(m))
+    return Controls(A=scale * rng.standard_normal((d, d)), b=rng.standard_normal(d),
+                    V=scale * rng.standard_normal((heads, d, d)), B=scale * rng.standard_normal((heads, d, d)), **kw)
+
+
+@pytest.mark.parametrize("d, heads, ff", [(2, 1, "identity"), (3, 2, "identity"), (4, 3, "relu")])
+def test_fused_attention_equals_naive_reference(rng, d, heads, ff):
+    x = rng.standard_normal((300, d))
+    ctl = random_controls(rng, d, heads, ff=True)
+    np.testing.assert_allclose(velocity(x, ctl, ff=ff), naive_velocity(x, ctl, ff), rtol=1e-12, atol=1e-12)
+
+
+def test_attention_average_is_a_softmax_average(rng):
+    x = torch.as_tensor(rng.standard_normal((50, 2)))
+    B = torch.zeros(1, 2, 2, dtype=torch.float64)
+    np.testing.assert_allclose(attention_average(x, B)[0].numpy(), np.tile(x.mean(0).numpy(), (50, 1)), rtol=1e-13)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_gaussian_attention_reproduces_the_moment_ode(rng, d):
+    ctl = random_controls(rng, d, heads=2, scale=0.4)
+    x0 = gaussian_tokens(400, rng.standard_normal(d), random_spd(rng, d, 3.0), seed=1)
+    traj = simulate(x0, ctl, (0, 1), 200, method="rk4", attention="gaussian", record_every=50)
+    ref = integrate_moments(traj.mu[0], traj.Sigma[0], ctl, (0, 1), t_eval=traj.t)
+    np.testing.assert_allclose(traj.t, [0, 0.25, 0.5, 0.75, 1.0])
+    err_S = np.linalg.norm(traj.Sigma - ref.Sigma, axis=(1, 2)) / np.linalg.norm(ref.Sigma, axis=(1, 2))
+    err_m = np.linalg.norm(traj.mu - ref.mu, axis=1) / np.linalg.norm(ref.mu, axis=1)
+    assert err_S.max() < 1e-6 and err_m.max() < 1e-6
+
+
+def test_one_euler_step_is_the_layer_map(rng):
+    d, h = 3, 0.1
+    ctl = random_controls(rng, d, heads=2)
+    x0 = gaussian_tokens(200, np.zeros(d), random_spd(rng, d), seed=2)
+    traj = simulate(x0, ctl, (0, h), 1, method="euler", attention="gaussian")
+    mu1, S1 = layer_map(traj.mu[0], traj.Sigma[0], ctl, h)
+    np.testing.assert_allclose(traj.mu[1], mu1, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(traj.Sigma[1], S1, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", sorted(SOLVERS))
+def test_integrators_reach_their_order_on_a_linear_flow(method):
+    """No attention: x' = A x, exact solution expm(A t) x0."""
+    from scipy.linalg import expm
+
+    A = np.array([[0.0, 1.0], [-1.0, -0.1]])
+    x0 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    exact = x0 @ expm(A).T
+    errs = []
+    for n in (20, 40):
+        tr = simulate(x0, Controls(A=A), (0, 1), n, method=method, keep_tokens=True)
+        errs.append(np.abs(tr.tokens[-1] - exact).max())
+    order = np.log2(errs[0] / errs[1])
+    assert abs(order - SOLVERS[method].order) < 0.3
+
+
+def test_empirical_attention_error_decays_like_inverse_sqrt_N():
+    """Weak attention (kappa < 0.2): error of the cloud's moments against the ODE ~ N^(-1/2)."""
+    d = 2
+    mu0, S0 = np.array([0.5, -0.2]), np.array([[1.0, 0.3], [0.3, 0.6]])
+    ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0], V=0.5 * np.eye(d), B=[[-0.3, 0.1], [0.0, -0.2]])
+    ref = integrate_moments(mu0, S0, ctl, (0, 1), t_eval=np.linspace(0, 1, 6))
+    kappa = max(np.linalg.eigvals(ctl.B[0].T @ S @ ctl.B[0] @ S).real.max() for S in ref.Sigma)
+    assert kappa < 0.2
+    Ns, errs = [500, 2000, 8000], []
+    for N in Ns:
+        e = []
+        for seed in range(8):
+            tr = simulate(gaussian_tokens(N, mu0, S0, seed), ctl, (0, 1), 4, record_every=4)
+            e.append(np.linalg.norm(tr.mu[-1] - ref.mu[-1]) + np.linalg.norm(tr.Sigma[-1] - ref.Sigma[-1]))
+        errs.append(np.mean(e))
+    slope = np.polyfit(np.log(Ns), np.log(errs), 1)[0]
+    assert -0.65 <= slope <= -0.35, slope
+
+
+def test_blowup_is_a_status_not_nan():
+    x0 = gaussian_tokens(100, [0.0], [[1.0]], seed=0)
+    tr = simulate(x0, Controls(A=[[0.0]], V=[[1.0]], B=[[1.0]]), (0, 5), 500, blowup_norm=1e4)
+    assert tr.status == "blowup" and 0 < tr.blowup_time < 5
+    assert np.all(np.isfinite(tr.Sigma)) and np.linalg.norm(tr.Sigma[-1]) <= 1e4
+
+
+def test_piecewise_and_callable_controls_are_accepted(rng):
+    c1, c2 = Controls(A=np.eye(2)), Controls(A=-np.eye(2))
+    x0 = gaussian_tokens(50, np.zeros(2), np.eye(2), seed=0)
+    tr = simulate(x0, PiecewiseControls([0, 0.5, 1], [c1, c2]), (0, 1), 100, attention="gaussian")
+    np.testing.assert_allclose(tr.Sigma[-1], tr.Sigma[0], rtol=1e-8)
+    tr2 = simulate(x0, lambda t: c1 if t < 0.5 else c2, (0, 1), 100, attention="gaussian")
+    np.testing.assert_allclose(tr2.Sigma[-1], tr.Sigma[-1], rtol=1e-12)
+
+
+def test_seeded_runs_are_identical():
+    x0 = gaussian_tokens(300, np.zeros(2), np.eye(2), seed=5)
+    ctl = Controls(V=np.eye(2), B=-np.eye(2))
+    a = simulate(x0, ctl, (0, 1), 10)
+    b = simulate(gaussian_tokens(300, np.zeros(2), np.eye(2), seed=5), ctl, (0, 1), 10)
+    np.testing.assert_array_equal(a.Sigma, b.Sigma)
+
+
+def test_torch_input_and_float32(rng):
+    x0 = torch.as_tensor(rng.standard_normal((100, 2)), dtype=torch.float32)
+    ctl = Controls(V=np.eye(2), B=-np.eye(2))
+    tr = simulate(x0, ctl, (0, 1), 5, dtype=torch.float32, keep_tokens=True)
+    ref = simulate(x0.double().numpy(), ctl, (0, 1), 5, keep_tokens=True)
+    np.testing.assert_allclose(tr.tokens[-1], ref.tokens[-1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(x0=np.zeros((5, 3))), "x0"),
+        (dict(x0=np.zeros(5)), "x0"),
+        (dict(x0=np.zeros((1, 2))), "x0"),
+        (dict(x0=np.array([[0.0, np.nan], [1.0, 1.0]])), "x0"),
+        (dict(method="dopri"), "method"),
+        (dict(ff="gelu"), "ff"),
+        (dict(ff="relu"), "ff"),
+        (dict(steps=0), "steps"),
+        (dict(steps=2.5), "steps"),
+        (dict(attention="exact"), "attention"),
+        (dict(record_every=0), "record_every"),
+        (dict(t_span=(1, 0)), "t_span"),
+    ],
+)
+def test_bad_input_names_the_argument(kwargs, match):
+    args = dict(x0=np.random.default_rng(0).standard_normal((10, 2)), controls=Controls(A=np.eye(2)),
+                t_span=(0, 1), steps=3)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        simulate(args.pop("x0"), args.pop("controls"), args.pop("t_span"), args.pop("steps"), **args)
+
+
+def test_velocity_bad_input():
+    with pytest.raises(ValueError, match="controls"):
+        velocity(np.zeros((3, 2)), Controls(A=np.eye(3)))
+    with pytest.raises(ValueError, match="ff"):
+        velocity(np.zeros((3, 2)), Controls(A=np.eye(2)), ff="tanh")
