@@ -96,7 +96,7 @@ def evaluate_claim(name: str, value: Any, *, paper: str = "", lt: float | None =
 
 def claim(name: str, value: Any, *, paper: str = "", lt: float | None = None,
           gt: float | None = None, close_to: float | None = None, rtol: float | None = None,
-          atol: float | None = None) -> Claim:
+          atol: float | None = None) -> None:
     """Check a paper's statement numerically, show PASS/FAIL, record it, raise on failure.
 
     Parameters
@@ -112,7 +112,8 @@ def claim(name: str, value: Any, *, paper: str = "", lt: float | None = None,
 
     Returns
     -------
-    Claim
+    None (so a claim at the end of a cell displays nothing more); use :func:`evaluate_claim` to
+    get the :class:`Claim` without displaying or raising.
 
     Raises
     ------
@@ -124,7 +125,6 @@ def claim(name: str, value: Any, *, paper: str = "", lt: float | None = None,
     _show(c)
     if not c.passed:
         raise ClaimFailed(c.line())
-    return c
 
 
 def _show(c: Claim) -> None:
@@ -140,7 +140,7 @@ def _show(c: Claim) -> None:
     if get_ipython() is None:
         print(c.line())
         return
-    mark = "✅" if c.passed else "❌"
+    mark = "✔" if c.passed else "✘"
     md = (f"{mark} **{'PASS' if c.passed else 'FAIL'}** `{c.name}` ({c.paper}): "
           f"value {_fmt(c.value)}, {c.threshold}")
     display({"text/plain": c.line(), "text/markdown": md, CLAIM_MIME: json.loads(json.dumps(record))},

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ._progress import progress as progress_bar
 from ._validation import as_float_array
 from .controls import Controls, ControlsLike, as_control_function, evaluate_controls
 
@@ -336,13 +337,8 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     mu, S = empirical_moments_torch(x)
     record(t0, x, mu, S)
     status, blowup_time = "completed", None
-    iterator = range(int(steps))
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(iterator, desc=f"{method} N={N}", leave=False)
     with torch.no_grad():
-        for k in iterator:
+        for k in progress_bar(range(int(steps)), f"{method} N={N}", enabled=progress):
             t = t0 + k * h
             t_next = t1 if k == steps - 1 else t0 + (k + 1) * h
             y = solver.step(velocity_on_step(t, t_next), t, x, h)

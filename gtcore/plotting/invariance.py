@@ -1,0 +1,73 @@
+"""Figures of chapter 1: Gaussian invariance with real tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from . import COLORS, figure, noise_band, plot_ellipse, reference_slope
+
+
+def cloud_with_ellipses(tokens: np.ndarray, times: Sequence[float], mus: np.ndarray, Sigmas: np.ndarray,
+                        max_points: int = 3000):
+    """Token clouds at a few times, each with the moment ODE's 1- and 2-sigma ellipses."""
+    fig, axes = figure(len(times), 1, width=3.3, height=3.2, sharex=True, sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, x, t, mu, S in zip(axes, tokens, times, mus, Sigmas):
+        pts = x[:max_points]
+        ax.scatter(pts[:, 0], pts[:, 1], s=2, alpha=0.35, color=COLORS["particles"], rasterized=True,
+                   label="tokens")
+        for r, ls in ((1, "-"), (2, "--")):
+            plot_ellipse(ax, mu, S, radius=r, ls=ls, lw=1.4, label=f"ODE {r}σ" if t == times[0] else None)
+        ax.set_title(f"t = {t:g}")
+        ax.set_xlabel("$x_1$")
+        ax.set_aspect("equal", adjustable="box")
+    axes[0].set_ylabel("$x_2$")
+    axes[0].legend(loc="upper left", markerscale=4)
+    return fig
+
+
+def error_against_n(studies: Mapping[str, object]):
+    """Moment error against N on log–log axes, one curve per setting, with the N^(-1/2) line."""
+    fig, ax = figure(1, 1, width=5.0, height=3.6)
+    colors = [COLORS["particles"], COLORS["alt"], COLORS["target"]]
+    for (label, st), c in zip(studies.items(), colors):
+        m = st.errors.mean(axis=1)
+        sd = st.errors.std(axis=1, ddof=1) / np.sqrt(st.errors.shape[1])
+        ax.errorbar(st.Ns, m, yerr=sd, marker="o", color=c, capsize=2,
+                    label=f"{label}: κ = {st.kappa:.2f}, slope {st.slope:.2f}")
+    first = next(iter(studies.values()))
+    reference_slope(ax, first.Ns, first.errors.mean(axis=1)[0], -0.5)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of tokens $N$")
+    ax.set_ylabel(r"$\|\hat\mu - \mu\| + \|\hat\Sigma - \Sigma\|_F$ at $t = T$")
+    ax.legend()
+    return fig
+
+
+def layer_errors(errors: Mapping[str, np.ndarray]):
+    """Per-layer discrepancy between the token Transformer and the exact layer map."""
+    fig, ax = figure(1, 1, width=5.0, height=3.2)
+    for (label, e), c in zip(errors.items(), [COLORS["theory"], COLORS["particles"]]):
+        ax.semilogy(np.arange(1, len(e) + 1), np.maximum(e, 1e-17), marker="o", color=c, label=label)
+    ax.set_xlabel("layer $l$")
+    ax.set_ylabel("relative moment discrepancy")
+    ax.legend()
+    return fig
+
+
+def statistics_over_time(times: Sequence[float], stats: Mapping[str, np.ndarray],
+                         bands: Mapping[str, tuple[float, float]], level: float = 0.99):
+    """Each Gaussianity statistic of the cloud over time, inside the noise-floor band."""
+    fig, axes = figure(len(stats), 1, width=4.0, height=3.0)
+    axes = np.atleast_1d(axes)
+    for ax, (name, values) in zip(axes, stats.items()):
+        lo, hi = bands[name]
+        noise_band(ax, times, lo, hi, label=f"{int(level * 100)}% band of a Gaussian sample")
+        ax.plot(times, values, marker="o", color=COLORS["particles"], label="token cloud")
+        ax.set_xlabel("time $t$")
+        ax.set_ylabel(name)
+    axes[0].legend()
+    return fig
