@@ -60,12 +60,20 @@ def _read_notebook(path: Path):
     return jupytext.read(path)
 
 
+def _shown(path: Path) -> str:
+    """A path relative to the repository when it lies inside it."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def chapter_defaults(path: Path) -> dict[str, Any]:
     """The literal assignments of a chapter's ``parameters`` cell, name -> value."""
     nb = _read_notebook(path)
     cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
     if not cells:
-        raise BookError(f"{path.relative_to(ROOT)}: no code cell tagged 'parameters' "
+        raise BookError(f"{_shown(path)}: no code cell tagged 'parameters' "
                         f"(write it as `# %% tags=[\"parameters\"]`)")
     values: dict[str, Any] = {}
     for node in ast.parse(cells[0].source).body:
@@ -169,7 +177,7 @@ def run_chapter(chapter: Chapter, params: dict[str, Any], profile: str) -> float
         raise BookError(
             f"chapter {chapter.name} failed in cell {exc.exec_count} (cell index {exc.cell_index}): "
             f"{exc.ename}: {exc.evalue}\n  the failed notebook is kept at "
-            f"{(failed / (chapter.name + '.ipynb')).relative_to(ROOT)}; the last good output is untouched"
+            f"{_shown(failed / (chapter.name + '.ipynb'))}; the last good output is untouched"
         ) from None
     finally:
         for k, v in env_before.items():
