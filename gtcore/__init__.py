@@ -7,9 +7,25 @@ from .claims import ClaimFailed, claim
 from .controls import Controls, PiecewiseControls
 from .moments import MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
 from .sampling import gaussian_tokens
+from .stability import (
+    NoEquilibriumError,
+    asymptotic_mean,
+    bias_for_mean_target,
+    blowup_time,
+    classify,
+    equilibrium,
+    linear_stability,
+)
 
 __all__ = [
     "ClaimFailed",
+    "NoEquilibriumError",
+    "asymptotic_mean",
+    "bias_for_mean_target",
+    "blowup_time",
+    "classify",
+    "equilibrium",
+    "linear_stability",
     "Controls",
     "MomentTrajectory",
     "PiecewiseControls",

@@ -1,0 +1,346 @@
+"""gtcore.stability against closed forms and direct integration of the moment ODE."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.linalg import expm
+
+from gtcore import Controls, integrate_moments
+from gtcore.stability import (
+    NoEquilibriumError,
+    asymptotic_mean,
+    bias_for_mean_target,
+    blowup_time,
+    classify,
+    closed_form_covariance,
+    critical_gain,
+    equilibrium,
+    linear_stability,
+    mean_matrix,
+    observe_regime,
+    regime_map,
+    riccati_gain,
+)
+from conftest import random_psd, random_spd
+
+J = np.array([[0.0, -1.0], [1.0, 0.0]])
+
+
+def rotation_controls(a, v, omega=0.7, B=None, b=None):
+    B = np.array([[1.0, 0.4], [-0.2, 0.6]]) if B is None else B  # non-symmetric, B + B^T > 0
+    return Controls(A=a * np.eye(2) + omega * J, V=v * np.eye(2), B=B, b=b)
+
+
+S0_2 = np.array([[1.0, 0.3], [0.3, 0.5]])
+
+
+def assert_same_spectrum(a, b, tol):
+    """Same multiset of complex eigenvalues: a greedy matching with distance <= tol."""
+    a, b = list(np.asarray(a)), list(np.asarray(b))
+    assert len(a) == len(b)
+    for x in a:
+        k = int(np.argmin([abs(x - y) for y in b]))
+        assert abs(x - b[k]) <= tol, (x, b)
+        b.pop(k)
+
+
+# ------------------------------------------------------------------ blow-up time, d = 1
+@pytest.mark.parametrize(
+    "a, v, beta, s0",
+    [(0.5, 1.0, 1.0, 0.5), (0.0, 1.0, 0.7, 1.0), (-0.3, 2.0, 0.5, 1.0), (1.0, -1.0, -2.0, 0.2),
+     (1e-9, 1.0, 1.0, 1.0)],
+)
+def test_scalar_blowup_matches_integration(a, v, beta, s0):
+    ctl = Controls(A=[[a]], V=[[v]], B=[[beta]])
+    bt = blowup_time([[s0]], ctl)
+    assert bt.method == "closed form (d = 1)"
+    expected = (math.log1p(a / (v * beta * s0)) / (2 * a)) if a else 1 / (2 * v * beta * s0)
+    assert bt.t_star == pytest.approx(expected, rel=1e-12)
+    traj = integrate_moments([0.0], [[s0]], ctl, (0.0, 2 * bt.t_star))
+    assert traj.status == "blowup"
+    assert abs(traj.blowup_time - bt.t_star) <= 1e-6 * bt.t_star
+    num = blowup_time([[s0]], ctl, method="numerical")
+    assert num.method == "numerical"
+    assert abs(num.t_star - bt.t_star) <= 1e-9 * bt.t_star
+
+
+@pytest.mark.parametrize("a, v, beta, s0", [(0.5, 1.0, -1.0, 0.5), (-0.5, 1.0, 1.0, 0.5), (0.3, 0.0, 1.0, 1.0)])
+def test_scalar_no_blowup(a, v, beta, s0):
+    ctl = Controls(A=[[a]], V=[[v]], B=[[beta]])
+    assert blowup_time([[s0]], ctl).t_star == math.inf
+    traj = integrate_moments([0.0], [[s0]], ctl, (0.0, 30.0))
+    assert traj.status == "completed"
+
+
+def test_scalar_two_heads_add():
+    ctl = Controls(A=[[0.2]], V=[[[1.0]], [[0.5]]], B=[[[0.3]], [[0.8]]])
+    q = 2 * (1.0 * 0.3 + 0.5 * 0.8)
+    bt = blowup_time([[1.0]], ctl)
+    assert bt.t_star == pytest.approx(math.log(1 + 0.4 / q) / 0.4, rel=1e-12)
+
+
+# ---------------------------------------------------- blow-up time, V = vI, d = 2, 3
+@pytest.mark.parametrize("d, shift", [(2, 0.3), (3, 0.3), (2, -0.4), (3, 0.0)])
+def test_matrix_blowup_matches_integration(d, shift, rng):
+    A = 0.4 * rng.standard_normal((d, d)) + shift * np.eye(d)
+    if shift == 0.0:
+        A[:, 0] = 0.0  # singular A: the augmented exponential still works
+    G = rng.standard_normal((d, d))
+    B = G @ G.T + np.eye(d) + 0.5 * rng.standard_normal((d, d))  # non-symmetric
+    B = B + (1.0 - min(0.0, np.linalg.eigvalsh(B + B.T)[0])) * np.eye(d)
+    Sigma0 = 2.0 * random_spd(rng, d, cond=3.0)
+    ctl = Controls(A=A, V=0.8 * np.eye(d), B=B)
+    bt = blowup_time(Sigma0, ctl)
+    assert bt.method == "closed form (V = vI)"
+    assert math.isfinite(bt.t_star)
+    traj = integrate_moments(np.zeros(d), Sigma0, ctl, (0.0, 2 * bt.t_star))
+    assert traj.status == "blowup"
+    assert abs(traj.blowup_time - bt.t_star) <= 1e-6 * bt.t_star
+    # independent check: lambda_min(P(t)) by the plain formula crosses 0 at t*
+    P0 = np.linalg.inv(Sigma0)
+    Q = 0.8 * (B + B.T)
+
+    def lam_min_P(t, n=400):
+        s = np.linspace(0, t, n + 1)
+        vals = np.array([expm(A.T * x) @ Q @ expm(A * x) for x in s])
+        w = np.full(n + 1, 2.0)
+        w[0] = w[-1] = 1.0
+        w[1:-1:2] = 4.0
+        Y = (t / n / 3.0) * np.tensordot(w, vals, axes=1)
+        E = expm(-A * t)
+        return np.linalg.eigvalsh(E.T @ (P0 - Y) @ E)[0]
+
+    assert lam_min_P(0.999 * bt.t_star) > 0 > lam_min_P(1.001 * bt.t_star)
+    num = blowup_time(Sigma0, ctl, method="numerical")
+    assert abs(num.t_star - bt.t_star) <= 1e-8 * bt.t_star
+
+
+def test_closed_form_covariance_matches_integration(rng):
+    for d in (2, 3):
+        A = 0.5 * rng.standard_normal((d, d)) + 0.3 * np.eye(d)
+        B = -(np.eye(d) + 0.3 * rng.standard_normal((d, d)))
+        ctl = Controls(A=A, V=0.7 * np.eye(d), B=B)
+        Sigma0 = random_spd(rng, d)
+        t = np.linspace(0, 2.0, 9)
+        traj = integrate_moments(np.zeros(d), Sigma0, ctl, (0, 2.0), t_eval=t)
+        exact = closed_form_covariance(Sigma0, ctl, t)
+        np.testing.assert_allclose(traj.Sigma, exact, rtol=1e-8, atol=1e-10)
+
+
+def test_rank_deficient_sigma0_blowup(rng):
+    d = 3
+    Sigma0 = 3.0 * random_psd(rng, d, 1)
+    ctl = Controls(A=0.1 * rng.standard_normal((d, d)), V=np.eye(d), B=np.eye(d))
+    bt = blowup_time(Sigma0, ctl)
+    traj = integrate_moments(np.zeros(d), Sigma0, ctl, (0, 10))
+    assert traj.status == "blowup"
+    assert abs(traj.blowup_time - bt.t_star) <= 1e-6 * bt.t_star
+    np.testing.assert_allclose(closed_form_covariance(Sigma0, ctl, [0.5 * bt.t_star])[0],
+                               integrate_moments(np.zeros(d), Sigma0, ctl, (0, 0.5 * bt.t_star)).Sigma[-1],
+                               rtol=1e-8, atol=1e-10)
+
+
+def test_indefinite_Q_scan(rng):
+    A = np.array([[0.2, 0.5], [-0.5, 0.1]])
+    B = np.diag([1.0, -0.5])
+    ctl = Controls(A=A, V=np.eye(2), B=B)
+    bt = blowup_time(np.eye(2), ctl)
+    traj = integrate_moments(np.zeros(2), np.eye(2), ctl, (0, 50))
+    if traj.status == "blowup":
+        assert abs(traj.blowup_time - bt.t_star) <= 1e-6 * bt.t_star
+    else:
+        assert bt.t_star == math.inf
+
+
+def test_general_V_blowup_is_numerical(rng):
+    ctl = Controls(A=0.1 * np.eye(2), V=np.array([[1.0, 0.3], [0.0, 0.8]]), B=np.eye(2))
+    bt = blowup_time(np.eye(2), ctl)
+    assert bt.method == "numerical" and math.isfinite(bt.t_star)
+    with pytest.raises(ValueError, match="closed form"):
+        blowup_time(np.eye(2), ctl, method="closed form")
+
+
+# ------------------------------------------------------------------------------ equilibria
+@pytest.mark.parametrize("d", [2, 3])
+def test_equilibrium_closed_form_residual_and_attraction(d, rng):
+    A = 0.3 * rng.standard_normal((d, d)) + 0.6 * np.eye(d)  # anti-stable
+    assert np.linalg.eigvals(A).real.min() > 0
+    G = rng.standard_normal((d, d))
+    B = G @ G.T + np.eye(d) + 0.3 * rng.standard_normal((d, d))
+    B = B + (1.0 - min(0.0, np.linalg.eigvalsh(B + B.T)[0])) * np.eye(d)
+    ctl = Controls(A=A, V=-0.5 * np.eye(d), B=B)  # opposite definiteness
+    eq = equilibrium(ctl)
+    assert eq.method == "closed form (Lyapunov)"
+    assert eq.relative_residual < 1e-12
+    assert np.linalg.eigvalsh(eq.Sigma)[0] > 0
+    ls = linear_stability(ctl, eq.Sigma)
+    lam = np.linalg.eigvals(A)
+    expected = np.array([-(lam[i] + lam[j]) for i in range(d) for j in range(i, d)])
+    assert_same_spectrum(ls.eigenvalues, expected, 1e-10)
+    assert ls.verdict == "stable"
+    T = 25.0 / abs(ls.max_real)  # e^-25 of the initial distance
+    traj = integrate_moments(np.zeros(d), random_spd(rng, d), ctl, (0, T))
+    assert np.linalg.norm(traj.Sigma[-1] - eq.Sigma) < 1e-8 * np.linalg.norm(eq.Sigma)
+    # M* = A + V Sigma* B has purely imaginary spectrum
+    Ms = A + ctl.attention_drift(eq.Sigma)
+    assert np.abs(np.linalg.eigvals(Ms).real).max() < 1e-10
+    # Newton from a perturbed guess reaches the same matrix
+    eqn = equilibrium(ctl, Sigma_guess=eq.Sigma + 0.05 * np.eye(d))
+    assert eqn.method == "Newton"
+    np.testing.assert_allclose(eqn.Sigma, eq.Sigma, rtol=1e-10, atol=1e-12)
+
+
+def test_equilibrium_with_hurwitz_A_is_unstable():
+    ctl = rotation_controls(-0.5, 1.0)
+    eq = equilibrium(ctl)
+    assert eq.relative_residual < 1e-12
+    assert linear_stability(ctl, eq.Sigma).verdict == "unstable"
+
+
+def test_newton_on_general_V(rng):
+    d = 3
+    A = 0.8 * np.eye(d) + 0.2 * rng.standard_normal((d, d))
+    V = -(np.eye(d) + 0.25 * rng.standard_normal((d, d)))
+    B = np.eye(d) + 0.2 * rng.standard_normal((d, d))
+    ctl = Controls(A=A, V=V, B=B)
+    assert riccati_gain(ctl) is None
+    eq = equilibrium(ctl)
+    assert eq.method == "Newton"
+    assert eq.relative_residual < 1e-12
+    assert np.linalg.eigvalsh(eq.Sigma)[0] > 0
+    _, dS = __import__("gtcore").moment_rhs(np.zeros(d), eq.Sigma, ctl)  # independent residual
+    assert np.linalg.norm(dS) < 1e-11 * np.linalg.norm(eq.Sigma)
+    ls = linear_stability(ctl, eq.Sigma)
+    # finite-difference Jacobian eigenvalues agree
+    from gtcore.stability import _F, _sym_basis, _sym_coords
+    h = 1e-6
+    cols = [(_sym_coords(_F(ctl, eq.Sigma + h * E)) - _sym_coords(_F(ctl, eq.Sigma - h * E))) / (2 * h)
+            for E in _sym_basis(d)]
+    fd = np.linalg.eigvals(np.stack(cols, axis=1))
+    assert_same_spectrum(ls.eigenvalues, fd, 1e-6)
+    if ls.verdict == "stable":
+        traj = integrate_moments(np.zeros(d), eq.Sigma + 0.01 * np.eye(d), ctl, (0, 80))
+        assert np.linalg.norm(traj.Sigma[-1] - eq.Sigma) < 1e-6
+
+
+def test_no_pd_equilibrium_raises_with_reason():
+    with pytest.raises(NoEquilibriumError, match="smallest eigenvalue"):
+        equilibrium(rotation_controls(0.5, 1.0))  # same definiteness: P* < 0
+
+
+# ----------------------------------------------------------------------------- classify
+def test_classify_each_verdict():
+    conv = classify(rotation_controls(0.5, -1.0), S0_2)
+    assert conv.verdict == "converges"
+    assert "anti-stable" in conv.reason and "negative definite" in conv.reason
+    traj = integrate_moments(np.zeros(2), S0_2, rotation_controls(0.5, -1.0), (0, 50))
+    np.testing.assert_allclose(traj.Sigma[-1], conv.Sigma_star, rtol=1e-9)
+
+    col = classify(rotation_controls(-0.5, -1.0), S0_2)
+    assert col.verdict == "collapses to 0" and "Hurwitz" in col.reason
+    assert np.linalg.norm(integrate_moments(np.zeros(2), S0_2, rotation_controls(-0.5, -1.0),
+                                            (0, 50), atol=1e-30).Sigma[-1]) < 1e-15
+
+    bl = classify(rotation_controls(0.5, 1.0), S0_2)
+    assert bl.verdict == "blows up" and bl.t_star > 0
+    assert "positive definite" in bl.reason
+
+    und = classify(Controls(A=np.diag([0.5, -0.5]), V=-np.eye(2), B=np.eye(2)), S0_2)
+    assert und.verdict == "undetermined"
+    assert "both sides" in und.reason
+
+
+def test_classify_hurwitz_threshold():
+    A = -0.5 * np.eye(2) + 0.7 * J
+    B = np.array([[1.0, 0.4], [-0.2, 0.6]])
+    vc = critical_gain(A, B, S0_2)
+    assert classify(Controls(A=A, V=0.95 * vc * np.eye(2), B=B), S0_2).verdict == "collapses to 0"
+    assert classify(Controls(A=A, V=1.05 * vc * np.eye(2), B=B), S0_2).verdict == "blows up"
+    assert observe_regime(Controls(A=A, V=0.95 * vc * np.eye(2), B=B), S0_2, 200) == "collapses to 0"
+    assert observe_regime(Controls(A=A, V=1.05 * vc * np.eye(2), B=B), S0_2, 200) == "blows up"
+
+
+def test_classify_general_V_numerical(rng):
+    ctl = Controls(A=0.6 * np.eye(2) + 0.3 * J, V=-np.array([[1.0, 0.2], [0.0, 0.8]]), B=np.eye(2))
+    r = classify(ctl, S0_2, t_max=80)
+    assert r.method == "numerical" and r.verdict == "converges"
+    assert np.linalg.norm(_residual(ctl, r.Sigma_star)) < 1e-10
+
+
+def _residual(ctl, S):
+    from gtcore.stability import _F
+    return _F(ctl, S)
+
+
+def test_regime_map_small_grid():
+    rm = regime_map(lambda a, v: rotation_controls(a, v), [-0.6, 0.6], [-1.0, 1.0], S0_2, 100,
+                    progress=False)
+    assert rm.theory.shape == (2, 2)
+    assert rm.agreement == 1.0 and rm.disagreements == []
+    assert rm.theory[0, 1] == "converges" and rm.theory[1, 1] == "blows up"
+
+
+# --------------------------------------------------------------------------------- mean
+def test_mean_steered_to_target():
+    ctl = rotation_controls(0.5, -1.0)
+    eq = equilibrium(ctl)
+    target = np.array([1.5, -2.0])
+    b = bias_for_mean_target(ctl, eq.Sigma, target)
+    steered = rotation_controls(0.5, -1.0, b=b)
+    np.testing.assert_allclose(asymptotic_mean(steered, eq.Sigma), target, rtol=1e-12)
+    # rate of the mean is v: M* + vI has eigenvalues v + i omega
+    assert np.linalg.eigvals(mean_matrix(steered, eq.Sigma)).real == pytest.approx([-1.0, -1.0], abs=1e-10)
+    traj = integrate_moments(np.zeros(2), S0_2, steered, (0, 60))
+    assert np.linalg.norm(traj.mu[-1] - target) < 1e-8
+
+
+def test_bias_with_feedforward_block():
+    U = np.array([[1.0, 0.0]])
+    W = np.array([[0.5], [0.1]])
+    c = np.array([0.3])
+    base = Controls(A=0.5 * np.eye(2), V=-np.eye(2), B=np.eye(2), U=U, W=W, c=c)
+    eq = equilibrium(base)
+    target = np.array([0.2, 0.7])
+    b = bias_for_mean_target(base, eq.Sigma, target)
+    steered = Controls(A=0.5 * np.eye(2), b=b, V=-np.eye(2), B=np.eye(2), U=U, W=W, c=c)
+    np.testing.assert_allclose(asymptotic_mean(steered, eq.Sigma), target, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: blowup_time([[1.0, np.nan], [np.nan, 1.0]], rotation_controls(0.5, 1.0)), "Sigma0"),
+        (lambda: blowup_time(np.eye(3), rotation_controls(0.5, 1.0)), "Sigma0"),
+        (lambda: blowup_time(np.diag([1.0, -1.0]), rotation_controls(0.5, 1.0)), "Sigma0"),
+        (lambda: blowup_time(np.eye(2), rotation_controls(0.5, 1.0), t_max=-1), "t_max"),
+        (lambda: blowup_time(np.eye(2), "not controls"), "controls"),
+        (lambda: classify(rotation_controls(0.5, 1.0), np.diag([1.0, -1.0])), "Sigma0"),
+        (lambda: classify(rotation_controls(0.5, 1.0), np.ones((2, 3))), "Sigma0"),
+        (lambda: equilibrium(rotation_controls(0.5, -1.0), Sigma_guess=np.diag([1.0, 0.0])), "Sigma_guess"),
+        (lambda: linear_stability(rotation_controls(0.5, -1.0), [[np.inf, 0], [0, 1]]), "Sigma_star"),
+        (lambda: asymptotic_mean(rotation_controls(0.5, -1.0), np.eye(3)), "Sigma_star"),
+        (lambda: bias_for_mean_target(rotation_controls(0.5, -1.0), np.eye(2), [1.0, 2.0, 3.0]), "mu_target"),
+        (lambda: critical_gain(np.eye(2), np.eye(2), np.eye(2)), "Hurwitz"),
+        (lambda: closed_form_covariance(np.eye(2), rotation_controls(0.5, 1.0), [10.0]), "blow-up"),
+    ],
+)
+def test_bad_input_names_the_argument(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+def test_regime_boundary_and_rotating_family():
+    from gtcore.stability import regime_boundary, rotating_controls as rc
+
+    B = np.array([[1.0, 0.4], [-0.2, 0.6]])
+    c = rc(-0.3, 0.5, B, omega=0.7)
+    np.testing.assert_allclose(np.linalg.eigvals(c.A), [-0.3 + 0.7j, -0.3 - 0.7j])
+    bd = regime_boundary([-0.6, -0.3, 0.2], B, S0_2, omega=0.7)
+    np.testing.assert_array_equal(bd["a_curve"], [-0.6, -0.3])
+    for a, vc in zip(bd["a_curve"], bd["v_curve"]):
+        assert classify(rc(a, 0.97 * vc, B, omega=0.7), S0_2).verdict == "collapses to 0"
+        assert classify(rc(a, 1.03 * vc, B, omega=0.7), S0_2).verdict == "blows up"
+    with pytest.raises(ValueError, match="B"):
+        rc(0.1, 1.0, np.eye(3))
