@@ -5,6 +5,18 @@ Alcalde, Ji, Zuazua (2026), arXiv:2606.07600. The public surface is re-exported 
 
 from .claims import ClaimFailed, claim
 from .controls import Controls, PiecewiseControls
+from .gaussianity import (
+    NoiseFloor,
+    bures_wasserstein,
+    empirical_moments,
+    excess_kurtosis_per_coordinate,
+    mardia_kurtosis,
+    mardia_kurtosis_excess,
+    mardia_skewness,
+    noise_floor,
+    sliced_w2,
+)
+from .mixtures import GaussianMixture
 from .moments import MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
 from .sampling import gaussian_tokens
 from .stability import (
@@ -19,7 +31,17 @@ from .stability import (
 
 __all__ = [
     "ClaimFailed",
+    "GaussianMixture",
     "NoEquilibriumError",
+    "NoiseFloor",
+    "bures_wasserstein",
+    "empirical_moments",
+    "excess_kurtosis_per_coordinate",
+    "mardia_kurtosis",
+    "mardia_kurtosis_excess",
+    "mardia_skewness",
+    "noise_floor",
+    "sliced_w2",
     "asymptotic_mean",
     "bias_for_mean_target",
     "blowup_time",
