@@ -18,6 +18,8 @@ from .gaussianity import (
 )
 from .mixtures import GaussianMixture
 from .moments import MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
+from .particles import simulate
+from .reachability import RankMismatchError, covariance_rank, endpoint_error, steer, steer_min_energy
 from .sampling import gaussian_tokens
 from .stability import (
     NoEquilibriumError,
@@ -34,6 +36,12 @@ __all__ = [
     "GaussianMixture",
     "NoEquilibriumError",
     "NoiseFloor",
+    "RankMismatchError",
+    "covariance_rank",
+    "endpoint_error",
+    "simulate",
+    "steer",
+    "steer_min_energy",
     "bures_wasserstein",
     "empirical_moments",
     "excess_kurtosis_per_coordinate",

@@ -1,0 +1,273 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3. Rank invariance and exact finite-time reachability
+#
+# The paper's expressivity result concerns **time-varying controls**: "rank(Σ) is an intrinsic
+# invariant of the dynamics; any target Gaussian whose covariance has the same rank as the initial
+# one is reachable exactly in finite time. So, within Gaussians of fixed rank, Transformers can
+# approximate any target." Both halves come from the structure of the moment ODE (eq. 1.1),
+#
+# $$
+# \mu' = (A + V)\mu + V\Sigma B\mu + b, \qquad
+# \Sigma' = A\Sigma + \Sigma A^\top + V\Sigma B\Sigma + \Sigma B^\top\Sigma V^\top .
+# $$
+#
+# Writing $M = A + V\Sigma B$, the covariance equation is $\Sigma' = M\Sigma + \Sigma M^\top$, so the
+# covariance moves by a **congruence**,
+#
+# $$
+# \Sigma(t) = \Phi(t)\,\Sigma_0\,\Phi(t)^\top, \qquad \Phi' = M(t)\,\Phi, \quad \Phi(0) = I,
+# $$
+#
+# with $\Phi(t)$ invertible: the rank cannot change. Conversely, any two covariances of the same
+# rank are congruent, $\Sigma_1 = M\Sigma_0M^\top$ with $\det M > 0$. Splitting $M = RP$ (polar
+# decomposition) and choosing $A = \log P/\tau$ then $A = \log R/\tau$ on two sub-intervals, with a
+# bias $b$ that moves the mean, reaches $N(\mu_1, \Sigma_1)$ exactly at time $T$
+# (`gtcore.reachability.steer`). With attention heads held fixed, the controls absorb them along the
+# reference trajectory: $A(t) = \tilde A(t) - V\Sigma(t)B$, $b(t) = \tilde b(t) - V\mu(t)$.
+#
+# This chapter checks (a) the invariance, (b) exact steering on the moment ODE, (c) the same controls
+# on $N$ real tokens, (d) steering with attention on, and (e) minimum-energy controls against the
+# constructive ones.
+
+# %% tags=["parameters"]
+seed = 0
+T = 1.0
+# (a) rank invariance under random piecewise-constant controls with attention on
+rank_d = 5
+rank_r = 2
+rank_pieces = 6
+rank_T = 3.0
+rank_times = 241
+rank_A_scale = 0.4
+rank_attention_scale = 0.2
+# (b) steering examples: a d = 2 ellipse, and rank-1 Gaussians in d = 3
+mu0_2d = [0.0, 0.0]
+Sigma0_2d = [[1.0, 0.0], [0.0, 0.25]]
+mu1_2d = [2.0, 1.0]
+Sigma1_2d = [[0.5, 0.6], [0.6, 1.5]]
+mu0_3d = [0.0, 0.0, 0.0]
+u0_3d = [1.0, 0.0, 0.0]
+mu1_3d = [1.0, 1.0, 0.5]
+u1_3d = [0.0, 0.9, -1.2]
+# (c) tokens: N values, samples per N, integrator steps over [0, T]
+token_ns = [100, 300, 1000, 3000, 10000]
+token_repeats = 16
+token_steps = 100
+# (d) fixed attention head (V, B) and the token cloud moved with empirical softmax attention
+V_att = [[0.6, 0.0], [0.0, 0.6]]
+B_att = [[0.5, 0.2], [0.2, 0.5]]
+attention_tokens = 2000
+attention_steps = 100
+# (e) minimum-energy controls: number of constant pieces
+energy_pieces = 16
+
+# %%
+import numpy as np
+
+from gtcore import Controls, PiecewiseControls, claim, gaussian_tokens, integrate_moments
+from gtcore.gaussianity import bures_wasserstein, empirical_moments
+from gtcore.meanfield import loglog_slope
+from gtcore.plotting import reachability as figs
+from gtcore.reachability import (
+    RankMismatchError, control_path, endpoint_error, rank_invariance,
+    steer, steer_min_energy, steer_tokens, token_distances,
+)
+
+rng = np.random.default_rng(seed)
+
+# %% [markdown]
+# ## (a) The rank is invariant
+#
+# A rank-2 covariance in $d = 5$ is pushed by random piecewise-constant controls with a random
+# attention head switched on. We integrate eq. (1.1) with the general adaptive solver
+# (`integrate_moments`, which knows nothing about rank) at several tolerances.
+
+# %%
+F = rng.standard_normal((rank_d, rank_r))
+random_controls = PiecewiseControls(
+    np.linspace(0.0, rank_T, rank_pieces + 1),
+    [Controls(A=rank_A_scale * rng.standard_normal((rank_d, rank_d)), b=rng.standard_normal(rank_d),
+              V=rank_attention_scale * rng.standard_normal((rank_d, rank_d)),
+              B=rank_attention_scale * rng.standard_normal((rank_d, rank_d)))
+     for _ in range(rank_pieces)],
+)
+invariance = rank_invariance(np.zeros(rank_d), F @ F.T, random_controls, rank_T, n_times=rank_times)
+figs.rank_figure(invariance);
+
+# %% [markdown]
+# *Left*: the two non-zero singular values of $\Sigma(t)$ (red) grow and shrink as the controls
+# switch; the three that start at zero (grey) stay at the level of round-off,
+# $\approx 10^{-16}$ of the largest, at all times. *Right*: the largest relative "null" singular
+# value $\eta$ follows the solver's tolerance down to round-off: whatever is not zero is
+# integration error, not dynamics. The claim uses the tightest tolerance and allows
+# $\eta < 10^{-12}$ (round-off accumulated over a few thousand steps).
+
+# %%
+claim("rank invariant: null singular values at round-off", float(invariance["eta"][-1]), lt=1e-12,
+      paper="rank invariance (Theorem on finite-time reachability)")
+claim("numerical rank of Sigma(t) constant", bool(np.all(invariance["ranks"] == rank_r)),
+      paper="rank invariance (Theorem on finite-time reachability)")
+
+# %% [markdown]
+# ## (b) Exact steering on the moment ODE
+#
+# Two examples: a full-rank Gaussian in $d = 2$ (one symmetric stage: the Bures map
+# $M = \Sigma_0^{-1/2}(\Sigma_0^{1/2}\Sigma_1\Sigma_0^{1/2})^{1/2}\Sigma_0^{-1/2}$ is already
+# positive definite), and a rank-1 Gaussian in $d = 3$ (a stretch, then a rotation) steered to
+# another rank-1 target. The endpoint is checked with `integrate_moments` (tolerances
+# $10^{-12}$): the error is
+# $e = \max(\|\mu(T) - \mu_1\|, \|\Sigma(T) - \Sigma_1\|_F)$.
+
+# %%
+m0_2, S0_2, m1_2, S1_2 = (np.array(x) for x in (mu0_2d, Sigma0_2d, mu1_2d, Sigma1_2d))
+u0, u1 = np.array(u0_3d), np.array(u1_3d)
+m0_3, S0_3, m1_3, S1_3 = np.array(mu0_3d), np.outer(u0, u0), np.array(mu1_3d), np.outer(u1, u1)
+
+steer_2d = steer(m0_2, S0_2, m1_2, S1_2, T)
+steer_3d = steer(m0_3, S0_3, m1_3, S1_3, T)
+t_plot = np.linspace(0.0, T, 201)
+traj_2d = integrate_moments(m0_2, S0_2, steer_2d, (0.0, T), t_eval=t_plot)
+traj_3d = integrate_moments(m0_3, S0_3, steer_3d, (0.0, T), t_eval=t_plot)
+err_2d = endpoint_error(steer_2d, m0_2, S0_2, m1_2, S1_2, T)
+err_3d = endpoint_error(steer_3d, m0_3, S0_3, m1_3, S1_3, T)
+figs.steering_figure(traj_2d, (m1_2, S1_2), traj_3d, (m1_3, S1_3));
+
+# %% [markdown]
+# *Left*: the 2-standard-deviation ellipse (colour = time) turns and stretches while its centre
+# travels to the target, dashed, which it matches at $t = T$. *Right*: a rank-1 Gaussian is a
+# segment; it stretches along its own line for $t < T/2$, then rotates about the target mean
+# onto the dashed target segment. It never acquires width: the rank stays 1.
+
+# %%
+claim("d=2 steering endpoint error", err_2d, lt=1e-8, paper="finite-time reachability")
+claim("d=3 rank-1 steering endpoint error", err_3d, lt=1e-8, paper="finite-time reachability")
+
+# %% [markdown]
+# A target of a different rank cannot be reached, and `steer` refuses it:
+
+# %%
+S_rank2 = np.diag([1.0, 1.0, 0.0])
+try:
+    steer(m0_3, S0_3, m1_3, S_rank2, T)
+    refused = False
+except RankMismatchError as err:
+    print(err)
+    refused = True
+claim("rank-changing target raises RankMismatchError", refused, paper="rank invariance")
+
+# %% [markdown]
+# ## (c) The same controls on $N$ tokens
+#
+# The controls from the $d = 2$ example are applied to $N$ tokens sampled from $N(\mu_0, \Sigma_0)$
+# (`gtcore.particles.simulate`, RK4, piece by piece). Without attention the token flow is affine,
+# so the cloud is mapped exactly as the Gaussian is, and the only error left is the sampling error
+# of the initial cloud: the Bures–Wasserstein distance of the final empirical moments to the
+# target should fall like $N^{-1/2}$. We fit the slope of the geometric mean over
+# samples on log–log axes and accept $[-0.65, -0.35]$, a band of $\pm 0.15$ around $-1/2$ that
+# covers the scatter of a few samples per $N$.
+
+# %%
+distances = token_distances(steer_2d, m0_2, S0_2, m1_2, S1_2, T, token_ns, token_repeats,
+                            token_steps, seed=seed, device="cpu")
+slope = loglog_slope(token_ns, np.exp(np.log(distances).mean(axis=1)))  # geometric mean over repeats
+figs.distance_vs_n_figure(token_ns, distances, slope);
+
+# %% [markdown]
+# Each dot is one sample of $N$ tokens; the line is their geometric mean. It runs parallel to the
+# dashed $N^{-1/2}$ line: the controls steer every finite cloud as they steer the Gaussian.
+
+# %%
+claim("token distance to target vs N: log-log slope", slope, gt=-0.65, lt=-0.35,
+      paper="finite-time reachability, on tokens (N^{-1/2} sampling error)")
+
+# %% [markdown]
+# ## (d) Steering with attention switched on
+#
+# Now a fixed head $(V, B)$ stays on all the time (here $V$ and $B$ are both positive definite,
+# the destabilising regime). The controls compensate it along the reference trajectory; without
+# the compensation, the same attention-free controls with the head on miss the target. The token
+# cloud is moved with the real softmax attention over its $N$ tokens, not the Gaussian formula.
+
+# %%
+V, B = np.array(V_att), np.array(B_att)
+steer_att = steer(m0_2, S0_2, m1_2, S1_2, T, attention=(V, B))
+err_att = endpoint_error(steer_att, m0_2, S0_2, m1_2, S1_2, T)
+traj_att = integrate_moments(m0_2, S0_2, steer_att, (0.0, T), t_eval=t_plot)
+traj_unc = integrate_moments(m0_2, S0_2, steer_att.uncompensated(V, B), (0.0, T), t_eval=t_plot)
+dist_unc = bures_wasserstein(*traj_unc.final, m1_2, S1_2)
+cloud = steer_tokens(gaussian_tokens(attention_tokens, m0_2, S0_2, seed=seed), steer_att, T,
+                     attention_steps, attention="empirical", device="cpu")
+dist_cloud = bures_wasserstein(*empirical_moments(cloud.tokens), m1_2, S1_2)
+figs.attention_figure(traj_att, traj_unc, cloud.tokens, (m0_2, S0_2), (m1_2, S1_2), t_plot,
+                      control_path(steer_att, t_plot)[0], control_path(steer_2d, t_plot)[0]);
+
+# %% [markdown]
+# *Left*: under the compensated controls the moment ODE (red) lands on the target (dashed green);
+# the uncompensated run (orange) ends far off. The token cloud, moved with the empirical softmax
+# attention, lands on the target up to its finite-$N$ error. *Right*: the compensated $A(t)$
+# differs from the attention-free $\tilde A(t)$ by $-V\Sigma(t)B$. The claims: the moment ODE's
+# endpoint error $< 10^{-8}$, and the token cloud ends closer to the target than a fifth of the
+# uncompensated distance (a loose bound: the finite-$N$ softmax error is $O(N^{-1/2})$).
+
+# %%
+claim("attention-on steering endpoint error", err_att, lt=1e-8,
+      paper="finite-time reachability (attention held fixed)")
+claim("attention-on token cloud: W2 to target / uncompensated W2", dist_cloud / dist_unc, lt=0.2,
+      paper="finite-time reachability, on tokens with softmax attention")
+
+# %% [markdown]
+# ## (e) Minimum-energy controls
+#
+# The construction above is not economical. Beyond the paper, `steer_min_energy` minimises
+#
+# $$
+# E = \int_0^T \|A(t)\|_F^2 + \|b(t)\|^2 \, dt
+# $$
+#
+# over piecewise-constant controls on equal pieces, subject to hitting the target exactly (SLSQP
+# with gradients by torch autograd through the exact piecewise flow of eq. (1.1)), starting from
+# the constructive solution. Its endpoint is re-checked with `integrate_moments`. We use the
+# rank-1, $d = 3$ example.
+
+# %%
+best = steer_min_energy(m0_3, S0_3, m1_3, S1_3, T, pieces=energy_pieces)
+figs.energy_figure(t_plot, control_path(best.constructive, t_plot), control_path(best.controls, t_plot),
+                   (best.constructive_energy, best.energy));
+
+# %% [markdown]
+# The constructive controls (dashed) translate and stretch on $[0, T/2)$, then rotate about the
+# target mean, with a jump at $T/2$; the minimum-energy controls move, stretch and turn at once,
+# with smaller, nearly constant controls and several times less energy. The
+# claims: endpoint error $< 10^{-6}$ through `integrate_moments`, and energy no larger than the
+# constructive controls'.
+
+# %%
+print(f"constructive: energy {best.constructive_energy:.4f}, endpoint error {best.constructive_endpoint_error:.2e}")
+print(f"min-energy:   energy {best.energy:.4f}, endpoint error {best.endpoint_error:.2e} "
+      f"({len(best.controls.pieces)} pieces, {best.nit} SLSQP iterations)")
+claim("min-energy controls endpoint error", best.endpoint_error, lt=1e-6, paper="beyond the paper")
+claim("min-energy / constructive energy", best.energy / best.constructive_energy, lt=1.0 + 1e-12,
+      paper="beyond the paper")
+
+# %% [markdown]
+# ## What we saw
+#
+# The rank of the covariance is a hard invariant: singular values that start at zero stay at
+# round-off under any controls, attention included, and a target of another rank is refused. Every
+# target of the same rank, on the other hand, was reached exactly in time $T$, to $10^{-10}$ or
+# better on the moment ODE, with and without attention, by explicit controls: a stretch and a
+# rotation. The same controls move real token clouds to the target up to the $N^{-1/2}$ sampling
+# error, also with softmax attention, and the construction can be replaced by controls of
+# (here several times) smaller energy that hit the target just as exactly.
