@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
+from ._progress import progress as progress_bar
 from ._validation import as_float_array, check_finite, check_moments
 
 #: relative eigenvalue threshold defining the numerical rank of a covariance
@@ -439,13 +440,8 @@ def noise_floor(statistic: Callable[[np.ndarray], Any] | str, n: int, d: int, *,
         if isinstance(val, bool) or int(val) != val or val < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {val!r}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    it = range(int(repeats))
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(it, desc="noise floor", leave=False)
     values = [np.asarray(statistic(rng.standard_normal((int(n), int(d)))), dtype=np.float64)
-              for _ in it]
+              for _ in progress_bar(range(int(repeats)), "noise floor", enabled=progress)]
     return NoiseFloor(values=np.stack(values), n=int(n), d=int(d))
 
 

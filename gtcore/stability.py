@@ -74,6 +74,7 @@ import numpy as np
 from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import brentq
 
+from ._progress import progress as progress_bar
 from ._validation import as_float_array, check_covariance, check_matrix, check_positive, check_vector
 from .controls import Controls
 from .moments import integrate_moments, moment_rhs
@@ -904,16 +905,11 @@ def regime_map(make_controls: Callable[[float, float], Controls], xs: Sequence[f
         raise ValueError("make_controls must be a callable (x, y) -> Controls")
     theory = np.empty((ys.size, xs.size), dtype=object)
     observed = np.empty_like(theory)
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=xs.size * ys.size, desc="regime map", disable=not progress)
-    for i, y in enumerate(ys):
-        for j, x in enumerate(xs):
-            c = make_controls(float(x), float(y))
-            theory[i, j] = classify(c, Sigma0, t_max=t_max).verdict
-            observed[i, j] = observe_regime(c, Sigma0, t_max)
-            bar.update()
-    bar.close()
+    cells = [(i, j) for i in range(ys.size) for j in range(xs.size)]
+    for i, j in progress_bar(cells, "regime map", enabled=progress):
+        c = make_controls(float(xs[j]), float(ys[i]))
+        theory[i, j] = classify(c, Sigma0, t_max=t_max).verdict
+        observed[i, j] = observe_regime(c, Sigma0, t_max)
     agree = theory == observed
     dis = [(float(xs[j]), float(ys[i]), theory[i, j], observed[i, j])
            for i, j in zip(*np.nonzero(~agree))]
