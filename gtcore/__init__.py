@@ -19,6 +19,7 @@ from .gaussianity import (
 from .mixtures import GaussianMixture
 from .moments import MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
 from .particles import simulate
+from .pretrained import LayerStatistics, ModelNotAvailable, ProbeResult, layer_statistics, load_transformer, probe
 from .reachability import RankMismatchError, covariance_rank, endpoint_error, steer, steer_min_energy
 from .sampling import gaussian_tokens
 from .stability import (
@@ -35,7 +36,13 @@ __all__ = [
     "ClaimFailed",
     "GaussianMixture",
     "NoEquilibriumError",
+    "LayerStatistics",
+    "ModelNotAvailable",
     "NoiseFloor",
+    "ProbeResult",
+    "layer_statistics",
+    "load_transformer",
+    "probe",
     "RankMismatchError",
     "covariance_rank",
     "endpoint_error",

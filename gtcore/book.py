@@ -379,11 +379,16 @@ def main(argv: list[str] | None = None) -> int:
             rows = collect_claims()
             print(json.dumps(rows, indent=2) if args.json else claims_table(rows))
         elif args.command == "probe":
-            from .pretrained import probe
+            from .pretrained import ModelNotAvailable, probe
 
-            result = probe(args.model, mode=args.mode, tokens=args.tokens, sequences=args.sequences,
-                           seed=args.seed, figure_path=args.figure)
+            try:
+                result = probe(args.model, mode=args.mode, tokens=args.tokens, sequences=args.sequences,
+                               seed=args.seed, figure_path=args.figure)
+            except (ModelNotAvailable, ValueError) as exc:
+                raise BookError(str(exc)) from None
             print(result.table())
+            if args.figure:
+                print(f"figure: {args.figure}")
     except BookError as exc:
         print(f"gtbook: error: {exc}", file=sys.stderr)
         return 2

@@ -63,8 +63,6 @@ def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = No
             ax.plot(x[out], res.values[stat][out], "o", color="k", ms=3.5, zorder=3)
         ax.set_ylabel(_AXES[stat])
         ax.set_xlabel(r"relative depth $\ell/L$" if relative_depth else r"layer $\ell$")
-        if stat in ("sliced_w2", "between_ratio"):
-            ax.set_yscale("log")
     axes[0].plot([], [], "o", color="k", ms=3.5, label="outside its noise band")
     axes[0].fill_between([], [], [], color=COLORS["floor"], alpha=0.3, lw=0,
                          label=f"Gaussian noise band ({results[0].level:g})")
