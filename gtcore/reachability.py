@@ -376,21 +376,11 @@ class _HeadsOn:
         return self.pieces[self.base._stage(t)]
 
 
-def _check_T(T: Any) -> float:
-    try:
-        val = float(T)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"T must be a positive finite number, got {T!r}") from exc
-    if not np.isfinite(val) or val <= 0:
-        raise ValueError(f"T must be a positive finite number (the steering time), got {T!r}")
-    return val
-
-
 def _check_targets(mu0, Sigma0, mu1, Sigma1, T, rtol):
     mu0, Sigma0 = check_moments(mu0, Sigma0, "mu0", "Sigma0")
     d = mu0.shape[0]
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1", d)
-    T = _check_T(T)
+    T = check_positive(T, "T")
     r0, r1 = covariance_rank(Sigma0, rtol), covariance_rank(Sigma1, rtol)
     if r0 != r1:
         raise RankMismatchError(r0, r1, d)
@@ -506,7 +496,7 @@ def endpoint_error(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigm
     """
     mu0, Sigma0 = check_moments(mu0, Sigma0, "mu0", "Sigma0")
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1", mu0.shape[0])
-    T = _check_T(T)
+    T = check_positive(T, "T")
     traj = integrate_moments(mu0, Sigma0, controls, (0.0, T), rtol=rtol, atol=atol)
     if traj.status != "completed":
         return float("inf")
@@ -734,7 +724,7 @@ def steer_tokens(x0: Any, controls: ControlsLike, T: float, steps: int, **simula
     """
     from .particles import simulate
 
-    T = _check_T(T)
+    T = check_positive(T, "T")
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     simulate_kwargs = {**simulate_kwargs, "keep_tokens": True}
