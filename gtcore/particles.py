@@ -165,7 +165,7 @@ def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, attention: str) -> t
     if attention == "gaussian":
         mu, S = empirical_moments_torch(x)
         # sum_h V_h (mu + S B_h x)
-        drift = torch.einsum("hij,jk,hkl->il", tc.V, S, tc.B)
+        drift = (tc.V @ S @ tc.B).sum(0)
         return v + x @ drift.T + tc.V.sum(0) @ mu
     avg = attention_average(x, tc.B)
     return v + torch.einsum("hnj,hij->ni", avg, tc.V)

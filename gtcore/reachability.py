@@ -324,7 +324,7 @@ class SteeringControls:
             return base
         V, B = self.attention
         mu, S = self.reference(t)
-        A = base.A - np.einsum("hij,jk,hkl->il", V, S, B)
+        A = base.A - (V @ S @ B).sum(axis=0)
         b = base.b - V.sum(axis=0) @ mu
         return Controls(A=A, b=b, V=V, B=B)
 

@@ -144,7 +144,7 @@ def _residual_scale(controls: Controls, Sigma: np.ndarray) -> float:
 def _dF(controls: Controls, Sigma: np.ndarray, H: np.ndarray) -> np.ndarray:
     r"""Fréchet derivative :math:`DF(\Sigma)[H]` on symmetric :math:`H`."""
     M = controls.affine_A + controls.attention_drift(Sigma)
-    X = M @ H + np.einsum("hij,jk,hkl,lm->im", controls.V, H, controls.B, Sigma)
+    X = M @ H + (controls.V @ H @ controls.B @ Sigma).sum(axis=0)
     return X + X.T
 
 
