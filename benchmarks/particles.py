@@ -87,7 +87,7 @@ def main() -> None:
                   f"{rows[0]['seconds'] / r['seconds']:9.1f}x {r['extra_mib']:10.1f}")
         print(f"       memory ratio gtcore64 / naive at d={d}: {rows[1]['extra_mib'] / rows[0]['extra_mib']:.3f}")
     largest = 0
-    for N in (10_000, 20_000, 40_000, 60_000, 80_000, 100_000, 140_000, 200_000):
+    for N in (10_000, 20_000, 40_000, 50_000, 60_000, 80_000, 100_000):
         r = measure("gtcore32", N, 2, repeats=1)
         print(f"  float32 d=2 N={N}: {r['seconds']:.2f} s, extra {r['extra_mib']:.1f} MiB")
         if r["seconds"] >= 2.0:
