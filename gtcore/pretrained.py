@@ -73,6 +73,7 @@ import numpy as np
 from scipy.special import ndtri
 from threadpoolctl import threadpool_limits
 
+from ._progress import progress as progress_bar
 from ._validation import check_moments, check_positive
 from .gaussianity import (
     RANK_RTOL,
@@ -519,11 +520,7 @@ def iter_layers(model: LoadedTransformer, x: Any, mode: str = "pure", *, progres
     k = _n_special(lt, mode)
     bs = _batch_size(lt, T)
     blocks = _blocks(lt)
-    it = range(len(blocks))
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(it, desc=lt.name, leave=False)
+    it = progress_bar(range(len(blocks)), lt.name, enabled=progress)
     hs, ctxs = [], []
     with torch.no_grad():  # never held across a yield: the caller's grad mode is untouched
         for start in range(0, S, bs):
