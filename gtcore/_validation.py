@@ -42,6 +42,19 @@ def check_vector(x: Any, name: str, d: int | None = None) -> np.ndarray:
     return arr
 
 
+def check_tokens(x: Any, name: str = "x", d: int | None = None, min_n: int = 1) -> np.ndarray:
+    """A finite (N, d) float64 token array with N >= ``min_n`` (and ``d`` columns when given)."""
+    arr = as_float_array(x, name)
+    if arr.ndim != 2 or arr.shape[1] < 1:
+        raise ValueError(f"{name} must have shape (N, d), got shape {arr.shape}")
+    if d is not None and arr.shape[1] != d:
+        raise ValueError(f"{name} must have d={d} columns, got shape {arr.shape}")
+    if arr.shape[0] < min_n:
+        raise ValueError(f"{name} must hold at least N={min_n} tokens, got N={arr.shape[0]}")
+    check_finite(arr, name)
+    return arr
+
+
 def check_matrix(x: Any, name: str, d: int | None = None) -> np.ndarray:
     """A finite square float matrix, of size ``d`` when given."""
     arr = as_float_array(x, name)

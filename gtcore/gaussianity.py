@@ -36,7 +36,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_finite, check_moments
+from ._validation import as_float_array, check_finite, check_moments, check_tokens
 
 #: relative eigenvalue threshold defining the numerical rank of a covariance
 RANK_RTOL = 1e-10
@@ -47,15 +47,7 @@ _CHUNK_BYTES = 128 * 2**20
 # ------------------------------------------------------------------------------- helpers
 def _samples(x: Any, name: str = "x") -> np.ndarray:
     """A finite (N, d) float64 array with N >= 2, or ValueError naming ``name``."""
-    arr = as_float_array(x, name)
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be a sample of shape (N, d), got shape {arr.shape}")
-    if arr.shape[0] < 2:
-        raise ValueError(f"{name} must hold at least 2 tokens, got N={arr.shape[0]}")
-    if arr.shape[1] < 1:
-        raise ValueError(f"{name} must have dimension d >= 1, got shape {arr.shape}")
-    check_finite(arr, name)
-    return arr
+    return check_tokens(x, name, min_n=2)
 
 
 def _whiten(x: np.ndarray, name: str = "x") -> np.ndarray:
@@ -284,7 +276,10 @@ def mardia_kurtosis(x: Any) -> float:
     -------
     float
     """
-    y = _whiten(_samples(x))
+    return _mardia_b2(_whiten(_samples(x)))
+
+
+def _mardia_b2(y: np.ndarray) -> float:
     return float(np.mean(np.sum(y**2, axis=1) ** 2))
 
 
@@ -309,8 +304,7 @@ def mardia_kurtosis_excess(x: Any) -> float:
     """
     y = _whiten(_samples(x))
     r = y.shape[1]
-    b2 = float(np.mean(np.sum(y**2, axis=1) ** 2))
-    return (b2 - r * (r + 2)) / (r * (r + 2))
+    return (_mardia_b2(y) - r * (r + 2)) / (r * (r + 2))
 
 
 def excess_kurtosis_per_coordinate(x: Any) -> np.ndarray:

@@ -30,7 +30,7 @@ import torch
 from scipy.special import logsumexp
 
 from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_covariance, check_finite, check_positive
+from ._validation import as_float_array, check_covariance, check_finite, check_positive, check_tokens
 from .controls import ControlsLike
 from .gaussianity import NoiseFloor, _STATISTICS, bures_wasserstein, noise_floor
 from .moments import integrate_moments
@@ -147,7 +147,7 @@ class GaussianMixture:
         -------
         (n, d) array
         """
-        x = _tokens(x, "x", self.d)
+        x = check_tokens(x, "x", self.d)
         B = as_float_array(B, "B")
         if B.shape != (self.d, self.d):
             raise ValueError(f"B must have shape ({self.d}, {self.d}), got shape {B.shape}")
@@ -177,16 +177,6 @@ def _components(x: Any, name: str, K: int, ndim: int) -> list[np.ndarray]:
         if p.ndim != ndim:
             raise ValueError(f"{name}: component {k} must have {ndim} dimension(s), got shape {p.shape}")
     return parts
-
-
-def _tokens(x: Any, name: str, d: int | None = None) -> np.ndarray:
-    arr = as_float_array(x, name)
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must have shape (N, d), got shape {arr.shape}")
-    if d is not None and arr.shape[1] != d:
-        raise ValueError(f"{name} must have d={d} columns, got shape {arr.shape}")
-    check_finite(arr, name)
-    return arr
 
 
 @dataclass(frozen=True)
@@ -314,7 +304,7 @@ def cloud_at_times(x0: Any, controls: ControlsLike, times: Sequence[float], *, m
     CloudPath
         Times ``[0, *times]`` and the tokens there.
     """
-    x = _tokens(x0, "x0")
+    x = check_tokens(x0, "x0")
     ts = as_float_array(times, "times")
     if ts.ndim != 1 or ts.size < 1 or ts[0] <= 0 or np.any(np.diff(ts) <= 0):
         raise ValueError("times must be a non-empty increasing sequence of positive times")

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from ._progress import progress as progress_bar
-from ._validation import as_float_array
+from ._validation import as_float_array, check_tokens
 from .controls import Controls, ControlsLike, as_control_function, evaluate_controls
 
 ACTIVATIONS = ("identity", "relu")
@@ -179,21 +179,16 @@ def _check_choice(value: str, name: str, options) -> str:
 
 
 def _as_tokens(x0: Any, name: str = "x0") -> np.ndarray | torch.Tensor:
-    if isinstance(x0, torch.Tensor):
-        arr = x0
-        bad = not bool(torch.isfinite(arr).all())
-        shape = tuple(arr.shape)
-    else:
-        arr = as_float_array(x0, name)
-        bad = not np.all(np.isfinite(arr))
-        shape = arr.shape
-    if len(shape) != 2:
-        raise ValueError(f"{name} must have shape (N, d), got shape {shape}")
-    if shape[0] < 2:
-        raise ValueError(f"{name} must hold at least N=2 tokens, got N={shape[0]}")
-    if bad:
+    """(N, d) tokens, N >= 2, finite: a tensor stays a tensor (no copy), anything else is numpy."""
+    if not isinstance(x0, torch.Tensor):
+        return check_tokens(x0, name, min_n=2)
+    if x0.ndim != 2:
+        raise ValueError(f"{name} must have shape (N, d), got shape {tuple(x0.shape)}")
+    if x0.shape[0] < 2:
+        raise ValueError(f"{name} must hold at least N=2 tokens, got N={x0.shape[0]}")
+    if not bool(torch.isfinite(x0).all()):
         raise ValueError(f"{name} has non-finite entries (NaN or inf)")
-    return arr
+    return x0
 
 
 def velocity(x: Any, controls: Controls, *, ff: str = "identity", attention: str = "empirical",
