@@ -45,6 +45,15 @@ def attention_strength(controls: ControlsLike, times: Sequence[float], Sigmas: n
     return kappa
 
 
+def relative_moment_discrepancy(mu: np.ndarray, Sigma: np.ndarray, mu_ref: np.ndarray,
+                                Sigma_ref: np.ndarray) -> np.ndarray:
+    r"""Per time (or layer): :math:`\max\big(\|\mu-\mu_{\rm ref}\|/\|\mu_{\rm ref}\|,\
+    \|\Sigma-\Sigma_{\rm ref}\|_F/\|\Sigma_{\rm ref}\|_F\big)` for stacked moments."""
+    dS = np.linalg.norm(Sigma - Sigma_ref, axis=(1, 2)) / np.linalg.norm(Sigma_ref, axis=(1, 2))
+    dm = np.linalg.norm(mu - mu_ref, axis=1) / np.linalg.norm(mu_ref, axis=1)
+    return np.maximum(dS, dm)
+
+
 def loglog_slope(x: Any, y: Any, x_max: float | None = None) -> float:
     r"""Least-squares slope of :math:`\log y` against :math:`\log x`.
 

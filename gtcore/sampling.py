@@ -12,11 +12,15 @@ from ._validation import check_moments
 def covariance_factor(Sigma: np.ndarray) -> np.ndarray:
     r"""A factor :math:`L` with :math:`LL^\top = \Sigma`, through the eigendecomposition.
 
-    Works for rank-deficient :math:`\Sigma` (negative round-off eigenvalues are clipped to 0),
-    where a Cholesky factorisation would fail.
+    Works for rank-deficient :math:`\Sigma`, where a Cholesky factorisation would fail:
+    eigenvalues within round-off of zero (:math:`\le 10\,d\,\varepsilon\,\lambda_{\max}`) are set
+    to 0, so samples lie exactly in :math:`\operatorname{range}\Sigma` rather than :math:`\sqrt{\varepsilon}`
+    away from it.
     """
     w, U = np.linalg.eigh(Sigma)
-    return U * np.sqrt(np.clip(w, 0.0, None))
+    if w.size:
+        w = np.where(w <= 10 * w.size * np.finfo(float).eps * max(w[-1], 0.0), 0.0, w)
+    return U * np.sqrt(w)
 
 
 def gaussian_tokens(n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator | None = 0) -> np.ndarray:

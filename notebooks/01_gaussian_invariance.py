@@ -58,7 +58,7 @@ import numpy as np
 from gtcore import Controls, gaussian_tokens, integrate_moments, layer_stack
 from gtcore.claims import claim
 from gtcore.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
-from gtcore.meanfield import mean_field_study
+from gtcore.meanfield import mean_field_study, relative_moment_discrepancy
 from gtcore.particles import simulate
 from gtcore.plotting import invariance as figs
 
@@ -129,17 +129,10 @@ h = T / n_layers
 exact_attention = simulate(x0, weak, (0, T), n_layers, method="euler", attention="gaussian")
 softmax_attention = simulate(x0, weak, (0, T), n_layers, method="euler")
 mus, Sigmas = layer_stack(exact_attention.mu[0], exact_attention.Sigma[0], [weak] * n_layers, h)
-
-
-def relative_discrepancy(traj):
-    dS = np.linalg.norm(traj.Sigma - Sigmas, axis=(1, 2)) / np.linalg.norm(Sigmas, axis=(1, 2))
-    dm = np.linalg.norm(traj.mu - mus, axis=1) / np.linalg.norm(mus, axis=1)
-    return np.maximum(dS, dm)[1:]
-
-
-layer_error = relative_discrepancy(exact_attention)
+layer_error = relative_moment_discrepancy(exact_attention.mu, exact_attention.Sigma, mus, Sigmas)[1:]
+sampling_error = relative_moment_discrepancy(softmax_attention.mu, softmax_attention.Sigma, mus, Sigmas)[1:]
 figs.layer_errors({"Gaussian attention on the tokens": layer_error,
-                   "softmax attention over the tokens": relative_discrepancy(softmax_attention)});
+                   "softmax attention over the tokens": sampling_error});
 
 # %%
 claim("discrete_layers_exact", layer_error.max(), lt=1e-10, paper="exact residual-layer map of eq. (1.1)")

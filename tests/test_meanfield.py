@@ -1,0 +1,39 @@
+import numpy as np
+import pytest
+
+from gtcore import Controls
+from gtcore.meanfield import attention_strength, loglog_slope, mean_field_study, relative_moment_discrepancy
+
+
+def test_attention_strength_closed_form():
+    """B = -bI, Sigma = s I: B^T Sigma B Sigma = b^2 s^2 I."""
+    ctl = Controls(V=np.eye(2), B=-0.5 * np.eye(2))
+    Sigmas = np.stack([np.eye(2), 2 * np.eye(2)])
+    assert attention_strength(ctl, [0.0, 1.0], Sigmas) == pytest.approx(0.25 * 4)
+
+
+def test_loglog_slope_exact_and_window():
+    x = np.array([1.0, 10.0, 100.0, 1000.0])
+    assert loglog_slope(x, 2 * x**-0.5) == pytest.approx(-0.5, abs=1e-12)
+    y = np.where(x <= 10, x**1.0, x**3.0)
+    assert loglog_slope(x, y, x_max=10) == pytest.approx(1.0, abs=1e-12)
+    with pytest.raises(ValueError, match="positive"):
+        loglog_slope(x, -x)
+    with pytest.raises(ValueError, match="x_max"):
+        loglog_slope(x, x, x_max=0.5)
+
+
+def test_relative_moment_discrepancy():
+    mu = np.array([[1.0, 0.0]])
+    S = np.eye(2)[None]
+    d = relative_moment_discrepancy(mu * 1.1, S, mu, S)
+    np.testing.assert_allclose(d, [0.1])
+
+
+def test_mean_field_study_shapes_and_decay():
+    ctl = Controls(A=[[0.0, 0.3], [-0.3, 0.0]], V=0.5 * np.eye(2), B=-0.3 * np.eye(2))
+    st = mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200, 3200], 4, 2, progress=False)
+    assert st.errors.shape == (2, 4) and st.kappa < 0.5
+    assert st.mean_error[1] < st.mean_error[0]
+    with pytest.raises(ValueError, match="Ns"):
+        mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200], 4, 2)
