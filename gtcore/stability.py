@@ -208,7 +208,9 @@ def riccati_gain(controls: Controls) -> np.ndarray | None:
 
 def _definiteness(S: np.ndarray, tol: float = 1e-12) -> str:
     w = np.linalg.eigvalsh(0.5 * (S + S.T))
-    s = tol * max(1.0, float(np.abs(w).max()))
+    if not np.any(w):
+        return "zero"
+    s = tol * float(np.abs(w).max())
     if np.all(w > s):
         return "positive definite"
     if np.all(w < -s):
@@ -503,6 +505,10 @@ def _root(fun: Callable[[float], float], a: float, b: float) -> float:
     return brentq(fun, a, b, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=200)
 
 
+#: beyond this growth of |K|^2 |Q| |e^{At}|^2 the closed form I - K Y K is round-off
+_TRUSTED_GROWTH = 1e12
+
+
 def _default_t_max(A: np.ndarray) -> float:
     cls, lam = _spectrum_class(A)
     if cls == "Hurwitz":  # Y(t) has converged to 1e-16 by then
@@ -561,34 +567,52 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
         if cls == "Hurwitz":
             proved, reason = True, f"A Hurwitz, Q {qdef}: g decreases to a non-negative limit"
         return BlowupTime(math.inf, method, reason, proved=proved)
-    # indefinite Q: scan with the exact semigroup, then Brent on the first sign change
+    # indefinite Q: scan with the exact semigroup, then Brent on the first sign change. Y(t) grows
+    # like |e^{At}|^2; once |K|^2 |Q| |e^{At}|^2 passes ~1e12, I - K Y K is dominated by round-off
+    # and g can change sign spuriously: from there on (and for any candidate root that the
+    # integrator does not confirm) the answer is the numerical one.
     n = 4000
     h = horizon / n
     Eh, Yh = ker.parts(h)
     E, Y = np.eye(d), np.zeros((d, d))
+    scale = float(np.linalg.norm(ker.K, 2) ** 2 * np.linalg.norm(Q, 2))
     for k in range(1, n + 1):
         E, Y = ker.step_parts(E, Y, Eh, Yh)
+        if scale * np.linalg.norm(E, 2) ** 2 > _TRUSTED_GROWTH:
+            return _blowup_numerical(Sigma0, controls, horizon, note=(
+                f"closed form ill-conditioned beyond t = {k * h:.3g} (|e^(At)|^2 |K|^2 |Q| > 1e12)"))
         if ker.g_of(Y) < 0:
-            t_star = _root(ker.g, (k - 1) * h, k * h)
+            try:
+                t_star = _root(ker.g, (k - 1) * h, k * h)
+            except ValueError:
+                return _blowup_numerical(Sigma0, controls, horizon, note="no clean sign change of g")
+            check = integrate_moments(np.zeros(d), Sigma0, controls, (0.0, t_star * (1 + 1e-3) + 1e-9),
+                                      blowup_norm=1e8 * max(float(np.linalg.norm(Sigma0)), 1.0))
+            if check.status != "blowup" or abs(check.blowup_time - t_star) > 1e-4 * t_star:
+                return _blowup_numerical(Sigma0, controls, horizon,
+                                         note=f"candidate zero t = {t_star:.6g} of g not confirmed by "
+                                              "integrate_moments")
             return BlowupTime(t_star, method, f"Q indefinite ({_fmt_spec(lam)}): first zero of "
-                              f"lambda_min(I - K Y(t) K), scanned with step {h:.3g}")
+                              f"lambda_min(I - K Y(t) K), scanned with step {h:.3g}, confirmed by "
+                              "integrate_moments")
     return BlowupTime(math.inf, method, f"Q indefinite: g(t) > 0 on a grid of step {h:.3g} up to "
                       f"t_max = {horizon:.3g} (not proved beyond)", proved=False)
 
 
-def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float) -> BlowupTime:
+def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float, note: str = "") -> BlowupTime:
     d = controls.d
+    prefix = f"{note}; " if note else ""
     norm0 = max(float(np.linalg.norm(Sigma0)), 1e-300)
     traj = integrate_moments(np.zeros(d), Sigma0, controls, (0.0, t_max), blowup_norm=1e8 * max(norm0, 1.0))
     if traj.status != "blowup":
-        return BlowupTime(math.inf, "numerical", f"no blow-up on [0, {t_max:.3g}] (integrate_moments, "
+        return BlowupTime(math.inf, "numerical", f"{prefix}no blow-up on [0, {t_max:.3g}] (integrate_moments, "
                           f"status {traj.status}; not proved beyond)", proved=False)
     t_e, S = traj.blowup_time, traj.Sigma[-1]
     _, dS = moment_rhs(np.zeros(d), S, controls)
     N = np.linalg.norm(S)
     dN = float(np.sum(S * dS)) / N
     # near a pole ||Sigma|| ~ c / (t* - t): t* = t_e + N / N' + O((t* - t_e)^2)
-    return BlowupTime(t_e + N / dN, "numerical", "integrate_moments (DOP853) to ||Sigma||_F = 1e8, "
+    return BlowupTime(t_e + N / dN, "numerical", f"{prefix}integrate_moments (DOP853) to ||Sigma||_F = 1e8, "
                       "then the pole correction t* = t_e + ||Sigma|| / (d/dt ||Sigma||)")
 
 

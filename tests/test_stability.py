@@ -344,3 +344,29 @@ def test_regime_boundary_and_rotating_family():
         assert classify(rc(a, 1.03 * vc, B, omega=0.7), S0_2).verdict == "blows up"
     with pytest.raises(ValueError, match="B"):
         rc(0.1, 1.0, np.eye(3))
+
+
+def test_closed_form_blowup_agrees_with_integration_for_mixed_spectra():
+    """Indefinite Q with A of mixed spectrum: e^{At} grows until I - K Y K is round-off; the
+    answer must still agree with direct integration (regression: false blow-ups and crashes)."""
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        d = int(rng.integers(2, 4))
+        A = rng.standard_normal((d, d))
+        G = rng.standard_normal((d, d))
+        v = float(rng.uniform(-0.3, 0.3))
+        F = rng.standard_normal((d, d))
+        S0 = F @ F.T / d
+        ctl = Controls(A=A, V=v * np.eye(d), B=G + G.T)
+        bt = blowup_time(S0, ctl, t_max=20)
+        tr = integrate_moments(np.zeros(d), S0, ctl, (0, 20), blowup_norm=1e8 * max(np.linalg.norm(S0), 1))
+        if tr.status == "blowup":
+            assert bt.t_star == pytest.approx(tr.blowup_time, rel=1e-3)
+        else:
+            assert np.isinf(bt.t_star)
+
+
+def test_tiny_gain_is_not_zero():
+    """V = 1e-13 I, B = I: Q = 2e-13 I is positive definite, blow-up at t* = 1/(q_eff sigma0)."""
+    bt = blowup_time(np.eye(2), Controls(V=1e-13 * np.eye(2), B=np.eye(2)), t_max=1e13)
+    assert bt.t_star == pytest.approx(5e12, rel=1e-6)
