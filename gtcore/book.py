@@ -107,32 +107,42 @@ def _parse_value(text: str) -> Any:
         return text  # a bare string
 
 
-def resolve_parameters(chapters: dict[str, Chapter], profile: str, sets: list[str]) -> dict[str, dict[str, Any]]:
-    """The parameters injected into each chapter: profile overrides, then ``--set`` values.
+def resolve_parameters(chapters: dict[str, Chapter], profile: str, sets: list[str],
+                       known: dict[str, Chapter] | None = None) -> dict[str, dict[str, Any]]:
+    """The parameters injected into each selected chapter: profile overrides, then ``--set`` values.
 
-    Raises BookError for an unknown profile, or an override naming a chapter or a parameter that
-    does not exist (listing the valid ones).
+    A ``--set name=value`` goes to every selected chapter whose parameters cell defines ``name``.
+    Raises BookError for an unknown profile, a profile table naming no chapter of ``known`` (all
+    chapters; a typo there would silently run a chapter at full scale), an override of a parameter
+    the chapter does not have, or a ``--set`` name that no selected chapter defines (each listing
+    the valid ones).
     """
+    known = chapters if known is None else known
     profiles = load_profiles()
     if profile not in profiles:
         raise BookError(f"unknown profile {profile!r}; valid profiles: {', '.join(sorted(profiles))}")
-    injected: dict[str, dict[str, Any]] = {}
-    for chap, overrides in profiles[profile].items():
-        if chap not in chapters:
-            continue  # a profile may describe a chapter this checkout does not run
-        injected[chap] = dict(overrides)
-    for item in sets:
-        if "=" not in item:
-            raise BookError(f"--set takes name=value, got {item!r}")
-        key, value = item.split("=", 1)
-        for chap in chapters.values():
-            injected.setdefault(chap.name, {})[key.strip()] = _parse_value(value.strip())
+    stray = sorted(set(profiles[profile]) - set(known))
+    if stray:
+        raise BookError(f"{_shown(PROFILES_FILE)}: [{profile}.{stray[0]}] names no chapter; valid chapters: "
+                        f"{', '.join(known)}")
+    injected: dict[str, dict[str, Any]] = {c: dict(profiles[profile].get(c, {})) for c in chapters}
     for chap, params in injected.items():
         unknown = sorted(set(params) - set(chapters[chap].defaults))
         if unknown:
-            raise BookError(f"{chap}: unknown parameter(s) {', '.join(unknown)}; valid parameters: "
-                            f"{', '.join(sorted(chapters[chap].defaults))}")
-    return injected
+            raise BookError(f"{chap}: unknown parameter(s) {', '.join(unknown)} in profile {profile!r}; "
+                            f"valid parameters: {', '.join(sorted(chapters[chap].defaults))}")
+    for item in sets:
+        if "=" not in item:
+            raise BookError(f"--set takes name=value, got {item!r}")
+        key, value = (part.strip() for part in item.split("=", 1))
+        targets = [c for c in chapters.values() if key in c.defaults]
+        if not targets:
+            valid = sorted({p for c in chapters.values() for p in c.defaults})
+            raise BookError(f"unknown parameter(s) {key} for {', '.join(chapters)}; valid parameters: "
+                            f"{', '.join(valid)}")
+        for chap in targets:
+            injected[chap.name][key] = _parse_value(value)
+    return {c: p for c, p in injected.items() if p}
 
 
 def select(chapters: dict[str, Chapter], only: list[str] | None) -> list[Chapter]:
@@ -160,6 +170,7 @@ def run_chapter(chapter: Chapter, params: dict[str, Any], profile: str) -> float
     running.mkdir(parents=True, exist_ok=True)
     source = running / f"{chapter.name}.source.ipynb"
     out = running / f"{chapter.name}.ipynb"
+    (failed / f"{chapter.name}.ipynb").unlink(missing_ok=True)  # a stale failure from an earlier run
     nb = jupytext.read(chapter.path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     jupytext.write(nb, source, fmt="ipynb")
@@ -171,13 +182,19 @@ def run_chapter(chapter: Chapter, params: dict[str, Any], profile: str) -> float
                             cwd=str(NOTEBOOKS), progress_bar={"desc": f"  cells of {chapter.name}",
                                                               "leave": False},
                             report_mode=False)
-    except pm.PapermillExecutionError as exc:
+    except Exception as exc:  # a failed cell, a dead kernel, a timeout, a missing kernel
         failed.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(out), failed / f"{chapter.name}.ipynb")
+        kept = failed / f"{chapter.name}.ipynb"
+        if out.exists():
+            shutil.move(str(out), kept)
+        if isinstance(exc, pm.PapermillExecutionError):
+            where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
+        else:
+            where = f"({type(exc).__name__}: {exc})"
         raise BookError(
-            f"chapter {chapter.name} failed in cell {exc.exec_count} (cell index {exc.cell_index}): "
-            f"{exc.ename}: {exc.evalue}\n  the failed notebook is kept at "
-            f"{_shown(failed / (chapter.name + '.ipynb'))}; the last good output is untouched"
+            f"chapter {chapter.name} failed {where}\n  "
+            + (f"the failed notebook is kept at {_shown(kept)}; " if kept.exists() else "")
+            + "the last good output is untouched"
         ) from None
     finally:
         for k, v in env_before.items():
@@ -214,7 +231,7 @@ def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] |
 
     chapters = discover_chapters()
     picked = select(chapters, only)
-    params = resolve_parameters({c.name: c for c in picked}, profile, sets or [])
+    params = resolve_parameters({c.name: c for c in picked}, profile, sets or [], known=chapters)
     times = {}
     bar = tqdm(picked, desc=f"chapters ({profile})", unit="chapter")
     for chap in bar:

@@ -47,6 +47,21 @@ def test_unknown_parameter_lists_the_valid_ones():
     assert "unknown parameter(s) bogus" in proc.stderr and "n_tokens" in proc.stderr
 
 
+def test_set_goes_to_the_chapters_that_define_the_name():
+    chapters = book.discover_chapters()
+    params = book.resolve_parameters(chapters, "full", ["n_tokens=100", "seed=3"])
+    for name, chap in chapters.items():
+        assert params[name]["seed"] == 3
+        assert ("n_tokens" in params[name]) == ("n_tokens" in chap.defaults)
+    assert params["01_gaussian_invariance"]["n_tokens"] == 100
+
+
+def test_profile_table_naming_no_chapter_is_an_error(monkeypatch):
+    monkeypatch.setattr(book, "load_profiles", lambda: {"quick": {"01_gausian_invariance": {"seed": 1}}})
+    with pytest.raises(book.BookError, match="01_gausian_invariance.*names no chapter"):
+        book.resolve_parameters(book.discover_chapters(), "quick", [])
+
+
 def test_missing_parameters_tag_names_the_file(tmp_path):
     path = tmp_path / "09_untagged.py"
     path.write_text("# %%\nseed = 0\n")
