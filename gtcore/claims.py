@@ -19,6 +19,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 CLAIM_MIME = "application/vnd.gtbook.claim+json"
 
 
@@ -63,6 +65,8 @@ def evaluate_claim(name: str, value: Any, *, paper: str = "", lt: float | None =
     """Evaluate a criterion without displaying or raising (see :func:`claim`)."""
     if not name:
         raise ValueError("claim name must be a non-empty string")
+    if isinstance(value, np.bool_):
+        value = bool(value)
     bounds = lt is not None or gt is not None
     if close_to is not None and bounds:
         raise ValueError(f"claim {name!r}: give either lt/gt or close_to, not both")

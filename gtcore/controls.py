@@ -280,9 +280,12 @@ def as_control_function(controls: ControlsLike, d: int | None = None, name: str 
     return controls
 
 
-def evaluate_controls(fn: Callable[[float], Controls], t: float, name: str = "controls") -> Controls:
-    """Call a control function and check that it returned a :class:`Controls`."""
+def evaluate_controls(fn: Callable[[float], Controls], t: float, name: str = "controls",
+                      d: int | None = None) -> Controls:
+    """Call a control function and check that it returned a :class:`Controls` (of dimension ``d``)."""
     c = fn(t)
     if not isinstance(c, Controls):
         raise ValueError(f"{name}({t}) must return a Controls, got {type(c).__name__}")
+    if d is not None and c.d != d:
+        raise ValueError(f"{name}({t}) returned Controls of dimension d={c.d}, expected d={d}")
     return c

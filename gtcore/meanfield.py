@@ -47,10 +47,18 @@ def attention_strength(controls: ControlsLike, times: Sequence[float], Sigmas: n
 
 def relative_moment_discrepancy(mu: np.ndarray, Sigma: np.ndarray, mu_ref: np.ndarray,
                                 Sigma_ref: np.ndarray) -> np.ndarray:
-    r"""Per time (or layer): :math:`\max\big(\|\mu-\mu_{\rm ref}\|/\|\mu_{\rm ref}\|,\
-    \|\Sigma-\Sigma_{\rm ref}\|_F/\|\Sigma_{\rm ref}\|_F\big)` for stacked moments."""
+    r"""Per time (or layer), the larger of the two relative moment errors,
+
+    .. math::
+
+        \max\Big(\frac{\|\mu-\mu_{\rm ref}\|}{\|\mu_{\rm ref}\| + \sqrt{\operatorname{tr}\Sigma_{\rm ref}}},\
+        \frac{\|\Sigma-\Sigma_{\rm ref}\|_F}{\|\Sigma_{\rm ref}\|_F}\Big),
+
+    the mean measured on the scale of the distribution (so a zero reference mean is fine).
+    """
     dS = np.linalg.norm(Sigma - Sigma_ref, axis=(1, 2)) / np.linalg.norm(Sigma_ref, axis=(1, 2))
-    dm = np.linalg.norm(mu - mu_ref, axis=1) / np.linalg.norm(mu_ref, axis=1)
+    scale = np.linalg.norm(mu_ref, axis=1) + np.sqrt(np.trace(Sigma_ref, axis1=1, axis2=2))
+    dm = np.linalg.norm(mu - mu_ref, axis=1) / scale
     return np.maximum(dS, dm)
 
 

@@ -356,12 +356,15 @@ def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLik
     Sigma = as_float_array(Sigma, "Sigma")
     if t.ndim != 1 or mu.shape[:1] != t.shape or Sigma.shape[:1] != t.shape:
         raise ValueError(f"t, mu and Sigma must share their first dimension, got {t.shape}, {mu.shape}, {Sigma.shape}")
+    err = np.full(t.shape, np.inf)  # inf where the prediction has blown up
+    if t.size == 1:
+        err[0] = 0.0
+        return err
     pred = integrate_moments(mu[0], Sigma[0], controls, (t[0], t[-1]), t_eval=t)
-    n = len(pred.t)
-    err = np.full(t.shape, np.inf)
-    for k in range(n):
-        S = pred.Sigma[k]
-        err[k] = bures_wasserstein(mu[k], Sigma[k], pred.mu[k], S) / np.sqrt(np.trace(S))
+    for k in np.flatnonzero(np.isin(t, pred.t)):  # a blow-up event time is not one of t
+        j = int(np.searchsorted(pred.t, t[k]))
+        S = pred.Sigma[j]
+        err[k] = bures_wasserstein(mu[k], Sigma[k], pred.mu[j], S) / np.sqrt(np.trace(S))
     return err
 
 

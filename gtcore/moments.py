@@ -206,10 +206,13 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     t0, t1 = float(span[0]), float(span[1])
     if t_eval is not None:
         t_eval = as_float_array(t_eval, "t_eval")
-        if t_eval.ndim != 1 or np.any(np.diff(t_eval) < 0) or (
+        if t_eval.ndim != 1 or not np.all(np.isfinite(t_eval)) or np.any(np.diff(t_eval) <= 0) or (
                 t_eval.size and (t_eval[0] < t0 or t_eval[-1] > t1)):
-            raise ValueError("t_eval must be increasing and lie inside t_span")
+            raise ValueError("t_eval must be finite, strictly increasing and lie inside t_span")
     check_positive(blowup_norm, "blowup_norm")
+    if np.linalg.norm(Sigma0) >= blowup_norm:
+        raise ValueError(f"Sigma0 has norm {np.linalg.norm(Sigma0):.3g} >= blowup_norm = {blowup_norm:.3g}: "
+                         "raise blowup_norm")
 
     def blowup_event(t, y):
         return np.linalg.norm(y[d:]) - blowup_norm
@@ -230,7 +233,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             inside = np.nextafter(b, a)
 
             def at(t, a=a, inside=inside):
-                return evaluate_controls(fn, min(max(t, a), inside))
+                return evaluate_controls(fn, min(max(t, a), inside), d=d)
 
         def rhs(t, y, at=at):
             Sigma = y[d:].reshape(d, d)

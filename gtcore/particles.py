@@ -182,6 +182,8 @@ def _as_tokens(x0: Any, name: str = "x0") -> np.ndarray | torch.Tensor:
     """(N, d) tokens, N >= 2, finite: a tensor stays a tensor (no copy), anything else is numpy."""
     if not isinstance(x0, torch.Tensor):
         return check_tokens(x0, name, min_n=2)
+    if not x0.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {x0.dtype}")
     if x0.ndim != 2:
         raise ValueError(f"{name} must have shape (N, d), got shape {tuple(x0.shape)}")
     if x0.shape[0] < 2:
@@ -209,10 +211,10 @@ def velocity(x: Any, controls: Controls, *, ff: str = "identity", attention: str
     (N, d) numpy array when ``x`` is numpy, else a tensor on ``x``'s device and dtype.
     """
     arr = _as_tokens(x, "x")
-    _check_ff(ff, controls)
-    _check_choice(attention, "attention", ATTENTIONS)
     if not isinstance(controls, Controls):
         raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
+    _check_ff(ff, controls)
+    _check_choice(attention, "attention", ATTENTIONS)
     if controls.d != arr.shape[1]:
         raise ValueError(f"x has d={arr.shape[1]} but controls act on d={controls.d}")
     if isinstance(arr, torch.Tensor):
@@ -315,7 +317,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
         inside = np.nextafter(t_hi, t_lo)
 
         def f(t: float, y: torch.Tensor) -> torch.Tensor:
-            ctl = fn if isinstance(fn, Controls) else evaluate_controls(fn, min(t, inside))
+            ctl = fn if isinstance(fn, Controls) else evaluate_controls(fn, min(t, inside), d=d)
             return _velocity(y, cache(ctl), ff, attention)
 
         return f

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 
 from gtcore.claims import ClaimFailed, claim, claims_in_notebook, evaluate_claim
@@ -17,6 +18,8 @@ from gtcore.claims import ClaimFailed, claim, claims_in_notebook, evaluate_claim
         (dict(value=True), True),
         (dict(value=False), False),
         (dict(value=math.nan, lt=1.0), False),
+        (dict(value=np.bool_(True)), True),
+        (dict(value=np.all([1, 0])), False),
     ],
 )
 def test_criteria(kwargs, passed):

@@ -272,6 +272,9 @@ def test_rank_deficient_initial_covariance_is_valid():
         (dict(t_span=(0.0, 1.0), t_eval=[0.5, 0.2]), "t_eval"),
         (dict(t_span=(0.0, 1.0), t_eval=[0.5, 2.0]), "t_eval"),
         (dict(t_span=(0.0, 1.0), blowup_norm=-1), "blowup_norm"),
+        (dict(t_span=(0.0, 1.0), t_eval=[0.0, np.nan, 1.0]), "t_eval"),
+        (dict(t_span=(0.0, 1.0), t_eval=[0.0, 0.5, 0.5]), "t_eval"),
+        (dict(t_span=(0.0, 1.0), blowup_norm=1.0), "blowup_norm"),
     ],
 )
 def test_bad_time_arguments(kwargs, match):
@@ -284,6 +287,8 @@ def test_controls_of_the_wrong_dimension():
         integrate_moments(np.zeros(2), np.eye(2), Controls(A=np.eye(3)), (0, 1))
     with pytest.raises(ValueError, match="controls"):
         integrate_moments(np.zeros(2), np.eye(2), lambda t: "nope", (0, 1))
+    with pytest.raises(ValueError, match="controls.*dimension"):
+        integrate_moments(np.zeros(2), np.eye(2), lambda t: Controls(A=np.eye(3)), (0, 1))
 
 
 def test_layer_map_validation():

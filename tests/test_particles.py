@@ -161,6 +161,10 @@ def test_bad_input_names_the_argument(kwargs, match):
 
 
 def test_velocity_bad_input():
+    with pytest.raises(ValueError, match="floating"):
+        velocity(torch.ones((3, 2), dtype=torch.int64), Controls(A=0.5 * np.eye(2)))
+    with pytest.raises(ValueError, match="controls"):
+        velocity(np.zeros((3, 2)), "not controls", ff="relu")
     with pytest.raises(ValueError, match="controls"):
         velocity(np.zeros((3, 2)), Controls(A=np.eye(3)))
     with pytest.raises(ValueError, match="ff"):
