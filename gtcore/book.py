@@ -308,6 +308,11 @@ def write_report() -> Path:
         "",
         f"**{n_pass} of {len(rows)} claims pass.**",
         "",
+    ]
+    for chap in sorted(p.stem for p in (EXECUTED / "failed").glob("[0-9][0-9]_*.ipynb")):
+        lines += [f"**Warning:** the latest run of `{chap}` failed (its notebook is in `executed/failed/`); "
+                  "this book shows that chapter's last good output.", ""]
+    lines += [
         "## Chapters",
         "",
         "| chapter | profile | run time (s) | claims |",
