@@ -141,7 +141,12 @@ def resolve_parameters(chapters: dict[str, Chapter], profile: str, sets: list[st
             raise BookError(f"unknown parameter(s) {key} for {', '.join(chapters)}; valid parameters: "
                             f"{', '.join(valid)}")
         for chap in targets:
-            injected[chap.name][key] = _parse_value(value)
+            parsed = _parse_value(value)
+            default = chap.defaults[key]
+            if isinstance(default, int) and not isinstance(default, bool) and isinstance(parsed, float) \
+                    and parsed.is_integer():
+                parsed = int(parsed)  # `--set n_tokens=1e4` keeps the parameter an int
+            injected[chap.name][key] = parsed
     return {c: p for c, p in injected.items() if p}
 
 

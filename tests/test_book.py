@@ -49,11 +49,12 @@ def test_unknown_parameter_lists_the_valid_ones():
 
 def test_set_goes_to_the_chapters_that_define_the_name():
     chapters = book.discover_chapters()
-    params = book.resolve_parameters(chapters, "full", ["n_tokens=100", "seed=3"])
+    params = book.resolve_parameters(chapters, "full", ["n_tokens=1e2", "seed=3"])
     for name, chap in chapters.items():
         assert params[name]["seed"] == 3
         assert ("n_tokens" in params[name]) == ("n_tokens" in chap.defaults)
     assert params["01_gaussian_invariance"]["n_tokens"] == 100
+    assert isinstance(params["01_gaussian_invariance"]["n_tokens"], int)
 
 
 def test_profile_table_naming_no_chapter_is_an_error(monkeypatch):
