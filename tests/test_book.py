@@ -155,3 +155,17 @@ def test_rendered_pages_in_a_browser(built_book):
         assert seen["text"].count("PASS") >= len(rows) and "FAIL" not in seen["text"]
     finally:
         browser.close()
+
+
+@pytest.mark.parametrize("doc", ["README.md", "book/intro.md"])
+def test_documented_rerun_commands_name_real_parameters(doc):
+    import re
+
+    chapters = book.discover_chapters()
+    lines = [line for line in (ROOT / doc).read_text().splitlines() if "gtbook run --only" in line]
+    assert lines, f"{doc} shows no `gtbook run --only` example"
+    for line in lines:
+        only = re.search(r"--only (\S+)", line).group(1)
+        chapter = book.select(chapters, [only])[0]
+        for name in re.findall(r"--set (\w+)=", line):
+            assert name in chapter.defaults, f"{doc}: {name} is not a parameter of {chapter.name}"
