@@ -18,6 +18,14 @@ from conftest import random_psd
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+def same_rank_problem(data, d, seed):
+    """A drawn rank r <= d, and start and target Gaussians of that rank (with the generator)."""
+    r = data.draw(st.integers(1, d), label="rank")
+    rng = np.random.default_rng(seed)
+    S0, S1 = psd_of_rank(rng, d, r), psd_of_rank(rng, d, r)
+    return rng, rng.standard_normal(d), S0, rng.standard_normal(d), S1
+
+
 def psd_of_rank(rng, d, r, scale=1.0):
     """A PSD matrix of rank r with eigenvalues in [0.2, 2] * scale (well conditioned on its range)."""
     Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
@@ -83,10 +91,7 @@ def test_rotation_log_handles_the_eigenvalue_minus_one(R):
 @given(d=st.integers(2, 5), data=st.data(), seed=st.integers(0, 2**31 - 1),
        T=st.floats(0.5, 2.0))
 def test_steer_hits_random_targets_of_the_same_rank(d, data, seed, T):
-    r = data.draw(st.integers(1, d), label="rank")
-    rng = np.random.default_rng(seed)
-    S0, S1 = psd_of_rank(rng, d, r), psd_of_rank(rng, d, r)
-    m0, m1 = rng.standard_normal(d), rng.standard_normal(d)
+    rng, m0, S0, m1, S1 = same_rank_problem(data, d, seed)
     ctl = steer(m0, S0, m1, S1, T)
     assert isinstance(ctl, SteeringControls) and ctl.d == d and ctl.span == (0.0, T)
     assert endpoint_error(ctl, m0, S0, m1, S1, T) < 1e-8
@@ -148,10 +153,7 @@ def test_energy_is_exact_for_constant_stages():
 @given(d=st.integers(2, 5), data=st.data(), seed=st.integers(0, 2**31 - 1),
        heads=st.integers(1, 2))
 def test_steer_with_attention_compensated(d, data, seed, heads):
-    r = data.draw(st.integers(1, d), label="rank")
-    rng = np.random.default_rng(seed)
-    S0, S1 = psd_of_rank(rng, d, r), psd_of_rank(rng, d, r)
-    m0, m1 = rng.standard_normal(d), rng.standard_normal(d)
+    rng, m0, S0, m1, S1 = same_rank_problem(data, d, seed)
     # fixed, non-zero heads of moderate size (the compensation is open loop: perturbations of
     # the reference grow at a rate ~ 2 ||V|| ||B|| ||Sigma||)
     V = 0.4 * rng.standard_normal((heads, d, d)) / np.sqrt(d)
