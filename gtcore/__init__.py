@@ -20,6 +20,8 @@ from .mixtures import GaussianMixture
 from .moments import MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
 from .particles import simulate
 from .pretrained import LayerStatistics, ModelNotAvailable, ProbeResult, layer_statistics, load_transformer, probe
+from .prescribed import PrescribedTransformer, prescribed_transformer
+from .prescribed import hidden_states as prescribed_hidden_states
 from .reachability import RankMismatchError, covariance_rank, endpoint_error, steer, steer_min_energy
 from .sampling import gaussian_tokens
 from .stability import (
@@ -43,6 +45,9 @@ __all__ = [
     "layer_statistics",
     "load_transformer",
     "probe",
+    "PrescribedTransformer",
+    "prescribed_hidden_states",
+    "prescribed_transformer",
     "RankMismatchError",
     "covariance_rank",
     "endpoint_error",
