@@ -5,6 +5,13 @@ one-line PASS/FAIL, recorded in the cell's output under the MIME type :data:`CLA
 ``gtbook`` reads it back from the executed notebook), and raises :class:`ClaimFailed` when the
 criterion does not hold, which stops papermill and fails CI.
 
+Every claim names the statement it checks (an id of ``book/statements.toml``, see
+:mod:`gtcore.statements`) and its kind (:data:`KINDS`):
+
+* ``"reproduces"``: a number the paper's statement predicts, which could come out otherwise;
+* ``"consistency"``: the code agrees with itself or with a closed form;
+* ``"control"``: a power check: the same statistic detects a departure where one exists.
+
 Criteria (exactly one family per claim):
 
 * ``lt=x`` / ``gt=x``: :math:`v < x` / :math:`v > x` (both may be given: an open interval);
@@ -21,7 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from .statements import StatementError, load_statements
+
 CLAIM_MIME = "application/vnd.gtbook.claim+json"
+KINDS = ("reproduces", "consistency", "control")
 
 
 class ClaimFailed(AssertionError):
@@ -33,14 +43,16 @@ class Claim:
     """One recorded check."""
 
     name: str
-    paper: str
+    statement: str
+    kind: str
     value: Any
     threshold: str
     passed: bool
 
     def line(self) -> str:
         status = "PASS" if self.passed else "FAIL"
-        return f"{status}  {self.name} [{self.paper}]: {_fmt(self.value)}  ({self.threshold})"
+        return (f"{status}  {self.name} [{self.kind}: {self.statement}]: {_fmt(self.value)}  "
+                f"({self.threshold})")
 
 
 def _fmt(x: Any) -> str:
@@ -59,12 +71,27 @@ def _to_number(x: Any, name: str) -> float:
     return v
 
 
-def evaluate_claim(name: str, value: Any, *, paper: str = "", lt: float | None = None,
+def check_label(name: str, statement: str, kind: str) -> None:
+    """Raise ``ValueError`` unless ``kind`` is one of :data:`KINDS` and ``statement`` is registered."""
+    if kind not in KINDS:
+        raise ValueError(f"claim {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    try:
+        known = load_statements()
+    except StatementError as exc:
+        raise ValueError(f"claim {name!r}: {exc}") from None
+    if statement not in known:
+        raise ValueError(f"claim {name!r}: unknown statement {statement!r}; known statements: "
+                         f"{', '.join(known)}")
+
+
+def evaluate_claim(name: str, value: Any, *, statement: str, kind: str, lt: float | None = None,
                    gt: float | None = None, close_to: float | None = None,
                    rtol: float | None = None, atol: float | None = None) -> Claim:
     """Evaluate a criterion without displaying or raising (see :func:`claim`)."""
     if not name:
         raise ValueError("claim name must be a non-empty string")
+    check_label(name, statement, kind)
+    label = (statement, kind)
     if isinstance(value, np.bool_):
         value = bool(value)
     bounds = lt is not None or gt is not None
@@ -77,7 +104,7 @@ def evaluate_claim(name: str, value: Any, *, paper: str = "", lt: float | None =
             raise ValueError(f"claim {name!r}: a boolean value takes no threshold")
         if not isinstance(value, bool):
             raise ValueError(f"claim {name!r}: give a threshold (lt, gt or close_to) or a bool value")
-        return Claim(name, paper, value, "must be True", bool(value))
+        return Claim(name, *label, value, "must be True", bool(value))
     v = _to_number(value, name)
     if close_to is not None:
         r = 0.0 if rtol is None else float(rtol)
@@ -87,7 +114,7 @@ def evaluate_claim(name: str, value: Any, *, paper: str = "", lt: float | None =
         tol = a + r * abs(float(close_to))
         passed = math.isfinite(v) and abs(v - float(close_to)) <= tol
         threshold = f"|value - {_fmt(float(close_to))}| <= {_fmt(tol)}"
-        return Claim(name, paper, v, threshold, passed)
+        return Claim(name, *label, v, threshold, passed)
     parts, passed = [], math.isfinite(v)
     if gt is not None:
         parts.append(f"> {_fmt(float(gt))}")
@@ -95,10 +122,10 @@ def evaluate_claim(name: str, value: Any, *, paper: str = "", lt: float | None =
     if lt is not None:
         parts.append(f"< {_fmt(float(lt))}")
         passed = passed and v < float(lt)
-    return Claim(name, paper, v, "value " + " and ".join(parts), passed)
+    return Claim(name, *label, v, "value " + " and ".join(parts), passed)
 
 
-def claim(name: str, value: Any, *, paper: str = "", lt: float | None = None,
+def claim(name: str, value: Any, *, statement: str, kind: str, lt: float | None = None,
           gt: float | None = None, close_to: float | None = None, rtol: float | None = None,
           atol: float | None = None) -> None:
     """Check a paper's statement numerically, show PASS/FAIL, record it, raise on failure.
@@ -109,8 +136,10 @@ def claim(name: str, value: Any, *, paper: str = "", lt: float | None = None,
         Short identifier, unique within the chapter.
     value : float or bool
         The computed number (or a boolean verdict).
-    paper : str
-        The statement checked, e.g. ``"Theorem 3.2"`` or ``"eq. (1.1)"``.
+    statement : str
+        The id of the statement checked, from ``book/statements.toml``.
+    kind : str
+        ``"reproduces"``, ``"consistency"`` or ``"control"`` (see the module docstring).
     lt, gt, close_to, rtol, atol : float, optional
         The criterion (see the module docstring).
 
@@ -121,10 +150,12 @@ def claim(name: str, value: Any, *, paper: str = "", lt: float | None = None,
 
     Raises
     ------
+    ValueError
+        For an unknown statement or kind, or a malformed criterion.
     ClaimFailed
         When the criterion does not hold (after the FAIL line has been shown and recorded).
     """
-    c = evaluate_claim(name, value, paper=paper, lt=lt, gt=gt, close_to=close_to,
+    c = evaluate_claim(name, value, statement=statement, kind=kind, lt=lt, gt=gt, close_to=close_to,
                        rtol=rtol, atol=atol)
     _show(c)
     if not c.passed:
@@ -145,7 +176,7 @@ def _show(c: Claim) -> None:
         print(c.line())
         return
     mark = "✔" if c.passed else "✘"
-    md = (f"{mark} **{'PASS' if c.passed else 'FAIL'}** `{c.name}` ({c.paper}): "
+    md = (f"{mark} **{'PASS' if c.passed else 'FAIL'}** `{c.name}` ({c.kind}, statement `{c.statement}`): "
           f"value {_fmt(c.value)}, {c.threshold}")
     display({"text/plain": c.line(), "text/markdown": md, CLAIM_MIME: json.loads(json.dumps(record))},
             raw=True)

@@ -108,13 +108,13 @@ figs.error_against_n(studies);
 
 # %%
 claim("weak_attention_kappa", studies["weak attention"].kappa, lt=0.5,
-      paper="finite-variance regime of the softmax estimate")
+      statement="beyond_finite_n", kind="consistency")
 claim("weak_attention_slope", studies["weak attention"].slope, gt=-0.65, lt=-0.35,
-      paper="eq. (1.1): mean-field limit, N^(-1/2) rate")
+      statement="invariance", kind="reproduces")
 claim("strong_attention_kappa", studies["strong attention"].kappa, gt=0.5,
-      paper="infinite-variance regime of the softmax estimate")
+      statement="beyond_finite_n", kind="consistency")
 claim("strong_is_slower", studies["strong attention"].slope - studies["weak attention"].slope, gt=0.0,
-      paper="eq. (1.1): slower mean-field convergence for kappa > 1/2")
+      statement="beyond_finite_n", kind="reproduces")
 
 # %% [markdown]
 # ## (c) A 12-layer Transformer is exactly the layer map
@@ -135,7 +135,7 @@ figs.layer_errors({"Gaussian attention on the tokens": layer_error,
                    "softmax attention over the tokens": sampling_error});
 
 # %%
-claim("discrete_layers_exact", layer_error.max(), lt=1e-10, paper="exact residual-layer map of eq. (1.1)")
+claim("discrete_layers_exact", layer_error.max(), lt=1e-10, statement="reduction", kind="consistency")
 
 # %% [markdown]
 # *What to look at:* the first curve sits at round-off ($10^{-15}$): the discrete Transformer and the
@@ -167,7 +167,7 @@ for name, values in stats.items():
     lo, hi = bands[name]
     worst = max(values.max() - hi, lo - values.min())  # < 0 when every time lies inside
     claim(f"{name.replace(' ', '_')}_in_noise_band", worst, lt=0.0,
-          paper="Gaussian invariance (eq. 1.1)")
+          statement="invariance", kind="reproduces")
 
 # %% [markdown]
 # *What to look at:* both statistics stay inside the band at every recorded time. The claim value is the

@@ -166,25 +166,25 @@ lo_k, hi_k = floors["mardia_kurtosis_excess"].band(band_level)
 ident, bulk = runs["identity"], runs["ReLU, c0=0"]
 
 claim("identity: max sliced W2 over time below the band's top", float(ident.statistics["sliced_w2"].max()),
-      paper="Gaussian invariance (eq. 1.1)", lt=hi_w)
+      statement="invariance", kind="reproduces", lt=hi_w)
 claim("identity: max kurtosis excess over time below the band's top",
-      float(ident.statistics["mardia_kurtosis_excess"].max()), paper="Gaussian invariance (eq. 1.1)", lt=hi_k)
+      float(ident.statistics["mardia_kurtosis_excess"].max()), statement="invariance", kind="reproduces", lt=hi_k)
 claim("identity: min kurtosis excess over time above the band's bottom",
-      float(ident.statistics["mardia_kurtosis_excess"].min()), paper="Gaussian invariance (eq. 1.1)", gt=lo_k)
+      float(ident.statistics["mardia_kurtosis_excess"].min()), statement="invariance", kind="reproduces", gt=lo_k)
 claim("ReLU c0=0: sliced W2 at the first recorded time inside the band", float(bulk.statistics["sliced_w2"][1]),
-      paper="ReLU close to Gaussian for short times", lt=hi_w)
+      statement="relu_short_time", kind="reproduces", lt=hi_w)
 claim("ReLU c0=0: sliced W2 at the final time above the band", float(bulk.statistics["sliced_w2"][-1]),
-      paper="invariance needs an affine feed-forward", gt=hi_w)
+      statement="relu_short_time", kind="control", gt=hi_w)
 claim("ReLU c0=0: kurtosis excess at the final time above the band",
-      float(bulk.statistics["mardia_kurtosis_excess"][-1]), paper="invariance needs an affine feed-forward",
+      float(bulk.statistics["mardia_kurtosis_excess"][-1]), statement="relu_short_time", kind="control",
       gt=hi_k)
 claim("identity: Gaussian prediction error at T below tolerance", float(ident.prediction_error[-1]),
-      paper="eq. (1.1)", lt=tolerance)
+      statement="reduction", kind="reproduces", lt=tolerance)
 claim("ReLU c0=0: time within tolerance before T", within["ReLU, c0=0"],
-      paper="ReLU close to Gaussian for short times", lt=T_relu)
+      statement="relu_short_time", kind="reproduces", lt=T_relu)
 claim("ReLU c0=0: short-time log-log slope of the prediction error",
       loglog_slope(bulk.t, bulk.prediction_error, slope_until),
-      paper="ReLU close to Gaussian for short times", gt=0.8, lt=1.2);
+      statement="relu_short_time", kind="reproduces", gt=0.8, lt=1.2);
 
 # %% [markdown]
 # ## (b) Gaussian mixtures: each component stops being Gaussian
@@ -240,10 +240,10 @@ figs.mixture_attention(mixture, linear.B[0]);
 tops = np.array([f.band(band_level)[1] for f in mix_floors["sliced_w2"]])
 claim("mixture: min over components of sliced W2 / band top at T_mix",
       float((mix_run.statistics["sliced_w2"][-1] / tops).min()),
-      paper="mixtures are not an invariant class", gt=1.0)
+      statement="mixtures_not_invariant", kind="reproduces", gt=1.0)
 claim("single-Gaussian control: max over times and labels of sliced W2 / band top",
       float((control_run.statistics["sliced_w2"] / tops).max()),
-      paper="Gaussian invariance (eq. 1.1)", lt=1.0);
+      statement="mixtures_not_invariant", kind="control", lt=1.0);
 
 # %% [markdown]
 # ## What we saw

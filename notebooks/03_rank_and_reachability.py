@@ -116,9 +116,9 @@ figs.rank_figure(invariance);
 
 # %%
 claim("rank invariant: null singular values at round-off", float(invariance["eta"][-1]), lt=1e-12,
-      paper="rank invariance (Theorem on finite-time reachability)")
+      statement="rank_invariance", kind="reproduces")
 claim("numerical rank of Sigma(t) constant", bool(np.all(invariance["ranks"] == rank_r)),
-      paper="rank invariance (Theorem on finite-time reachability)")
+      statement="rank_invariance", kind="reproduces")
 
 # %% [markdown]
 # ## (b) Exact steering on the moment ODE
@@ -151,8 +151,8 @@ figs.steering_figure(traj_2d, (m1_2, S1_2), traj_3d, (m1_3, S1_3));
 # onto the dashed target segment. It never acquires width: the rank stays 1.
 
 # %%
-claim("d=2 steering endpoint error", err_2d, lt=1e-8, paper="finite-time reachability")
-claim("d=3 rank-1 steering endpoint error", err_3d, lt=1e-8, paper="finite-time reachability")
+claim("d=2 steering endpoint error", err_2d, lt=1e-8, statement="reachability", kind="reproduces")
+claim("d=3 rank-1 steering endpoint error", err_3d, lt=1e-8, statement="reachability", kind="reproduces")
 
 # %% [markdown]
 # A target of a different rank cannot be reached, and `steer` refuses it:
@@ -165,7 +165,7 @@ try:
 except RankMismatchError as err:
     print(err)
     refused = True
-claim("rank-changing target raises RankMismatchError", refused, paper="rank invariance")
+claim("rank-changing target raises RankMismatchError", refused, statement="rank_invariance", kind="consistency")
 
 # %% [markdown]
 # ## (c) The same controls on $N$ tokens
@@ -190,7 +190,7 @@ figs.distance_vs_n_figure(token_ns, distances, slope);
 
 # %%
 claim("token distance to target vs N: log-log slope", slope, gt=-0.65, lt=-0.35,
-      paper="finite-time reachability, on tokens (N^{-1/2} sampling error)")
+      statement="reachability", kind="consistency")
 
 # %% [markdown]
 # ## (d) Steering with attention switched on
@@ -223,9 +223,9 @@ figs.attention_figure(traj_att, traj_unc, cloud.tokens, (m0_2, S0_2), (m1_2, S1_
 
 # %%
 claim("attention-on steering endpoint error", err_att, lt=1e-8,
-      paper="finite-time reachability (attention held fixed)")
+      statement="reachability", kind="reproduces")
 claim("attention-on token cloud: W2 to target / uncompensated W2", dist_cloud / dist_unc, lt=0.2,
-      paper="finite-time reachability, on tokens with softmax attention")
+      statement="reachability", kind="reproduces")
 
 # %% [markdown]
 # ## (e) Minimum-energy controls
@@ -257,9 +257,9 @@ figs.energy_figure(t_plot, control_path(best.constructive, t_plot), control_path
 print(f"constructive: energy {best.constructive_energy:.4f}, endpoint error {best.constructive_endpoint_error:.2e}")
 print(f"min-energy:   energy {best.energy:.4f}, endpoint error {best.endpoint_error:.2e} "
       f"({len(best.controls.pieces)} pieces, {best.nit} SLSQP iterations)")
-claim("min-energy controls endpoint error", best.endpoint_error, lt=1e-6, paper="beyond the paper")
+claim("min-energy controls endpoint error", best.endpoint_error, lt=1e-6, statement="beyond_min_energy", kind="consistency")
 claim("min-energy / constructive energy", best.energy / best.constructive_energy, lt=1.0 + 1e-12,
-      paper="beyond the paper")
+      statement="beyond_min_energy", kind="reproduces")
 
 # %% [markdown]
 # ## What we saw

@@ -132,7 +132,7 @@ fig = figs.phase_line(scalar_a, scalar_q, runs)
 
 # %%
 claim("scalar Riccati solution matches the integrator", scalar_err, lt=1e-8,
-      paper="eq. (1.1), d = 1 (Bernoulli equation)")
+      statement="riccati", kind="consistency")
 
 # %% [markdown]
 # ## (b) Trajectories in the cone of covariance matrices
@@ -175,15 +175,15 @@ expected = np.array([-(lam_A[i] + lam_A[j]) for i in range(2) for j in range(i, 
 spec_gap = max(min(abs(x - y) for y in expected) for x in ls.eigenvalues)
 M_star = ctl_stab.A + ctl_stab.attention_drift(eq.Sigma)
 claim("equilibrium residual (relative)", eq.relative_residual, lt=1e-10,
-      paper="algebraic Bernoulli equation, stabilising regime")
+      statement="stabilising", kind="consistency")
 claim("trajectory converges to Sigma*",
       np.linalg.norm(stab_traj.Sigma[-1] - eq.Sigma) / np.linalg.norm(eq.Sigma), lt=1e-8,
-      paper="stabilising regime: V, B of opposite definiteness")
+      statement="stabilising", kind="reproduces")
 claim("linearisation spectrum is -(lambda_i + lambda_j)", spec_gap, lt=1e-10,
-      paper="P = Sigma^-1 linearises the Riccati equation")
+      statement="riccati", kind="consistency")
 claim("M* = A + V Sigma* B has imaginary spectrum",
       np.abs(np.linalg.eigvals(M_star).real).max() / np.linalg.norm(M_star), lt=1e-10,
-      paper="equilibrium structure: M* Sigma* skew")
+      statement="stabilising", kind="consistency")
 
 # %% [markdown]
 # The subtle point, checked rather than assumed: the same $V, B$ (opposite definiteness) with a
@@ -200,9 +200,9 @@ ls_same = linear_stability(ctl_hurwitz_same, equilibrium(ctl_hurwitz_same).Sigma
 claim("Hurwitz A, opposite definiteness: collapses to 0",
       bool(verdict_h.verdict == "collapses to 0"
            and np.linalg.norm(end_h) < 1e-8 * np.linalg.norm(Sigma0)),
-      paper="spectral properties of A")
+      statement="stabilising", kind="reproduces")
 claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict == "unstable"),
-      paper="spectral properties of A")
+      statement="blowup", kind="reproduces")
 
 # %% [markdown]
 # ## (c) The blow-up time: formula, integrator, particles
@@ -224,7 +224,7 @@ claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict =
 
 # %%
 claim("predicted vs detected blow-up time", abs(pred.t_star - blow_traj.blowup_time) / pred.t_star,
-      lt=1e-6, paper="destabilising regime: V, B of the same definiteness")
+      lt=1e-6, statement="blowup", kind="reproduces")
 
 x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed=seed)
 n0 = np.linalg.norm(Sigma0)
@@ -256,10 +256,10 @@ fig = figs.blowup_panels(
 # %%
 before = part_blow.t < pred.t_star
 claim("particle covariance explodes (>10x) before t*", float(ratio_blow[before].max()), gt=10.0,
-      paper="numerical evidence: matching signs give blow-up")
+      statement="prescribed_regimes", kind="reproduces")
 claim("particle covariance stays bounded (opposite signs)",
       float(ratio_stab.max() / max(1.0, np.linalg.norm(eq.Sigma) / n0)), lt=2.0,
-      paper="numerical evidence: opposite signs give bounded covariance")
+      statement="prescribed_regimes", kind="reproduces")
 
 # %% [markdown]
 # ## (d) The regime map
@@ -289,7 +289,7 @@ for x, y, th, ob in rm.disagreements:
     print(f"disagreement at a = {x:.3f}, v = {y:.3f}: theory {th!r}, observed {ob!r}")
 print(f"{len(rm.disagreements)} disagreement(s) on {rm.theory.size} grid points")
 claim("regime map agrees with the theory", rm.agreement, gt=0.99,
-      paper="stabilising and destabilising regimes")
+      statement="stabilising", kind="reproduces")
 
 # %% [markdown]
 # ## (e) Steering the mean
@@ -314,11 +314,11 @@ fig = figs.mean_steering(steer.t, steer.mu, np.array(mu_target))
 
 # %%
 claim("asymptotic mean hits the target", float(np.linalg.norm(steer.mu[-1] - mu_target)), lt=1e-6,
-      paper="the mean can be steered asymptotically to a prescribed target")
+      statement="mean_steering", kind="reproduces")
 claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer, eq.Sigma)).real.max()),
-      close_to=-v_strength, atol=1e-10, paper="equilibrium structure")
+      close_to=-v_strength, atol=1e-10, statement="mean_steering", kind="consistency")
 claim("asymptotic_mean formula", float(np.linalg.norm(asymptotic_mean(ctl_steer, eq.Sigma) - mu_target)),
-      lt=1e-10, paper="mu* = -(A + V + V Sigma* B)^-1 b")
+      lt=1e-10, statement="mean_steering", kind="consistency")
 
 # %% [markdown]
 # ## (f) The Riccati connection

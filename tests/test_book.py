@@ -80,7 +80,7 @@ def test_failed_chapter_keeps_the_last_good_output(tmp_path, monkeypatch):
     src = tmp_path / "99_failing.py"
     src.write_text(
         '# %% tags=["parameters"]\nthreshold = 0.5\n\n'
-        '# %%\nfrom gtcore.claims import claim\nclaim("too_big", 1.0, lt=threshold, paper="none")\n'
+        '# %%\nfrom gtcore.claims import claim\nclaim("too_big", 1.0, lt=threshold, statement="invariance", kind="consistency")\n'
     )
     chapter = book.Chapter("99_failing", src, book.chapter_defaults(src))
     good = tmp_path / "executed" / "99_failing.ipynb"
@@ -111,10 +111,10 @@ def test_every_claim_passes_and_is_reported(built_book):
     chapters = {r["chapter"] for r in rows}
     assert chapters == set(book.toc_chapters())
     for r in rows:
-        assert {"chapter", "name", "paper", "value", "threshold", "passed", "profile"} <= set(r)
+        assert {"chapter", "name", "statement", "kind", "value", "threshold", "passed", "profile"} <= set(r)
         assert r["passed"] is True and r["profile"] == "quick"
     report = (ROOT / "executed" / "report.md").read_text()
-    assert f"{len(rows)} of {len(rows)} claims pass" in report
+    assert f"{len(rows)} claims in all" in report and "statements of the paper reproduced" in report
 
 
 @pytest.mark.slow

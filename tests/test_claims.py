@@ -3,7 +3,10 @@ import math
 import numpy as np
 import pytest
 
-from gtcore.claims import ClaimFailed, claim, claims_in_notebook, evaluate_claim
+from gtcore.claims import KINDS, ClaimFailed, claim, claims_in_notebook, evaluate_claim
+from gtcore.statements import StatementError, load_statements
+
+LABEL = dict(statement="invariance", kind="reproduces")
 
 
 @pytest.mark.parametrize(
@@ -23,14 +26,14 @@ from gtcore.claims import ClaimFailed, claim, claims_in_notebook, evaluate_claim
     ],
 )
 def test_criteria(kwargs, passed):
-    assert evaluate_claim("x", paper="Theorem 1", **kwargs).passed is passed
+    assert evaluate_claim("x", **LABEL, **kwargs).passed is passed
 
 
 def test_claim_raises_after_recording(capsys):
-    claim("fine", 0.1, lt=1.0, paper="eq. (1.1)")
-    assert "PASS  fine [eq. (1.1)]" in capsys.readouterr().out
+    claim("fine", 0.1, lt=1.0, **LABEL)
+    assert "PASS  fine [reproduces: invariance]" in capsys.readouterr().out
     with pytest.raises(ClaimFailed, match="FAIL  broken"):
-        claim("broken", 2.0, lt=1.0, paper="eq. (1.1)")
+        claim("broken", 2.0, lt=1.0, **LABEL)
     assert "FAIL  broken" in capsys.readouterr().out
 
 
@@ -47,14 +50,49 @@ def test_claim_raises_after_recording(capsys):
 )
 def test_bad_criteria(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        evaluate_claim("x", **kwargs)
+        evaluate_claim("x", **LABEL, **kwargs)
 
 
 def test_claims_are_read_back_from_notebook_outputs():
     nb = {"cells": [{"cell_type": "code", "outputs": [
         {"output_type": "display_data", "data": {
             "text/plain": "PASS",
-            "application/vnd.gtbook.claim+json": {"name": "a", "paper": "T", "value": 1.0,
-                                                  "threshold": "< 2", "passed": True}}}]},
+            "application/vnd.gtbook.claim+json": {"name": "a", "statement": "T", "kind": "control",
+                                                  "value": 1.0, "threshold": "< 2", "passed": True}}}]},
         {"cell_type": "markdown", "source": "x"}]}
-    assert claims_in_notebook(nb) == [{"name": "a", "paper": "T", "value": 1.0, "threshold": "< 2", "passed": True}]
+    assert claims_in_notebook(nb) == [{"name": "a", "statement": "T", "kind": "control", "value": 1.0,
+                                       "threshold": "< 2", "passed": True}]
+
+
+@pytest.mark.parametrize("label, match", [
+    (dict(statement="no_such_statement", kind="reproduces"), "unknown statement 'no_such_statement'.*invariance"),
+    (dict(statement="invariance", kind="reproduction"), "kind must be one of reproduces, consistency, control"),
+])
+def test_unknown_statement_or_kind_is_an_error(label, match):
+    with pytest.raises(ValueError, match=match):
+        claim("x", 0.1, lt=1.0, **label)
+
+
+def test_registry_entries_are_complete():
+    statements = load_statements()
+    assert {"invariance", "reduction", "rank_invariance", "reachability", "stabilising", "blowup", "riccati",
+            "mean_steering", "pretrained_gaussian", "prescribed_regimes", "mixtures_not_invariant"} <= set(statements)
+    for st in statements.values():
+        assert st.scope in ("paper", "beyond")
+        assert st.reproducible_here or st.reason
+        assert '"' not in st.paraphrase, "paraphrases are not quotations"
+    assert set(KINDS) == {"reproduces", "consistency", "control"}
+
+
+@pytest.mark.parametrize("text, match", [
+    ('[a]\ntitle = "t"\n', "lacks"),
+    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\nscope="elsewhere"\nreproducible_here=true\n', "scope"),
+    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\nscope="paper"\nreproducible_here=false\n', "no reason"),
+    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\nscope="paper"\nreproducible_here=true\nextra=1\n', "unknown"),
+    ("[a\n", "not valid TOML"),
+])
+def test_malformed_registry_is_refused(tmp_path, text, match):
+    path = tmp_path / "statements.toml"
+    path.write_text(text)
+    with pytest.raises(StatementError, match=match):
+        load_statements(path)
