@@ -590,7 +590,8 @@ class PrescribedRun:
 
     @staticmethod
     def _ratio(S: np.ndarray) -> np.ndarray:
-        n = np.linalg.norm(S, axis=(1, 2))
+        with np.errstate(over="ignore", invalid="ignore"):
+            n = np.linalg.norm(S, axis=(1, 2))
         return n / n[0]
 
     @property
@@ -622,7 +623,9 @@ def _map_until_overflow(mu0, S0, controls, n_layers, h, feed_forward, cap=1e150)
     mu, S = np.asarray(mu0, float), np.asarray(S0, float)
     out = [S]
     for _ in range(n_layers):
-        if np.linalg.norm(S) > cap:
+        with np.errstate(over="ignore"):
+            big = not np.isfinite(S).all() or np.abs(S).max() > cap
+        if big:
             out.append(np.full_like(S, np.inf))
             continue
         for c in subs:
