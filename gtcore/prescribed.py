@@ -22,13 +22,13 @@ block of the output projection :math:`W_o` (:math:`d \times d_{\text{head}}`) fa
 :math:`h\,V_{h'} = W_o W_v` the same way. Every bias is zero. Hence
 :math:`\operatorname{rank} B_{h'}, \operatorname{rank} V_{h'} \le d_{\text{head}}`:
 
-============  ===========================  =================================================
-family        head size                    what is supported
-============  ===========================  =================================================
-``"bert"``    :math:`d/H` (config fixed)   :math:`H \mid d`; rank :math:`\le d/H` per head
-``"vit"``     :math:`d` (``head_dim``)     any :math:`H`; full rank (``ViTConfig(head_dim=d)``)
-``"modernbert"`` :math:`d/H` (fixed)       :math:`H \mid d`; rank :math:`\le d/H` per head
-============  ===========================  =================================================
+================  ===========================  =================================================
+family            head size                    what is supported
+================  ===========================  =================================================
+``"bert"``        :math:`d/H` (config fixed)   :math:`H \mid d`; rank :math:`\le d/H` per head
+``"vit"``         :math:`d` (``head_dim``)     any :math:`H`; full rank (``ViTConfig(head_dim=d)``)
+``"modernbert"``  :math:`d/H` (config fixed)   :math:`H \mid d`; rank :math:`\le d/H` per head
+================  ===========================  =================================================
 
 So the paper's case :math:`H = 1` with full-rank :math:`V, B` runs on all three families, and
 several full-rank heads only on ViT. Anything else raises a ``ValueError`` naming the head.
