@@ -64,7 +64,13 @@ def numerical_rank(Sigma: Any, rtol: float = RANK_RTOL) -> int:
 
 
 def empirical_moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r"""Mean and :math:`1/N` covariance of validated (N, d) float samples (exactly symmetric)."""
+    r"""Mean and :math:`1/N` covariance of validated (N, d) float samples, or of a stack (T, N, d)
+    of clouds (then (T, d) and (T, d, d)); exactly symmetric."""
+    if x.ndim == 3:
+        mu = x.mean(axis=1)
+        xc = x - mu[:, None]
+        Sigma = np.einsum("tni,tnj->tij", xc, xc) / x.shape[1]
+        return mu, 0.5 * (Sigma + Sigma.transpose(0, 2, 1))
     mu = x.mean(axis=0)
     xc = x - mu
     Sigma = xc.T @ xc / x.shape[0]

@@ -1,17 +1,11 @@
-r"""Where Gaussian invariance ends: Gaussian mixtures, labelled tokens, and a cloud followed in time.
+r"""Where Gaussian invariance ends: Gaussian mixtures and labelled tokens.
 
 The paper proves that a Gaussian stays Gaussian under self-attention with an affine feed-forward
-layer, because the attention average against :math:`N(\mu, \Sigma)` is affine in the query,
-:math:`\mu + \Sigma B x`. Against a Gaussian mixture
-:math:`\rho = \sum_k w_k N(\mu_k, \Sigma_k)` it is a softmax-gated blend of such affine maps,
-
-.. math::
-
-    \frac{\int y\, e^{y^\top B x}\, d\rho(y)}{\int e^{y^\top B x}\, d\rho(y)}
-        = \sum_k \pi_k(x)\,(\mu_k + \Sigma_k B x), \qquad
-    \pi_k(x) = \frac{w_k\, e^{\mu_k^\top B x + \frac12 x^\top B^\top \Sigma_k B x}}
-        {\sum_l w_l\, e^{\mu_l^\top B x + \frac12 x^\top B^\top \Sigma_l B x}},
-
+layer, because the attention average against :math:`N(\mu, \Sigma)` is affine in the query (the
+tilt of :mod:`gtcore.attention`). Against a Gaussian mixture
+:math:`\rho = \sum_k w_k N(\mu_k, \Sigma_k)` it is a blend of the components' tilts, gated by a
+softmax over components that depends on the query
+(:meth:`gtcore.attention.DotProduct.mixture_average`),
 which is not affine in :math:`x`: mixtures are not an invariant class, and each component
 stops being Gaussian. This module samples mixtures with component labels, evaluates that exact
 attention average (:meth:`gtcore.attention.DotProduct.mixture_average`) and measures statistics

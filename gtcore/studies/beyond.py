@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._linalg import empirical_moments
 from .._validation import as_float_array, check_finite, check_positive, check_tokens
 from ..controls import ControlsLike
 from ..gaussianity import bures_wasserstein, noise_floor
@@ -142,7 +143,9 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
     path = simulate(x, controls, (0.0, float(ts[-1])), t_eval=ts, max_step=max_step, method=method, ff=ff,
                     average=average, dtype=dtype, device=device, keep_tokens=True, progress=progress)
     keep = np.isin(path.t, np.concatenate([[0.0], ts]))  # on blow-up: up to the last time reached
-    path = replace(path, t=path.t[keep], mu=path.mu[keep], Sigma=path.Sigma[keep], tokens=path.tokens[keep])
+    tokens = path.tokens[keep]
+    mu, Sigma = empirical_moments(tokens)  # of the float64 tokens, one stack
+    path = replace(path, t=path.t[keep], mu=mu, Sigma=Sigma, tokens=tokens)
     if labels is None:
         stats = {name: statistic_path(path.tokens, name) for name in statistics}
     else:

@@ -1,7 +1,7 @@
 r"""Chapter 1 (Gaussian invariance): how close N tokens follow the mean-field (Gaussian) moment dynamics.
 
-The N-token Transformer replaces the attention average against the Gaussian,
-:math:`\mu + \Sigma B x`, by a softmax average over the tokens: a self-normalised importance-sampling
+The N-token Transformer replaces the attention average against the Gaussian (the tilt of
+:mod:`gtcore.attention`) by a softmax average over the tokens: a self-normalised importance-sampling
 estimate with weights :math:`e^{y^\top B x}`. For a query :math:`x` the weights' relative second
 moment against :math:`y \sim N(\mu, \Sigma)` is :math:`e^{x^\top B^\top \Sigma B x}`, and its average over
 :math:`x \sim N(\mu, \Sigma)` is finite only if
