@@ -335,7 +335,7 @@ class ProbeResult:
 
     def figure(self):
         """The four statistics against depth with their noise bands."""
-        from .plotting.pretrained import layer_statistics_figure
+        from ..plotting.pretrained import layer_statistics_figure
 
         return layer_statistics_figure([self.statistics])
 
