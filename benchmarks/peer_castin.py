@@ -101,7 +101,7 @@ def main(save: bool = False) -> list[dict]:
         rows.append(dict(case=name, t_star=ref,
                          err_cf=rel(cf.t_star) if d == 1 else abs(cf.t_star - num.t_star) / ref,
                          time_cf=t_cf, err_num=rel(num.t_star), time_num=t_num,
-                         err_int=rel(traj.blowup_time), time_int=t_int,
+                         err_int=rel(traj.crossing_time), time_int=t_int,
                          err_euler=rel(t_euler) if status == "exploded" else math.inf,
                          time_euler=t_eul, euler_status=status))
     head = (f"{'case':<18}{'t*':>9} | {'closed form':>21} | {'numerical+pole':>21} | "

@@ -29,6 +29,7 @@ from typing import Any, Union
 import numpy as np
 
 from ._validation import as_float_array, check_finite
+from .attention import ATTENTION_TYPES, attention_of
 
 
 def _heads(x: Any, name: str, d: int | None) -> np.ndarray | None:
@@ -84,6 +85,9 @@ class Controls:
         Query-key matrices :math:`B_h` (logits :math:`x_j^\top B_h x_i`). Zero when omitted.
     U, W, c : arrays of shapes (m, d), (d, m), (m,), optional
         Optional feed-forward block :math:`W\sigma(Ux + c)`; all three or none.
+    attention : str
+        The attention type, a name in :data:`gtcore.attention.ATTENTION_TYPES` (default ``"dot"``,
+        the paper's logits :math:`x_j^\top B_h x_i`).
 
     Raises
     ------
@@ -104,10 +108,14 @@ class Controls:
     U: np.ndarray | None = None
     W: np.ndarray | None = None
     c: np.ndarray | None = None
+    attention: str = "dot"
     d: int = field(init=False)
 
     def __init__(self, A: Any = None, b: Any = None, V: Any = None, B: Any = None,
-                 *, U: Any = None, W: Any = None, c: Any = None) -> None:
+                 *, U: Any = None, W: Any = None, c: Any = None, attention: str = "dot") -> None:
+        if attention not in ATTENTION_TYPES:
+            raise ValueError(f"unknown attention {attention!r}; valid: {', '.join(sorted(ATTENTION_TYPES))}")
+        object.__setattr__(self, "attention", attention)
         d = _infer_dimension(A=A, b=b, V=V, B=B, W=W, U=U)
         if A is None:
             A_arr = np.zeros((d, d))
@@ -184,8 +192,9 @@ class Controls:
         return self.b if self.U is None else self.b + self.W @ self.c
 
     def attention_drift(self, Sigma: np.ndarray) -> np.ndarray:
-        r""":math:`\sum_h V_h \Sigma B_h`, the attention's linear response to a Gaussian."""
-        return (self.V @ Sigma @ self.B).sum(axis=0)  # batched matmuls: O(H d^3)
+        r""":math:`\sum_h V_h M_h(\Sigma)`, the attention's linear response to a Gaussian (:mod:`gtcore.attention`)."""
+        att = attention_of(self)
+        return att.linear_part(Sigma, self.V, att.params(self))
 
     def __call__(self, t: float) -> "Controls":
         """Constant controls: the same layer at every time."""
@@ -193,7 +202,8 @@ class Controls:
 
     def __repr__(self) -> str:
         ff = f", ff width={self.U.shape[0]}" if self.U is not None else ""
-        return f"Controls(d={self.d}, heads={self.heads}{ff})"
+        att = f", attention={self.attention!r}" if self.attention != "dot" else ""
+        return f"Controls(d={self.d}, heads={self.heads}{ff}{att})"
 
 
 ControlsLike = Union[Controls, "PiecewiseControls", Callable[[float], Controls]]

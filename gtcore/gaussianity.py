@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
+from ._linalg import RANK_RTOL, psd_sqrt, whiten
+from ._linalg import empirical_moments as _empirical_moments
 from ._progress import progress as progress_bar
 from ._validation import as_float_array, check_finite, check_moments, check_tokens
 
-#: relative eigenvalue threshold defining the numerical rank of a covariance
-RANK_RTOL = 1e-10
 #: memory budget (bytes) for the temporary blocks of the chunked statistics
 _CHUNK_BYTES = 128 * 2**20
 
@@ -48,28 +48,6 @@ _CHUNK_BYTES = 128 * 2**20
 def _samples(x: Any, name: str = "x") -> np.ndarray:
     """A finite (N, d) float64 array with N >= 2, or ValueError naming ``name``."""
     return check_tokens(x, name, min_n=2)
-
-
-def _whiten(x: np.ndarray, name: str = "x") -> np.ndarray:
-    r"""Whitened coordinates :math:`y = \Lambda_r^{-1/2} U_r^\top (x - \hat\mu)`, shape (N, r)."""
-    mu, Sigma = _moments(x)
-    w, U = np.linalg.eigh(Sigma)
-    if w[-1] <= 0:
-        raise ValueError(f"{name} has zero covariance (all tokens equal): nothing to whiten")
-    keep = w > RANK_RTOL * w[-1]
-    return ((x - mu) @ U[:, keep]) / np.sqrt(w[keep])
-
-
-def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    mu = x.mean(axis=0)
-    xc = x - mu
-    Sigma = xc.T @ xc / x.shape[0]
-    return mu, 0.5 * (Sigma + Sigma.T)
-
-
-def _psd_sqrt(S: np.ndarray) -> np.ndarray:
-    w, U = np.linalg.eigh(S)
-    return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
 
 
 def _chunk_rows(n_rows: int, row_bytes: int) -> int:
@@ -94,7 +72,7 @@ def empirical_moments(x: Any) -> tuple[np.ndarray, np.ndarray]:
     mu : (d,) float64 array
     Sigma : (d, d) float64 array, exactly symmetric
     """
-    return _moments(_samples(x))
+    return _empirical_moments(_samples(x))
 
 
 def bures_wasserstein(mu1: Any, Sigma1: Any, mu2: Any, Sigma2: Any) -> float:
@@ -121,7 +99,7 @@ def bures_wasserstein(mu1: Any, Sigma1: Any, mu2: Any, Sigma2: Any) -> float:
     """
     m1, S1 = check_moments(mu1, Sigma1, "mu1", "Sigma1")
     m2, S2 = check_moments(mu2, Sigma2, "mu2", "Sigma2", d=m1.shape[0])
-    r1 = _psd_sqrt(S1)
+    r1 = psd_sqrt(S1)
     cross = r1 @ S2 @ r1
     cross_tr = np.sqrt(np.clip(np.linalg.eigvalsh(0.5 * (cross + cross.T)), 0.0, None)).sum()
     w2sq = float(np.sum((m1 - m2) ** 2) + np.trace(S1) + np.trace(S2) - 2.0 * cross_tr)
@@ -199,7 +177,7 @@ def sliced_w2(x: Any, n_projections: int = 128, seed: int | np.random.Generator 
     x = _samples(x)
     if int(n_projections) != n_projections or n_projections < 1:
         raise ValueError(f"n_projections must be a positive integer, got {n_projections!r}")
-    y = _whiten(x)
+    y = whiten(x)
     n, r = y.shape
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     theta = rng.standard_normal((r, int(n_projections)))
@@ -242,7 +220,7 @@ def mardia_skewness(x: Any, *, method: str = "auto") -> float:
     x = _samples(x)
     if method not in ("auto", "tensor", "pairwise"):
         raise ValueError(f"method must be 'auto', 'tensor' or 'pairwise', got {method!r}")
-    y = _whiten(x)
+    y = whiten(x)
     n, r = y.shape
     if method == "tensor" or (method == "auto" and r * r <= n):
         total = 0.0
@@ -276,7 +254,7 @@ def mardia_kurtosis(x: Any) -> float:
     -------
     float
     """
-    return _mardia_b2(_whiten(_samples(x)))
+    return _mardia_b2(whiten(_samples(x)))
 
 
 def _mardia_b2(y: np.ndarray) -> float:
@@ -302,7 +280,7 @@ def mardia_kurtosis_excess(x: Any) -> float:
     -------
     float
     """
-    y = _whiten(_samples(x))
+    y = whiten(_samples(x))
     r = y.shape[1]
     return (_mardia_b2(y) - r * (r + 2)) / (r * (r + 2))
 

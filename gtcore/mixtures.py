@@ -1,41 +1,30 @@
-r"""Where Gaussian invariance ends: Gaussian mixtures, labelled tokens, and a cloud followed in time.
+r"""Where Gaussian invariance ends: Gaussian mixtures and labelled tokens.
 
 The paper proves that a Gaussian stays Gaussian under self-attention with an affine feed-forward
-layer, because the attention average against :math:`N(\mu, \Sigma)` is affine in the query,
-:math:`\mu + \Sigma B x`. Against a Gaussian mixture
-:math:`\rho = \sum_k w_k N(\mu_k, \Sigma_k)` it is a softmax-gated blend of such affine maps,
-
-.. math::
-
-    \frac{\int y\, e^{y^\top B x}\, d\rho(y)}{\int e^{y^\top B x}\, d\rho(y)}
-        = \sum_k \pi_k(x)\,(\mu_k + \Sigma_k B x), \qquad
-    \pi_k(x) = \frac{w_k\, e^{\mu_k^\top B x + \frac12 x^\top B^\top \Sigma_k B x}}
-        {\sum_l w_l\, e^{\mu_l^\top B x + \frac12 x^\top B^\top \Sigma_l B x}},
-
+layer, because the attention average against :math:`N(\mu, \Sigma)` is affine in the query (the
+tilt of :mod:`gtcore.attention`). Against a Gaussian mixture
+:math:`\rho = \sum_k w_k N(\mu_k, \Sigma_k)` it is a blend of the components' tilts, gated by a
+softmax over components that depends on the query
+(:meth:`gtcore.attention.DotProduct.mixture_average`),
 which is not affine in :math:`x`: mixtures are not an invariant class, and each component
 stops being Gaussian. This module samples mixtures with component labels, evaluates that exact
-attention average, measures statistics per label (each against its own noise floor), follows a
-token cloud at prescribed times, and compares the cloud's moments with the moment ODE
-(eq. 1.1) of the linearised layer.
+attention average (:meth:`gtcore.attention.DotProduct.mixture_average`) and measures statistics
+per label (each against its own noise floor). Following a cloud in time is chapter 2's harness,
+:mod:`gtcore.studies.beyond`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
-from scipy.special import logsumexp
 
-from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_covariance, check_finite, check_positive, check_tokens
-from .controls import ControlsLike
-from .gaussianity import NoiseFloor, _STATISTICS, bures_wasserstein, noise_floor
-from .moments import integrate_moments
-from .particles import simulate
-from .sampling import covariance_factor
+from ._linalg import psd_factor
+from ._validation import as_float_array, check_covariance, check_finite, check_tokens
+from .attention import ATTENTION_TYPES
+from .gaussianity import NoiseFloor, _STATISTICS, noise_floor
 
 #: tolerance on the sum of the mixture weights
 WEIGHT_ATOL = 1e-12
@@ -129,14 +118,13 @@ class GaussianMixture:
         x = np.empty((int(n), self.d))
         for k in range(self.components):
             idx = labels == k
-            x[idx] = self.means[k] + z[idx] @ covariance_factor(self.covariances[k]).T
+            x[idx] = self.means[k] + z[idx] @ psd_factor(self.covariances[k]).T
         return LabelledTokens(tokens=x, labels=labels)
 
     def attention_average(self, x: Any, B: Any) -> np.ndarray:
-        r"""The exact attention average against the mixture, :math:`\sum_k \pi_k(x)(\mu_k + \Sigma_k B x)`.
+        r"""The exact dot-product attention average against the mixture (:meth:`gtcore.attention.DotProduct.mixture_average`).
 
-        See the module docstring for :math:`\pi_k`. For one component it is the affine map
-        :math:`\mu + \Sigma B x` of the paper's Gaussian tilt.
+        See the module docstring for :math:`\pi_k`. For one component it is the Gaussian tilt.
 
         Parameters
         ----------
@@ -152,14 +140,7 @@ class GaussianMixture:
         if B.shape != (self.d, self.d):
             raise ValueError(f"B must have shape ({self.d}, {self.d}), got shape {B.shape}")
         check_finite(B, "B")
-        q = x @ B.T                                                   # B x
-        logits = (np.log(np.where(self.weights > 0, self.weights, 1.0))[None, :]
-                  + q @ self.means.T
-                  + 0.5 * np.einsum("ni,kij,nj->nk", q, self.covariances, q))
-        logits[:, self.weights == 0] = -np.inf
-        pi = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
-        tilts = self.means[None] + np.einsum("kij,nj->nki", self.covariances, q)
-        return np.einsum("nk,nki->ni", pi, tilts)
+        return ATTENTION_TYPES["dot"].mixture_average(x, self.weights, self.means, self.covariances, B)
 
 
 def _components(x: Any, name: str, K: int, ndim: int) -> list[np.ndarray]:
@@ -258,222 +239,10 @@ def statistic_path(tokens: Any, statistic: Callable[[np.ndarray], Any] | str) ->
     return np.array([float(fn(f)) for f in x])
 
 
-# ------------------------------------------------------------------- a cloud in time
-@dataclass
-class CloudPath:
-    """Tokens at prescribed times.
-
-    Attributes
-    ----------
-    t : (T,) times (the first is the initial time)
-    tokens : (T, N, d) tokens at those times
-    mu, Sigma : (T, d), (T, d, d) empirical (1/N) moments
-    status : "completed" or "blowup" (the arrays then stop at the last finite time)
-    steps : total number of integrator steps taken
-    """
-
-    t: np.ndarray
-    tokens: np.ndarray
-    mu: np.ndarray
-    Sigma: np.ndarray
-    status: str
-    steps: int
-
-
-def cloud_at_times(x0: Any, controls: ControlsLike, times: Sequence[float], *, max_step: float = 0.05,
-                   method: str = "rk4", ff: str = "identity", attention: str = "empirical",
-                   dtype: torch.dtype = torch.float64, device: str = "auto",
-                   progress: bool = False) -> CloudPath:
-    r"""Move tokens with :func:`gtcore.particles.simulate` and keep them at the given times.
-
-    The interval :math:`[0, t_1]` and each :math:`[t_{k-1}, t_k]` is one call of ``simulate``
-    with :math:`\lceil (t_k - t_{k-1}) / \text{max\_step} \rceil` steps, so log-spaced times
-    (short-time behaviour on log–log axes) cost few extra steps.
-
-    Parameters
-    ----------
-    x0 : (N, d) tokens at time 0
-    controls : Controls, PiecewiseControls or callable t -> Controls
-    times : increasing positive times
-    max_step : largest integrator step
-    method, ff, attention, dtype, device : passed to :func:`gtcore.particles.simulate`
-    progress : show a progress bar over the times
-
-    Returns
-    -------
-    CloudPath
-        Times ``[0, *times]`` and the tokens there.
-    """
-    x = check_tokens(x0, "x0")
-    ts = as_float_array(times, "times")
-    if ts.ndim != 1 or ts.size < 1 or ts[0] <= 0 or np.any(np.diff(ts) <= 0):
-        raise ValueError("times must be a non-empty increasing sequence of positive times")
-    check_finite(ts, "times")
-    check_positive(max_step, "max_step")
-    grid = np.concatenate([[0.0], ts])
-    frames, status, total = [x.copy()], "completed", 0
-    for k in progress_bar(range(ts.size), "cloud", enabled=progress):
-        a, b = grid[k], grid[k + 1]
-        steps = int(np.ceil((b - a) / max_step - 1e-12))
-        traj = simulate(frames[-1], controls, (a, b), steps, method=method, ff=ff, attention=attention,
-                        dtype=dtype, device=device, keep_tokens=True, record_every=steps)
-        total += steps
-        if traj.status != "completed":
-            status = traj.status
-            break
-        frames.append(traj.tokens[-1])
-    tokens = np.stack(frames)
-    mu = tokens.mean(axis=1)
-    xc = tokens - mu[:, None]
-    Sigma = np.einsum("tni,tnj->tij", xc, xc) / tokens.shape[1]
-    return CloudPath(t=grid[: len(frames)], tokens=tokens, mu=mu, Sigma=0.5 * (Sigma + Sigma.transpose(0, 2, 1)),
-                     status=status, steps=total)
-
-
-def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLike) -> np.ndarray:
-    r"""Relative Bures–Wasserstein error of the moment ODE's Gaussian prediction along a cloud's path.
-
-    The prediction :math:`(\bar\mu(t), \bar\Sigma(t))` integrates eq. (1.1) with the layer's affine
-    fold (:attr:`Controls.affine_A`, :attr:`Controls.affine_b`: the identity-activation, i.e.
-    linearised, feed-forward) from the cloud's initial moments; the error is
-
-    .. math::
-
-        e(t) = \frac{W_2\big(N(\hat\mu(t), \hat\Sigma(t)),\, N(\bar\mu(t), \bar\Sigma(t))\big)}
-                    {\sqrt{\operatorname{tr}\bar\Sigma(t)}} .
-
-    Parameters
-    ----------
-    t : (T,) increasing times, ``t[0]`` the initial time
-    mu, Sigma : (T, d), (T, d, d) the cloud's moments at those times
-
-    Returns
-    -------
-    (T,) array
-    """
-    t = as_float_array(t, "t")
-    mu = as_float_array(mu, "mu")
-    Sigma = as_float_array(Sigma, "Sigma")
-    if t.ndim != 1 or mu.shape[:1] != t.shape or Sigma.shape[:1] != t.shape:
-        raise ValueError(f"t, mu and Sigma must share their first dimension, got {t.shape}, {mu.shape}, {Sigma.shape}")
-    err = np.full(t.shape, np.inf)  # inf where the prediction has blown up
-    if t.size == 1:
-        err[0] = 0.0
-        return err
-    pred = integrate_moments(mu[0], Sigma[0], controls, (t[0], t[-1]), t_eval=t)
-    for k in np.flatnonzero(np.isin(t, pred.t)):  # a blow-up event time is not one of t
-        j = int(np.searchsorted(pred.t, t[k]))
-        S = pred.Sigma[j]
-        err[k] = bures_wasserstein(mu[k], Sigma[k], pred.mu[j], S) / np.sqrt(np.trace(S))
-    return err
-
-
-def time_within(t: Any, values: Any, tol: float) -> float:
-    r"""The last time before ``values`` first exceeds ``tol``: :math:`\max\{t_k : v_j \le \text{tol}\ \forall j \le k\}`.
-
-    Returns ``t[-1]`` when ``values`` never exceeds ``tol`` and ``nan`` when already ``values[0]`` does.
-    """
-    t = as_float_array(t, "t")
-    v = as_float_array(values, "values")
-    if t.shape != v.shape or t.ndim != 1:
-        raise ValueError(f"t and values must be vectors of one length, got {t.shape} and {v.shape}")
-    above = np.nonzero(~(v <= tol))[0]
-    if above.size == 0:
-        return float(t[-1])
-    if above[0] == 0:
-        return float("nan")
-    return float(t[above[0] - 1])
-
-
-@dataclass
-class GaussianityPath:
-    """A token cloud's Gaussianity over time (see :func:`track_gaussianity`).
-
-    Attributes
-    ----------
-    t : (T,) times, ``t[0] = 0``
-    mu, Sigma : (T, d), (T, d, d) empirical moments of the whole cloud
-    statistics : dict name -> (T,) array (whole cloud) or (T, K) array (per label)
-    prediction_error : (T,) relative Bures–Wasserstein error of the linearised moment ODE
-        (:func:`gaussian_prediction_error`)
-    final_tokens : (N, d) tokens at the last time
-    status : "completed" or "blowup"
-    steps : integrator steps taken
-    """
-
-    t: np.ndarray
-    mu: np.ndarray
-    Sigma: np.ndarray
-    statistics: dict
-    prediction_error: np.ndarray
-    final_tokens: np.ndarray
-    status: str
-    steps: int
-
-
-def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *, labels: Any = None,
-                      statistics: Sequence[str] = ("sliced_w2", "mardia_kurtosis_excess"),
-                      max_step: float = 0.05, method: str = "rk4", ff: str = "identity",
-                      attention: str = "empirical", dtype: torch.dtype = torch.float64,
-                      device: str = "auto", progress: bool = False) -> GaussianityPath:
-    r"""Move tokens through a layer and measure, at each time, how Gaussian the cloud is.
-
-    Runs :func:`cloud_at_times`, evaluates each named statistic of :mod:`gtcore.gaussianity`
-    on the whole cloud (``labels=None``) or on each labelled sub-cloud
-    (:func:`per_label_statistic`), and the error of the linearised moment ODE's prediction
-    (:func:`gaussian_prediction_error`).
-
-    Parameters
-    ----------
-    x0 : (N, d) tokens at time 0
-    controls : the layer (constant, piecewise or callable controls)
-    times : increasing positive times (log-spaced for short-time behaviour)
-    labels : (N,) integer labels, optional
-    statistics : names of :mod:`gtcore.gaussianity` statistics
-    max_step, method, ff, attention, dtype, device, progress : see :func:`cloud_at_times`
-
-    Returns
-    -------
-    GaussianityPath
-    """
-    for name in statistics:
-        _statistic(name)
-    path = cloud_at_times(x0, controls, times, max_step=max_step, method=method, ff=ff,
-                          attention=attention, dtype=dtype, device=device, progress=progress)
-    if labels is None:
-        stats = {name: statistic_path(path.tokens, name) for name in statistics}
-    else:
-        stats = {name: per_label_statistic(path.tokens, labels, name) for name in statistics}
-    err = gaussian_prediction_error(path.t, path.mu, path.Sigma, controls)
-    return GaussianityPath(t=path.t, mu=path.mu, Sigma=path.Sigma, statistics=stats, prediction_error=err,
-                           final_tokens=path.tokens[-1], status=path.status, steps=path.steps)
-
-
-def noise_floors(statistics: Sequence[str], n: int, d: int, *, labels: Any = None, repeats: int = 64,
-                 seed: int = 0) -> dict:
-    """Noise floors of several statistics: one :class:`NoiseFloor` each (size ``n``), or with
-    ``labels`` a list with one per label (at that label's size; ``n`` is then ignored)."""
-    out = {}
-    for i, name in enumerate(statistics):
-        s = seed + 1000 * i
-        if labels is None:
-            out[name] = noise_floor(name, n, d, repeats=repeats, seed=s)
-        else:
-            out[name] = per_label_noise_floor(name, labels, d, repeats=repeats, seed=s)
-    return out
-
-
 __all__ = [
-    "CloudPath",
-    "GaussianityPath",
-    "noise_floors",
-    "track_gaussianity",
     "GaussianMixture",
     "LabelledTokens",
-    "cloud_at_times",
-    "gaussian_prediction_error",
     "per_label_noise_floor",
     "per_label_statistic",
     "statistic_path",
-    "time_within",
 ]

@@ -1,19 +1,15 @@
 r"""The Gaussian reduction: the moment ODE (the paper's equation (1.1)) and the exact layer map.
 
-For a Gaussian :math:`\rho = N(\mu, \Sigma)` the attention average is affine in :math:`x`,
+For a Gaussian :math:`\rho = N(\mu, \Sigma)` every head's attention average is an affine map of the
+query, :math:`M_h x + C_h\mu` (the tilt of :mod:`gtcore.attention`), so the velocity field is affine,
+:math:`v(x) = Fx + G\mu + b` with :math:`F = A + \sum_h V_hM_h`, :math:`G = \sum_h V_hC_h`
+(:func:`gtcore.attention.gaussian_velocity`), and Gaussians stay Gaussian. Their moments solve
 
 .. math::
 
-    \frac{\int y\, e^{y^\top B x}\, d\rho(y)}{\int e^{y^\top B x}\, d\rho(y)} = \mu + \Sigma B x,
+    \mu' = (F + G)\mu + b, \qquad \Sigma' = F\Sigma + \Sigma F^\top,
 
-so the velocity field is affine and Gaussians stay Gaussian. Their moments solve
-
-.. math::
-
-    \mu' &= \Big(A + \sum_h V_h\Big)\mu + \sum_h V_h \Sigma B_h \mu + b, \\
-    \Sigma' &= A\Sigma + \Sigma A^\top + \sum_h \big(V_h \Sigma B_h \Sigma + \Sigma B_h^\top \Sigma V_h^\top\big),
-
-equivalently :math:`\Sigma' = M\Sigma + \Sigma M^\top` with :math:`M = A + \sum_h V_h\Sigma B_h`.
+which for the paper's dot-product attention is eq. (1.1) (see DESIGN.md's conventions).
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from ._validation import as_float_array, check_moments, check_positive
+from .attention import gaussian_velocity
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
 
@@ -34,8 +31,10 @@ def moment_rhs(mu: np.ndarray, Sigma: np.ndarray, controls: Controls) -> tuple[n
 
     .. math::
 
-        \mu' = (M + \textstyle\sum_h V_h)\mu + b, \qquad
-        \Sigma' = M\Sigma + \Sigma M^\top, \qquad M = A + \textstyle\sum_h V_h \Sigma B_h.
+        \mu' = (M + G)\mu + b, \qquad \Sigma' = M\Sigma + \Sigma M^\top,
+
+    with :math:`(M, G)` from :func:`gtcore.attention.gaussian_velocity` (for dot-product attention
+    :math:`M = A + \sum_h V_h\Sigma B_h`, :math:`G = \sum_h V_h`).
 
     Parameters
     ----------
@@ -50,8 +49,8 @@ def moment_rhs(mu: np.ndarray, Sigma: np.ndarray, controls: Controls) -> tuple[n
     dmu : (d,) array
     dSigma : (d, d) array, exactly symmetric
     """
-    M = controls.affine_A + controls.attention_drift(Sigma)
-    dmu = (M + controls.V.sum(axis=0)) @ mu + controls.affine_b
+    M, G = gaussian_velocity(Sigma, controls)
+    dmu = (M + G) @ mu + controls.affine_b
     MS = M @ Sigma
     return dmu, MS + MS.T
 
@@ -59,13 +58,12 @@ def moment_rhs(mu: np.ndarray, Sigma: np.ndarray, controls: Controls) -> tuple[n
 def layer_map(mu: Any, Sigma: Any, controls: Controls, h: float) -> tuple[np.ndarray, np.ndarray]:
     r"""Exact image of :math:`N(\mu, \Sigma)` under one residual layer :math:`x \mapsto x + h\,v(x)`.
 
-    For a Gaussian the velocity is affine, :math:`v(x) = (A + \sum_h V_h\Sigma B_h)x + b
-    + \sum_h V_h\mu`, so the push-forward is Gaussian with
+    For a Gaussian the velocity is affine, :math:`v(x) = Fx + G\mu + b`
+    (:func:`gtcore.attention.gaussian_velocity`), so the push-forward is Gaussian with
 
     .. math::
 
-        \mu^+ = \mu + h\,\mu'(\mu, \Sigma), \qquad \Sigma^+ = M\Sigma M^\top, \qquad
-        M = I + h\Big(A + \sum_h V_h \Sigma B_h\Big).
+        \mu^+ = \mu + h\,\mu'(\mu, \Sigma), \qquad \Sigma^+ = M\Sigma M^\top, \qquad M = I + hF.
 
     This is one explicit Euler step of the particle Transformer, evaluated exactly.
 
@@ -91,8 +89,9 @@ def layer_map(mu: Any, Sigma: Any, controls: Controls, h: float) -> tuple[np.nda
 
 
 def _layer_map(mu: np.ndarray, Sigma: np.ndarray, controls: Controls, h: float):
-    dmu, _ = moment_rhs(mu, Sigma, controls)
-    M = np.eye(mu.shape[0]) + h * (controls.affine_A + controls.attention_drift(Sigma))
+    F, G = gaussian_velocity(Sigma, controls)
+    dmu = (F + G) @ mu + controls.affine_b
+    M = np.eye(mu.shape[0]) + h * F
     S = M @ Sigma @ M.T
     return mu + h * dmu, 0.5 * (S + S.T)
 
@@ -131,7 +130,7 @@ def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls],
 
 @dataclass
 class MomentTrajectory:
-    """The solution of the moment ODE, in the manner of scipy's ``OdeResult``.
+    r"""The solution of the moment ODE, in the manner of scipy's ``OdeResult``.
 
     Attributes
     ----------
@@ -139,7 +138,9 @@ class MomentTrajectory:
     mu : (n, d) array of means
     Sigma : (n, d, d) array of covariances, each exactly symmetric
     status : "completed", "blowup" (the norm of Sigma crossed ``blowup_norm``) or "failed"
-    blowup_time : the time of that crossing (located by a terminal event), or None
+    crossing_time : the time at which :math:`\|\Sigma\|_F` crossed ``blowup_norm`` (located by a
+        terminal event), or None. It precedes the pole :math:`t^*` of the solution
+        (:func:`gtcore.riccati.blowup_time`)
     message : what the solver said
     nfev : number of right-hand-side evaluations
     """
@@ -148,7 +149,7 @@ class MomentTrajectory:
     mu: np.ndarray
     Sigma: np.ndarray
     status: str
-    blowup_time: float | None
+    crossing_time: float | None
     message: str
     nfev: int
 
@@ -173,7 +174,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     tolerances. Piecewise controls are integrated piece by piece, so their breaks are honoured
     exactly. Finite-time blow-up is a terminal event: integration stops when
     :math:`\|\Sigma(t)\|_F` crosses ``blowup_norm``; the arrays end at that time, and the
-    trajectory carries ``status="blowup"`` and ``blowup_time``. No NaN, no warnings.
+    trajectory carries ``status="blowup"`` and ``crossing_time``. No NaN, no warnings.
 
     Parameters
     ----------
@@ -222,7 +223,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
 
     ts, mus, Sigmas = [], [], []
     y = np.concatenate([mu0, Sigma0.ravel()])
-    status, blowup_time, message, nfev = "completed", None, "", 0
+    status, crossing_time, message, nfev = "completed", None, "", 0
     segments = _segments(t0, t1, control_breaks(controls))
     for k, (a, b) in enumerate(segments):
         last = k == len(segments) - 1
@@ -263,7 +264,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             before = seg_t < te
             seg_t = np.append(seg_t[before], te)
             seg_y = np.vstack([seg_y[before], ye[None]])
-            status, blowup_time = "blowup", float(te)
+            status, crossing_time = "blowup", float(te)
         elif sol.status < 0:
             status = "failed"
         ts.append(seg_t)
@@ -275,4 +276,4 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     Sigma = np.concatenate(Sigmas)
     Sigma = 0.5 * (Sigma + np.swapaxes(Sigma, 1, 2))
     return MomentTrajectory(t=t, mu=np.concatenate(mus), Sigma=Sigma, status=status,
-                            blowup_time=blowup_time, message=message, nfev=nfev)
+                            crossing_time=crossing_time, message=message, nfev=nfev)

@@ -12,14 +12,20 @@ block :math:`W\sigma(Ux + c)` is present only when the :class:`~gtcore.Controls`
 ``ff="identity"`` makes it affine (the invariance is then exact in the mean-field limit) and
 ``ff="relu"`` uses :math:`\sigma = \max(\cdot, 0)`.
 
-With ``attention="gaussian"`` the empirical attention average is replaced by its value against
-the Gaussian with the cloud's moments, :math:`\hat\mu + \hat\Sigma B_h x_i`: the velocity is then
-affine and the cloud's moments follow the moment ODE exactly (up to the integrator), which
-separates sampling error from mean-field error.
+The attention type (``Controls(attention=...)``, dot product by default) supplies the finite-N
+kernel and the Gaussian tilt (:mod:`gtcore.attention`). ``average="empirical"`` evaluates each
+head's average over the N tokens; ``average="gaussian"`` replaces it by its value against the
+Gaussian with the cloud's moments (the tilt): the velocity is then affine and the cloud's moments
+follow the moment ODE exactly (up to the integrator), which separates sampling error from
+mean-field error.
 
-Attention runs through torch's fused ``scaled_dot_product_attention`` with scale 1 (query
-:math:`XB_h^\top`, key :math:`X`, value :math:`X`, then :math:`V_h` applied to the output). On CPU
-and CUDA the fused kernels work in blocks: memory :math:`O(Nd)`, no :math:`N\times N` matrix.
+For the dot product the kernel is torch's fused ``scaled_dot_product_attention`` with scale 1
+(query :math:`XB_h^\top`, key :math:`X`, value :math:`X`, then :math:`V_h` applied to the output).
+On CPU and CUDA the fused kernels work in blocks: memory :math:`O(Nd)`, no :math:`N\times N` matrix.
+
+Times. ``simulate`` steps exactly to every control break and every time in ``t_eval``: each piece
+between them gets its own uniform step (a share of ``steps`` proportional to its length, or
+``ceil(length / max_step)`` steps), so piecewise controls keep the integrator's order.
 
 Explicit Euler with step :math:`h` and ``steps = L`` *is* an L-layer residual Transformer
 :math:`x \mapsto x + h\,v(x)`.
@@ -33,14 +39,16 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from ._linalg import empirical_moments_torch, resolve_device
 from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_tokens
-from .controls import Controls, ControlsLike, as_control_function, evaluate_controls
+from ._validation import as_float_array, check_positive, check_tokens
+from .attention import AttentionType, attention_of
+from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
 ACTIVATIONS = ("identity", "relu")
-ATTENTIONS = ("empirical", "gaussian")
+#: how each head's attention average is evaluated: over the N tokens, or against their Gaussian
+AVERAGES = ("empirical", "gaussian")
 
 State = torch.Tensor
 VelocityFn = Callable[[float, State], State]
@@ -92,22 +100,16 @@ SOLVERS: dict[str, type[FixedStepMethod]] = {"euler": Euler, "midpoint": Midpoin
 
 
 # ------------------------------------------------------------------ torch helpers
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"``: CUDA when present, else CPU."""
-    if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 @dataclass
 class _TorchControls:
     A: torch.Tensor
     b: torch.Tensor
     V: torch.Tensor
-    B: torch.Tensor
+    params: Any  # the attention type's head parameters (dot: B, shape (H, d, d))
     U: torch.Tensor | None
     W: torch.Tensor | None
     c: torch.Tensor | None
+    attention: AttentionType
     attention_on: bool
 
 
@@ -116,7 +118,6 @@ class _ControlCache:
 
     def __init__(self, dtype: torch.dtype, device: torch.device) -> None:
         self.dtype, self.device = dtype, device
-        self._last: tuple[Controls, _TorchControls] | None = None
         self._store: dict[int, tuple[Controls, _TorchControls]] = {}
 
     def __call__(self, ctl: Controls) -> _TorchControls:
@@ -127,47 +128,29 @@ class _ControlCache:
         def t(a):
             return None if a is None else torch.as_tensor(np.array(a), dtype=self.dtype, device=self.device)
 
-        tc = _TorchControls(t(ctl.A), t(ctl.b), t(ctl.V), t(ctl.B), t(ctl.U), t(ctl.W), t(ctl.c),
-                            attention_on=bool(np.any(ctl.V)))
+        att = attention_of(ctl)
+        tc = _TorchControls(t(ctl.A), t(ctl.b), t(ctl.V), att.torch_params(ctl, self.dtype, self.device),
+                            t(ctl.U), t(ctl.W), t(ctl.c), attention=att, attention_on=bool(np.any(ctl.V)))
         if len(self._store) > 256:
             self._store.clear()
         self._store[id(ctl)] = (ctl, tc)
         return tc
 
 
-def empirical_moments_torch(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Mean and (1/N) covariance of a cloud, :math:`\hat\Sigma = \frac1N\sum_i (x_i-\hat\mu)(x_i-\hat\mu)^\top`."""
-    mu = x.mean(dim=0)
-    xc = x - mu
-    S = xc.T @ xc / x.shape[0]
-    return mu, 0.5 * (S + S.T)
-
-
-def attention_average(x: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    r"""Per head, :math:`\sum_j \operatorname{softmax}_j(x_j^\top B_h x_i)\, x_j` for every token ``i``.
-
-    Fused ``scaled_dot_product_attention`` (scale 1) over a (1, H, N, d) batch: query
-    :math:`XB_h^\top`, key and value :math:`X`. Returns shape (H, N, d).
-    """
-    H = B.shape[0]
-    q = torch.einsum("nk,hjk->hnj", x, B).unsqueeze(0)  # q_i = B_h x_i
-    kv = x.unsqueeze(0).unsqueeze(0).expand(1, H, *x.shape)
-    return F.scaled_dot_product_attention(q, kv, kv, scale=1.0)[0]
-
-
-def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, attention: str) -> torch.Tensor:
+def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> torch.Tensor:
     v = x @ tc.A.T + tc.b
     if tc.U is not None:
         pre = x @ tc.U.T + tc.c
         v = v + (torch.relu(pre) if ff == "relu" else pre) @ tc.W.T
     if not tc.attention_on:
         return v
-    if attention == "gaussian":
+    att = tc.attention
+    if average == "gaussian":
         mu, S = empirical_moments_torch(x)
-        # sum_h V_h (mu + S B_h x)
-        drift = (tc.V @ S @ tc.B).sum(0)
-        return v + x @ drift.T + tc.V.sum(0) @ mu
-    avg = attention_average(x, tc.B)
+        # sum_h V_h (M_h x + C_h mu), the tilt against N(mu, S)
+        drift = att.linear_part(S, tc.V, tc.params)
+        return v + x @ drift.T + att.mean_gain(S, tc.V, tc.params) @ mu
+    avg = att.kernel(x, tc.params)
     return v + torch.einsum("hnj,hij->ni", avg, tc.V)
 
 
@@ -193,7 +176,7 @@ def _as_tokens(x0: Any, name: str = "x0") -> np.ndarray | torch.Tensor:
     return x0
 
 
-def velocity(x: Any, controls: Controls, *, ff: str = "identity", attention: str = "empirical",
+def velocity(x: Any, controls: Controls, *, ff: str = "identity", average: str = "empirical",
              dtype: torch.dtype = torch.float64, device: str | torch.device = "auto") -> np.ndarray | torch.Tensor:
     r"""The particle velocity :math:`v_i` of every token (module docstring's equation).
 
@@ -203,8 +186,8 @@ def velocity(x: Any, controls: Controls, *, ff: str = "identity", attention: str
     controls : Controls
     ff : "identity" or "relu"
         Activation of the block :math:`W\sigma(Ux + c)` ("relu" needs ``U, W, c``).
-    attention : "empirical" (softmax over the N tokens) or "gaussian" (against the Gaussian
-        with the cloud's moments: :math:`\hat\mu + \hat\Sigma B_h x`)
+    average : "empirical" (each head's average over the N tokens) or "gaussian" (its value
+        against the Gaussian with the cloud's moments, the tilt of :mod:`gtcore.attention`)
 
     Returns
     -------
@@ -214,7 +197,7 @@ def velocity(x: Any, controls: Controls, *, ff: str = "identity", attention: str
     if not isinstance(controls, Controls):
         raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
     _check_ff(ff, controls)
-    _check_choice(attention, "attention", ATTENTIONS)
+    _check_choice(average, "average", AVERAGES)
     if controls.d != arr.shape[1]:
         raise ValueError(f"x has d={arr.shape[1]} but controls act on d={controls.d}")
     if isinstance(arr, torch.Tensor):
@@ -222,7 +205,7 @@ def velocity(x: Any, controls: Controls, *, ff: str = "identity", attention: str
     else:
         xt = torch.as_tensor(arr, dtype=dtype, device=resolve_device(device))
     tc = _ControlCache(xt.dtype, xt.device)(controls)
-    v = _velocity(xt, tc, ff, attention)
+    v = _velocity(xt, tc, ff, average)
     return v if isinstance(arr, torch.Tensor) else v.cpu().numpy()
 
 
@@ -243,29 +226,63 @@ class ParticleTrajectory:
     mu : (n, d) empirical means
     Sigma : (n, d, d) empirical (1/N) covariances
     tokens : (n, N, d) the tokens at the recorded times, or None
+    final_tokens : (N, d) the tokens at the last recorded time
     status : "completed", or "blowup" when the cloud's ||Sigma||_F exceeded ``blowup_norm`` or
         became non-finite; the arrays then end at the last finite state before it
-    blowup_time : time of the step at which blow-up was detected, or None
-    method, steps, h : the integrator, the number of steps taken and the step size
+    threshold_time : the end of the step at which the cloud crossed ``blowup_norm`` (or became
+        non-finite), or None. A step-resolution detection, not the pole of the moment ODE
+        (:func:`gtcore.stability.blowup_time`) nor its event time
+        (:attr:`gtcore.MomentTrajectory.crossing_time`)
+    method, steps, h : the integrator, the number of steps and the (largest) step size
     """
 
     t: np.ndarray
     mu: np.ndarray
     Sigma: np.ndarray
     tokens: np.ndarray | None
+    final_tokens: np.ndarray
     status: str
-    blowup_time: float | None
+    threshold_time: float | None
     method: str
     steps: int
     h: float
 
 
-def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps: int, *,
-             method: str = "rk4", ff: str = "identity", record_every: int = 1,
-             dtype: torch.dtype = torch.float64, device: str | torch.device = "auto",
-             attention: str = "empirical", keep_tokens: bool = False, blowup_norm: float = 1e8,
-             progress: bool = False) -> ParticleTrajectory:
+def _check_count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None,
+            max_step: float | None) -> list[tuple[float, float, int]]:
+    """Intervals between consecutive nodes, each with its number of uniform steps."""
+    edges = [t0, *[float(t) for t in np.unique(nodes) if t0 < t < t1], t1]
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        if max_step is not None:
+            n = int(np.ceil((b - a) / max_step - 1e-12))
+        elif len(edges) == 2:
+            n = steps
+        else:
+            n = max(1, int(round(steps * (b - a) / (t1 - t0))))
+        out.append((a, b, n))
+    return out
+
+
+def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps: int | None = None, *,
+             method: str = "rk4", ff: str = "identity", record_every: int = 1, t_eval: Any = None,
+             max_step: float | None = None, dtype: torch.dtype = torch.float64,
+             device: str | torch.device = "auto", average: str = "empirical", keep_tokens: bool = False,
+             blowup_norm: float = 1e8, progress: bool = False) -> ParticleTrajectory:
     r"""Move N tokens with the particle velocity, by a fixed-step integrator.
+
+    The integrator steps exactly to every break of the controls (``controls.breaks``) and every
+    time of ``t_eval`` inside ``t_span``. Between two such nodes the steps are uniform: a share
+    :math:`\max(1, \operatorname{round}(\text{steps}\cdot\ell/(t_1 - t_0)))` of ``steps`` for a
+    piece of length :math:`\ell` (all ``steps`` when there are no nodes), or, with ``max_step``,
+    :math:`\lceil \ell/\text{max\_step}\rceil`. Controls are read inside the current step
+    (a jump at a step edge is exact), so piecewise controls keep the integrator's order.
 
     Parameters
     ----------
@@ -274,12 +291,18 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
         Evaluated at each stage time of the integrator.
     t_span : (t0, t1)
     steps : int >= 1
-        Number of steps of size :math:`h = (t_1 - t_0)/\text{steps}`.
+        Total number of steps (:math:`h = (t_1 - t_0)/\text{steps}` without nodes). Optional
+        when ``max_step`` is given.
     method : a name in :data:`SOLVERS` ("euler", "midpoint", "rk4")
     ff : "identity" or "relu"
-    record_every : record the moments every this many steps (the first and last are always kept)
+    record_every : without ``t_eval``, record the moments every this many steps (the first and
+        last are always kept)
+    t_eval : increasing times in ``t_span``, optional
+        Record at ``t0`` and exactly at these times (``record_every`` is then ignored).
+    max_step : largest step, optional (replaces the proportional share of ``steps``)
     dtype, device : torch dtype, and "auto" (CUDA when present), "cpu" or "cuda"
-    attention : "empirical" or "gaussian" (see :func:`velocity`)
+    average : "empirical" or "gaussian": how each head's attention average is evaluated
+        (see :func:`velocity`)
     keep_tokens : also return the tokens at the recorded times
     blowup_norm : a cloud whose :math:`\|\hat\Sigma\|_F` exceeds this has blown up
     progress : show a progress bar over steps
@@ -291,16 +314,24 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     arr = _as_tokens(x0)
     N, d = arr.shape
     fn = as_control_function(controls, d, state_name="x0")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
-        raise ValueError(f"record_every must be an integer >= 1, got {record_every!r}")
+    if max_step is None or steps is not None:
+        steps = _check_count(steps, "steps")
+    if max_step is not None:
+        max_step = check_positive(max_step, "max_step")
+    record_every = _check_count(record_every, "record_every")
     _check_choice(method, "method (integrator)", SOLVERS)
-    _check_choice(attention, "attention", ATTENTIONS)
+    _check_choice(average, "average", AVERAGES)
     span = as_float_array(t_span, "t_span")
     if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
         raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {t_span!r}")
     t0, t1 = float(span[0]), float(span[1])
+    nodes = np.array(control_breaks(controls), dtype=float)
+    if t_eval is not None:
+        t_eval = as_float_array(t_eval, "t_eval")
+        if (t_eval.ndim != 1 or t_eval.size < 1 or not np.all(np.isfinite(t_eval))
+                or np.any(np.diff(t_eval) <= 0) or t_eval[0] < t0 or t_eval[-1] > t1):
+            raise ValueError("t_eval must be a non-empty, finite, strictly increasing sequence inside t_span")
+        nodes = np.concatenate([nodes, t_eval])
     first = evaluate_controls(fn, t0)
     if first.d != d:
         raise ValueError(f"x0 has d={d} but controls act on d={first.d}")
@@ -310,7 +341,9 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     x = (arr if isinstance(arr, torch.Tensor) else torch.as_tensor(arr)).to(dtype=dtype, device=dev).clone()
     cache = _ControlCache(dtype, dev)
     solver = SOLVERS[method]()
-    h = (t1 - t0) / int(steps)
+    pieces = _pieces(t0, t1, nodes, steps, max_step)
+    total = sum(n for _, _, n in pieces)
+    record_at = None if t_eval is None else set(float(t) for t in t_eval)
 
     def velocity_on_step(t_lo: float, t_hi: float) -> VelocityFn:
         """The velocity with controls read inside [t_lo, t_hi): a break at a step edge is exact."""
@@ -318,7 +351,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
 
         def f(t: float, y: torch.Tensor) -> torch.Tensor:
             ctl = fn if isinstance(fn, Controls) else evaluate_controls(fn, min(t, inside), d=d)
-            return _velocity(y, cache(ctl), ff, attention)
+            return _velocity(y, cache(ctl), ff, average)
 
         return f
 
@@ -331,26 +364,33 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
         if keep_tokens:
             toks.append(y.double().cpu().numpy())
 
+    def schedule():
+        for a, b, n in pieces:
+            h = (b - a) / n
+            for k in range(n):
+                yield a + k * h, (b if k == n - 1 else a + (k + 1) * h), h
+
     mu, S = empirical_moments_torch(x)
     record(t0, x, mu, S)
-    status, blowup_time = "completed", None
+    status, crossed = "completed", None
     with torch.no_grad():
-        for k in progress_bar(range(int(steps)), f"{method} N={N}", enabled=progress):
-            t = t0 + k * h
-            t_next = t1 if k == steps - 1 else t0 + (k + 1) * h
+        for k, (t, t_next, h) in enumerate(progress_bar(schedule(), f"{method} N={N}", enabled=progress,
+                                                        total=total)):
             y = solver.step(velocity_on_step(t, t_next), t, x, h)
             mu_y, S_y = empirical_moments_torch(y)
             norm = float(torch.linalg.matrix_norm(S_y))
             if not np.isfinite(norm) or norm > blowup_norm:
-                status, blowup_time = "blowup", t_next
+                status, crossed = "blowup", t_next
                 if ts[-1] != t:
                     record(t, x, mu, S)
                 break
             x, mu, S = y, mu_y, S_y
-            if (k + 1) % record_every == 0 or k == steps - 1:
+            last = k == total - 1
+            if (t_next in record_at) if record_at is not None else ((k + 1) % record_every == 0 or last):
                 record(t_next, x, mu, S)
     return ParticleTrajectory(
         t=np.array(ts), mu=np.stack(mus), Sigma=np.stack(Sigmas),
-        tokens=np.stack(toks) if keep_tokens else None, status=status, blowup_time=blowup_time,
-        method=method, steps=int(steps), h=h,
+        tokens=np.stack(toks) if keep_tokens else None, final_tokens=x.double().cpu().numpy(),
+        status=status, threshold_time=crossed, method=method, steps=total,
+        h=max((b - a) / n for a, b, n in pieces),
     )

@@ -379,7 +379,7 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
         raise ValueError("controls: every layer must have the same dimension d and head count H")
     r = head_dim(family, d, H)
     config = _config(family, d, H, n_layers, d)
-    from .pretrained import _model_class, _quiet_transformers
+    from .pretrained.loading import _model_class, _quiet_transformers
 
     cls = _model_class(family)
     kwargs = {"add_pooling_layer": False} if family in ("bert", "vit") else {}
@@ -573,7 +573,7 @@ class PrescribedRun:
         empirical moments; ``inf`` once it overflows
     t_ode, Sigma_ode : the moment ODE (:func:`gtcore.integrate_moments`) at the layer times
         :math:`\ell h` up to its blow-up event
-    t_star : the ODE's blow-up time from the input's covariance (:func:`gtcore.stability.blowup_time`)
+    t_star : the ODE's blow-up time from the input's covariance (:func:`gtcore.riccati.blowup_time`)
     seconds : wall time of the model's forward pass
     """
 
@@ -641,7 +641,7 @@ def run_prescribed(family: str, controls: Controls, tokens: Any, n_layers: int, 
 
     from .gaussianity import empirical_moments
     from .moments import integrate_moments
-    from .stability import blowup_time
+    from .riccati import blowup_time
 
     if feed_forward is None:
         feed_forward = bool(np.any(controls.A) or np.any(controls.b))
@@ -684,7 +684,7 @@ def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[fl
     r"""Blow-up depth of the exact layer map for each ``h`` (:func:`layer_map_blowup_depth`)
     and its convergence to the ODE's :math:`t^*`; ``factor`` large so that the ODE's own crossing
     time is :math:`t^*` to :math:`O(1/\text{factor})`."""
-    from .stability import blowup_time
+    from .riccati import blowup_time
 
     t_star = float(blowup_time(Sigma0, controls).t_star)
     hs = np.asarray(hs, float)

@@ -20,9 +20,11 @@ This module makes that constructive:
   mean), with attention off or held fixed and compensated along the reference trajectory;
 * :func:`steer_min_energy` (beyond the paper) minimises :math:`\int_0^T \|A\|_F^2 + \|b\|^2\,dt`
   over piecewise-constant controls that hit the target, starting from :func:`steer`'s solution;
-* :func:`endpoint_error` checks any controls through :func:`gtcore.integrate_moments`;
-* :func:`steer_tokens` and :func:`token_distances` apply steering controls to N real tokens
-  (:func:`gtcore.particles.simulate`, integrated piece by piece so that breaks are honoured).
+* :func:`endpoint_error` checks any controls through :func:`gtcore.integrate_moments`.
+
+The controls apply unchanged to N real tokens: :func:`gtcore.particles.simulate` steps exactly to
+their breaks. Chapter 3's harness (rank invariance along the ODE, steered token clouds) is
+:mod:`gtcore.studies.reachability`.
 """
 
 from __future__ import annotations
@@ -35,13 +37,12 @@ from typing import Any
 import numpy as np
 from scipy.linalg import schur
 
-from ._progress import progress as progress_bar
+from ._linalg import STEERING_RANK_RTOL as RANK_RTOL
+from ._linalg import numerical_rank, psd_power
 from ._validation import as_float_array, check_covariance, check_moments, check_positive
-from .controls import Controls, ControlsLike, PiecewiseControls, as_control_function, control_breaks
+from .attention import attention_of
+from .controls import Controls, ControlsLike, PiecewiseControls, as_control_function
 from .moments import integrate_moments
-
-#: relative eigenvalue threshold of :func:`covariance_rank`
-RANK_RTOL = 1e-8
 
 
 class RankMismatchError(ValueError):
@@ -79,10 +80,7 @@ def covariance_rank(Sigma: Any, rtol: float = RANK_RTOL) -> int:
     """
     S = check_covariance(Sigma, "Sigma")
     rtol = check_positive(rtol, "rtol")
-    w = np.linalg.eigvalsh(S)
-    if w.size == 0 or w[-1] <= 0:
-        return 0
-    return int(np.sum(w > rtol * w[-1]))
+    return numerical_rank(S, rtol)
 
 
 def singular_values(Sigma: Any) -> np.ndarray:
@@ -93,58 +91,10 @@ def singular_values(Sigma: Any) -> np.ndarray:
     return np.linalg.svd(S, compute_uv=False)
 
 
-def rank_invariance(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, *, n_times: int = 121,
-                    rtols: Sequence[float] = (1e-8, 1e-10, 1e-12, 2.5e-14)) -> dict:
-    r"""Singular values of :math:`\Sigma(t)` along the moment ODE, at several solver tolerances.
-
-    Integrates eq. (1.1) with :func:`gtcore.integrate_moments` on ``n_times`` times in
-    :math:`[0, T]` once per tolerance in ``rtols`` (``atol = 1e-4 * rtol``), and measures the
-    largest relative "null" singular value
-
-    .. math::
-
-        \eta = \max_t\ \sigma_{r+1}(\Sigma(t)) / \sigma_1(\Sigma(t)), \qquad r = \operatorname{rank}\Sigma_0 .
-
-    The exact solution has :math:`\eta = 0` (rank invariance); numerically :math:`\eta` is the
-    solver's error, so it falls with the tolerance down to round-off.
-
-    Returns
-    -------
-    dict with keys ``t`` (n_times,), ``singular_values`` (n_times, d) at the tightest tolerance,
-    ``rank0``, ``ranks`` (numerical rank of each :math:`\Sigma(t)`, tightest tolerance),
-    ``rtols`` and ``eta`` (one per tolerance), ``status``.
-    """
-    mu0, Sigma0 = check_moments(mu0, Sigma0)
-    T = check_positive(T, "T")
-    r = covariance_rank(Sigma0)
-    if r == 0:
-        raise ValueError("Sigma0 must not be the zero matrix")
-    t = np.linspace(0.0, T, int(n_times))
-    etas, traj = [], None
-    for rt in rtols:
-        rt = check_positive(rt, "rtols")
-        traj = integrate_moments(mu0, Sigma0, controls, (0.0, T), t_eval=t, rtol=rt, atol=1e-4 * rt)
-        if traj.status != "completed":
-            raise ValueError(f"the moment ODE did not complete on [0, T] (status {traj.status!r}); "
-                             f"choose smaller controls or a shorter T")
-        sv = singular_values(traj.Sigma)
-        etas.append(float(np.max(sv[:, r:] / sv[:, :1])) if r < mu0.shape[0] else 0.0)
-    return {
-        "t": traj.t, "singular_values": sv, "rank0": r,
-        "ranks": np.array([covariance_rank(S) for S in traj.Sigma]),
-        "rtols": np.array(list(rtols), float), "eta": np.array(etas), "status": traj.status,
-    }
-
-
 # ------------------------------------------------------------------ matrix building blocks
 def _eig_desc(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w, U = np.linalg.eigh(S)
     return w[::-1].copy(), np.ascontiguousarray(U[:, ::-1])
-
-
-def _spd_power(S: np.ndarray, p: float) -> np.ndarray:
-    w, U = np.linalg.eigh(S)
-    return (U * w ** p) @ U.T
 
 
 def _congruence(Sigma0: np.ndarray, Sigma1: np.ndarray, r: int) -> np.ndarray:
@@ -159,10 +109,10 @@ def _congruence(Sigma0: np.ndarray, Sigma1: np.ndarray, r: int) -> np.ndarray:
     """
     d = Sigma0.shape[0]
     if r == d:
-        r0 = _spd_power(Sigma0, 0.5)
-        ir0 = _spd_power(Sigma0, -0.5)
+        r0 = psd_power(Sigma0, 0.5)
+        ir0 = psd_power(Sigma0, -0.5)
         mid = r0 @ Sigma1 @ r0
-        M = ir0 @ _spd_power(0.5 * (mid + mid.T), 0.5) @ ir0
+        M = ir0 @ psd_power(0.5 * (mid + mid.T), 0.5) @ ir0
         return 0.5 * (M + M.T)
     if r == 0:
         return np.eye(d)
@@ -324,18 +274,10 @@ class SteeringControls:
             return base
         V, B = self.attention
         mu, S = self.reference(t)
-        A = base.A - (V @ S @ B).sum(axis=0)
-        b = base.b - V.sum(axis=0) @ mu
+        att = attention_of(base)  # the heads' type (dot product)
+        A = base.A - att.linear_part(S, V, B)
+        b = base.b - att.mean_gain(S, V, B) @ mu
         return Controls(A=A, b=b, V=V, B=B)
-
-    def piece(self, k: int):
-        """Stage ``k``'s controls as a callable clamped to its interval (for fixed-step simulators)."""
-        a = self._starts[k]
-        b = a + self.durations[k]
-        inside = np.nextafter(b, a)
-        if self.attention is None:
-            return self.stages[k]
-        return lambda t: self(min(max(float(t), a), inside))
 
     def uncompensated(self, V: Any, B: Any) -> "_HeadsOn":
         r"""The attention-free stages with heads :math:`(V_h, B_h)` switched on and not compensated:
@@ -428,7 +370,7 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
     -------
     SteeringControls
         A callable ``t -> Controls`` with ``breaks``, accepted by :func:`gtcore.integrate_moments`
-        and, piece by piece, by :func:`gtcore.particles.simulate` (see :func:`steer_tokens`).
+        and by :func:`gtcore.particles.simulate` (which steps exactly to the breaks).
 
     Raises
     ------
@@ -686,107 +628,7 @@ def control_path(controls: ControlsLike, t: Any) -> tuple[np.ndarray, np.ndarray
             np.array([np.linalg.norm(c.affine_b) for c in cs]))
 
 
-# ------------------------------------------------------------------ the controls on tokens
-@dataclass
-class TokenRun:
-    """Tokens moved by steering controls: the cloud at the end and the recorded moments."""
-
-    t: np.ndarray
-    mu: np.ndarray
-    Sigma: np.ndarray
-    tokens: np.ndarray
-    status: str
-
-
-def _segments(controls: ControlsLike, T: float) -> list[tuple[float, float, Any]]:
-    edges = [0.0, *[b for b in control_breaks(controls) if 0.0 < b < T], T]
-    out = []
-    for k, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
-        if isinstance(controls, SteeringControls):
-            fn = controls.piece(k)
-        elif isinstance(controls, Controls):
-            fn = controls
-        else:
-            inside = np.nextafter(b, a)
-            fn = (lambda a_, i_: (lambda t: controls(min(max(float(t), a_), i_))))(a, inside)
-        out.append((a, b, fn))
-    return out
-
-
-def steer_tokens(x0: Any, controls: ControlsLike, T: float, steps: int, **simulate_kwargs) -> TokenRun:
-    r"""Apply controls to N tokens with :func:`gtcore.particles.simulate`, piece by piece.
-
-    Fixed-step integrators evaluate the controls at the end of each step, where a piecewise
-    control has already jumped; integrating each piece separately (with the control clamped to
-    it) keeps the integrator's order. ``steps`` steps in total, shared by the pieces in proportion
-    to their length (at least one each). Other keywords go to ``simulate`` (``method``,
-    ``attention``, ``device``, ...).
-    """
-    from .particles import simulate
-
-    T = check_positive(T, "T")
-    if isinstance(steps, bool) or int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    simulate_kwargs = {**simulate_kwargs, "keep_tokens": True}
-    x = np.asarray(x0, float) if not hasattr(x0, "detach") else x0
-    ts, mus, Sigmas, status = [], [], [], "completed"
-    for a, b, fn in _segments(controls, T):
-        n = max(1, int(round(steps * (b - a) / T)))
-        tr = simulate(x, fn, (a, b), n, **simulate_kwargs)
-        skip = 1 if ts else 0
-        ts.append(tr.t[skip:])
-        mus.append(tr.mu[skip:])
-        Sigmas.append(tr.Sigma[skip:])
-        x = tr.tokens[-1]
-        if tr.status != "completed":
-            status = tr.status
-            break
-    return TokenRun(t=np.concatenate(ts), mu=np.concatenate(mus), Sigma=np.concatenate(Sigmas),
-                    tokens=np.asarray(x), status=status)
-
-
-def token_distances(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float,
-                    ns: Sequence[int], repeats: int, steps: int, *, seed: int = 0,
-                    progress: bool = True, **simulate_kwargs) -> np.ndarray:
-    r"""Bures–Wasserstein distance from N steered tokens' moments to the target, for each N.
-
-    For each :math:`N` in ``ns`` and each of ``repeats`` seeded samples
-    :math:`x_i \sim N(\mu_0, \Sigma_0)`, the tokens are moved by ``controls``
-    (:func:`steer_tokens`) and
-
-    .. math::
-
-        D_N = W_2\big(N(\hat\mu_N(T), \hat\Sigma_N(T)),\ N(\mu_1, \Sigma_1)\big)
-
-    is recorded (:func:`gtcore.gaussianity.bures_wasserstein`). Sampling error makes
-    :math:`D_N \sim N^{-1/2}`.
-
-    Returns
-    -------
-    (len(ns), repeats) array
-    """
-    from .gaussianity import bures_wasserstein, empirical_moments
-    from .sampling import gaussian_tokens
-
-    mu0, Sigma0 = check_moments(mu0, Sigma0, "mu0", "Sigma0")
-    mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1", mu0.shape[0])
-    ns = [int(n) for n in ns]
-    rng = np.random.default_rng(seed)
-    out = np.empty((len(ns), int(repeats)))
-    jobs = [(i, j) for i in range(len(ns)) for j in range(int(repeats))]
-    for i, j in progress_bar(jobs, "tokens", enabled=progress):
-        x0 = gaussian_tokens(ns[i], mu0, Sigma0, seed=rng)
-        run = steer_tokens(x0, controls, T, steps, **simulate_kwargs)
-        if run.status != "completed":
-            out[i, j] = np.inf
-            continue
-        m, S = empirical_moments(run.tokens)
-        out[i, j] = bures_wasserstein(m, S, mu1, Sigma1)
-    return out
-
-
 __all__ = [
-    "MinEnergyResult", "RankMismatchError", "SteeringControls", "TokenRun", "control_path",
-    "covariance_rank", "endpoint_error", "rank_invariance", "singular_values",
-    "steer", "steer_min_energy", "steer_tokens", "token_distances",
+    "MinEnergyResult", "RankMismatchError", "SteeringControls", "control_path",
+    "covariance_rank", "endpoint_error", "singular_values", "steer", "steer_min_energy",
 ]

@@ -58,7 +58,7 @@ import numpy as np
 from gtcore import Controls, gaussian_tokens, integrate_moments, layer_stack
 from gtcore.claims import claim
 from gtcore.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
-from gtcore.meanfield import mean_field_study, relative_moment_discrepancy
+from gtcore.studies.invariance import mean_field_study, relative_moment_discrepancy
 from gtcore.particles import simulate
 from gtcore.plotting import invariance as figs
 
@@ -126,7 +126,7 @@ claim("strong_is_slower", studies["strong attention"].slope - studies["weak atte
 
 # %%
 h = T / n_layers
-exact_attention = simulate(x0, weak, (0, T), n_layers, method="euler", attention="gaussian")
+exact_attention = simulate(x0, weak, (0, T), n_layers, method="euler", average="gaussian")
 softmax_attention = simulate(x0, weak, (0, T), n_layers, method="euler")
 mus, Sigmas = layer_stack(exact_attention.mu[0], exact_attention.Sigma[0], [weak] * n_layers, h)
 layer_error = relative_moment_discrepancy(exact_attention.mu, exact_attention.Sigma, mus, Sigmas)[1:]

@@ -75,8 +75,9 @@ import numpy as np
 
 from gtcore import Controls, gaussian_tokens
 from gtcore.claims import claim
-from gtcore.meanfield import loglog_slope
-from gtcore.mixtures import GaussianMixture, noise_floors, time_within, track_gaussianity
+from gtcore.mixtures import GaussianMixture
+from gtcore.studies import loglog_slope
+from gtcore.studies.beyond import noise_floors, time_within, track_gaussianity
 from gtcore.plotting import beyond as figs
 
 d = 2

@@ -78,12 +78,11 @@ import numpy as np
 
 from gtcore import Controls, PiecewiseControls, claim, gaussian_tokens, integrate_moments
 from gtcore.gaussianity import bures_wasserstein, empirical_moments
-from gtcore.meanfield import loglog_slope
+from gtcore.particles import simulate
 from gtcore.plotting import reachability as figs
-from gtcore.reachability import (
-    RankMismatchError, control_path, endpoint_error, rank_invariance,
-    steer, steer_min_energy, steer_tokens, token_distances,
-)
+from gtcore.reachability import RankMismatchError, control_path, endpoint_error, steer, steer_min_energy
+from gtcore.studies import loglog_slope
+from gtcore.studies.reachability import rank_invariance, token_distances
 
 rng = np.random.default_rng(seed)
 
@@ -115,9 +114,9 @@ figs.rank_figure(invariance);
 # $\eta < 10^{-12}$ (round-off accumulated over a few thousand steps).
 
 # %%
-claim("rank invariant: null singular values at round-off", float(invariance["eta"][-1]), lt=1e-12,
+claim("rank invariant: null singular values at round-off", float(invariance.eta[-1]), lt=1e-12,
       statement="rank_invariance", kind="reproduces")
-claim("numerical rank of Sigma(t) constant", bool(np.all(invariance["ranks"] == rank_r)),
+claim("numerical rank of Sigma(t) constant", bool(np.all(invariance.ranks == rank_r)),
       statement="rank_invariance", kind="reproduces")
 
 # %% [markdown]
@@ -207,10 +206,10 @@ err_att = endpoint_error(steer_att, m0_2, S0_2, m1_2, S1_2, T)
 traj_att = integrate_moments(m0_2, S0_2, steer_att, (0.0, T), t_eval=t_plot)
 traj_unc = integrate_moments(m0_2, S0_2, steer_att.uncompensated(V, B), (0.0, T), t_eval=t_plot)
 dist_unc = bures_wasserstein(*traj_unc.final, m1_2, S1_2)
-cloud = steer_tokens(gaussian_tokens(attention_tokens, m0_2, S0_2, seed=seed), steer_att, T,
-                     attention_steps, attention="empirical", device="cpu")
-dist_cloud = bures_wasserstein(*empirical_moments(cloud.tokens), m1_2, S1_2)
-figs.attention_figure(traj_att, traj_unc, cloud.tokens, (m0_2, S0_2), (m1_2, S1_2), t_plot,
+cloud = simulate(gaussian_tokens(attention_tokens, m0_2, S0_2, seed=seed), steer_att, (0.0, T),
+                 attention_steps, average="empirical", device="cpu")
+dist_cloud = bures_wasserstein(*empirical_moments(cloud.final_tokens), m1_2, S1_2)
+figs.attention_figure(traj_att, traj_unc, cloud.final_tokens, (m0_2, S0_2), (m1_2, S1_2), t_plot,
                       control_path(steer_att, t_plot)[0], control_path(steer_2d, t_plot)[0]);
 
 # %% [markdown]

@@ -37,7 +37,7 @@
 # $$
 #
 # so the blow-up time $t^*$ is the first zero of $\lambda_{\min}(P(t))$
-# (`gtcore.stability.blowup_time`, exact through one augmented matrix exponential), and the
+# (`gtcore.riccati.blowup_time`, exact through one augmented matrix exponential), and the
 # positive-definite equilibria are $\Sigma^* = (P^*)^{-1}$ with $P^*A + A^\top P^* = -v(B + B^\top)$.
 #
 # **The exact conditions this chapter checks** (proved by the formula for $P(t)$ and verified
@@ -80,19 +80,16 @@ from gtcore import Controls, gaussian_tokens, integrate_moments
 from gtcore.claims import claim
 from gtcore.particles import simulate
 from gtcore.plotting import stability as figs
+from gtcore.riccati import blowup_time, closed_form_covariance
 from gtcore.stability import (
     asymptotic_mean,
     bias_for_mean_target,
-    blowup_time,
     classify,
-    closed_form_covariance,
     equilibrium,
     linear_stability,
     mean_matrix,
-    regime_boundary,
-    regime_map,
-    rotating_controls,
 )
+from gtcore.studies.stability import regime_boundary, regime_map, rotating_controls
 
 B = np.array(B)
 Sigma0 = np.array(Sigma0)
@@ -223,7 +220,7 @@ claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict =
 # case.
 
 # %%
-claim("predicted vs detected blow-up time", abs(pred.t_star - blow_traj.blowup_time) / pred.t_star,
+claim("predicted vs detected blow-up time", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star,
       lt=1e-6, statement="blowup", kind="reproduces")
 
 x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed=seed)
@@ -240,7 +237,7 @@ ratio_blow = np.linalg.norm(part_blow.Sigma, axis=(1, 2)) / n0
 ratio_stab = np.linalg.norm(part_stab.Sigma, axis=(1, 2)) / n0
 fig = figs.blowup_panels(
     dict(t_ode=blow_traj.t, n_ode=np.linalg.norm(blow_traj.Sigma, axis=(1, 2)) / n0,
-         t_part=part_blow.t, n_part=ratio_blow, t_pred=pred.t_star, t_det=blow_traj.blowup_time),
+         t_part=part_blow.t, n_part=ratio_blow, t_pred=pred.t_star, t_det=blow_traj.crossing_time),
     dict(t_ode=ode_stab.t, n_ode=np.linalg.norm(ode_stab.Sigma, axis=(1, 2)) / n0,
          t_part=part_stab.t, n_part=ratio_stab, n_star=np.linalg.norm(eq.Sigma) / n0),
 )

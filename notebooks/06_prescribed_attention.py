@@ -91,7 +91,8 @@ from gtcore.prescribed import (
     prescribed_transformer,
     run_prescribed,
 )
-from gtcore.stability import blowup_time, equilibrium
+from gtcore.riccati import blowup_time
+from gtcore.stability import equilibrium
 
 started = time.perf_counter()
 B0 = np.array(B0)

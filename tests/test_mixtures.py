@@ -7,18 +7,9 @@ from scipy.linalg import expm
 
 from gtcore import Controls, gaussian_tokens
 from gtcore.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
-from gtcore.meanfield import loglog_slope
-from gtcore.mixtures import (
-    GaussianMixture,
-    cloud_at_times,
-    gaussian_prediction_error,
-    noise_floors,
-    per_label_noise_floor,
-    per_label_statistic,
-    statistic_path,
-    time_within,
-    track_gaussianity,
-)
+from gtcore.studies import loglog_slope
+from gtcore.mixtures import GaussianMixture, per_label_noise_floor, per_label_statistic, statistic_path
+from gtcore.studies.beyond import gaussian_prediction_error, noise_floors, time_within, track_gaussianity
 from conftest import random_spd
 
 
@@ -137,21 +128,6 @@ def linear_layer():
     return Controls(U=np.eye(2), W=A, c=np.array([0.2, -0.1])), A, A @ np.array([0.2, -0.1])
 
 
-def test_cloud_at_times_against_the_exact_linear_flow():
-    ctl, A, b = linear_layer()
-    x0 = gaussian_tokens(50, [0.0, 1.0], np.eye(2), seed=0)
-    times = [0.01, 0.1, 0.7]
-    path = cloud_at_times(x0, ctl, times, max_step=0.05)
-    np.testing.assert_array_equal(path.t, [0.0, *times])
-    assert path.status == "completed" and path.steps == 1 + 2 + 12
-    for t, x in zip(path.t, path.tokens):
-        # x(t) = e^{At} x0 + A^{-1}(e^{At} - I) b
-        E = expm(A * t)
-        exact = x0 @ E.T + np.linalg.solve(A, (E - np.eye(2)) @ b)
-        np.testing.assert_allclose(x, exact, atol=1e-7)
-    np.testing.assert_allclose(path.mu[-1], path.tokens[-1].mean(0), rtol=1e-12)
-
-
 def test_prediction_error_vanishes_for_the_linearised_flow():
     ctl, _, _ = linear_layer()
     x0 = gaussian_tokens(200, [0.0, 1.0], [[1.0, 0.3], [0.3, 0.5]], seed=1)
@@ -166,9 +142,9 @@ def test_relu_error_grows_linearly_and_identity_with_gaussian_attention_does_not
     ctl = Controls(V=-np.eye(2), B=0.5 * np.eye(2), U=np.eye(2), W=0.5 * np.eye(2), c=np.zeros(2))
     x0 = gaussian_tokens(400, np.zeros(2), np.eye(2), seed=2)
     times = np.geomspace(1e-3, 0.05, 5)
-    ident = track_gaussianity(x0, ctl, times, attention="gaussian", statistics=())
+    ident = track_gaussianity(x0, ctl, times, average="gaussian", statistics=())
     assert ident.prediction_error.max() < 1e-7  # W2 from a difference of traces: ~sqrt(eps)
-    relu = track_gaussianity(x0, ctl, times, ff="relu", attention="gaussian", statistics=())
+    relu = track_gaussianity(x0, ctl, times, ff="relu", average="gaussian", statistics=())
     assert 0.9 < loglog_slope(relu.t, relu.prediction_error, 0.05) < 1.1
 
 
@@ -206,8 +182,8 @@ def test_time_within_and_slope():
         (lambda: per_label_statistic(np.zeros((4, 2)), [0, 0, 1, 1, 1], "sliced_w2"), "labels"),
         (lambda: per_label_statistic(np.random.default_rng(0).standard_normal((4, 2)), [0, 0, 0, 1], "sliced_w2"), "labels"),
         (lambda: per_label_statistic(np.zeros((4, 2)), [0, 0, 1, 1], "entropy"), "statistic"),
-        (lambda: cloud_at_times(np.zeros((4, 2)), Controls(A=np.eye(2)), [0.2, 0.1]), "times"),
-        (lambda: cloud_at_times(np.zeros((4, 2)), Controls(A=np.eye(2)), [0.1], max_step=0), "max_step"),
+        (lambda: track_gaussianity(np.zeros((4, 2)), Controls(A=np.eye(2)), [0.2, 0.1]), "times"),
+        (lambda: track_gaussianity(np.zeros((4, 2)), Controls(A=np.eye(2)), [0.1], max_step=0), "max_step"),
         (lambda: time_within([0, 1], [0, 1, 2], 0.1), "t"),
         (lambda: loglog_slope([0, 1e-3], [0, 1], 1e-4), "x_max"),
     ],

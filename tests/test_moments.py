@@ -35,11 +35,11 @@ def test_scalar_blowup_time_and_solution(a, v, beta, s0):
     ctl = Controls(A=[[a]], V=[[v]], B=[[beta]])
     traj = integrate_moments([0.0], [[s0]], ctl, (0.0, 2 * tstar))
     assert traj.status == "blowup"
-    assert abs(traj.blowup_time - tstar) <= 1e-6 * tstar
+    assert abs(traj.crossing_time - tstar) <= 1e-6 * tstar
     assert np.all(np.isfinite(traj.Sigma))
     # sigma's sensitivity to a perturbation grows like sigma itself near the pole, so the
     # 1e-8 relative comparison is made while sigma has grown by at most 100x.
-    before = (traj.t < traj.blowup_time) & (traj.Sigma[:, 0, 0] <= 100 * s0)
+    before = (traj.t < traj.crossing_time) & (traj.Sigma[:, 0, 0] <= 100 * s0)
     assert before.sum() > 5
     expected = scalar_sigma(traj.t[before], s0, a, vb)
     np.testing.assert_allclose(traj.Sigma[before, 0, 0], expected, rtol=1e-8)
@@ -49,7 +49,7 @@ def test_scalar_no_blowup_when_signs_are_opposite():
     a, v, beta, s0 = 0.5, 1.0, -1.0, 0.5
     t = np.linspace(0, 5, 11)
     traj = integrate_moments([0.0], [[s0]], Controls(A=[[a]], V=[[v]], B=[[beta]]), (0, 5), t_eval=t)
-    assert traj.status == "completed" and traj.blowup_time is None
+    assert traj.status == "completed" and traj.crossing_time is None
     np.testing.assert_array_equal(traj.t, t)
     np.testing.assert_allclose(traj.Sigma[:, 0, 0], scalar_sigma(t, s0, a, v * beta), rtol=1e-8)
 
@@ -104,7 +104,7 @@ def test_blowup_time_is_first_zero_of_lambda_min_P(d, rng):
     tstar = brentq(lam_min, grid[k - 1], grid[k], xtol=1e-14)
     traj = integrate_moments(np.zeros(d), Sigma0, Controls(A=A, V=v * np.eye(d), B=B), (0, 10))
     assert traj.status == "blowup"
-    assert abs(traj.blowup_time - tstar) <= 1e-6 * tstar
+    assert abs(traj.crossing_time - tstar) <= 1e-6 * tstar
 
 
 # --------------------------------------------------------------------- invariants

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gtcore import Controls, PiecewiseControls, gaussian_tokens, integrate_moments, layer_map
-from gtcore.particles import SOLVERS, attention_average, simulate, velocity
+from gtcore.particles import SOLVERS, simulate, velocity
 from conftest import random_spd
 
 
@@ -40,17 +40,11 @@ def test_fused_attention_equals_naive_reference(rng, d, heads, ff):
     np.testing.assert_allclose(velocity(x, ctl, ff=ff), naive_velocity(x, ctl, ff), rtol=1e-12, atol=1e-12)
 
 
-def test_attention_average_is_a_softmax_average(rng):
-    x = torch.as_tensor(rng.standard_normal((50, 2)))
-    B = torch.zeros(1, 2, 2, dtype=torch.float64)
-    np.testing.assert_allclose(attention_average(x, B)[0].numpy(), np.tile(x.mean(0).numpy(), (50, 1)), rtol=1e-13)
-
-
 @pytest.mark.parametrize("d", [2, 3])
 def test_gaussian_attention_reproduces_the_moment_ode(rng, d):
     ctl = random_controls(rng, d, heads=2, scale=0.4)
     x0 = gaussian_tokens(400, rng.standard_normal(d), random_spd(rng, d, 3.0), seed=1)
-    traj = simulate(x0, ctl, (0, 1), 200, method="rk4", attention="gaussian", record_every=50)
+    traj = simulate(x0, ctl, (0, 1), 200, method="rk4", average="gaussian", record_every=50)
     ref = integrate_moments(traj.mu[0], traj.Sigma[0], ctl, (0, 1), t_eval=traj.t)
     np.testing.assert_allclose(traj.t, [0, 0.25, 0.5, 0.75, 1.0])
     err_S = np.linalg.norm(traj.Sigma - ref.Sigma, axis=(1, 2)) / np.linalg.norm(ref.Sigma, axis=(1, 2))
@@ -62,7 +56,7 @@ def test_one_euler_step_is_the_layer_map(rng):
     d, h = 3, 0.1
     ctl = random_controls(rng, d, heads=2)
     x0 = gaussian_tokens(200, np.zeros(d), random_spd(rng, d), seed=2)
-    traj = simulate(x0, ctl, (0, h), 1, method="euler", attention="gaussian")
+    traj = simulate(x0, ctl, (0, h), 1, method="euler", average="gaussian")
     mu1, S1 = layer_map(traj.mu[0], traj.Sigma[0], ctl, h)
     np.testing.assert_allclose(traj.mu[1], mu1, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(traj.Sigma[1], S1, rtol=1e-12, atol=1e-12)
@@ -103,19 +97,51 @@ def test_empirical_attention_error_decays_like_inverse_sqrt_N():
     assert -0.65 <= slope <= -0.35, slope
 
 
+def test_t_eval_steps_exactly_to_the_times_of_the_exact_linear_flow():
+    from scipy.linalg import expm
+
+    A = np.array([[-0.3, 0.8], [-0.5, 0.1]])  # x' = A x + b through the feed-forward block alone
+    ctl, b = Controls(U=np.eye(2), W=A, c=np.array([0.2, -0.1])), A @ np.array([0.2, -0.1])
+    x0 = gaussian_tokens(50, [0.0, 1.0], np.eye(2), seed=0)
+    times = [0.01, 0.1, 0.7]
+    path = simulate(x0, ctl, (0.0, times[-1]), t_eval=times, max_step=0.05, keep_tokens=True)
+    np.testing.assert_array_equal(path.t, [0.0, *times])
+    assert path.status == "completed" and path.steps == 1 + 2 + 12
+    for t, x in zip(path.t, path.tokens):
+        # x(t) = e^{At} x0 + A^{-1}(e^{At} - I) b
+        E = expm(A * t)
+        exact = x0 @ E.T + np.linalg.solve(A, (E - np.eye(2)) @ b)
+        np.testing.assert_allclose(x, exact, atol=1e-7)
+    np.testing.assert_allclose(path.mu[-1], path.tokens[-1].mean(0), rtol=1e-12)
+
+
+def test_breaks_are_stepped_to_exactly(rng):
+    """Pieces share the steps in proportion to their length; a break off the uniform grid is exact."""
+    from scipy.linalg import expm
+
+    A1, A2 = np.array([[0.0, 1.0], [-1.0, 0.0]]), np.array([[-0.5, 0.0], [0.3, 0.2]])
+    ctl = PiecewiseControls([0.0, 0.37, 1.0], [Controls(A=A1), Controls(A=A2)])
+    x0 = rng.standard_normal((5, 2))
+    tr = simulate(x0, ctl, (0, 1), 100, keep_tokens=True)
+    assert tr.steps == 37 + 63
+    exact = x0 @ expm(0.37 * A1).T @ expm(0.63 * A2).T
+    np.testing.assert_allclose(tr.final_tokens, exact, atol=1e-9)
+    assert 0.37 in tr.t
+
+
 def test_blowup_is_a_status_not_nan():
     x0 = gaussian_tokens(100, [0.0], [[1.0]], seed=0)
     tr = simulate(x0, Controls(A=[[0.0]], V=[[1.0]], B=[[1.0]]), (0, 5), 500, blowup_norm=1e4)
-    assert tr.status == "blowup" and 0 < tr.blowup_time < 5
+    assert tr.status == "blowup" and 0 < tr.threshold_time < 5
     assert np.all(np.isfinite(tr.Sigma)) and np.linalg.norm(tr.Sigma[-1]) <= 1e4
 
 
 def test_piecewise_and_callable_controls_are_accepted(rng):
     c1, c2 = Controls(A=np.eye(2)), Controls(A=-np.eye(2))
     x0 = gaussian_tokens(50, np.zeros(2), np.eye(2), seed=0)
-    tr = simulate(x0, PiecewiseControls([0, 0.5, 1], [c1, c2]), (0, 1), 100, attention="gaussian")
+    tr = simulate(x0, PiecewiseControls([0, 0.5, 1], [c1, c2]), (0, 1), 100, average="gaussian")
     np.testing.assert_allclose(tr.Sigma[-1], tr.Sigma[0], rtol=1e-8)
-    tr2 = simulate(x0, lambda t: c1 if t < 0.5 else c2, (0, 1), 100, attention="gaussian")
+    tr2 = simulate(x0, lambda t: c1 if t < 0.5 else c2, (0, 1), 100, average="gaussian")
     np.testing.assert_allclose(tr2.Sigma[-1], tr.Sigma[-1], rtol=1e-12)
 
 
@@ -147,7 +173,7 @@ def test_torch_input_and_float32(rng):
         (dict(ff="relu"), "ff"),
         (dict(steps=0), "steps"),
         (dict(steps=2.5), "steps"),
-        (dict(attention="exact"), "attention"),
+        (dict(average="exact"), "average"),
         (dict(record_every=0), "record_every"),
         (dict(t_span=(1, 0)), "t_span"),
     ],

@@ -8,11 +8,13 @@ from scipy.linalg import expm
 from scipy.stats import special_ortho_group
 
 from gtcore import Controls, PiecewiseControls, integrate_moments
-from gtcore.meanfield import loglog_slope
+from gtcore.particles import simulate
 from gtcore.reachability import (
     RankMismatchError, SteeringControls, _rotation_log, control_path, covariance_rank, endpoint_error,
-    rank_invariance, steer, steer_min_energy, steer_tokens, token_distances,
+    steer, steer_min_energy,
 )
+from gtcore.studies import loglog_slope
+from gtcore.studies.reachability import rank_invariance, token_distances
 from conftest import random_psd
 
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -62,11 +64,11 @@ def test_rank_is_invariant_along_the_moment_ode():
     ctl = PiecewiseControls(np.linspace(0, 2, 5), pieces)
     out = rank_invariance(np.zeros(d), random_psd(rng, d, r), ctl, 2.0, n_times=21,
                           rtols=(1e-8, 1e-11, 2.5e-14))
-    assert out["rank0"] == r and np.all(out["ranks"] == r)
-    eta = out["eta"]
+    assert out.rank0 == r and np.all(out.ranks == r)
+    eta = out.eta
     assert eta[0] > eta[-1]                    # the null singular values are the solver's error
     assert eta[-1] < 1e-12                     # at the tightest tolerance: round-off
-    assert np.min(out["singular_values"][:, r - 1] / out["singular_values"][:, 0]) > 1e-3
+    assert np.min(out.singular_values[:, r - 1] / out.singular_values[:, 0]) > 1e-3
 
 
 # ----------------------------------------------------------------------- matrix blocks
@@ -247,14 +249,14 @@ def test_tokens_follow_the_exact_affine_flow_without_attention():
     m0, m1 = rng.standard_normal(d), rng.standard_normal(d)
     ctl = steer(m0, S0, m1, S1, 1.0)
     x0 = rng.standard_normal((40, d))
-    run = steer_tokens(x0, ctl, 1.0, 200, device="cpu")
+    run = simulate(x0, ctl, (0.0, 1.0), 200, device="cpu")
     x = x0.copy()
     for c, tau in zip(ctl.stages, ctl.durations):  # x' = Ax + b: the augmented exponential
         G = np.zeros((d + 1, d + 1))
         G[:d, :d], G[:d, d] = c.A, c.b
         E = expm(tau * G)
         x = x @ E[:d, :d].T + E[:d, d]
-    np.testing.assert_allclose(run.tokens, x, atol=1e-8)
+    np.testing.assert_allclose(run.final_tokens, x, atol=1e-8)
     assert run.status == "completed" and run.t[0] == 0.0 and run.t[-1] == 1.0
 
 
@@ -266,7 +268,7 @@ def test_gaussian_attention_tokens_reach_the_target_moments():
     V, B = 0.3 * np.eye(d), -0.3 * np.eye(d)
     ctl = steer(m0, S0, m1, S1, 1.0, attention=(V, B))
     x0 = exact_moment_cloud(rng, 64, m0, S0)
-    run = steer_tokens(x0, ctl, 1.0, 200, attention="gaussian", device="cpu")
+    run = simulate(x0, ctl, (0.0, 1.0), 200, average="gaussian", device="cpu")
     np.testing.assert_allclose(run.mu[-1], m1, atol=1e-7)
     np.testing.assert_allclose(run.Sigma[-1], S1, atol=1e-7)
 

@@ -7,21 +7,18 @@ import pytest
 from scipy.linalg import expm
 
 from gtcore import Controls, integrate_moments
+from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, riccati_quadratic
 from gtcore.stability import (
     NoEquilibriumError,
     asymptotic_mean,
     bias_for_mean_target,
-    blowup_time,
     classify,
-    closed_form_covariance,
-    critical_gain,
     equilibrium,
     linear_stability,
     mean_matrix,
     observe_regime,
-    regime_map,
-    riccati_gain,
 )
+from gtcore.studies.stability import regime_map
 from conftest import random_psd, random_spd
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
@@ -59,7 +56,7 @@ def test_scalar_blowup_matches_integration(a, v, beta, s0):
     assert bt.t_star == pytest.approx(expected, rel=1e-12)
     traj = integrate_moments([0.0], [[s0]], ctl, (0.0, 2 * bt.t_star))
     assert traj.status == "blowup"
-    assert abs(traj.blowup_time - bt.t_star) <= 1e-6 * bt.t_star
+    assert abs(traj.crossing_time - bt.t_star) <= 1e-6 * bt.t_star
     num = blowup_time([[s0]], ctl, method="numerical")
     assert num.method == "numerical"
     assert abs(num.t_star - bt.t_star) <= 1e-9 * bt.t_star
@@ -96,7 +93,7 @@ def test_matrix_blowup_matches_integration(d, shift, rng):
     assert math.isfinite(bt.t_star)
     traj = integrate_moments(np.zeros(d), Sigma0, ctl, (0.0, 2 * bt.t_star))
     assert traj.status == "blowup"
-    assert abs(traj.blowup_time - bt.t_star) <= 1e-6 * bt.t_star
+    assert abs(traj.crossing_time - bt.t_star) <= 1e-6 * bt.t_star
     # independent check: lambda_min(P(t)) by the plain formula crosses 0 at t*
     P0 = np.linalg.inv(Sigma0)
     Q = 0.8 * (B + B.T)
@@ -135,7 +132,7 @@ def test_rank_deficient_sigma0_blowup(rng):
     bt = blowup_time(Sigma0, ctl)
     traj = integrate_moments(np.zeros(d), Sigma0, ctl, (0, 10))
     assert traj.status == "blowup"
-    assert abs(traj.blowup_time - bt.t_star) <= 1e-6 * bt.t_star
+    assert abs(traj.crossing_time - bt.t_star) <= 1e-6 * bt.t_star
     np.testing.assert_allclose(closed_form_covariance(Sigma0, ctl, [0.5 * bt.t_star])[0],
                                integrate_moments(np.zeros(d), Sigma0, ctl, (0, 0.5 * bt.t_star)).Sigma[-1],
                                rtol=1e-8, atol=1e-10)
@@ -148,7 +145,7 @@ def test_indefinite_Q_scan(rng):
     bt = blowup_time(np.eye(2), ctl)
     traj = integrate_moments(np.zeros(2), np.eye(2), ctl, (0, 50))
     if traj.status == "blowup":
-        assert abs(traj.blowup_time - bt.t_star) <= 1e-6 * bt.t_star
+        assert abs(traj.crossing_time - bt.t_star) <= 1e-6 * bt.t_star
     else:
         assert bt.t_star == math.inf
 
@@ -204,7 +201,7 @@ def test_newton_on_general_V(rng):
     V = -(np.eye(d) + 0.25 * rng.standard_normal((d, d)))
     B = np.eye(d) + 0.2 * rng.standard_normal((d, d))
     ctl = Controls(A=A, V=V, B=B)
-    assert riccati_gain(ctl) is None
+    assert riccati_quadratic(ctl) is None
     eq = equilibrium(ctl)
     assert eq.method == "Newton"
     assert eq.relative_residual < 1e-12
@@ -332,14 +329,14 @@ def test_bad_input_names_the_argument(call, name):
 
 
 def test_regime_boundary_and_rotating_family():
-    from gtcore.stability import regime_boundary, rotating_controls as rc
+    from gtcore.studies.stability import regime_boundary, rotating_controls as rc
 
     B = np.array([[1.0, 0.4], [-0.2, 0.6]])
     c = rc(-0.3, 0.5, B, omega=0.7)
     np.testing.assert_allclose(np.linalg.eigvals(c.A), [-0.3 + 0.7j, -0.3 - 0.7j])
     bd = regime_boundary([-0.6, -0.3, 0.2], B, S0_2, omega=0.7)
-    np.testing.assert_array_equal(bd["a_curve"], [-0.6, -0.3])
-    for a, vc in zip(bd["a_curve"], bd["v_curve"]):
+    np.testing.assert_array_equal(bd.a_curve, [-0.6, -0.3])
+    for a, vc in zip(bd.a_curve, bd.v_curve):
         assert classify(rc(a, 0.97 * vc, B, omega=0.7), S0_2).verdict == "collapses to 0"
         assert classify(rc(a, 1.03 * vc, B, omega=0.7), S0_2).verdict == "blows up"
     with pytest.raises(ValueError, match="B"):
@@ -361,7 +358,7 @@ def test_closed_form_blowup_agrees_with_integration_for_mixed_spectra():
         bt = blowup_time(S0, ctl, t_max=20)
         tr = integrate_moments(np.zeros(d), S0, ctl, (0, 20), blowup_norm=1e8 * max(np.linalg.norm(S0), 1))
         if tr.status == "blowup":
-            assert bt.t_star == pytest.approx(tr.blowup_time, rel=1e-3)
+            assert bt.t_star == pytest.approx(tr.crossing_time, rel=1e-3)
         else:
             assert np.isinf(bt.t_star)
 

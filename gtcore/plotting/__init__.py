@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .._linalg import psd_sqrt
+
 STYLE = {
     "figure.dpi": 110,
     "savefig.dpi": 110,
@@ -49,8 +51,7 @@ def ellipse_points(mu: np.ndarray, Sigma: np.ndarray, radius: float = 2.0, n: in
     r"""Points of the ellipse :math:`\{\mu + r\,\Sigma^{1/2}u : \|u\| = 1\}` (first two coordinates)."""
     mu = np.asarray(mu, float)[:2]
     S = np.asarray(Sigma, float)[:2, :2]
-    w, U = np.linalg.eigh(0.5 * (S + S.T))
-    root = U @ np.diag(np.sqrt(np.clip(w, 0, None))) @ U.T
+    root = psd_sqrt(0.5 * (S + S.T))
     theta = np.linspace(0, 2 * np.pi, n)
     circle = np.stack([np.cos(theta), np.sin(theta)])
     return (mu[:, None] + radius * root @ circle).T

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..attention import ATTENTION_TYPES
 from . import COLORS, figure, noise_band, reference_slope
 
 #: colours of mixture components / labels
@@ -143,8 +144,8 @@ def mixture_attention(mixture, B: np.ndarray, *, span: float = 3.0, n: int = 241
     r"""Why mixtures are not invariant: the attention average along the :math:`x_1` axis.
 
     Draws the first coordinate of the exact attention average against the mixture,
-    :math:`\sum_k \pi_k(x)(\mu_k + \Sigma_k B x)`, and against its moment-matched Gaussian,
-    :math:`\mu + \Sigma B x` (a straight line), at queries :math:`x = (s, 0, \dots)`.
+    (:meth:`gtcore.attention.DotProduct.mixture_average`), and against its moment-matched Gaussian
+    (the tilt, :meth:`gtcore.attention.DotProduct.tilt`: a straight line), at queries :math:`x = (s, 0, \dots)`.
 
     Parameters
     ----------
@@ -157,7 +158,8 @@ def mixture_attention(mixture, B: np.ndarray, *, span: float = 3.0, n: int = 241
     q[:, 0] = s
     mix = mixture.attention_average(q, B)[:, 0]
     mu, Sigma = mixture.moments()
-    gauss = (mu + q @ np.asarray(B, float).T @ Sigma.T)[:, 0]
+    M, c = ATTENTION_TYPES["dot"].tilt(mu, Sigma, np.asarray(B, float))  # the Gaussian tilt M x + c
+    gauss = (q @ M.T + c)[:, 0]
     fig, ax = figure(1, 1, width=5.0, height=3.5)
     ax.plot(s, gauss, color=COLORS["theory"], label=r"moment-matched Gaussian: $\mu + \Sigma B x$ (affine)")
     ax.plot(s, mix, color=COLORS["particles"], label=r"mixture: $\sum_k \pi_k(x)(\mu_k + \Sigma_k B x)$")

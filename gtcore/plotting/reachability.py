@@ -3,7 +3,7 @@ r"""Figures of the rank-and-reachability chapter (each function returns a Figure
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -11,13 +11,16 @@ from matplotlib.colors import ListedColormap
 
 from . import COLORS, STYLE, ellipse_points, figure, plot_ellipse, reference_slope
 
+if TYPE_CHECKING:
+    from ..studies.reachability import RankInvariance
 
-def rank_figure(result: dict) -> plt.Figure:
+
+def rank_figure(result: RankInvariance) -> plt.Figure:
     r"""Left: singular values of :math:`\Sigma(t)` (log scale); right: the largest relative null
     singular value :math:`\eta` against the solver tolerance (from
-    :func:`gtcore.reachability.rank_invariance`)."""
+    :func:`gtcore.studies.reachability.rank_invariance`)."""
     fig, (ax1, ax2) = figure(2, 1, width=4.3)
-    t, sv, r = result["t"], result["singular_values"], result["rank0"]
+    t, sv, r = result.t, result.singular_values, result.rank0
     floor = np.finfo(float).tiny
     for k in range(sv.shape[1]):
         color = COLORS["theory"] if k < r else COLORS["floor"]
@@ -29,8 +32,8 @@ def rank_figure(result: dict) -> plt.Figure:
     ax1.set_ylabel(r"singular values of $\Sigma(t)$")
     ax1.set_title(f"rank {r} of d = {sv.shape[1]}: the zero ones stay zero")
     ax1.legend(loc="center right")
-    ax2.loglog(result["rtols"], np.maximum(result["eta"], floor), "o-", color=COLORS["theory"])
-    ax2.loglog(result["rtols"], result["rtols"], "--", color="k", lw=1, label="= rtol")
+    ax2.loglog(result.rtols, np.maximum(result.eta, floor), "o-", color=COLORS["theory"])
+    ax2.loglog(result.rtols, result.rtols, "--", color="k", lw=1, label="= rtol")
     ax2.set_xlabel("solver relative tolerance")
     ax2.set_ylabel(r"$\eta=\max_t\,\sigma_{r+1}/\sigma_1$")
     ax2.set_title("null singular values are solver error")

@@ -3,6 +3,7 @@ r"""Figures of chapter 4: phase line, the PSD cone, blow-up times, the regime ma
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -10,6 +11,9 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
 from . import COLORS, figure
+
+if TYPE_CHECKING:
+    from ..studies.stability import RegimeBoundary, RegimeMap
 
 #: one colour per verdict (shared by the regime map and its legend)
 VERDICT_COLORS = {
@@ -118,7 +122,7 @@ def blowup_panels(blow: dict, stab: dict) -> plt.Figure:
     return fig
 
 
-def regime_map_figure(rm, boundary: dict) -> plt.Figure:
+def regime_map_figure(rm: RegimeMap, boundary: RegimeBoundary) -> plt.Figure:
     """The observed outcome on the grid, with the theory's boundary and every disagreement.
 
     ``boundary`` holds ``a_curve, v_curve`` (the collapse/blow-up curve for Hurwitz A) and the
@@ -132,7 +136,7 @@ def regime_map_figure(rm, boundary: dict) -> plt.Figure:
     ax.imshow(codes, origin="lower", aspect="auto", cmap=ListedColormap(list(VERDICT_COLORS.values())),
               vmin=-0.5, vmax=len(order) - 0.5, interpolation="nearest",
               extent=(rm.xs[0] - dx, rm.xs[-1] + dx, rm.ys[0] - dy, rm.ys[-1] + dy))
-    ax.plot(boundary["a_curve"], boundary["v_curve"], color="k", lw=1.6, label="theory boundary")
+    ax.plot(boundary.a_curve, boundary.v_curve, color="k", lw=1.6, label="theory boundary")
     ax.plot([0, 0], [rm.ys[0] - dy, 0], color="k", lw=1.6)
     ax.plot([0, rm.xs[-1] + dx], [0, 0], color="k", lw=1.6)
     for x, y, *_ in rm.disagreements:

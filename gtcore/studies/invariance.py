@@ -1,7 +1,7 @@
-r"""How close N tokens follow the mean-field (Gaussian) moment dynamics.
+r"""Chapter 1 (Gaussian invariance): how close N tokens follow the mean-field (Gaussian) moment dynamics.
 
-The N-token Transformer replaces the attention average against the Gaussian,
-:math:`\mu + \Sigma B x`, by a softmax average over the tokens: a self-normalised importance-sampling
+The N-token Transformer replaces the attention average against the Gaussian (the tilt of
+:mod:`gtcore.attention`) by a softmax average over the tokens: a self-normalised importance-sampling
 estimate with weights :math:`e^{y^\top B x}`. For a query :math:`x` the weights' relative second
 moment against :math:`y \sim N(\mu, \Sigma)` is :math:`e^{x^\top B^\top \Sigma B x}`, and its average over
 :math:`x \sim N(\mu, \Sigma)` is finite only if
@@ -23,25 +23,28 @@ from typing import Any
 
 import numpy as np
 
-from ._progress import progress as progress_bar
-from .controls import ControlsLike, as_control_function, evaluate_controls
-from .moments import integrate_moments
-from .particles import simulate
-from .sampling import gaussian_tokens
+from .._progress import progress as progress_bar
+from ..attention import attention_of
+from ..controls import ControlsLike, as_control_function, evaluate_controls
+from ..moments import integrate_moments
+from ..particles import simulate
+from ..sampling import gaussian_tokens
+from . import loglog_slope
 
 
 def attention_strength(controls: ControlsLike, times: Sequence[float], Sigmas: np.ndarray) -> float:
-    r""":math:`\kappa = \max_t \max_h \lambda_{\max}(B_h^\top \Sigma(t) B_h \Sigma(t))` along a trajectory.
-
-    The eigenvalues of :math:`B^\top\Sigma B\Sigma` are those of the symmetric PSD matrix
-    :math:`\Sigma^{1/2}B^\top\Sigma B\Sigma^{1/2}`, hence real and non-negative.
+    r""":math:`\kappa = \max_t \max_h \kappa_h(\Sigma(t))` along a trajectory, the attention type's
+    :meth:`~gtcore.attention.AttentionType.sampling_strength` (for the dot product
+    :math:`\lambda_{\max}(B_h^\top \Sigma B_h \Sigma)`, real and non-negative).
     """
     fn = as_control_function(controls)
     kappa = 0.0
     for t, S in zip(times, Sigmas):
         ctl = evaluate_controls(fn, float(t))
-        for Bh in ctl.B:
-            kappa = max(kappa, float(np.linalg.eigvals(Bh.T @ S @ Bh @ S).real.max()))
+        att = attention_of(ctl)
+        params = att.params(ctl)
+        for h in range(ctl.heads):
+            kappa = max(kappa, att.sampling_strength(S, att.head(params, h)))
     return kappa
 
 
@@ -60,26 +63,6 @@ def relative_moment_discrepancy(mu: np.ndarray, Sigma: np.ndarray, mu_ref: np.nd
     scale = np.linalg.norm(mu_ref, axis=1) + np.sqrt(np.trace(Sigma_ref, axis1=1, axis2=2))
     dm = np.linalg.norm(mu - mu_ref, axis=1) / scale
     return np.maximum(dS, dm)
-
-
-def loglog_slope(x: Any, y: Any, x_max: float | None = None) -> float:
-    r"""Least-squares slope of :math:`\log y` against :math:`\log x`.
-
-    With ``x_max``, only the points with :math:`0 < x \le x_{\max}` and :math:`y > 0` are fitted
-    (a short-time or small-N regime); without it every point must be positive.
-    """
-    x = np.asarray(x, float)
-    y = np.asarray(y, float)
-    if x.ndim != 1 or x.shape != y.shape:
-        raise ValueError(f"x and y must be 1-D arrays of one length, got shapes {x.shape} and {y.shape}")
-    if x_max is not None:
-        keep = (x > 0) & (x <= x_max) & (y > 0) & np.isfinite(y)
-        if keep.sum() < 2:
-            raise ValueError(f"x_max: need at least 2 points with 0 < x <= {x_max} and y > 0")
-        x, y = x[keep], y[keep]
-    elif x.size < 2 or np.any(x <= 0) or np.any(~np.isfinite(y)) or np.any(y <= 0):
-        raise ValueError("x and y must hold at least 2 points, all positive and finite, for a log-log slope")
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
 @dataclass
@@ -131,3 +114,6 @@ def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tupl
         errors[i, s] = np.linalg.norm(tr.mu[-1] - mu_T) + np.linalg.norm(tr.Sigma[-1] - S_T)
     kappa = attention_strength(controls, ref.t, ref.Sigma)
     return MeanFieldStudy(Ns=Ns, errors=errors, kappa=kappa, slope=loglog_slope(Ns, errors.mean(axis=1)))
+
+
+__all__ = ["MeanFieldStudy", "attention_strength", "loglog_slope", "mean_field_study", "relative_moment_discrepancy"]

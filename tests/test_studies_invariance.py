@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from gtcore import Controls
-from gtcore.meanfield import attention_strength, loglog_slope, mean_field_study, relative_moment_discrepancy
+from gtcore.studies import loglog_slope
+from gtcore.studies.invariance import attention_strength, mean_field_study, relative_moment_discrepancy
 
 
 def test_attention_strength_closed_form():

@@ -1,0 +1,106 @@
+r"""Shared linear algebra: PSD roots and factors, whitening, numerical rank, empirical moments.
+
+One implementation of each, used by every module (NumPy; the torch variants import torch lazily).
+
+Numerical range and rank. A covariance :math:`\Sigma = U\Lambda U^\top` has numerical rank
+
+.. math::
+
+    r = \#\{k : \lambda_k > \varepsilon\,\lambda_{\max}\},
+
+with :math:`\varepsilon =` :data:`RANK_RTOL` (1e-10) for sample covariances (whitening, the
+rank of a token cloud). :data:`STEERING_RANK_RTOL` (1e-8) is the looser default with which
+:func:`gtcore.reachability.covariance_rank` decides whether a *target* covariance is
+rank-deficient (a user-given matrix, where eigenvalues of 1e-9 relative are meant as zero).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: relative eigenvalue threshold of the numerical range/rank of a sample covariance
+RANK_RTOL = 1e-10
+#: relative eigenvalue threshold with which steering decides the rank of given covariances
+STEERING_RANK_RTOL = 1e-8
+
+
+# ------------------------------------------------------------------ roots and factors
+def psd_power(S: np.ndarray, p: float) -> np.ndarray:
+    r""":math:`S^p = U\Lambda^pU^\top` for symmetric :math:`S` (eigenvalues clipped at 0 when :math:`p > 0`)."""
+    w, U = np.linalg.eigh(S)
+    if p > 0:
+        w = np.clip(w, 0.0, None)
+    return (U * w ** p) @ U.T
+
+
+def psd_sqrt(S: np.ndarray) -> np.ndarray:
+    r"""The symmetric PSD square root :math:`S^{1/2}` (negative round-off eigenvalues clipped to 0)."""
+    return psd_power(S, 0.5)
+
+
+def psd_factor(Sigma: np.ndarray) -> np.ndarray:
+    r"""A factor :math:`L` with :math:`LL^\top = \Sigma`, through the eigendecomposition.
+
+    Works for rank-deficient :math:`\Sigma`, where a Cholesky factorisation would fail:
+    eigenvalues within round-off of zero (:math:`\le 10\,d\,\varepsilon\,\lambda_{\max}`) are set
+    to 0, so samples lie exactly in :math:`\operatorname{range}\Sigma` rather than
+    :math:`\sqrt{\varepsilon}` away from it.
+    """
+    w, U = np.linalg.eigh(Sigma)
+    if w.size:
+        w = np.where(w <= 10 * w.size * np.finfo(float).eps * max(w[-1], 0.0), 0.0, w)
+    return U * np.sqrt(w)
+
+
+# ------------------------------------------------------------------------ rank, whitening
+def numerical_rank(Sigma: Any, rtol: float = RANK_RTOL) -> int:
+    r"""The number of eigenvalues :math:`\lambda_k > \text{rtol}\cdot\lambda_{\max}` (0 for :math:`\Sigma = 0`)."""
+    w = np.linalg.eigvalsh(np.asarray(Sigma, dtype=np.float64))
+    if w.size == 0 or w[-1] <= 0:
+        return 0
+    return int(np.sum(w > rtol * w[-1]))
+
+
+def empirical_moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""Mean and :math:`1/N` covariance of validated (N, d) float samples, or of a stack (T, N, d)
+    of clouds (then (T, d) and (T, d, d)); exactly symmetric."""
+    if x.ndim == 3:
+        mu = x.mean(axis=1)
+        xc = x - mu[:, None]
+        Sigma = np.einsum("tni,tnj->tij", xc, xc) / x.shape[1]
+        return mu, 0.5 * (Sigma + Sigma.transpose(0, 2, 1))
+    mu = x.mean(axis=0)
+    xc = x - mu
+    Sigma = xc.T @ xc / x.shape[0]
+    return mu, 0.5 * (Sigma + Sigma.T)
+
+
+def whiten(x: np.ndarray, name: str = "x") -> np.ndarray:
+    r"""Whitened coordinates on the numerical range, :math:`y = \Lambda_r^{-1/2}U_r^\top(x - \hat\mu)`, shape (N, r)."""
+    mu, Sigma = empirical_moments(x)
+    w, U = np.linalg.eigh(Sigma)
+    if w[-1] <= 0:
+        raise ValueError(f"{name} has zero covariance (all tokens equal): nothing to whiten")
+    keep = w > RANK_RTOL * w[-1]
+    return ((x - mu) @ U[:, keep]) / np.sqrt(w[keep])
+
+
+# ----------------------------------------------------------------------------- torch
+def empirical_moments_torch(x):
+    r"""Mean and (1/N) covariance of a torch cloud, :math:`\hat\Sigma = \frac1N\sum_i (x_i-\hat\mu)(x_i-\hat\mu)^\top`."""
+    mu = x.mean(dim=0)
+    xc = x - mu
+    S = xc.T @ xc / x.shape[0]
+    return mu, 0.5 * (S + S.T)
+
+
+def resolve_device(device: Any = "auto"):
+    """A ``torch.device``; ``"auto"``: CUDA when present, else CPU."""
+    import torch
+
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+

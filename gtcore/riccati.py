@@ -1,0 +1,434 @@
+r"""The V = vI Riccati closed forms: the precision equation, the blow-up time, the critical gain.
+
+With time-invariant parameters the covariance obeys the matrix Riccati-type equation (eq. 1.1)
+
+.. math::
+
+    \Sigma' = F(\Sigma) := A\Sigma + \Sigma A^\top
+        + \sum_h \big(V_h \Sigma B_h \Sigma + \Sigma B_h^\top \Sigma V_h^\top\big),
+
+whose equilibria solve the algebraic Bernoulli equation :math:`F(\Sigma^*) = 0` (no constant term).
+
+**The linearisable case.** When every value matrix is a multiple of the identity,
+:math:`V_h = v_h I`, the quadratic term is :math:`\Sigma Q \Sigma` with
+:math:`Q = \sum_h v_h (B_h + B_h^\top)` symmetric, and :math:`P = \Sigma^{-1}` solves the *linear*
+Lyapunov differential equation
+
+.. math::
+
+    P' = -(PA + A^\top P) - Q, \qquad
+    P(t) = e^{-A^\top t}\big(P_0 - Y(t)\big)e^{-At}, \qquad
+    Y(t) = \int_0^t e^{A^\top s} Q e^{As}\, ds.
+
+Written without :math:`P_0 = \Sigma_0^{-1}` (so that rank-deficient :math:`\Sigma_0` is allowed),
+with :math:`K = \Sigma_0^{1/2}`,
+
+.. math::
+
+    \Sigma(t) = e^{At} K \big(I - K Y(t) K\big)^{-1} K e^{A^\top t},
+
+so :math:`\Sigma` blows up at the first zero :math:`t^*` of
+:math:`g(t) = \lambda_{\min}(I - K Y(t) K)`, which equals :math:`\lambda_{\min}(P(t))` up to a
+positive congruence when :math:`\Sigma_0 \succ 0`. :math:`Y(t)` is computed exactly, also for
+singular :math:`A`, from one augmented (Van Loan) exponential
+
+.. math::
+
+    \exp\!\left(t\begin{bmatrix} -A^\top & Q \\ 0 & A \end{bmatrix}\right)
+    = \begin{bmatrix} \ast & F_{12} \\ 0 & e^{At} \end{bmatrix}, \qquad
+    Y(t) = (e^{At})^\top F_{12}.
+
+References
+----------
+Alcalde, Ji, Zuazua (2026), *Reachability and asymptotics of Gaussian Transformer dynamics*,
+arXiv:2606.07600, eq. (1.1) and the asymptotic results (stabilising and destabilising regimes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.linalg import expm, solve_continuous_lyapunov
+from scipy.optimize import brentq
+
+from ._linalg import psd_sqrt
+from ._validation import as_float_array, check_covariance, check_matrix, check_positive
+from .controls import Controls
+from .moments import integrate_moments, moment_rhs
+
+__all__ = [
+    "BlowupTime",
+    "blowup_time",
+    "closed_form_covariance",
+    "critical_gain",
+    "riccati_quadratic",
+]
+
+_SCALAR_V_ATOL = 1e-14
+_SPECTRUM_TOL = 1e-12
+
+
+# ------------------------------------------------------------------------------- validation
+def _check_controls(controls: Any, name: str = "controls", d: int | None = None) -> Controls:
+    if not isinstance(controls, Controls):
+        raise ValueError(f"{name} must be constant Controls (time-invariant parameters), "
+                         f"got {type(controls).__name__}")
+    if d is not None and controls.d != d:
+        raise ValueError(f"{name} act on dimension d={controls.d}, but the covariance has d={d}")
+    return controls
+
+
+
+# ------------------------------------------------------------------- V = vI: the precision equation
+def _scalar_values(controls: Controls) -> np.ndarray | None:
+    """``v_h`` when every ``V_h = v_h I`` (to 1e-14 relative), else None."""
+    d = controls.d
+    v = np.trace(controls.V, axis1=1, axis2=2) / d
+    scale = max(1.0, float(np.abs(controls.V).max()))
+    if np.all(np.abs(controls.V - v[:, None, None] * np.eye(d)) <= _SCALAR_V_ATOL * scale):
+        return v
+    return None
+
+
+def riccati_quadratic(controls: Controls) -> np.ndarray | None:
+    r"""The quadratic coefficient :math:`Q = \sum_h v_h (B_h + B_h^\top)` of the Riccati equation, when every :math:`V_h = v_h I`.
+
+    Then :math:`\Sigma' = A\Sigma + \Sigma A^\top + \Sigma Q \Sigma` and :math:`P = \Sigma^{-1}`
+    solves :math:`P' = -(PA + A^\top P) - Q`. Returns None when some :math:`V_h` is not a
+    multiple of the identity (no linearising substitution is used then).
+    """
+    controls = _check_controls(controls)
+    v = _scalar_values(controls)
+    if v is None:
+        return None
+    Q = np.einsum("h,hij->ij", v, controls.B + np.swapaxes(controls.B, 1, 2))
+    return 0.5 * (Q + Q.T)
+
+
+def _definiteness(S: np.ndarray, tol: float = 1e-12) -> str:
+    w = np.linalg.eigvalsh(0.5 * (S + S.T))
+    if not np.any(w):
+        return "zero"
+    s = tol * float(np.abs(w).max())
+    if np.all(w > s):
+        return "positive definite"
+    if np.all(w < -s):
+        return "negative definite"
+    if np.all(w >= -s):
+        return "zero" if np.all(np.abs(w) <= s) else "positive semidefinite"
+    if np.all(w <= s):
+        return "negative semidefinite"
+    return "indefinite"
+
+
+def _spectrum_class(A: np.ndarray) -> tuple[str, np.ndarray]:
+    lam = np.linalg.eigvals(A)
+    s = _SPECTRUM_TOL * max(1.0, float(np.abs(lam).max()))
+    if np.all(lam.real < -s):
+        return "Hurwitz", lam
+    if np.all(lam.real > s):
+        return "anti-stable", lam
+    return "mixed", lam
+
+
+def _fmt_spec(lam: np.ndarray) -> str:
+    re = np.sort(lam.real)
+    return f"Re spec(A) in [{re[0]:.3g}, {re[-1]:.3g}]"
+
+
+def _lyapunov_P(A: np.ndarray, Q: np.ndarray) -> np.ndarray | None:
+    r"""The unique :math:`P` with :math:`PA + A^\top P = -Q`, or None when it is not unique."""
+    lam = np.linalg.eigvals(A)
+    sums = np.abs(lam[:, None] + lam[None, :])
+    if sums.min() <= 1e-10 * max(1.0, float(np.abs(lam).max())):
+        return None
+    P = solve_continuous_lyapunov(A.T, -Q)
+    return 0.5 * (P + P.T)
+
+
+# ------------------------------------------------------------------------------ blow-up
+@dataclass(frozen=True)
+class BlowupTime:
+    r"""A predicted blow-up time and how it was obtained.
+
+    Attributes
+    ----------
+    t_star : float
+        The blow-up time, ``inf`` when there is none.
+    method : "closed form (d = 1)", "closed form (V = vI)" or "numerical"
+    reason : one sentence: why it blows up, or why it does not (proved, or only up to ``t_max``)
+    proved : whether ``t_star = inf`` is proved (always True for finite closed forms)
+    """
+
+    t_star: float
+    method: str
+    reason: str
+    proved: bool = True
+
+    def __float__(self) -> float:
+        return float(self.t_star)
+
+
+class _RiccatiKernel:
+    r"""Exact :math:`Y(t)` and :math:`g(t) = \lambda_{\min}(I - KY(t)K)` for :math:`V_h = v_hI`."""
+
+    def __init__(self, A: np.ndarray, Q: np.ndarray, Sigma0: np.ndarray) -> None:
+        d = A.shape[0]
+        self.A, self.Q, self.d = A, Q, d
+        self.K = psd_sqrt(Sigma0)
+        self.G = np.block([[-A.T, Q], [np.zeros((d, d)), A]])
+
+    def parts(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """(e^{At}, Y(t))."""
+        d = self.d
+        F = expm(self.G * t)
+        E = F[d:, d:]
+        Y = E.T @ F[:d, d:]
+        return E, 0.5 * (Y + Y.T)
+
+    def step_parts(self, E: np.ndarray, Y: np.ndarray, Eh: np.ndarray, Yh: np.ndarray):
+        """Semigroup: Y(t + h) = Y(t) + E(t)^T Y(h) E(t), E(t + h) = E(h) E(t)."""
+        Y2 = Y + E.T @ Yh @ E
+        return Eh @ E, 0.5 * (Y2 + Y2.T)
+
+    def g_of(self, Y: np.ndarray) -> float:
+        KYK = self.K @ Y @ self.K
+        return float(np.linalg.eigvalsh(np.eye(self.d) - 0.5 * (KYK + KYK.T))[0])
+
+    def g(self, t: float) -> float:
+        return self.g_of(self.parts(t)[1])
+
+
+def _root(fun: Callable[[float], float], a: float, b: float) -> float:
+    return brentq(fun, a, b, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=200)
+
+
+#: beyond this growth of |K|^2 |Q| |e^{At}|^2 the closed form I - K Y K is round-off
+_TRUSTED_GROWTH = 1e12
+
+
+def _default_t_max(A: np.ndarray) -> float:
+    cls, lam = _spectrum_class(A)
+    if cls == "Hurwitz":  # Y(t) has converged to 1e-16 by then
+        return float(min(1e4, max(100.0, 20.0 / abs(lam.real.max()))))
+    return 100.0
+
+
+def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
+                        t_max: float | None) -> BlowupTime:
+    A = controls.affine_A
+    d = controls.d
+    qdef = _definiteness(Q)
+    cls, lam = _spectrum_class(A)
+    if d == 1:
+        a, q, s0 = float(A[0, 0]), float(Q[0, 0]), float(Sigma0[0, 0])
+        method = "closed form (d = 1)"
+        if s0 == 0 or q <= 0:
+            return BlowupTime(math.inf, method, f"sigma' = 2a sigma + q sigma^2 with q = {q:.3g} <= 0 "
+                              "or sigma0 = 0: P = 1/sigma never reaches 0")
+        if a == 0:
+            return BlowupTime(1.0 / (q * s0), method, "a = 0: t* = 1/(q sigma0)")
+        x = 2.0 * a / (q * s0)
+        if x <= -1.0:
+            return BlowupTime(math.inf, method, f"a = {a:.3g} < 0 and q sigma0 = {q * s0:.3g} <= -2a: "
+                              "the decay wins, sigma -> 0")
+        return BlowupTime(math.log1p(x) / (2.0 * a), method,
+                          "t* = log(1 + 2a/(q sigma0)) / (2a), q = 2 sum_h v_h beta_h > 0")
+    method = "closed form (V = vI)"
+    ker = _RiccatiKernel(A, Q, Sigma0)
+    if qdef in ("negative definite", "negative semidefinite", "zero"):
+        return BlowupTime(math.inf, method, f"Q = sum_h v_h(B_h + B_h^T) is {qdef}: "
+                          "I - K Y(t) K >= I for all t, P = Sigma^-1 stays positive definite")
+    if cls == "Hurwitz" and qdef in ("positive definite", "positive semidefinite"):
+        # g is non-increasing with limit 1 - lambda_max(K Y_inf K)
+        Y_inf = solve_continuous_lyapunov(A.T, -Q)
+        g_inf = ker.g_of(0.5 * (Y_inf + Y_inf.T))
+        if g_inf >= -1e-12:
+            return BlowupTime(math.inf, method, f"A Hurwitz and Q {qdef}: g(t) decreases to "
+                              f"1 - lambda_max(K Y_inf K) = {g_inf:.3g} >= 0 (no blow-up)")
+    horizon = float(t_max) if t_max is not None else _default_t_max(A)
+    if qdef in ("positive definite", "positive semidefinite"):
+        # monotone: bracket by doubling, then Brent
+        t = min(horizon, 1.0 / max(1.0, np.linalg.norm(A, 2) + np.linalg.norm(Q, 2)
+                                   * np.linalg.norm(Sigma0, 2)))
+        lo = 0.0
+        while True:
+            if ker.g(t) < 0:
+                t_star = _root(ker.g, lo, t)
+                return BlowupTime(t_star, method, f"Q {qdef} ({_fmt_spec(lam)}): first zero of "
+                                  "lambda_min(I - K Y(t) K), g non-increasing")
+            if t >= horizon:
+                break
+            lo, t = t, min(2.0 * t, horizon)
+        proved = False
+        reason = f"Q {qdef}: g(t) > 0 on [0, {horizon:.3g}] (t_max; not proved beyond)"
+        if cls == "Hurwitz":
+            proved, reason = True, f"A Hurwitz, Q {qdef}: g decreases to a non-negative limit"
+        return BlowupTime(math.inf, method, reason, proved=proved)
+    # indefinite Q: scan with the exact semigroup, then Brent on the first sign change. Y(t) grows
+    # like |e^{At}|^2; once |K|^2 |Q| |e^{At}|^2 passes ~1e12, I - K Y K is dominated by round-off
+    # and g can change sign spuriously: from there on (and for any candidate root that the
+    # integrator does not confirm) the answer is the numerical one.
+    n = 4000
+    h = horizon / n
+    Eh, Yh = ker.parts(h)
+    E, Y = np.eye(d), np.zeros((d, d))
+    scale = float(np.linalg.norm(ker.K, 2) ** 2 * np.linalg.norm(Q, 2))
+    for k in range(1, n + 1):
+        E, Y = ker.step_parts(E, Y, Eh, Yh)
+        if scale * np.linalg.norm(E, 2) ** 2 > _TRUSTED_GROWTH:
+            return _blowup_numerical(Sigma0, controls, horizon, note=(
+                f"closed form ill-conditioned beyond t = {k * h:.3g} (|e^(At)|^2 |K|^2 |Q| > 1e12)"))
+        if ker.g_of(Y) < 0:
+            try:
+                t_star = _root(ker.g, (k - 1) * h, k * h)
+            except ValueError:
+                return _blowup_numerical(Sigma0, controls, horizon, note="no clean sign change of g")
+            check = integrate_moments(np.zeros(d), Sigma0, controls, (0.0, t_star * (1 + 1e-3) + 1e-9),
+                                      blowup_norm=1e8 * max(float(np.linalg.norm(Sigma0)), 1.0))
+            if check.status != "blowup" or abs(check.crossing_time - t_star) > 1e-4 * t_star:
+                return _blowup_numerical(Sigma0, controls, horizon,
+                                         note=f"candidate zero t = {t_star:.6g} of g not confirmed by "
+                                              "integrate_moments")
+            return BlowupTime(t_star, method, f"Q indefinite ({_fmt_spec(lam)}): first zero of "
+                              f"lambda_min(I - K Y(t) K), scanned with step {h:.3g}, confirmed by "
+                              "integrate_moments")
+    return BlowupTime(math.inf, method, f"Q indefinite: g(t) > 0 on a grid of step {h:.3g} up to "
+                      f"t_max = {horizon:.3g} (not proved beyond)", proved=False)
+
+
+def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float, note: str = "") -> BlowupTime:
+    d = controls.d
+    prefix = f"{note}; " if note else ""
+    norm0 = max(float(np.linalg.norm(Sigma0)), 1e-300)
+    traj = integrate_moments(np.zeros(d), Sigma0, controls, (0.0, t_max), blowup_norm=1e8 * max(norm0, 1.0))
+    if traj.status != "blowup":
+        return BlowupTime(math.inf, "numerical", f"{prefix}no blow-up on [0, {t_max:.3g}] (integrate_moments, "
+                          f"status {traj.status}; not proved beyond)", proved=False)
+    t_e, S = traj.crossing_time, traj.Sigma[-1]
+    _, dS = moment_rhs(np.zeros(d), S, controls)
+    N = np.linalg.norm(S)
+    dN = float(np.sum(S * dS)) / N
+    # near a pole ||Sigma|| ~ c / (t* - t): t* = t_e + N / N' + O((t* - t_e)^2)
+    return BlowupTime(t_e + N / dN, "numerical", f"{prefix}integrate_moments (DOP853) to ||Sigma||_F = 1e8, "
+                      "then the pole correction t* = t_e + ||Sigma|| / (d/dt ||Sigma||)")
+
+
+def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
+                method: str = "auto") -> BlowupTime:
+    r"""The finite time :math:`t^*` at which :math:`\Sigma(t)` blows up, or ``inf``.
+
+    Closed form when :math:`d = 1`,
+
+    .. math::
+
+        \sigma' = 2a\sigma + q\sigma^2, \qquad
+        t^* = \frac{\log\big(1 + 2a/(q\sigma_0)\big)}{2a} \quad (q = 2\textstyle\sum_h v_h\beta_h > 0,\ 
+        1 + 2a/(q\sigma_0) > 0),
+
+    and when every :math:`V_h = v_h I`: the first zero of
+    :math:`\lambda_{\min}(I - KY(t)K)` (see the module docstring; equal to the first zero of
+    :math:`\lambda_{\min}(P(t))`, :math:`P = \Sigma^{-1}`), located with Brent's method to
+    machine precision on the exact augmented exponential. Otherwise numerical:
+    :func:`gtcore.integrate_moments` up to :math:`\|\Sigma\|_F = 10^8`, then the pole correction
+    :math:`t^* \approx t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|`.
+
+    Parameters
+    ----------
+    Sigma0 : (d, d) symmetric positive semidefinite array (rank-deficient allowed)
+    controls : Controls (time-invariant)
+    t_max : float, optional
+        Search horizon where no certificate is available (default 100, or longer when :math:`A` is
+        Hurwitz).
+    method : "auto", "closed form" or "numerical"
+
+    Returns
+    -------
+    BlowupTime
+        ``t_star`` (``float(result)`` works), ``method`` used and ``reason``.
+    """
+    controls = _check_controls(controls)
+    S0 = check_covariance(Sigma0, "Sigma0", controls.d)
+    if t_max is not None:
+        t_max = check_positive(t_max, "t_max")
+    if method not in ("auto", "closed form", "numerical"):
+        raise ValueError(f"method must be 'auto', 'closed form' or 'numerical', got {method!r}")
+    Q = riccati_quadratic(controls)
+    if method == "closed form" and Q is None:
+        raise ValueError("method='closed form' needs every V_h = v_h I")
+    if Q is not None and method != "numerical":
+        return _blowup_closed_form(S0, controls, Q, t_max)
+    return _blowup_numerical(S0, controls, t_max if t_max is not None else _default_t_max(controls.affine_A))
+
+
+def closed_form_covariance(Sigma0: Any, controls: Controls, t: Any) -> np.ndarray:
+    r"""The exact :math:`\Sigma(t) = e^{At}K(I - KY(t)K)^{-1}Ke^{A^\top t}` when every :math:`V_h = v_hI`.
+
+    Parameters
+    ----------
+    Sigma0 : (d, d) symmetric positive semidefinite array
+    controls : Controls with every ``V_h`` a multiple of the identity
+    t : float or (n,) array of times in :math:`[0, t^*)`
+
+    Returns
+    -------
+    (n, d, d) array (``n = 1`` for a scalar ``t``), exactly symmetric
+
+    Raises
+    ------
+    ValueError
+        Some ``V_h`` is not a multiple of ``I``, or a time is negative or not before the blow-up.
+    """
+    controls = _check_controls(controls)
+    S0 = check_covariance(Sigma0, "Sigma0", controls.d)
+    Q = riccati_quadratic(controls)
+    if Q is None:
+        raise ValueError("controls: closed_form_covariance needs every V_h = v_h I")
+    ts = np.atleast_1d(as_float_array(t, "t"))
+    if ts.ndim != 1 or not np.all(np.isfinite(ts)) or np.any(ts < 0):
+        raise ValueError("t must be finite, non-negative times")
+    ker = _RiccatiKernel(controls.affine_A, Q, S0)
+    K, d = ker.K, controls.d
+    out = []
+    for s in ts:
+        E, Y = ker.parts(float(s))
+        Mid = np.eye(d) - K @ Y @ K
+        if np.linalg.eigvalsh(0.5 * (Mid + Mid.T))[0] <= 0:
+            raise ValueError(f"t = {s:.6g} is at or after the blow-up time")
+        S = E @ K @ np.linalg.solve(Mid, K) @ E.T
+        out.append(0.5 * (S + S.T))
+    return np.array(out)
+
+
+def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
+    r"""For Hurwitz :math:`A` and :math:`V = vI`, the smallest :math:`v > 0` that blows up from :math:`\Sigma_0`.
+
+    .. math::
+
+        v_c = \frac{1}{\lambda_{\max}(K Y_\infty K)}, \qquad
+        A^\top Y_\infty + Y_\infty A = -(B + B^\top), \quad K = \Sigma_0^{1/2}:
+
+    for :math:`0 < v < v_c` the covariance collapses to 0, for :math:`v > v_c` it blows up in
+    finite time. ``inf`` when :math:`\lambda_{\max}(KY_\infty K) \le 0`.
+
+    Raises
+    ------
+    ValueError
+        ``A`` is not Hurwitz, or bad shapes, naming the argument.
+    """
+    A = check_matrix(A, "A")
+    d = A.shape[0]
+    B = check_matrix(B, "B", d)
+    S0 = check_covariance(Sigma0, "Sigma0", d)
+    if _spectrum_class(A)[0] != "Hurwitz":
+        raise ValueError("A must be Hurwitz (every eigenvalue with negative real part)")
+    Y = solve_continuous_lyapunov(A.T, -(B + B.T))
+    K = psd_sqrt(S0)
+    lmax = float(np.linalg.eigvalsh(K @ (0.5 * (Y + Y.T)) @ K)[-1])
+    return 1.0 / lmax if lmax > 0 else math.inf
+
+

@@ -1,0 +1,169 @@
+"""The attention contract: every registered attention type against its own definition.
+
+Parametrised over :data:`gtcore.attention.ATTENTION_TYPES`, so a new type is checked by registering
+it, without editing this file. The checks use only the type's ``logits`` (its definition):
+
+* the Gaussian tilt against many-sample softmax averages (non-symmetric B, several queries);
+* the batched fast paths (``value_responses``, ``mean_gain``, their derivative) against the
+  per-head tilt;
+* one Euler step of the particle model with ``average="gaussian"`` equals ``layer_map``;
+* the finite-N kernel equals the naive dense softmax;
+* with weak attention the N-token cloud's moments converge to the moment ODE like N^(-1/2).
+
+A toy second type (key-norm-penalised dot product, an L2-like Gaussian tilt with a different
+precision) is registered below to show that the interface carries a type that is not the paper's.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from gtcore import Controls, gaussian_tokens, integrate_moments, layer_map
+from gtcore.attention import ATTENTION_TYPES, AttentionType, DotProduct, attention_of, register
+from gtcore.particles import simulate, velocity
+from gtcore.studies import loglog_slope
+from conftest import random_spd
+
+
+class PenalisedDot(AttentionType):
+    r"""Toy type: logits :math:`x_j^\top B x_i - \tfrac{\gamma}{2}\|x_j\|^2`.
+
+    Completing the square, the tilted Gaussian has precision :math:`\Sigma^{-1} + \gamma I` and
+    mean :math:`P(\Sigma^{-1}\mu + Bx)`, :math:`P = (\Sigma^{-1} + \gamma I)^{-1}`: affine in the
+    query, with :math:`M = PB` and :math:`C = P\Sigma^{-1} = (I + \gamma\Sigma)^{-1}`. Only the
+    interface's required methods are written: the fast paths, the kernel and the derivative use
+    the base class's generic defaults.
+    """
+
+    name = "toy-penalised-dot"
+    gamma = 0.5
+
+    def params(self, controls):
+        return controls.B
+
+    def logits(self, xq, xk, B_h):
+        return xq @ B_h.T @ xk.T - 0.5 * self.gamma * (xk * xk).sum(-1)[None, :]
+
+    def tilt(self, mu, Sigma, B_h):
+        lib = np if isinstance(Sigma, np.ndarray) else torch
+        eye = lib.eye(Sigma.shape[-1], dtype=Sigma.dtype) if lib is torch else np.eye(Sigma.shape[-1])
+        C = lib.linalg.inv(eye + self.gamma * Sigma)  # P Sigma^-1, valid for singular Sigma too
+        return C @ Sigma @ B_h, C @ mu
+
+
+register(PenalisedDot())
+TYPES = sorted(ATTENTION_TYPES)
+
+
+def heads_controls(rng, d, name, heads=2, scale=0.4, **kw):
+    return Controls(A=scale * rng.standard_normal((d, d)), b=rng.standard_normal(d),
+                    V=scale * rng.standard_normal((heads, d, d)), B=scale * rng.standard_normal((heads, d, d)),
+                    attention=name, **kw)
+
+
+def test_registry_holds_the_paper_type():
+    assert isinstance(ATTENTION_TYPES["dot"], DotProduct)
+    assert attention_of(Controls(A=np.eye(2))) is ATTENTION_TYPES["dot"]
+    with pytest.raises(ValueError, match="attention"):
+        Controls(A=np.eye(2), attention="nonexistent")
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_tilt_matches_many_sample_softmax(name, rng):
+    """Self-normalised average over 2e6 Gaussian keys, non-symmetric B, against M x + c."""
+    att = ATTENTION_TYPES[name]
+    d = 3
+    mu = rng.standard_normal(d)
+    Sigma = random_spd(rng, d, 0.6)
+    B = 0.4 * rng.standard_normal((d, d))  # not symmetric
+    assert np.linalg.norm(B - B.T) > 0.1
+    y = torch.as_tensor(gaussian_tokens(2_000_000, mu, Sigma, seed=3))
+    xq = torch.as_tensor(0.7 * rng.standard_normal((4, d)))
+    w = torch.softmax(att.logits(xq, y, torch.as_tensor(B)), dim=1)
+    mc = (w @ y).numpy()
+    M, c = att.tilt(mu, Sigma, B)
+    np.testing.assert_allclose(mc, xq.numpy() @ M.T + c, atol=5e-3)
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_batched_paths_equal_the_per_head_tilt(name, rng):
+    att = ATTENTION_TYPES[name]
+    d, H = 3, 3
+    mu, Sigma = rng.standard_normal(d), random_spd(rng, d)
+    V, B = rng.standard_normal((H, d, d)), rng.standard_normal((H, d, d))
+    tilts = [att.tilt(mu, Sigma, B[h]) for h in range(H)]
+    np.testing.assert_allclose(att.value_responses(Sigma, V, B), np.stack([V[h] @ t[0] for h, t in enumerate(tilts)]),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(att.mean_gain(Sigma, V, B) @ mu, sum(V[h] @ t[1] for h, t in enumerate(tilts)),
+                               rtol=1e-12, atol=1e-12)
+    Hdir = random_spd(rng, d)
+    eps = 1e-6
+    fd = (att.value_responses(Sigma + eps * Hdir, V, B) - att.value_responses(Sigma - eps * Hdir, V, B)) / (2 * eps)
+    np.testing.assert_allclose(att.value_responses_derivative(Sigma, Hdir, V, B), fd, rtol=1e-6, atol=1e-7)
+    # the torch path (particles, average="gaussian") gives the same numbers
+    tS, tV, tB = (torch.as_tensor(a) for a in (Sigma, V, B))
+    np.testing.assert_allclose(att.linear_part(tS, tV, tB).numpy(), att.linear_part(Sigma, V, B), rtol=1e-13)
+    np.testing.assert_allclose(att.mean_gain(tS, tV, tB).numpy(), att.mean_gain(Sigma, V, B), rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_one_euler_step_with_gaussian_average_is_the_layer_map(name, rng):
+    d, h = 3, 0.1
+    ctl = heads_controls(rng, d, name)
+    x0 = gaussian_tokens(200, rng.standard_normal(d), random_spd(rng, d), seed=2)
+    traj = simulate(x0, ctl, (0, h), 1, method="euler", average="gaussian")
+    mu1, S1 = layer_map(traj.mu[0], traj.Sigma[0], ctl, h)
+    np.testing.assert_allclose(traj.mu[1], mu1, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(traj.Sigma[1], S1, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_kernel_equals_naive_softmax(name, rng):
+    att = ATTENTION_TYPES[name]
+    d, H = 3, 2
+    x = torch.as_tensor(rng.standard_normal((300, d)))
+    B = torch.as_tensor(0.5 * rng.standard_normal((H, d, d)))
+    got = att.kernel(x, B)
+    assert got.shape == (H, 300, d)
+    ref = torch.stack([torch.softmax(att.logits(x, x, B[h]), dim=1) @ x for h in range(H)])
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)
+    # and the particle velocity is A x + b + sum_h V_h (kernel)_h
+    ctl = heads_controls(rng, d, name, heads=H)
+    xn = x.numpy()
+    avg = att.kernel(x, torch.as_tensor(np.array(att.params(ctl)))).numpy()
+    expected = xn @ ctl.A.T + ctl.b + np.einsum("hnj,hij->ni", avg, ctl.V)
+    np.testing.assert_allclose(velocity(xn, ctl, device="cpu"), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_dot_kernel_with_zero_logits_is_the_mean(rng):
+    x = torch.as_tensor(rng.standard_normal((50, 2)))
+    B = torch.zeros(1, 2, 2, dtype=torch.float64)
+    np.testing.assert_allclose(ATTENTION_TYPES["dot"].kernel(x, B)[0].numpy(), np.tile(x.mean(0).numpy(), (50, 1)),
+                               rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_particles_converge_to_the_moment_ode_like_inverse_sqrt_n(name):
+    """Weak attention: the moment error of N tokens against the ODE decays like N^(-1/2)."""
+    mu0, S0 = np.array([0.5, -0.2]), np.array([[1.0, 0.3], [0.3, 0.6]])
+    ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0], V=0.5 * np.eye(2), B=[[-0.3, 0.1], [0.0, -0.2]],
+                   attention=name)
+    ref = integrate_moments(mu0, S0, ctl, (0, 1))
+    Ns, errs = [400, 1600, 6400], []
+    for N in Ns:
+        e = []
+        for seed in range(6):
+            tr = simulate(gaussian_tokens(N, mu0, S0, seed), ctl, (0, 1), 4, record_every=4, device="cpu")
+            e.append(np.linalg.norm(tr.mu[-1] - ref.mu[-1]) + np.linalg.norm(tr.Sigma[-1] - ref.Sigma[-1]))
+        errs.append(np.mean(e))
+    assert -0.7 <= loglog_slope(Ns, errs) <= -0.3, errs
+
+
+def test_mixture_average_single_component_is_the_tilt(rng):
+    att = ATTENTION_TYPES["dot"]
+    d = 3
+    mu, S, B = rng.standard_normal(d), random_spd(rng, d), rng.standard_normal((d, d))
+    x = rng.standard_normal((7, d))
+    M, c = att.tilt(mu, S, B)
+    np.testing.assert_allclose(att.mixture_average(x, np.ones(1), mu[None], S[None], B), x @ M.T + c,
+                               rtol=1e-12, atol=1e-12)
