@@ -16,7 +16,7 @@ which is not affine in :math:`x`: mixtures are not an invariant class, and each 
 stops being Gaussian. This module samples mixtures with component labels, evaluates that exact
 attention average, measures statistics per label (each against its own noise floor), follows a
 token cloud at prescribed times, and compares the cloud's moments with the moment ODE
-(eq. 1.1) of the linearised layer.
+(eq. 1.1) of the identity-activation layer (the affine fold).
 """
 
 from __future__ import annotations
@@ -334,8 +334,8 @@ def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLik
     r"""Relative Bures–Wasserstein error of the moment ODE's Gaussian prediction along a cloud's path.
 
     The prediction :math:`(\bar\mu(t), \bar\Sigma(t))` integrates eq. (1.1) with the layer's affine
-    fold (:attr:`Controls.affine_A`, :attr:`Controls.affine_b`: the identity-activation, i.e.
-    linearised, feed-forward) from the cloud's initial moments; the error is
+    fold (:attr:`Controls.affine_A`, :attr:`Controls.affine_b`: the identity-activation
+    feed-forward; not a linearisation of the ReLU) from the cloud's initial moments; the error is
 
     .. math::
 
@@ -394,7 +394,7 @@ class GaussianityPath:
     t : (T,) times, ``t[0] = 0``
     mu, Sigma : (T, d), (T, d, d) empirical moments of the whole cloud
     statistics : dict name -> (T,) array (whole cloud) or (T, K) array (per label)
-    prediction_error : (T,) relative Bures–Wasserstein error of the linearised moment ODE
+    prediction_error : (T,) relative Bures–Wasserstein error of the identity-activation moment ODE
         (:func:`gaussian_prediction_error`)
     final_tokens : (N, d) tokens at the last time
     status : "completed" or "blowup"
@@ -420,7 +420,7 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
 
     Runs :func:`cloud_at_times`, evaluates each named statistic of :mod:`gtcore.gaussianity`
     on the whole cloud (``labels=None``) or on each labelled sub-cloud
-    (:func:`per_label_statistic`), and the error of the linearised moment ODE's prediction
+    (:func:`per_label_statistic`), and the error of the identity-activation moment ODE's prediction
     (:func:`gaussian_prediction_error`).
 
     Parameters
