@@ -169,8 +169,8 @@ in_band = {k: time_within(r.t, r.statistics["sliced_w2"], hi_w) for k, r in runs
 # run: the ReLU cloud with $c_0 = 0$ ends *inside* the kurtosis band in the quick profile ($N = 1500$),
 # although its sliced $W_2$ is several times the band's top (see the table above). Folding half of the
 # cloud at the kink makes it skewed, not heavy- or light-tailed, and a kurtosis test does not see it.
-# Without a control that shows the kurtosis test can detect this flow's departure, an "identity stays
-# in the kurtosis band" claim would test nothing, so the kurtosis excess is shown (Figure 1, table) but
+# Without a control that shows the kurtosis test can detect this flow's departure, an *identity stays
+# in the kurtosis band* claim would test nothing, so the kurtosis excess is shown (Figure 1, table) but
 # not claimed.
 # 2. The Gaussian prediction of the moving cloud is within the tolerance at $T$ for the
 #    identity-activation run; for $c_0 = 0$ it leaves the tolerance before $T$ (control).

@@ -114,7 +114,7 @@ figs.rank_figure(invariance);
 # %% [markdown]
 # *Left*: the two non-zero singular values of $\Sigma(t)$ (red) grow and shrink as the controls
 # switch; the three that start at zero (grey) stay at the level of round-off,
-# $\approx 10^{-16}$ of the largest, at all times. *Right*: the largest relative "null" singular
+# $\approx 10^{-16}$ of the largest, at all times. *Right*: the largest relative *null* singular
 # value $\eta$ follows the solver's tolerance down to round-off: whatever is not zero is
 # integration error, not dynamics. The claim uses the tightest tolerance and allows
 # $\eta < 10^{-12}$ (round-off accumulated over a few thousand steps).
@@ -258,8 +258,8 @@ figs.energy_figure(t_plot, control_path(best.constructive, t_plot), control_path
 # target mean, with a jump at $T/2$; the minimum-energy controls move, stretch and turn at once,
 # with smaller, nearly constant controls and several times less energy.
 #
-# Because SLSQP starts from the constructive solution, "energy no larger than the constructive
-# controls'" holds by construction: it is a **consistency** check of the optimiser. The claim with
+# Because SLSQP starts from the constructive solution, *energy no larger than the constructive
+# controls'* holds by construction: it is a **consistency** check of the optimiser. The claim with
 # content is what the optimiser finds *without* that start. On `start_pieces` pieces we run it from
 # `energy_starts` seeded random starting points (every entry of every $A_k$, $b_k$ drawn from
 # $N(0, 0.5^2)$; such controls do not steer to the target) and from the constructive solution. The
