@@ -112,6 +112,49 @@ def relu_departure_rate_tokens(x: Any, controls: Controls) -> float:
     return first_order_w2(dv.mean(axis=0), C + C.T, Sigma) / float(np.sqrt(np.trace(Sigma)))
 
 
+def relu_departure_rate_spread(controls: Any, n: int, repeats: int, *, mu: Any = None, Sigma: Any = None,
+                               seed: int | np.random.Generator | None = 0, chunk: int = 64) -> np.ndarray:
+    r""":func:`relu_departure_rate_tokens` on ``repeats`` Gaussian samples of size ``n``, for each layer.
+
+    Vectorised over the samples (``chunk`` at a time); every layer of ``controls`` (one
+    :class:`Controls` or a sequence) is evaluated on the same samples, drawn from
+    :math:`N(\mu, \Sigma)` (default :math:`N(0, I)`). Its quantiles are the sampling band of the
+    measured rate of a finite Gaussian cloud.
+
+    Returns
+    -------
+    (len(controls), repeats) array (a 1-D array for a single Controls)
+    """
+    single = isinstance(controls, Controls)
+    layers = [controls] if single else list(controls)
+    parts = [_feedforward(c) for c in layers]
+    d = parts[0][0].shape[1]
+    mu = np.zeros(d) if mu is None else np.asarray(mu, float)
+    Sigma = np.eye(d) if Sigma is None else np.asarray(Sigma, float)
+    mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
+    for name, val, low in (("n", n, 2), ("repeats", repeats, 1), ("chunk", chunk, 1)):
+        if isinstance(val, bool) or int(val) != val or val < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {val!r}")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    L = np.linalg.cholesky(Sigma)
+    out = np.empty((len(layers), int(repeats)))
+    done = 0
+    while done < repeats:
+        m = min(int(chunk), int(repeats) - done)
+        x = mu + rng.standard_normal((m, int(n), d)) @ L.T
+        xm = x.mean(axis=1, keepdims=True)
+        xc = x - xm
+        S = np.einsum("rni,rnj->rij", xc, xc) / n
+        for i, (U, W, c) in enumerate(parts):
+            dv = np.maximum(-(x @ U.T + c), 0.0) @ W.T
+            dmu = dv.mean(axis=1)
+            C = np.einsum("rni,rnj->rij", dv - dmu[:, None], xc) / n
+            for r in range(m):
+                out[i, done + r] = first_order_w2(dmu[r], C[r] + C[r].T, S[r]) / np.sqrt(np.trace(S[r]))
+        done += m
+    return out[0] if single else out
+
+
 def moment_departure(mu_a: Any, Sigma_a: Any, mu_b: Any, Sigma_b: Any) -> np.ndarray:
     r"""Per time, :math:`W_2(N(\mu_a, \Sigma_a), N(\mu_b, \Sigma_b)) / \sqrt{\operatorname{tr}\Sigma_b}`:
     the relative departure :math:`D(t)` of cloud ``a`` (ReLU) from cloud ``b`` (identity activation)."""
@@ -122,4 +165,5 @@ def moment_departure(mu_a: Any, Sigma_a: Any, mu_b: Any, Sigma_b: Any) -> np.nda
                      for ma, Sa, mb, Sb in zip(mu_a, Sigma_a, mu_b, Sigma_b)])
 
 
-__all__ = ["first_order_w2", "moment_departure", "relu_departure_rate", "relu_departure_rate_tokens"]
+__all__ = ["first_order_w2", "moment_departure", "relu_departure_rate", "relu_departure_rate_spread",
+           "relu_departure_rate_tokens"]

@@ -65,3 +65,17 @@ def test_simulated_short_time_departure_has_the_token_rate():
 def test_needs_a_feedforward_block():
     with pytest.raises(ValueError, match="feed-forward"):
         relu_departure_rate(np.zeros(2), np.eye(2), Controls(A=np.eye(2)))
+
+
+def test_vectorised_spread_equals_the_per_sample_rate():
+    from gtcore.relu_departure import relu_departure_rate_spread
+
+    ctls = [layer([0.0, 0.0]), layer([1.0, -0.5])]
+    spread = relu_departure_rate_spread(ctls, 300, 5, seed=np.random.default_rng(9), chunk=2)
+    rng = np.random.default_rng(9)
+    L = np.linalg.cholesky(np.eye(2))
+    xs = []
+    for m in (2, 2, 1):
+        xs.extend(rng.standard_normal((m, 300, 2)) @ L.T)
+    expected = np.array([[relu_departure_rate_tokens(x, c) for x in xs] for c in ctls])
+    np.testing.assert_allclose(spread, expected, rtol=1e-12)
