@@ -13,7 +13,7 @@ self-attention (heads :math:`(V_h, B_h)`) plus a feed-forward layer. The paper's
 :math:`\sigma` chosen by the particle simulator (``ff="identity"`` or ``ff="relu"``).
 With the identity activation it is affine and folds into :math:`A, b`
 (:attr:`Controls.affine_A`, :attr:`Controls.affine_b`); the moment ODE always uses that fold,
-so for ReLU it is the ODE of the linearised layer.
+so for ReLU it is the ODE of the identity-activation layer (not a linearisation of the ReLU).
 
 Conventions (fixed here, used everywhere): attention logits are :math:`x_j^\top B x_i` for query
 token :math:`i` and key token :math:`j`; softmax over :math:`j`; scale 1.

@@ -525,7 +525,7 @@ def _endpoint_constraints(mu0, Sigma0, mu1, Sigma1, r, K, tau):
 
 def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pieces: int = 8, *,
                      maxiter: int = 300, feasibility_tol: float = 1e-12,
-                     rtol: float = RANK_RTOL) -> MinEnergyResult:
+                     rtol: float = RANK_RTOL, start: Any = None) -> MinEnergyResult:
     r"""Piecewise-constant controls of least energy that steer :math:`(\mu_0, \Sigma_0)` to the target.
 
     Beyond the paper. Over K equal pieces of length :math:`\tau = T/K` with constant
@@ -557,6 +557,9 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
         Target norm of the constraint residual for the final Gauss–Newton steps.
     rtol : float
         Rank threshold, as in :func:`steer`.
+    start : (K d^2 + K d,) array, optional
+        Starting point of SLSQP: the K matrices :math:`A_k` (row-major) then the K vectors
+        :math:`b_k`. Default: :func:`steer`'s solution sampled at the pieces' midpoints.
 
     Returns
     -------
@@ -579,6 +582,10 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
     mids = (np.arange(K) + 0.5) * tau
     theta0 = np.concatenate([np.stack([constructive(t).A for t in mids]).ravel(),
                              np.stack([constructive(t).b for t in mids]).ravel()])
+    if start is not None:
+        theta0 = np.asarray(start, float)
+        if theta0.shape != (K * d * d + K * d,) or not np.all(np.isfinite(theta0)):
+            raise ValueError(f"start must be a finite vector of length {K * d * d + K * d}, got shape {theta0.shape}")
     residual = _endpoint_constraints(mu0, Sigma0, mu1, Sigma1, r, K, tau)
 
     def cfun(x):
@@ -619,6 +626,34 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
     )
 
 
+def steer_min_energy_starts(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pieces: int = 8, *,
+                            starts: int = 4, scale: float = 0.5, seed: int = 0,
+                            **kwargs) -> list[MinEnergyResult]:
+    r""":func:`steer_min_energy` from ``starts`` seeded random starting points.
+
+    Start ``k`` draws every entry of every :math:`A_k` and :math:`b_k` i.i.d. from
+    :math:`N(0, 	ext{scale}^2)` (``numpy.random.default_rng(seed + k)``): points that know nothing of
+    :func:`steer`'s solution and in general do not steer to the target. A minimum that several such
+    starts reach, and that the start from the constructive solution reaches too, is not an artefact of
+    where the optimiser began. Other keywords go to :func:`steer_min_energy`.
+
+    Returns
+    -------
+    list of MinEnergyResult, one per start
+    """
+    if isinstance(starts, bool) or int(starts) != starts or starts < 1:
+        raise ValueError(f"starts must be a positive integer, got {starts!r}")
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale!r}")
+    d = np.asarray(mu0, float).shape[0]
+    K = int(pieces)
+    out = []
+    for k in range(int(starts)):
+        theta0 = float(scale) * np.random.default_rng(seed + k).standard_normal(K * d * d + K * d)
+        out.append(steer_min_energy(mu0, Sigma0, mu1, Sigma1, T, pieces, start=theta0, **kwargs))
+    return out
+
+
 def control_path(controls: ControlsLike, t: Any) -> tuple[np.ndarray, np.ndarray]:
     r"""The sizes :math:`\|A(t)\|_F` and :math:`\|b(t)\|` of time-varying controls on the times ``t``."""
     fn = as_control_function(controls)
@@ -631,4 +666,5 @@ def control_path(controls: ControlsLike, t: Any) -> tuple[np.ndarray, np.ndarray
 __all__ = [
     "MinEnergyResult", "RankMismatchError", "SteeringControls", "control_path",
     "covariance_rank", "endpoint_error", "singular_values", "steer", "steer_min_energy",
+    "steer_min_energy_starts",
 ]

@@ -315,3 +315,20 @@ def test_figures_build():
         assert isinstance(fig, plt.Figure)
         fig.canvas.draw()  # renders the mathtext labels
         plt.close(fig)
+
+
+def test_min_energy_from_random_starts_hits_the_target_and_rejects_bad_starts():
+    from gtcore.reachability import steer_min_energy, steer_min_energy_starts
+
+    u0, u1 = np.array([1.0, 0.0]), np.array([0.6, 0.8])
+    args = (np.zeros(2), np.outer(u0, u0), np.array([1.0, 0.5]), np.outer(u1, u1), 1.0)
+    runs = steer_min_energy_starts(*args, pieces=2, starts=2, seed=0)
+    assert len(runs) == 2
+    feasible = [r for r in runs if r.endpoint_error < 1e-6]
+    assert feasible
+    # an independent optimum of a feasible problem is never worse than the constructive start by much,
+    # and every feasible result is a stationary point of the same energy functional
+    ref = steer_min_energy(*args, pieces=2)
+    assert min(r.energy for r in feasible) <= ref.constructive_energy
+    with pytest.raises(ValueError, match="start"):
+        steer_min_energy(*args, pieces=2, start=np.zeros(3))

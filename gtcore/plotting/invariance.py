@@ -71,3 +71,47 @@ def statistics_over_time(times: Sequence[float], stats: Mapping[str, np.ndarray]
         ax.set_ylabel(name)
     axes[0].legend()
     return fig
+
+
+def stack_error_against_n(studies: Mapping[str, object]):
+    """Softmax-stack error against N (log–log), one curve per law, with the N^(-1/2) line.
+
+    ``studies`` maps a label to a :class:`gtcore.nongaussian.StackStudy`."""
+    fig, ax = figure(1, 1, width=5.0, height=3.6)
+    colors = [COLORS["particles"], COLORS["alt"], COLORS["target"]]
+    for (label, st), c in zip(studies.items(), colors):
+        m = st.errors.mean(axis=1)
+        sd = st.errors.std(axis=1, ddof=1) / np.sqrt(st.errors.shape[1])
+        ax.errorbar(st.Ns, m, yerr=sd, marker="o", color=c, capsize=2, label=f"{label}: slope {st.slope:.2f}")
+    first = next(iter(studies.values()))
+    reference_slope(ax, first.Ns, first.errors.mean(axis=1)[0], -0.5)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of tokens $N$")
+    ax.set_ylabel(r"$\|\hat\mu_L - \mu_L\| + \|\hat\Sigma_L - \Sigma_L\|_F$")
+    ax.legend()
+    return fig
+
+
+def statistics_with_controls(times: Sequence[float], flows: Mapping[str, Mapping[str, np.ndarray]],
+                             bands: Mapping[str, tuple[float, float]], controls: Mapping[str, Mapping[str, float]],
+                             level: float = 0.99):
+    """Each Gaussianity statistic over time for several flows, inside the noise band, with the
+    values of moment-matched non-Gaussian samples (controls) marked at t = 0."""
+    names = list(bands)
+    fig, axes = figure(len(names), 1, width=4.4, height=3.2)
+    axes = np.atleast_1d(axes)
+    colors = [COLORS["particles"], COLORS["alt"], COLORS["target"], COLORS["theory"]]
+    markers = ["s", "^", "D", "v"]
+    for ax, name in zip(axes, names):
+        lo, hi = bands[name]
+        noise_band(ax, times, lo, hi, label=f"{int(level * 100)}% band of a Gaussian sample")
+        for (label, stats), c in zip(flows.items(), colors):
+            ax.plot(times, stats[name], marker="o", ms=3, color=c, label=label)
+        for (law, vals), mk in zip(controls.items(), markers):
+            ax.plot([times[0]], [vals[name]], marker=mk, ls="none", color="k", label=f"{law} (t = 0)")
+        ax.set_yscale("log")
+        ax.set_xlabel("time $t$")
+        ax.set_ylabel(name)
+    axes[0].legend(fontsize=7)
+    return fig

@@ -1,0 +1,55 @@
+"""gtcore.nongaussian: moment-matched laws, the softmax-stack study and the slope's bootstrap SE."""
+
+import numpy as np
+import pytest
+
+from gtcore import Controls
+from gtcore.nongaussian import LAWS, moment_matched_tokens, slope_standard_error, softmax_stack_study
+
+MU = np.array([0.5, -0.3])
+SIGMA = np.array([[1.0, 0.4], [0.4, 0.7]])
+
+
+@pytest.mark.parametrize("law", LAWS)
+def test_population_moments_match(law):
+    x = moment_matched_tokens(law, 400_000, MU, SIGMA, seed=1, weight=0.8)
+    np.testing.assert_allclose(x.mean(axis=0), MU, atol=0.01)
+    np.testing.assert_allclose(np.cov(x.T), SIGMA, atol=0.02)
+
+
+def test_laws_have_their_shape():
+    z = moment_matched_tokens("uniform", 200_000, np.zeros(1), np.eye(1), seed=2)[:, 0]
+    assert abs(z.max() - np.sqrt(3)) < 1e-3 and abs(np.mean(z**4) - 1.8) < 0.02  # kurtosis of a uniform
+    t = moment_matched_tokens("student_t", 400_000, np.zeros(1), np.eye(1), seed=3, dof=10)[:, 0]
+    assert abs(np.mean(t**4) - 3 * (10 - 2) / (10 - 4)) < 0.15  # Student-t: 3(nu-2)/(nu-4)
+    p, s = 0.8, 0.9
+    m = moment_matched_tokens("mixture", 400_000, np.zeros(2), np.eye(2), seed=4, weight=p, separation=s)[:, 0]
+    assert abs(np.mean(m**3) - s**3 * (1 - 2 * p) / np.sqrt(p * (1 - p))) < 0.02
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="law"):
+        moment_matched_tokens("cauchy", 10, MU, SIGMA)
+    with pytest.raises(ValueError, match="dof"):
+        moment_matched_tokens("student_t", 10, MU, SIGMA, dof=2)
+    with pytest.raises(ValueError, match="separation"):
+        moment_matched_tokens("mixture", 10, MU, SIGMA, separation=1.0)
+
+
+def test_stack_without_attention_is_exact():
+    # affine layers: the Euler stack maps every cloud exactly as layer_stack maps its moments
+    ctl = Controls(A=[[0.2, 0.6], [-0.6, 0.1]], b=[0.3, 0.0])
+    st = softmax_stack_study(MU, SIGMA, ctl, 1.0, 12, [50, 100], 2, law="uniform")
+    assert st.errors.max() < 1e-12
+
+
+def test_slope_standard_error_matches_the_delta_method():
+    # errors with known relative scatter: SE of the slope is sd(log mean) / sqrt(sum (log N - mean)^2)
+    rng = np.random.default_rng(0)
+    Ns = np.array([100, 200, 400, 800, 1600])
+    seeds = 400
+    errors = Ns[:, None] ** -0.5 * np.exp(0.3 * rng.standard_normal((Ns.size, seeds)))
+    x = np.log(Ns) - np.log(Ns).mean()
+    rel = np.std(np.exp(0.3 * rng.standard_normal(100_000))) / np.mean(np.exp(0.3 * rng.standard_normal(100_000)))
+    expected = rel / np.sqrt(seeds) / np.sqrt(x @ x)
+    assert slope_standard_error(Ns, errors, n_boot=4000) == pytest.approx(expected, rel=0.1)
