@@ -426,7 +426,7 @@ claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer,
 # why the equilibrium equation is the algebraic *Bernoulli* equation rather than the algebraic
 # Riccati equation). Opposite definiteness ($v(B + B^\top) \prec 0$) is a genuine measurement
 # ($C^\top R^{-1}C \succ 0$): information accumulates and the uncertainty stays bounded; the same
-# definiteness is "negative information", and the equation has the finite escape times of an
+# definiteness is *negative information*, and the equation has the finite escape times of an
 # indefinite Riccati equation. Why $P = \Sigma^{-1}$ linearises it is the **information filter**:
 # $(\Sigma^{-1})' = -\Sigma^{-1}\Sigma'\Sigma^{-1}$ turns the quadratic term $\Sigma C^\top R^{-1}C\Sigma$
 # into the constant $C^\top R^{-1}C$ and the linear terms into $-(PA + A^\top P)$, so the Fisher
