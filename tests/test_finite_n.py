@@ -1,0 +1,65 @@
+"""gtcore.finite_n: the radius bound of a finite token cloud, and the pole study."""
+
+import numpy as np
+import pytest
+
+from gtcore import Controls, gaussian_tokens
+from gtcore.finite_n import particle_radius_bound, pole_study
+from gtcore.particles import simulate
+from gtcore.studies.stability import rotating_controls
+
+B = np.array([[1.0, 0.4], [-0.2, 0.6]])
+S0 = np.array([[1.0, 0.3], [0.3, 0.5]])
+
+
+def test_radius_bound_is_attained_by_a_collapsed_cloud():
+    # all tokens at one point x parallel to b: the attention average is x itself, so
+    # x' = (a + v) x + b and |x(t)| = e^{Lt}(|x0| + |b|/L) - |b|/L exactly (L = a + v)
+    a, v, b = 0.3, 0.5, np.array([0.2, 0.0])
+    ctl = Controls(A=a * np.eye(2), V=v * np.eye(2), B=B, b=b)
+    x0 = np.tile([1.0, 0.0], (4, 1))
+    tr = simulate(x0, ctl, (0, 2.0), 400, keep_tokens=True, device="cpu")
+    R = np.linalg.norm(tr.tokens, axis=2).max(axis=1)
+    np.testing.assert_allclose(R, particle_radius_bound(ctl, 1.0, tr.t), rtol=1e-9)
+
+
+def test_radius_bound_holds_for_a_random_cloud():
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(3, 3))
+    ctl = Controls(A=A, V=rng.normal(size=(3, 3)), B=2 * rng.normal(size=(3, 3)), b=rng.normal(size=3))
+    x0 = rng.normal(size=(50, 3))
+    tr = simulate(x0, ctl, (0, 1.0), 200, keep_tokens=True, device="cpu")
+    R = np.linalg.norm(tr.tokens, axis=2).max(axis=1)
+    bound = particle_radius_bound(ctl, float(np.linalg.norm(x0, axis=1).max()), tr.t)
+    assert np.all(R <= bound * (1 + 1e-9))
+    assert np.all(np.trace(tr.Sigma, axis1=1, axis2=2) <= bound**2)
+
+
+def test_radius_bound_without_drift_growth():
+    ctl = Controls(A=np.zeros((2, 2)), V=np.zeros((2, 2)), B=B, b=[3.0, 4.0])
+    np.testing.assert_allclose(particle_radius_bound(ctl, 1.0, [0.0, 2.0]), [1.0, 11.0])
+
+
+def test_pole_study_shapes_and_limits():
+    ctl = rotating_controls(0.5, 1.0, B, omega=0.7)
+    ps = pole_study(np.zeros(2), 0.25 * S0, ctl, [60, 240], 2, [0.25, 0.97], 40, device="cpu")
+    assert ps.ratio.shape == (2, 2, 2) and ps.gap_mean().shape == (2, 2)
+    assert ps.trace_bound_ok
+    # far from the pole the cloud follows the ODE started from its own moments ...
+    assert np.all(np.abs(ps.ratio[:, :, 0] - 1) < 0.05)
+    # ... close to it, it cannot (its covariance is bounded by R(t)^2)
+    assert np.all(ps.ratio[:, :, 1] < 0.8)
+    # the recorded times are the integrator's grid points near f t*_seed
+    np.testing.assert_allclose(ps.times[..., -1], 0.97 * ps.t_star_seed, rtol=1e-12)
+    assert np.all(np.diff(ps.kappa) > 0)
+    assert "kappa" in ps.table()
+
+
+def test_pole_study_rejects_bad_input():
+    ctl = rotating_controls(0.5, 1.0, B, omega=0.7)
+    with pytest.raises(ValueError, match="fractions"):
+        pole_study(np.zeros(2), S0, ctl, [50], 1, [0.5, 0.25], 10)
+    with pytest.raises(ValueError, match="does not blow up"):
+        pole_study(np.zeros(2), S0, rotating_controls(0.5, -1.0, B, omega=0.7), [50], 1, [0.5], 10)
+    with pytest.raises(ValueError, match="Ns"):
+        pole_study(np.zeros(2), S0, ctl, [1], 1, [0.5], 10)
