@@ -11,7 +11,8 @@ A call's key hashes the function's module and name, its arguments (NumPy arrays 
 bytes; dataclasses by their fields), the ``gtcore`` sources (:func:`gtcore.provenance.library_hash`)
 and the Python/numpy/scipy/torch/transformers versions. So editing any ``gtcore`` module or upgrading
 a key package invalidates every entry; nothing is ever served stale. An argument the key cannot
-describe faithfully (an object whose repr is an address) is not cached: the function just runs.
+describe faithfully (an object whose repr is an address, a lambda or a closure, a random Generator) is not cached: the function just runs.
+Module-level functions passed as arguments are keyed by name.
 
 Entries live in ``$GTBOOK_CACHE`` if set, else ``<book root>/.cache/gtbook`` (git-ignored), else
 ``~/.cache/gtbook``. ``gtbook run --force`` clears them (:func:`clear`); ``GTBOOK_NO_CACHE=1``
@@ -88,6 +89,16 @@ def _feed(h: "hashlib._Hash", obj: Any) -> None:
             _feed(h, f.name)
             _feed(h, getattr(obj, f.name))
         h.update(b")")
+    elif isinstance(obj, functools.partial):
+        h.update(b"partial(")
+        _feed(h, obj.func)
+        _feed(h, list(obj.args))
+        _feed(h, dict(obj.keywords))
+        h.update(b")")
+    elif callable(obj) and getattr(obj, "__qualname__", "<").count("<") == 0 and hasattr(obj, "__module__"):
+        # a module-level function or class: named, and its code is covered by the library hash when it
+        # lies in gtcore (a function defined elsewhere is keyed by name only: keep cached functions pure)
+        h.update(f"callable:{obj.__module__}.{obj.__qualname__};".encode())
     elif isinstance(obj, np.random.Generator):
         raise Uncacheable("a random Generator has state that the key cannot see; pass a seed")
     else:

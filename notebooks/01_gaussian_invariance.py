@@ -58,6 +58,7 @@ import numpy as np
 from gtcore import Controls, gaussian_tokens, integrate_moments, layer_stack
 from gtcore.claims import claim
 from gtcore.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
+from gtcore.glue import glue
 from gtcore.meanfield import mean_field_study, relative_moment_discrepancy
 from gtcore.particles import simulate
 from gtcore.plotting import invariance as figs
@@ -71,9 +72,9 @@ x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed)
 #
 # $N$ tokens drawn from $N(\mu_0, \Sigma_0)$ are moved by the Transformer with softmax attention over
 # the tokens (RK4 in time). Over them we draw the 1σ and 2σ ellipses of the Gaussian whose moments
-# solve eq. (1.1).
+# solve eq. (1.1) ({numref}`fig-cloud`).
 
-# %%
+# %% mystnb={"figure": {"name": "fig-cloud", "caption": "Tokens (dots) moved by the softmax Transformer, at three times, with the 1σ and 2σ ellipses of the Gaussian whose moments solve eq. (1.1)."}, "image": {"alt": "Three scatter plots of a two-dimensional token cloud at increasing times; in each, two nested ellipses drawn from the moment ODE cover the cloud and move with it."}}
 show = [0.0, T / 2, T]
 cloud = simulate(x0, weak, (0, T), steps, keep_tokens=True, record_every=steps // 2)
 ode = integrate_moments(mu0, Sigma0, weak, (0, T), t_eval=cloud.t)
@@ -93,16 +94,19 @@ figs.cloud_with_ellipses(cloud.tokens, cloud.t, ode.mu, ode.Sigma);
 # trajectory, the central limit theorem gives errors of order $N^{-1/2}$; above it, rare tokens in the
 # tail dominate their softmax and the error decays more slowly at any practical $N$.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-error-n", "caption": "Relative moment error of the token cloud against the number of tokens $N$, for weak and strong attention, with the $N^{-1/2}$ reference line. Error bars: standard errors over the seeds."}, "image": {"alt": "Log-log plot of moment error against the number of tokens: the weak-attention curve falls parallel to a reference line of slope minus one half; the strong-attention curve falls more slowly."}}
 studies = {
     "weak attention": mean_field_study(mu0, Sigma0, weak, (0, T), Ns, n_seeds, study_steps),
     "strong attention": mean_field_study(mu0, Sigma0, strong, (0, T), Ns, n_seeds, study_steps),
 }
-figs.error_against_n(studies);
+figs.error_against_n(studies)
+glue("weak_slope", studies["weak attention"].slope)
+glue("strong_slope", studies["strong attention"].slope);
 
 # %% [markdown]
-# *What to look at:* the weak setting ($\kappa < \tfrac12$) runs parallel to the $N^{-1/2}$ line; the
-# strong one ($\kappa > \tfrac12$) is flatter. Error bars are standard errors over the seeds. The claim
+# *What to look at* in {numref}`fig-error-n`: the weak setting ($\kappa < \tfrac12$) runs parallel to the
+# $N^{-1/2}$ line (fitted slope {glue:text}`weak_slope:.2f`); the strong one ($\kappa > \tfrac12$) is
+# flatter (slope {glue:text}`strong_slope:.2f`). Error bars are standard errors over the seeds. The claim
 # accepts a fitted slope in $[-0.65, -0.35]$ for the weak setting, an interval that the seed-to-seed
 # scatter of the fit stays well inside.
 
@@ -124,7 +128,7 @@ claim("strong_is_slower", studies["strong attention"].slope - studies["weak atte
 # evaluated against the Gaussian with the cloud's moments, must reproduce `layer_stack` to round-off.
 # With softmax attention over the tokens the same stack differs by sampling error only.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-layers", "caption": "Moment discrepancy, layer by layer, between 12 residual layers applied to the tokens and the exact layer map `layer_stack`."}, "image": {"alt": "Two curves of relative moment discrepancy over 12 layers on a log scale: Gaussian attention on the tokens stays at round-off, softmax attention over the tokens sits at the sampling error."}}
 h = T / n_layers
 exact_attention = simulate(x0, weak, (0, T), n_layers, method="euler", attention="gaussian")
 softmax_attention = simulate(x0, weak, (0, T), n_layers, method="euler")
@@ -132,14 +136,17 @@ mus, Sigmas = layer_stack(exact_attention.mu[0], exact_attention.Sigma[0], [weak
 layer_error = relative_moment_discrepancy(exact_attention.mu, exact_attention.Sigma, mus, Sigmas)[1:]
 sampling_error = relative_moment_discrepancy(softmax_attention.mu, softmax_attention.Sigma, mus, Sigmas)[1:]
 figs.layer_errors({"Gaussian attention on the tokens": layer_error,
-                   "softmax attention over the tokens": sampling_error});
+                   "softmax attention over the tokens": sampling_error})
+glue("layer_error_max", layer_error.max())
+glue("sampling_error_max", sampling_error.max());
 
 # %%
 claim("discrete_layers_exact", layer_error.max(), lt=1e-10, statement="reduction", kind="consistency")
 
 # %% [markdown]
-# *What to look at:* the first curve sits at round-off ($10^{-15}$): the discrete Transformer and the
-# layer map are the same object. The second is the sampling error of the softmax at this $N$.
+# *What to look at* in {numref}`fig-layers`: the first curve sits at round-off (at most
+# {glue:text}`layer_error_max:.1e`): the discrete Transformer and the layer map are the same object. The
+# second is the sampling error of the softmax at this $N$ (up to {glue:text}`sampling_error_max:.1e`).
 #
 # ## (d) The cloud stays as Gaussian as a Gaussian sample
 #
@@ -148,7 +155,7 @@ claim("discrete_layers_exact", layer_error.max(), lt=1e-10, statement="reduction
 # The grey band is the central 99% of each statistic over true Gaussian samples of the same size and
 # dimension: the noise floor. A cloud that stays Gaussian stays in the band.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-gaussianity", "caption": "Sliced $W_2$ to the moment-matched Gaussian and Mardia's kurtosis of the token cloud over time; the grey band is the central 99% of each statistic over true Gaussian samples of the same size."}, "image": {"alt": "Two panels of a statistic against time: each curve of the token cloud stays inside a grey horizontal band of Gaussian noise."}}
 record_every = steps // (record_times - 1)
 tracked = simulate(x0, weak, (0, T), steps, keep_tokens=True, record_every=record_every)
 stats = {
@@ -170,7 +177,7 @@ for name, values in stats.items():
           statement="invariance", kind="reproduces")
 
 # %% [markdown]
-# *What to look at:* both statistics stay inside the band at every recorded time. The claim value is the
+# *What to look at* in {numref}`fig-gaussianity`: both statistics stay inside the band at every recorded time. The claim value is the
 # largest excursion outside the 99% band over all recorded times (negative: inside). The band comes from
 # the empirical quantiles of the statistic over the Gaussian repeats.
 #
