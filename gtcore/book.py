@@ -423,6 +423,47 @@ def _publish(bk: Book, src: Path, dest: Path) -> None:
         os.replace(src, dest)
 
 
+def _kernel_manager_class(log_path: Path, env: dict[str, str]):
+    """A kernel manager whose kernel gets ``env`` and writes its own stdout/stderr to ``log_path``.
+
+    A kernel's own chatter (a TCP warning at start, a traceback when it is shut down by Ctrl-C) is not
+    the user's business; it is kept in the log, which a failed run keeps beside the failed notebook.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    class GtbookKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            kw["env"] = {**(kw.get("env") or os.environ), **env}
+            log = open(log_path, "ab")
+            kw["stdout"] = kw["stderr"] = log
+            try:
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            finally:
+                log.close()  # the kernel holds its own descriptor
+
+    return GtbookKernelManager
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_scratch(bk: Book) -> None:
+    """Remove scratch folders ``executed/.running/NAME.PID.*`` left by processes that no longer exist."""
+    if not bk.running.is_dir():
+        return
+    for path in bk.running.iterdir():
+        parts = path.name.split(".")
+        if len(parts) >= 3 and parts[1].isdigit() and not _alive(int(parts[1])):
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
 def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]]) -> None:
     """Hide papermill's injected-parameters cell and open the page with the provenance box."""
     for cell in nb.cells:
@@ -460,8 +501,10 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
         job = make_job(chapter, profile, params or {}, {})
     bk = _book(chapter.book)
     bk.running.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f"{chapter.name}.", dir=bk.running))  # this run's own files
+    # this run's own files (the pid lets a later run remove them if this process is killed)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{chapter.name}.{os.getpid()}.", dir=bk.running))
     source, out = scratch / "source.ipynb", scratch / f"{chapter.name}.ipynb"
+    kernel_log = scratch / "kernel.log"
     kept = bk.failed / f"{chapter.name}.ipynb"
     env = _kernel_env(bk, job.profile, threads)
     env_before = {k: os.environ.get(k) for k in env}
@@ -475,10 +518,15 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
             pm.execute_notebook(str(source), str(out), parameters=job.injected, kernel_name="python3",
                                 cwd=str(bk.notebooks),
                                 progress_bar={"desc": f"  cells of {chapter.name}", "leave": False}
-                                if progress else False, report_mode=False)
+                                if progress else False, report_mode=False,
+                                kernel_manager_class=_kernel_manager_class(kernel_log, env))
         except Exception as exc:  # a failed cell, a dead kernel, a timeout, a missing kernel
             if out.exists():
                 _publish(bk, out, kept)
+            log_kept = bk.failed / f"{chapter.name}.kernel.log"
+            if kernel_log.exists() and kernel_log.stat().st_size:
+                bk.failed.mkdir(parents=True, exist_ok=True)
+                shutil.copy(kernel_log, log_kept)
             if isinstance(exc, pm.PapermillExecutionError):
                 where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
             else:
@@ -486,6 +534,7 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
             raise BookError(
                 f"chapter {chapter.name} failed {where}\n  "
                 + (f"the failed notebook is kept at {bk.shown(kept)}; " if kept.exists() else "")
+                + (f"the kernel's log at {bk.shown(log_kept)}; " if log_kept.exists() else "")
                 + "the last good output is untouched"
             ) from None
         elapsed = time.perf_counter() - start
@@ -509,6 +558,7 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
         nbformat.write(executed, out)
         _publish(bk, out, chapter.executed)
         kept.unlink(missing_ok=True)  # a failure from an earlier run no longer describes this chapter
+        (bk.failed / f"{chapter.name}.kernel.log").unlink(missing_ok=True)
         return elapsed
     finally:
         for k, v in env_before.items():
@@ -617,6 +667,7 @@ def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] |
     """
     bk = _book(bk)
     todo = plan(bk, profile, only, sets or [])
+    clean_scratch(bk)
     if force:
         from . import cache
 
@@ -757,8 +808,24 @@ def _claims(bk: Book, as_json: bool) -> str:
     return json.dumps([r.as_dict() for r in rows], indent=2) if as_json else report.claims_table(rows)
 
 
+def _interrupt(signum, frame):
+    """Ctrl-C or SIGTERM: unwind (so scratch files are removed and kernels shut down) in silence.
+
+    The libraries' own complaints while unwinding (a kernel that died waiting for a reply, an asyncio
+    task whose exception was never retrieved) are not the user's business: logging is switched off, and
+    :func:`main` prints one line.
+    """
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if argv is None:  # the command line: Ctrl-C and SIGTERM stop cleanly (exit 130)
+        signal.signal(signal.SIGINT, _interrupt)
+        signal.signal(signal.SIGTERM, _interrupt)
     if getattr(args, "jobs", 1) < 1:
         print("gtbook: error: -j takes a positive number of chapters", file=sys.stderr)
         return 2
@@ -808,7 +875,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _entry() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "_worker":
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, _interrupt)
+        signal.signal(signal.SIGTERM, _interrupt)
         try:
             return _worker(sys.argv[2])
         except KeyboardInterrupt:
