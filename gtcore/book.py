@@ -321,7 +321,7 @@ def make_job(chapter: Chapter, profile: str, injected: dict[str, Any], overrides
              library: str | None = None, versions: dict[str, str] | None = None) -> Job:
     merged = {k: v for k, v in {**chapter.defaults, **injected}.items() if _jsonable(v)}
     comps = provenance.key_components(chapter.source, profile, merged, library=library, versions=versions)
-    return Job(chapter, profile, dict(injected), dict(overrides), comps)
+    return Job(chapter, profile, dict(injected), dict(sorted(overrides.items())), comps)
 
 
 def plan(bk: Book, profile: str, only: list[str] | None, sets: list[str]) -> list[Job]:
@@ -362,12 +362,12 @@ def chapter_state(job: Job) -> ChapterState:
         return ChapterState(chap.name, "failed" if failed else "missing", [],
                             "latest run failed; no good output" if failed else "not run yet")
     meta = read_meta(chap.executed)
-    if meta is None:
-        return ChapterState(chap.name, "stale", ["unreadable"], "the executed notebook cannot be read")
-    recorded = meta.get("cache", {}).get("components")
+    recorded = (meta or {}).get("cache", {}).get("components")
     reasons = provenance.stale_reasons(recorded, job.components)
     if failed:
         return ChapterState(chap.name, "failed", reasons, "latest run failed; the page shows the last good output")
+    if meta is None:
+        return ChapterState(chap.name, "stale", ["unreadable"], "the executed notebook cannot be read")
     where = f"{meta.get('profile', '?')}, {meta.get('runtime_s', float('nan')):.1f} s, key {meta.get('cache', {}).get('key', '?')}"
     if reasons:
         return ChapterState(chap.name, "stale", reasons, f"changed: {', '.join(reasons)} (was {where})")
@@ -687,10 +687,18 @@ def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] |
         try:
             times = _run_serial(bk, todo, threads) if jobs == 1 else _run_parallel(bk, todo, jobs, threads)
         finally:
-            report.write_report(bk.executed)
+            _write_report(bk)
     else:
-        report.write_report(bk.executed)
+        _write_report(bk)
     return times
+
+
+def _write_report(bk: Book) -> None:
+    """Refresh ``executed/report.md``; an unreadable notebook is reported, not raised (``build`` raises)."""
+    try:
+        report.write_report(bk.executed)
+    except report.ReportError as exc:
+        print(f"gtbook: warning: the report was not updated: {exc}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------------------- build
@@ -757,6 +765,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="the book's folder (default: the working directory or the first one above it "
                         "holding _config.yml)")
     sub = p.add_subparsers(dest="command", required=True)
+    add_parser = sub.add_parser
+
+    def add_book_parser(*args, **kw):  # `--root` also after the command (`gtbook status --root PATH`)
+        sp = add_parser(*args, **kw)
+        sp.add_argument("--root", default=argparse.SUPPRESS, metavar="PATH", help="the book's folder")
+        return sp
+
+    sub.add_parser = add_book_parser
 
     def add_select_args(sp):
         sp.add_argument("--only", nargs="+", action="extend", metavar="NAME",
@@ -785,7 +801,7 @@ def _parser() -> argparse.ArgumentParser:
     add_run_args(sub.add_parser("all", help="run, then build"))
     cl = sub.add_parser("claims", help="print every claim of the executed chapters")
     cl.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    pr = sub.add_parser("probe", help="per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens")
+    pr = add_parser("probe", help="per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens")
     pr.add_argument("model", nargs="?", default="minilm",
                     help="minilm, modernbert, deit-tiny, a local path or a hub id org/name (local cache only)")
     pr.add_argument("--mode", default="pure", choices=["pure", "embedding"])
