@@ -859,6 +859,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"figure: {args.figure}")
             return 0
         bk = open_book(args.root)
+        os.environ[ROOT_ENV] = str(bk.root)  # this process's statement registry (the report) is the book's
         if args.command == "status":
             print(status_table(status(bk, args.profile, args.only, args.set)))
         elif args.command == "claims":

@@ -148,6 +148,9 @@ def test_the_root_is_found_from_the_working_directory_not_the_install(mini, tmp_
     rows = json.loads(gtbook("claims", "--json", cwd=mini, pythonpath=site).stdout)
     assert [r["name"] for r in rows] == ["tiny_x"]
     assert gtbook("status", "--root", str(mini), cwd=tmp_path, pythonpath=site).stdout.count("fresh") == 1
+    (mini / "executed" / "report.md").unlink()
+    proc = gtbook("--root", str(mini), "run", cwd=tmp_path, pythonpath=site)  # the report needs the registry
+    assert "fresh, not rerun: 01_tiny" in proc.stderr and (mini / "executed" / "report.md").exists()
     empty = tmp_path / "elsewhere"
     empty.mkdir()
     proc = gtbook("run", cwd=empty, check=False, pythonpath=site)
