@@ -4,6 +4,9 @@ A statement of the paper counts as *reproduced* when at least one claim of kind 
 checks it and every claim that names it passed; *consistency checks only* when all its claims are
 self-consistency checks; *not reproducible here* when the registry says so (with the reason);
 *not checked* when no executed chapter names it. The headline counts statements, not claims.
+The page ends with how the chapters were made: profile, seed, ``--set`` overrides, run time, the
+commit and the environment (Python, key packages, CPU/GPU), read from each executed notebook's
+``gtbook`` metadata.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ from typing import Any
 
 from .claims import claims_in_notebook
 from .statements import Statement, load_statements
+
+class ReportError(ValueError):
+    """An executed notebook cannot be read; the message names the file and how to recover."""
+
 
 STATUSES = ("reproduced", "failed", "consistency checks only", "not reproducible here", "not checked")
 
@@ -31,6 +38,7 @@ class ClaimRow:
     passed: bool
     profile: str
     seed: Any
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,18 +65,32 @@ class StatementStatus:
         return "consistency checks only"
 
 
-def _executed_notebooks(executed: Path, names: list[str] | None = None) -> list[Path]:
+def executed_notebooks(executed: Path, names: list[str] | None = None) -> list[Path]:
+    """The executed chapters ``executed/NN_*.ipynb`` (those in ``names`` if given), in order."""
     paths = sorted(Path(executed).glob("[0-9][0-9]_*.ipynb"))
     return [p for p in paths if not names or p.stem in names]
 
 
-def collect_claims(executed: Path, names: list[str] | None = None) -> list[ClaimRow]:
-    """Every claim recorded in the executed chapters under ``executed``, with chapter, profile and seed."""
+_executed_notebooks = executed_notebooks
+
+
+def read_executed(path: Path):
+    """An executed notebook, or :class:`ReportError` naming the file when it is not readable."""
     import nbformat
 
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as exc:  # NotJSONError, a JSON error, a validation error, a truncated file
+        raise ReportError(f"{path}: not a readable notebook ({type(exc).__name__}); rerun it with "
+                          f"`gtbook run --only {Path(path).stem} --force`, or delete it") from None
+
+
+def collect_claims(executed: Path, names: list[str] | None = None) -> list[ClaimRow]:
+    """Every claim recorded in the executed chapters under ``executed``, with chapter, profile, seed
+    and ``--set`` overrides. Raises :class:`ReportError` for an unreadable notebook."""
     rows = []
-    for path in _executed_notebooks(executed, names):
-        nb = nbformat.read(path, as_version=4)
+    for path in executed_notebooks(executed, names):
+        nb = read_executed(path)
         meta = nb.metadata.get("gtbook", {})
         for rec in claims_in_notebook(nb):
             rows.append(ClaimRow(
@@ -81,19 +103,27 @@ def collect_claims(executed: Path, names: list[str] | None = None) -> list[Claim
                 passed=bool(rec.get("passed")),
                 profile=meta.get("profile", "unknown"),
                 seed=meta.get("parameters", {}).get("seed"),
+                overrides=dict(meta.get("overrides", {})),
             ))
     return rows
 
 
+def chapter_metadata(executed: Path) -> dict[str, dict[str, Any]]:
+    """``{chapter: its gtbook metadata}`` of the executed chapters."""
+    return {p.stem: dict(read_executed(p).metadata.get("gtbook", {})) for p in executed_notebooks(executed)}
+
+
 def chapter_runtimes(executed: Path) -> dict[str, tuple[str, float]]:
     """``{chapter: (profile, run time in s)}`` of the executed chapters."""
-    import nbformat
+    return {name: (m.get("profile", "unknown"), m.get("runtime_s", float("nan")))
+            for name, m in chapter_metadata(executed).items()}
 
-    out = {}
-    for path in _executed_notebooks(executed):
-        meta = nbformat.read(path, as_version=4).metadata.get("gtbook", {})
-        out[path.stem] = (meta.get("profile", "unknown"), meta.get("runtime_s", float("nan")))
-    return out
+
+def overrides_text(overrides: dict[str, Any]) -> str:
+    """``--set`` overrides as ``name=value`` pairs (empty when none)."""
+    import json
+
+    return " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in overrides.items())
 
 
 def statement_statuses(rows: list[ClaimRow]) -> list[StatementStatus]:
@@ -113,9 +143,11 @@ def _fmt_value(v: Any) -> str:
 
 def claims_table(rows: list[ClaimRow]) -> str:
     """A plain-text table of the claims (``gtbook claims``)."""
-    head = ["chapter", "claim", "statement", "kind", "value", "threshold", "passed", "profile", "seed"]
+    head = ["chapter", "claim", "statement", "kind", "value", "threshold", "passed", "profile", "seed",
+            "--set"]
     body = [[r.chapter, r.name, r.statement, r.kind, _fmt_value(r.value), r.threshold,
-             "PASS" if r.passed else "FAIL", r.profile, str(r.seed)] for r in rows]
+             "PASS" if r.passed else "FAIL", r.profile, str(r.seed), overrides_text(r.overrides) or "-"]
+            for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
@@ -137,7 +169,7 @@ def _claim_lines(claims: list[ClaimRow]) -> list[str]:
 def report_markdown(executed: Path) -> str:
     """The report page's MyST markdown (see the module docstring for the statuses)."""
     rows = collect_claims(executed)
-    runtimes = chapter_runtimes(executed)
+    metas = chapter_metadata(executed)
     statuses = statement_statuses(rows)
     paper = [s for s in statuses if s.statement.scope == "paper"]
     beyond = [s for s in statuses if s.statement.scope == "beyond"]
@@ -185,12 +217,54 @@ def report_markdown(executed: Path) -> str:
     lines += (_claim_lines(consistency) if consistency else ["None."]) + [""]
     if unregistered:
         lines += [f"**Warning:** claims name statements missing from the registry: {', '.join(unregistered)}.", ""]
-    lines += ["## Chapters", "", "| chapter | profile | seed | run time (s) | claims |", "|---|---|---|---|---|"]
-    for chap, (profile, seconds) in runtimes.items():
+    lines += ["## Chapters", "", "| chapter | profile | seed | `--set` | run time (s) | claims |",
+              "|---|---|---|---|---|---|"]
+    for chap, meta in metas.items():
         mine = [r for r in rows if r.chapter == chap]
-        seed = mine[0].seed if mine else ""
-        lines.append(f"| {chap} | {profile} | {seed} | {seconds:.1f} | {len(mine)} |")
+        seed = meta.get("parameters", {}).get("seed", "")
+        sets = overrides_text(meta.get("overrides", {}))
+        lines.append(f"| {chap} | {meta.get('profile', 'unknown')} | {seed} | {_esc(sets) or '-'} | "
+                     f"{meta.get('runtime_s', float('nan')):.1f} | {len(mine)} |")
+    lines += [""] + _environment_lines(metas)
     return "\n".join(lines) + "\n"
+
+
+def _commit(git: dict[str, Any]) -> str:
+    if not git or not git.get("commit"):
+        return "not a git checkout"
+    return f"`{git['commit'][:10]}`" + (" (uncommitted changes)" if git.get("dirty") else "")
+
+
+def _environment_lines(metas: dict[str, dict[str, Any]]) -> list[str]:
+    """The commit(s) and environment(s) the chapters were run in (one table when all agree)."""
+    lines = ["## How these chapters were made", ""]
+    if not metas:
+        return lines + ["No executed chapters.", ""]
+    commits = {}
+    for chap, meta in metas.items():
+        commits.setdefault(_commit(meta.get("git", {})), []).append(chap)
+    if len(commits) == 1:
+        lines += [f"**Commit:** {next(iter(commits))} (every chapter).", ""]
+    else:
+        lines += ["**Commits:** " + "; ".join(f"{c}: {', '.join(ch)}" for c, ch in commits.items()), ""]
+    envs: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for chap, meta in metas.items():
+        env = meta.get("environment")
+        if env:
+            envs.setdefault(repr(sorted(env.items(), key=str)), (env, []))[1].append(chap)
+    if not envs:
+        return lines + ["The executed chapters record no environment (run by an older gtbook).", ""]
+    for env, chaps in envs.values():
+        if len(envs) > 1:
+            lines += [f"**Environment of {', '.join(chaps)}:**", ""]
+        pk = env.get("packages", {})
+        lines += ["| | |", "|---|---|",
+                  f"| Python | {env.get('python', '?')} |",
+                  *(f"| {_esc(name)} | {_esc(version)} |" for name, version in pk.items()),
+                  f"| OS | {_esc(env.get('os', '?'))} |",
+                  f"| CPU | {_esc(env.get('cpu', '?'))} ({env.get('cores', '?')} cores) |",
+                  f"| GPU | {_esc(env.get('gpu', 'none'))} |", ""]
+    return lines
 
 
 def write_report(executed: Path) -> Path:
@@ -198,5 +272,7 @@ def write_report(executed: Path) -> Path:
     executed = Path(executed)
     executed.mkdir(parents=True, exist_ok=True)
     path = executed / "report.md"
-    path.write_text(report_markdown(executed))
+    text = report_markdown(executed)
+    if not path.exists() or path.read_text() != text:  # unchanged: keep it, so the build stays fresh
+        path.write_text(text)
     return path

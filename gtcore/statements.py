@@ -4,9 +4,10 @@ The registry is ``book/statements.toml`` of the book's tree. Each entry is a :cl
 every claim names one by id (``claim(..., statement="blowup", kind="reproduces")``), and the
 reproducibility report groups the claims by statement.
 
-The file is found, in order, at ``$GTBOOK_ROOT/book/statements.toml``, in the first folder at or
-above the working directory that holds ``book/statements.toml`` (a chapter runs inside
-``notebooks/``), and beside the installed sources (an editable install).
+The file is ``book/statements.toml`` under the book's root, found by :func:`gtcore._root.find_root`
+(``$GTBOOK_ROOT``, which ``gtbook`` sets for its kernels, else the first folder at or above the
+working directory holding ``_config.yml``; a chapter runs inside ``notebooks/``), and otherwise
+beside the installed sources (an editable install).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from ._root import ROOT_ENV, RootNotFound, find_root
+
 REGISTRY = Path("book") / "statements.toml"
-ROOT_ENV = "GTBOOK_ROOT"
 SCOPES = ("paper", "beyond")
 
 
@@ -62,16 +64,18 @@ class Statement:
 
 def registry_path() -> Path:
     """The ``book/statements.toml`` this process uses (see the module docstring for the search)."""
-    env = os.environ.get(ROOT_ENV)
-    if env:
-        path = Path(env) / REGISTRY
-        if not path.is_file():
-            raise StatementError(f"${ROOT_ENV}={env} holds no {REGISTRY}")
-        return path
+    try:
+        root = find_root()
+    except RootNotFound as exc:
+        if os.environ.get(ROOT_ENV):
+            raise StatementError(str(exc)) from None
+        root = None
+    if root is not None:
+        if (root / REGISTRY).is_file():
+            return root / REGISTRY
+        if os.environ.get(ROOT_ENV):
+            raise StatementError(f"${ROOT_ENV}={root} holds no {REGISTRY}")
     here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / REGISTRY).is_file():
-            return folder / REGISTRY
     beside = Path(__file__).resolve().parents[1] / REGISTRY
     if beside.is_file():
         return beside

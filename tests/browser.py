@@ -109,6 +109,12 @@ new Promise((resolve) => {
       mathjax: document.querySelectorAll('mjx-container').length,
       raw_tex: /\\\[|\\\(|\$\$/.test(text),
       images: imgs.map((i) => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0})),
+      // tables whose right edge passes the article's while their content cannot scroll into view
+      clipped_tables: Array.from(document.querySelectorAll('article table')).filter((t) => {
+        const box = (document.querySelector('article') || document.body).getBoundingClientRect();
+        const scrolls = t.scrollWidth > t.clientWidth && getComputedStyle(t).overflowX === 'auto';
+        return t.getBoundingClientRect().right > box.right + 1 && !scrolls;
+      }).map((t) => t.innerText.slice(0, 60)),
       text: text,
     });
   };

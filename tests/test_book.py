@@ -1,31 +1,64 @@
-"""The book pipeline: CLI errors, failure handling, the quick build, and the rendered pages.
+"""The book pipeline: CLI errors, the cache, the lock, interruption, and the rendered book.
 
-The quick profile of every chapter runs once per session (the ``built_book`` fixture); the rendered
-chapter 1 and the report are then opened in headless Chromium.
+Nothing here writes into the repository's ``executed/`` or ``_build/``: pipeline tests run on a tiny
+book written into a temporary folder (:mod:`minibook`), and the quick build of the real chapters is
+made in a temporary copy of the tree (the ``built_book`` fixture), then opened in headless Chromium.
 """
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from gtcore import book
+from gtcore import book, provenance, report
+from gtcore._lock import TreeLock
 from browser import PAGE_REPORT, Browser, chromium_path
+from minibook import make_mini_book
 
-ROOT = Path(book.__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]
 GTBOOK = [sys.executable, "-m", "gtcore.book"]
 
 
-def gtbook(*args, check=True):
-    proc = subprocess.run([*GTBOOK, *args], cwd=ROOT, capture_output=True, text=True)
+def _env(pythonpath=None):
+    env = {k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath or ROOT), os.environ.get("PYTHONPATH")) if p)
+    return env
+
+
+def gtbook(*args, cwd=ROOT, check=True, pythonpath=None):
+    proc = subprocess.run([*GTBOOK, *args], cwd=cwd, capture_output=True, text=True, env=_env(pythonpath))
     if check and proc.returncode != 0:
         raise AssertionError(f"gtbook {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
+
+
+@pytest.fixture
+def mini(tmp_path):
+    return make_mini_book(tmp_path / "mini")
+
+
+@pytest.fixture(scope="module")
+def _ran_two(tmp_path_factory):
+    """A two-chapter tiny book, run once with -j 2 (copied for each test that uses ``ran``)."""
+    path = make_mini_book(tmp_path_factory.mktemp("ran") / "mini", ("01_tiny", "02_small"))
+    proc = gtbook("run", "-j", "2", cwd=path)
+    return path, proc
+
+
+@pytest.fixture
+def ran(_ran_two, tmp_path):
+    path = tmp_path / "mini"
+    shutil.copytree(_ran_two[0], path, ignore=shutil.ignore_patterns(".lock", ".publish.lock"))
+    return path
 
 
 # ------------------------------------------------------------------ bad input, quickly
@@ -48,7 +81,7 @@ def test_unknown_parameter_lists_the_valid_ones():
 
 
 def test_set_goes_to_the_chapters_that_define_the_name():
-    chapters = book.discover_chapters()
+    chapters = book.discover_chapters(book.open_book(ROOT))
     params = book.resolve_parameters(chapters, "full", ["n_tokens=1e2", "seed=3"])
     for name, chap in chapters.items():
         assert params[name]["seed"] == 3
@@ -57,10 +90,38 @@ def test_set_goes_to_the_chapters_that_define_the_name():
     assert isinstance(params["01_gaussian_invariance"]["n_tokens"], int)
 
 
+@pytest.mark.parametrize("item, message", [
+    ("n=abc", "n of 01_tiny is an int"), ("n=1.5", "got a float 1.5"), ("x=yes", "x of 01_tiny is a float"),
+    ("sizes=3", "is a list"), ("label=4", "is a string"),
+])
+def test_set_value_of_the_wrong_type_is_caught_before_any_kernel(mini, item, message):
+    chapters = book.discover_chapters(book.open_book(mini))
+    with pytest.raises(book.BookError, match=re.escape(message)):
+        book.resolve_parameters(chapters, "quick", [item])
+    start = time.perf_counter()
+    proc = gtbook("run", "--set", item, cwd=mini, check=False)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert not (mini / "executed" / "01_tiny.ipynb").exists() and time.perf_counter() - start < 30
+
+
+def test_set_values_of_the_right_type_are_converted(mini):
+    chapters = book.discover_chapters(book.open_book(mini))
+    params = book.resolve_parameters(chapters, "full", ["x=2", "n=1e1", "sizes=(3, 4)", "label=b"])
+    assert params["01_tiny"] == {"x": 2.0, "n": 10, "sizes": [3, 4], "label": "b"}
+    assert isinstance(params["01_tiny"]["x"], float)
+
+
+def test_repeated_only_keeps_every_chapter_once_in_book_order():
+    args = book._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance", "03_rank_and_reachability"])
+    assert args.only == ["03", "01_gaussian_invariance", "03_rank_and_reachability"]
+    picked = book.select(book.discover_chapters(book.open_book(ROOT)), args.only)
+    assert [c.name for c in picked] == ["01_gaussian_invariance", "03_rank_and_reachability"]
+
+
 def test_profile_table_naming_no_chapter_is_an_error(monkeypatch):
-    monkeypatch.setattr(book, "load_profiles", lambda: {"quick": {"01_gausian_invariance": {"seed": 1}}})
+    monkeypatch.setattr(book, "load_profiles", lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
     with pytest.raises(book.BookError, match="01_gausian_invariance.*names no chapter"):
-        book.resolve_parameters(book.discover_chapters(), "quick", [])
+        book.resolve_parameters(book.discover_chapters(book.open_book(ROOT)), "quick", [])
 
 
 def test_missing_parameters_tag_names_the_file(tmp_path):
@@ -71,63 +132,375 @@ def test_missing_parameters_tag_names_the_file(tmp_path):
 
 
 def test_every_chapter_is_in_the_toc():
-    assert list(book.discover_chapters()) == book.toc_chapters()
+    bk = book.open_book(ROOT)
+    assert list(book.discover_chapters(bk)) == book.toc_chapters(bk)
 
 
-def test_failed_chapter_keeps_the_last_good_output(tmp_path, monkeypatch):
-    monkeypatch.setattr(book, "EXECUTED", tmp_path / "executed")
-    monkeypatch.setattr(book, "ROOT", tmp_path)
-    src = tmp_path / "99_failing.py"
-    src.write_text(
-        '# %% tags=["parameters"]\nthreshold = 0.5\n\n'
-        '# %%\nfrom gtcore.claims import claim\nclaim("too_big", 1.0, lt=threshold, statement="invariance", kind="consistency")\n'
-    )
-    chapter = book.Chapter("99_failing", src, book.chapter_defaults(src))
-    good = tmp_path / "executed" / "99_failing.ipynb"
+# ------------------------------------------------------- the root: the working directory
+def test_the_root_is_found_from_the_working_directory_not_the_install(mini, tmp_path):
+    """A non-editable install: gtcore copied away from any book tree."""
+    site = tmp_path / "site"
+    shutil.copytree(ROOT / "gtcore", site / "gtcore", ignore=shutil.ignore_patterns("__pycache__"))
+    status = gtbook("status", cwd=mini / "notebooks", pythonpath=site)  # from a subfolder too
+    assert "01_tiny" in status.stdout and "missing" in status.stdout
+    proc = gtbook("run", cwd=mini, pythonpath=site)
+    assert "01_tiny" in proc.stdout and (mini / "executed" / "01_tiny.ipynb").exists()
+    rows = json.loads(gtbook("claims", "--json", cwd=mini, pythonpath=site).stdout)
+    assert [r["name"] for r in rows] == ["tiny_x"]
+    assert gtbook("status", "--root", str(mini), cwd=tmp_path, pythonpath=site).stdout.count("fresh") == 1
+    (mini / "executed" / "report.md").unlink()
+    proc = gtbook("--root", str(mini), "run", cwd=tmp_path, pythonpath=site)  # the report needs the registry
+    assert "fresh, not rerun: 01_tiny" in proc.stderr and (mini / "executed" / "report.md").exists()
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    proc = gtbook("run", cwd=empty, check=False, pythonpath=site)
+    assert proc.returncode == 2 and "no _config.yml at or above" in proc.stderr and "--root" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_kernels_get_the_root_and_divided_threads(mini):
+    env = book._kernel_env(book.open_book(mini), "quick", 3)
+    assert env["GTBOOK_ROOT"] == str(mini.resolve()) and env["OMP_NUM_THREADS"] == "3"
+    assert "IProgress not found" in env["PYTHONWARNINGS"]
+
+
+# -------------------------------------------------------------------------- claims
+def test_claims_with_nothing_executed_says_how_to_run(mini):
+    proc = gtbook("claims", cwd=mini, check=False)
+    assert proc.returncode == 2
+    assert "nothing has run yet" in proc.stderr and "gtbook run" in proc.stderr and not proc.stdout
+
+
+def test_a_corrupted_executed_notebook_is_named(mini):
+    (mini / "executed").mkdir()
+    (mini / "executed" / "01_tiny.ipynb").write_text('{"cells": [')
+    proc = gtbook("claims", cwd=mini, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "01_tiny.ipynb: not a readable notebook" in proc.stderr and "--force" in proc.stderr
+
+
+# ------------------------------------------------------------------------ the cache
+def test_a_second_run_skips_fresh_chapters_and_force_reruns(ran):
+    out = ran / "executed"
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*.ipynb")}
+    proc = gtbook("run", cwd=ran)
+    assert "fresh, not rerun: 01_tiny, 02_small" in proc.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.ipynb")} == before
+    gtbook("run", "--only", "02", "--force", cwd=ran)
+    after = {p.name: p.stat().st_mtime_ns for p in out.glob("*.ipynb")}
+    assert after["01_tiny.ipynb"] == before["01_tiny.ipynb"] and after["02_small.ipynb"] != before["02_small.ipynb"]
+
+
+def test_editing_one_chapters_prose_reruns_only_that_chapter(ran):
+    out = ran / "executed"
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*.ipynb")}
+    src = ran / "notebooks" / "01_tiny.py"
+    src.write_text(src.read_text().replace("for the pipeline's tests", "for the pipeline's tests, edited"))
+    proc = gtbook("run", cwd=ran)
+    assert "fresh, not rerun: 02_small" in proc.stderr and "01_tiny:" in proc.stdout
+    after = {p.name: p.stat().st_mtime_ns for p in out.glob("*.ipynb")}
+    assert after["02_small.ipynb"] == before["02_small.ipynb"] and after["01_tiny.ipynb"] != before["01_tiny.ipynb"]
+    assert "edited" in nbformat.read(out / "01_tiny.ipynb", as_version=4).cells[0].source
+
+
+def _states(bk, **kw):
+    return {s.name: (s.state, s.reasons) for s in book.status(bk, **kw)}
+
+
+def test_status_names_each_reason_for_staleness(ran, monkeypatch):
+    bk = book.open_book(ran)
+    assert _states(bk) == {"01_tiny": ("fresh", []), "02_small": ("fresh", [])}
+    assert _states(bk, profile="quick") == {"01_tiny": ("fresh", []), "02_small": ("fresh", [])}
+    # parameters: another profile, or a --set value
+    assert _states(bk, profile="full")["01_tiny"] == ("stale", ["parameters"])
+    assert _states(bk, profile="quick", sets=["x=0.7"])["02_small"] == ("stale", ["parameters"])
+    # source
+    src = ran / "notebooks" / "01_tiny.py"
+    src.write_text(src.read_text() + "\n# %%\nprint(1)\n")
+    assert _states(bk) == {"01_tiny": ("stale", ["source"]), "02_small": ("fresh", [])}
+    src.unlink()
+    make_mini_book(ran.parent / "fresh_copy")
+    shutil.copy(ran.parent / "fresh_copy" / "notebooks" / "01_tiny.py", src)
+    assert _states(bk)["01_tiny"] == ("fresh", [])
+    # library and versions
+    with monkeypatch.context() as m:
+        m.setattr(provenance, "library_hash", lambda *a, **k: "edited gtcore")
+        assert _states(bk)["01_tiny"] == ("stale", ["library"])
+    real = provenance.key_versions()
+    with monkeypatch.context() as m:
+        m.setattr(provenance, "key_versions", lambda: {**real, "torch": "9.9"})
+        assert _states(bk)["01_tiny"] == ("stale", ["versions"])
+    # failed and missing
+    (ran / "executed" / "failed").mkdir()
+    (ran / "executed" / "failed" / "02_small.ipynb").write_text("{}")
+    (ran / "executed" / "01_tiny.ipynb").unlink()
+    assert _states(bk) == {"01_tiny": ("missing", []), "02_small": ("failed", [])}
+    text = gtbook("status", cwd=ran).stdout
+    assert re.search(r"01_tiny\s+missing", text) and re.search(r"02_small\s+failed", text)
+
+
+def test_the_library_hash_follows_gtcore_but_not_the_pipeline(tmp_path):
+    pkg = tmp_path / "gtcore"
+    shutil.copytree(ROOT / "gtcore", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    h0 = provenance.library_hash(pkg)
+    (pkg / "book.py").write_text((pkg / "book.py").read_text() + "\n# a CLI change\n")
+    assert provenance.library_hash(pkg) == h0
+    (pkg / "moments.py").write_text((pkg / "moments.py").read_text() + "\n# a numerics change\n")
+    assert provenance.library_hash(pkg) != h0
+
+
+def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
+    bk = book.open_book(ran)
+    calls = []
+
+    def fake_jupyter_book(cmd, cwd):
+        calls.append(cmd)
+        (bk.build_dir / "html").mkdir(parents=True, exist_ok=True)
+        (bk.build_dir / "html" / "index.html").write_text("<html></html>")
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(book.subprocess, "run", fake_jupyter_book)
+    book.build(bk)
+    book.build(bk)
+    assert len(calls) == 1
+    (ran / "book" / "statements.toml").write_text((ran / "book" / "statements.toml").read_text() + "\n")
+    book.build(bk)
+    assert len(calls) == 2
+    book.build(bk, force=True)
+    assert len(calls) == 3
+
+
+# --------------------------------------------------------------------- parallel, lock
+def test_parallel_chapters_divide_the_threads(_ran_two):
+    path, proc = _ran_two
+    assert "2 at a time" in proc.stderr
+    cores = book._cores()
+    for name in ("01_tiny", "02_small"):
+        meta = book.read_meta(path / "executed" / f"{name}.ipynb")
+        assert meta["threads"] == max(1, cores // 2)
+    assert not list((path / "executed" / ".running").iterdir())
+
+
+def test_a_second_run_fails_clearly_with_no_wait_and_waits_without(mini):
+    lock = TreeLock(mini / "executed" / ".lock", what="gtbook run --profile full")
+    lock.acquire()
+    try:
+        proc = gtbook("run", "--no-wait", cwd=mini, check=False)
+        assert proc.returncode == 2 and "already running" in proc.stderr
+        assert f"pid {os.getpid()}" in proc.stderr and "gtbook run --profile full" in proc.stderr
+        waiting = subprocess.Popen([*GTBOOK, "run"], cwd=mini, env=_env(), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        time.sleep(4)
+        assert waiting.poll() is None and not (mini / "executed" / "01_tiny.ipynb").exists()
+    finally:
+        lock.release()
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0 and "waiting for" in err
+    assert (mini / "executed" / "01_tiny.ipynb").exists()
+
+
+def test_concurrent_runs_of_one_chapter_use_their_own_scratch_files(mini, monkeypatch):
+    import papermill
+
+    bk = book.open_book(mini)
+    chapter = book.discover_chapters(bk)["01_tiny"]
+    outputs = []
+
+    def fake_execute(source, out, **kw):
+        outputs.append(out)
+        time.sleep(0.5)  # both runs are in flight at once
+        shutil.copy(source, out)
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    errors = []
+
+    def one(value):
+        try:
+            book.run_chapter(chapter, {"x": value}, "quick")
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(v,)) for v in (0.25, 0.75)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(outputs)) == 2
+    meta = book.read_meta(mini / "executed" / "01_tiny.ipynb")
+    assert meta["parameters"]["x"] in (0.25, 0.75)
+    assert not list((mini / "executed" / ".running").iterdir())
+
+
+# ----------------------------------------------------------------- failure, interrupt
+def test_failed_chapter_keeps_the_last_good_output(mini):
+    bk = book.open_book(mini)
+    chapter = book.discover_chapters(bk)["01_tiny"]
+    good = mini / "executed" / "01_tiny.ipynb"
     good.parent.mkdir()
     good.write_text("previous good output")
     with pytest.raises(book.BookError) as err:
-        book.run_chapter(chapter, {}, "quick")
+        book.run_chapter(chapter, {"x": 5.0}, "quick")
     msg = str(err.value)
-    assert "99_failing" in msg and "cell" in msg and "ClaimFailed" in msg and "too_big" in msg
+    assert "01_tiny" in msg and "cell" in msg and "ClaimFailed" in msg and "tiny_x" in msg
     assert good.read_text() == "previous good output"
-    assert (tmp_path / "executed" / "failed" / "99_failing.ipynb").exists()
+    assert (mini / "executed" / "failed" / "01_tiny.ipynb").exists()
+    assert book.status(bk)[0].state == "failed"
     # the same chapter passes with a parameter override, and then replaces the output
-    book.run_chapter(chapter, {"threshold": 2.0}, "quick")
+    book.run_chapter(chapter, {"x": 1.5}, "quick")
     nb = nbformat.read(good, as_version=4)
-    assert nb.metadata["gtbook"]["parameters"]["threshold"] == 2.0
+    assert nb.metadata["gtbook"]["parameters"]["x"] == 1.5
+    assert not (mini / "executed" / "failed" / "01_tiny.ipynb").exists()
+
+
+def test_ctrl_c_stops_cleanly_with_one_line_and_keeps_the_last_good_output(mini):
+    good = mini / "executed" / "01_tiny.ipynb"
+    good.parent.mkdir()
+    good.write_text("previous good output")
+    proc = subprocess.Popen([*GTBOOK, "run", "--set", "pause=120.0"], cwd=mini, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    running = mini / "executed" / ".running"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (running.is_dir() and any(running.glob("01_tiny.*/kernel.log"))):
+        time.sleep(0.2)
+    time.sleep(4)  # the kernel is inside the chapter's cells
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert err.strip().splitlines()[-1].startswith("gtbook: interrupted")
+    assert good.read_text() == "previous good output"
+    assert not list(running.iterdir())
+
+
+# ---------------------------------------------------------- overrides and provenance
+def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
+    gtbook("run", "--set", "x=1.25", "--set", "seed=4", cwd=mini)
+    rows = json.loads(gtbook("claims", "--json", cwd=mini).stdout)
+    assert rows[0]["overrides"] == {"x": 1.25, "seed": 4} and rows[0]["seed"] == 4
+    assert "seed=4 x=1.25" in gtbook("claims", cwd=mini).stdout  # sorted by name
+    assert "| 01_tiny | quick | 4 | seed=4 x=1.25 |" in (mini / "executed" / "report.md").read_text()
+    nb = nbformat.read(mini / "executed" / "01_tiny.ipynb", as_version=4)
+    box = nb.cells[0].source
+    assert box.startswith("# 01_tiny\n") and "How this page was made" in box
+    rerun = re.search(r"\*\*Rerun:\*\* `([^`]*)`", box).group(1)
+    assert rerun == "gtbook run --only 01_tiny --profile quick --set seed=4 --set x=1.25"
+    args = book._parser().parse_args(rerun.split()[1:])
+    assert args.set == ["seed=4", "x=1.25"] and args.profile == "quick"
+    assert "`x = 1.25`" in box and "`seed = 4`" in box and "1 of 1 passed" in box
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and "remove-cell" in injected[0].metadata["tags"]
+    meta = nb.metadata["gtbook"]
+    assert meta["cache"]["key"] in box and meta["environment"]["python"]
+    assert "/" not in json.dumps(meta["environment"]["packages"])  # versions, not paths
 
 
 # ---------------------------------------------------------------- the quick book, built once
+def _snapshot(folder: Path):
+    if not folder.exists():
+        return None
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
 @pytest.fixture(scope="session")
-def built_book():
-    gtbook("all", "--profile", "quick")
-    return ROOT / "_build" / "html"
+def built_book(tmp_path_factory):
+    """The real chapters, quick profile, built in a temporary copy of the tree."""
+    before = {name: _snapshot(ROOT / name) for name in ("executed", "_build")}
+    tree = tmp_path_factory.mktemp("book") / "gtbook"
+    tree.mkdir()
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, tree / name)
+    for name in ("book", "notebooks", "_static"):
+        if (ROOT / name).exists():
+            shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+    gtbook("all", "--profile", "quick", "-j", "2", cwd=tree)
+    return tree, before
+
+
+@pytest.mark.slow
+def test_the_users_book_is_untouched(built_book):
+    tree, before = built_book
+    assert (tree / "_build" / "html" / "index.html").exists()
+    for name, snap in before.items():
+        assert _snapshot(ROOT / name) == snap, f"the test suite changed the user's {name}/"
 
 
 @pytest.mark.slow
 def test_every_claim_passes_and_is_reported(built_book):
-    rows = json.loads(gtbook("claims", "--json").stdout)
+    tree, _ = built_book
+    rows = json.loads(gtbook("claims", "--json", cwd=tree).stdout)
     chapters = {r["chapter"] for r in rows}
-    assert chapters == set(book.toc_chapters())
+    assert chapters == set(book.toc_chapters(book.open_book(tree)))
     for r in rows:
-        assert {"chapter", "name", "statement", "kind", "value", "threshold", "passed", "profile"} <= set(r)
-        assert r["passed"] is True and r["profile"] == "quick"
-    report = (ROOT / "executed" / "report.md").read_text()
-    assert f"{len(rows)} claims in all" in report and "statements of the paper reproduced" in report
+        assert {"chapter", "name", "statement", "kind", "value", "threshold", "passed", "profile",
+                "overrides"} <= set(r)
+        assert r["passed"] is True and r["profile"] == "quick" and r["overrides"] == {}
+    text = (tree / "executed" / "report.md").read_text()
+    assert f"{len(rows)} claims in all" in text and "statements of the paper reproduced" in text
+    assert "## How these chapters were made" in text and "| numpy |" in text and "| CPU |" in text
 
 
 @pytest.mark.slow
 def test_same_profile_and_seed_give_identical_claims(built_book):
+    tree, _ = built_book
     name = "01_gaussian_invariance"
-    before = [r for r in json.loads(gtbook("claims", "--json").stdout) if r["chapter"] == name]
-    gtbook("run", "--profile", "quick", "--only", name)
-    after = [r for r in json.loads(gtbook("claims", "--json").stdout) if r["chapter"] == name]
+    before = [r for r in json.loads(gtbook("claims", "--json", cwd=tree).stdout) if r["chapter"] == name]
+    gtbook("run", "--profile", "quick", "--only", name, "--force", cwd=tree)
+    after = [r for r in json.loads(gtbook("claims", "--json", cwd=tree).stdout) if r["chapter"] == name]
     assert before == after and len(before) >= 5
+
+
+#: what a rendered page must never show
+UNCLEAN = {
+    "a warning": re.compile(r"\b[A-Z]\w*Warning\b"),
+    "a traceback": re.compile(r"Traceback \(most recent call last\)"),
+    "a stderr output": re.compile(r'class="[^"]*\boutput stderr\b'),
+    "an absolute path": re.compile(r"(?<![\w.:/])/(?:home|root|tmp|usr|opt|work|var|Users)/[\w.-]+"),
+    "a site-packages path": re.compile(r"site-packages"),
+    "an object repr with an address": re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>"),
+    "papermill's raw parameters cell": re.compile(r"# Parameters\b"),
+    "a foreign repository": re.compile(r"github\.com/gtbook|mybinder|colab\.research"),
+}
+
+
+@pytest.mark.slow
+def test_rendered_pages_are_clean(built_book):
+    tree, _ = built_book
+    html = tree / "_build" / "html"
+    pages = sorted([*(html / "executed").glob("*.html"), *(html / "book").glob("*.html")])
+    assert len(pages) >= len(book.toc_chapters(book.open_book(tree))) + 2
+    problems = []
+    for page in pages:
+        text = page.read_text()
+        text = text.replace(str(tree), "<TREE>")  # still caught below as <TREE>
+        for what, pattern in UNCLEAN.items():
+            m = pattern.search(text)
+            if m or "<TREE>" in text:
+                problems.append(f"{page.relative_to(html)}: {what if m else 'the build folder'}: "
+                                f"{text[max(0, (m.start() if m else text.index('<TREE>')) - 80):][:200]!r}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_chapter_pages_open_with_their_provenance_box(built_book):
+    tree, _ = built_book
+    html = tree / "_build" / "html" / "executed"
+    for name in book.toc_chapters(book.open_book(tree)):
+        text = (html / f"{name}.html").read_text()
+        words = re.sub(r"<[^>]+>", "", text)
+        assert "How this page was made" in words and "gtbook run --only " + name in words
+        assert text.index("How this page was made") < text.index('class="cell')  # it opens the page
+    ch1 = (html / "01_gaussian_invariance.html").read_text()
+    for n in range(1, 5):
+        assert f"Fig. {n}" in ch1
+    alts = re.findall(r'<img[^>]*alt="([^"]*)"', ch1)
+    assert len(alts) >= 4 and all(len(a) > 20 for a in alts[:4])
+    assert re.search(r'fitted slope <span class="pasted-text">-0\.\d\d</span>', ch1)
 
 
 @pytest.mark.slow
 def test_rendered_pages_in_a_browser(built_book):
+    tree, _ = built_book
+    html = tree / "_build" / "html"
     exe = chromium_path()
     if exe is None:
         if os.environ.get("CI"):
@@ -135,33 +508,32 @@ def test_rendered_pages_in_a_browser(built_book):
         pytest.skip("chromium not installed: `apt-get install chromium` to run the browser test")
     browser = Browser(exe)
     try:
-        chapter = browser.open((built_book / "executed" / "01_gaussian_invariance.html").as_uri())
+        chapter = browser.open((html / "executed" / "01_gaussian_invariance.html").as_uri())
         seen = browser.evaluate(chapter, PAGE_REPORT)
-        browser.screenshot(chapter, ROOT / "_build" / "chapter1.png")
+        browser.screenshot(chapter, tree / "_build" / "chapter1.png")
         assert seen["mathjax"] > 10, "equations were not typeset by MathJax"
         assert not seen["raw_tex"], "raw TeX delimiters are visible on the page"
         figures = [i for i in seen["images"] if "_images/" in i["src"]]
         assert len(figures) >= 4, f"expected the chapter's figures, found {figures}"
         broken = [i["src"] for i in seen["images"] if not i["ok"]]
         assert not broken, f"images that did not load: {broken}"
-        assert "PASS" in seen["text"]
+        assert "PASS" in seen["text"] and "How this page was made" in seen["text"]
 
-        report = browser.open((built_book / "executed" / "report.html").as_uri())
-        seen = browser.evaluate(report, PAGE_REPORT)
-        browser.screenshot(report, ROOT / "_build" / "report.png")
-        rows = json.loads(gtbook("claims", "--json").stdout)
+        report_page = browser.open((html / "executed" / "report.html").as_uri())
+        seen = browser.evaluate(report_page, PAGE_REPORT)
+        browser.screenshot(report_page, tree / "_build" / "report.png")
+        rows = json.loads(gtbook("claims", "--json", cwd=tree).stdout)
         for r in rows:
             assert r["name"] in seen["text"]
         assert seen["text"].count("PASS") >= len(rows) and "FAIL" not in seen["text"]
+        assert not seen["clipped_tables"], f"tables wider than the page: {seen['clipped_tables']}"
     finally:
         browser.close()
 
 
 @pytest.mark.parametrize("doc", ["README.md", "book/intro.md"])
 def test_documented_rerun_commands_name_real_parameters(doc):
-    import re
-
-    chapters = book.discover_chapters()
+    chapters = book.discover_chapters(book.open_book(ROOT))
     lines = [line for line in (ROOT / doc).read_text().splitlines() if "gtbook run --only" in line]
     assert lines, f"{doc} shows no `gtbook run --only` example"
     for line in lines:

