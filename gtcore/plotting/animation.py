@@ -82,7 +82,8 @@ class CloudPanel:
         How the time is named in the title (``"t"``, ``r"layer $\ell$"``).
     limits : "fixed", "follow" or (xmin, xmax, ymin, ymax)
         Axis limits: fixed over the animation (from all frames), following the cloud frame by frame
-        (for a cloud that blows up or collapses), or given.
+        (for a cloud that blows up or collapses; the box holds the tokens, and the ellipse too
+        unless it is more than 3 times larger), or given.
     """
 
     frames: Any
@@ -253,8 +254,12 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
                     ell.set_data(pts[:, 0], pts[:, 1])
                 else:
                     ell.set_data([], [])
-                if spec.limits == "follow":
-                    box = _box(X if pts is None else np.vstack([X, pts]))
+                if spec.limits == "follow":  # the tokens, and the ellipse unless it is far larger
+                    box = _box(X)
+                    if pts is not None:
+                        both = _box(np.vstack([X, pts]))
+                        if both[1] - both[0] <= 3 * (box[1] - box[0]):
+                            box = both
                     ax.set_xlim(box[:2])
                     ax.set_ylim(box[2:])
                 head = f"{spec.title}, " if spec.title else ""
@@ -264,7 +269,7 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
             canvas.draw()
             img = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
             buf = BytesIO()
-            img.convert("RGB").quantize(colors=PALETTE_COLORS).save(buf, format="png", optimize=True)
+            img.convert("RGB").quantize(colors=PALETTE_COLORS).save(buf, format="png", compress_level=9)
             frames.append(base64.b64encode(buf.getvalue()).decode("ascii"))
     return _player(frames, interval_ms)
 
