@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ._progress import QUIET_ENV
-from . import report
+from . import gallery, report
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -254,7 +254,7 @@ def toc_chapters() -> list[str]:
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
-    return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f != "executed/report"]
+    return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f not in ("executed/report", "executed/gallery")]
 
 
 def build() -> Path:
@@ -263,6 +263,7 @@ def build() -> Path:
     if missing:
         raise BookError(f"not executed yet: {', '.join(missing)}; run `gtbook run` first")
     report.write_report(EXECUTED)
+    gallery.write_gallery(EXECUTED)
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(ROOT), "--builder", "html", "-W", "-n",
            "--keep-going"]
