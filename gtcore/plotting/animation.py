@@ -210,8 +210,9 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
         fig = Figure(figsize=(width * n, height), dpi=dpi)
         canvas = FigureCanvasAgg(fig)
         # fixed margins (no layout engine: it would re-run on every frame, and move the axes)
-        fig.subplots_adjust(left=0.16 / n, right=1 - 0.03 / n, bottom=0.14, top=0.82 if suptitle else 0.9,
-                            wspace=0.35)
+        W = width * n  # margins in inches: room for tick labels like "-1000" and the axis label
+        fig.subplots_adjust(left=0.85 / W, right=1 - 0.1 / W, bottom=0.5 / height,
+                            top=1 - (0.65 if suptitle else 0.35) / height, wspace=0.4)
         axes = fig.subplots(1, n, squeeze=False)[0]
         if suptitle:
             fig.suptitle(suptitle)

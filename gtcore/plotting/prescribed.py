@@ -83,7 +83,7 @@ def depth_convergence_figure(dc) -> plt.Figure:
 
 
 def layers_animation(tokens_destab: np.ndarray, destab, tokens_stab: np.ndarray, stab, *,
-                     max_frames: int = 30, max_tokens: int = 400, **kwargs):
+                     max_frames: int = 25, max_tokens: int = 300, **kwargs):
     r"""The token cloud layer by layer with the layer map's ellipse: destabilising vs stabilising.
 
     Left: the hidden states of the destabilising model (:math:`V, B` of the same definiteness)
