@@ -122,3 +122,64 @@ def test_option_errors_name_the_option(kwargs, match):
 def test_panels_must_be_cloud_panels():
     with pytest.raises(ValueError, match="panels must be a CloudPanel"):
         animate_clouds([])
+
+
+# ----------------------------------------------------------------- the chapters' animations
+from gtcore import Controls, gaussian_tokens, integrate_moments  # noqa: E402
+from gtcore.particles import simulate  # noqa: E402
+from gtcore.plotting.animation import moments_at  # noqa: E402
+
+SMALL = dict(max_frames=5, max_tokens=50, dpi=30)
+
+
+def _run(controls, T=0.5, steps=10, n=60, keep=True):
+    mu0, S0 = np.zeros(2), np.array([[1.0, 0.3], [0.3, 0.5]])
+    run = simulate(gaussian_tokens(n, mu0, S0, seed=1), controls, (0, T), steps, keep_tokens=keep, device="cpu")
+    return run, integrate_moments(mu0, S0, controls, (0, T), t_eval=run.t)
+
+
+def test_moments_at_matches_times_and_marks_missing():
+    run, ode = _run(Controls(A=0.1 * np.eye(2)))
+    mu, S = moments_at(ode, run.t)
+    np.testing.assert_array_equal(S, ode.Sigma)
+    mu, S = moments_at(ode, np.append(run.t, 0.7))
+    assert np.all(np.isinf(S[-1])) and np.all(np.isfinite(S[:-1]))
+    with pytest.raises(ValueError, match="ode.t matches none"):
+        moments_at(ode, [5.0, 6.0], name="ode")
+
+
+def test_chapter_animations_build_from_results():
+    from gtcore.plotting import invariance, reachability, stability
+
+    ctl = Controls(A=[[0.0, -1.0], [1.0, 0.0]], V=0.5 * np.eye(2), B=-0.3 * np.eye(2))
+    run, ode = _run(ctl)
+    assert invariance.ode_animation(run, ode, **SMALL).n_frames == 5
+    target = (np.ones(2), np.eye(2))
+    assert reachability.steering_animation(run, ode, target, **SMALL).n_frames == 5
+    blow_ctl = Controls(V=np.eye(2), B=np.eye(2))
+    blow, blow_ode = _run(blow_ctl, T=0.3)
+    anim = stability.regimes_animation(run, ode, blow, blow_ode, Sigma_star=np.eye(2), t_star=0.31, **SMALL)
+    assert anim.n_frames == 5 and "Sigma^*" in anim.caption
+    bare, _ = _run(ctl, keep=False)
+    with pytest.raises(ValueError, match="cloud has no tokens"):
+        invariance.ode_animation(bare, ode)
+    with pytest.raises(ValueError, match="blow has no tokens"):
+        stability.regimes_animation(run, ode, bare, ode, Sigma_star=np.eye(2), t_star=1.0)
+
+
+def test_prescribed_layers_animation():
+    from gtcore.plotting.prescribed import layers_animation
+    from gtcore.prescribed import PrescribedRun
+
+    rng = np.random.default_rng(0)
+
+    def fake(L, grow):
+        S = np.stack([np.eye(3) * grow**ell for ell in range(L + 1)])
+        X = rng.standard_normal((L + 1, 80, 3)) * np.sqrt(grow ** np.arange(L + 1))[:, None, None]
+        return X, PrescribedRun("bert", False, False, 0.1, S, S, np.arange(L + 1) * 0.1, S, 1.0, 0.0)
+
+    (Xd, rd), (Xs, rs) = fake(8, 2.0), fake(12, 1.0)
+    anim = layers_animation(Xd, rd, Xs, rs, **SMALL)
+    assert anim.n_frames == 5 and anim.caption.startswith("bert")
+    with pytest.raises(ValueError, match="9 hidden states but the run has 13"):
+        layers_animation(Xd, rd, Xd, rs)

@@ -33,7 +33,8 @@ from IPython.display import HTML
 
 from . import COLORS, STYLE, ellipse_points
 
-__all__ = ["AnimationBudgetError", "CloudAnimation", "CloudPanel", "animate_clouds", "DEFAULT_BUDGET"]
+__all__ = ["AnimationBudgetError", "CloudAnimation", "CloudPanel", "DEFAULT_BUDGET", "animate_clouds", "frame_uris",
+           "moments_at"]
 
 #: default size budget of one animation's HTML, in bytes (the page budget is ~2 MB)
 DEFAULT_BUDGET = 1_500_000
@@ -129,6 +130,32 @@ def frame_uris(html: str) -> list[str]:
     return [uri for _, uri in sorted(found, key=lambda p: int(p[0]))]
 
 
+def moments_at(trajectory: Any, times: Any, *, name: str = "trajectory",
+               rtol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    r"""A trajectory's ``(mu, Sigma)`` at ``times``: its own entries where its ``t`` hits them, else ``inf``.
+
+    For drawing an ODE's ellipses over recorded token clouds: integrate the moments with
+    ``t_eval`` equal to the clouds' times. Times beyond the trajectory's end (after a blow-up
+    event) get ``inf``, which :func:`animate_clouds` draws as no ellipse. Raises ``ValueError``
+    naming ``name`` when the trajectory hits none of the times (a different ``t_eval``).
+    """
+    t = np.asarray(trajectory.t, float)
+    mu, S = np.asarray(trajectory.mu, float), np.asarray(trajectory.Sigma, float)
+    times = np.asarray(times, float)
+    out_mu = np.full((times.size, mu.shape[1]), np.inf)
+    out_S = np.full((times.size, *S.shape[1:]), np.inf)
+    scale = max(1.0, float(np.abs(times).max(initial=0.0)))
+    j = np.clip(np.searchsorted(t, times), 0, t.size - 1)
+    for i, (tt, jj) in enumerate(zip(times, j)):
+        for k in (jj - 1, jj):
+            if 0 <= k < t.size and abs(t[k] - tt) <= rtol * scale:
+                out_mu[i], out_S[i] = mu[k], S[k]
+    if not np.isfinite(out_mu).any():
+        raise ValueError(f"{name}.t matches none of the recorded times: integrate it with t_eval=<the "
+                         f"clouds' times> (got t in [{t.min():.3g}, {t.max():.3g}] with {t.size} points)")
+    return out_mu, out_S
+
+
 # ----------------------------------------------------------------------------- validation
 def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, int]) -> dict:
     name = f"panels[{k}]" if k >= 0 else ""
@@ -186,11 +213,20 @@ def _subsample(n: int, m: int) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, n - 1, m)).astype(int))
 
 
-def _box(points: np.ndarray, pad: float = 0.08) -> tuple[float, float, float, float]:
+def _box(points: np.ndarray, whole: np.ndarray | None = None,
+         pad: float = 0.08) -> tuple[float, float, float, float]:
+    """A square box around the bulk of ``points`` (0.2-99.8 % quantiles) and all of ``whole``."""
+    sets = []
     pts = points[np.all(np.isfinite(points), axis=1)]
-    if pts.size == 0:
+    if pts.size:
+        sets += [np.quantile(pts, 0.002, axis=0), np.quantile(pts, 0.998, axis=0)]
+    if whole is not None:
+        w = whole[np.all(np.isfinite(whole), axis=1)]
+        if w.size:
+            sets += [w.min(axis=0), w.max(axis=0)]
+    if not sets:
         return (-1.0, 1.0, -1.0, 1.0)
-    lo, hi = np.quantile(pts, 0.005, axis=0), np.quantile(pts, 0.995, axis=0)
+    lo, hi = np.min(sets, axis=0), np.max(sets, axis=0)
     c, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
     half = np.maximum(half.max(), 1e-12) * (1 + pad)  # equal aspect
     return (c[0] - half, c[0] + half, c[1] - half, c[1] + half)
@@ -236,8 +272,15 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
             if isinstance(spec.limits, tuple):
                 ax.set_xlim(spec.limits[:2])
                 ax.set_ylim(spec.limits[2:])
-            elif spec.limits == "fixed":
-                box = _box(P["frames"][idx].reshape(-1, 2))
+            elif spec.limits == "fixed":  # every drawn token, ellipse and the target stay in view
+                pts = [np.empty((0, 2))]
+                if P["mu"] is not None:
+                    pts += [ellipse_points(P["mu"][j], P["Sigma"][j], radius, n=24) for j in idx
+                            if np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j]))]
+                if P["target"] is not None:
+                    pts.append(ellipse_points(P["target"][1], P["target"][2], radius, n=24)
+                               if P["target"][0] == "gaussian" else P["target"][1])
+                box = _box(P["frames"][idx].reshape(-1, 2), np.vstack(pts))
                 ax.set_xlim(box[:2])
                 ax.set_ylim(box[2:])
             ax.legend(loc="lower right", fontsize=7)
@@ -258,7 +301,7 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
                 if spec.limits == "follow":  # the tokens, and the ellipse unless it is far larger
                     box = _box(X)
                     if pts is not None:
-                        both = _box(np.vstack([X, pts]))
+                        both = _box(X, pts)
                         if both[1] - both[0] <= 3 * (box[1] - box[0]):
                             box = both
                     ax.set_xlim(box[:2])
