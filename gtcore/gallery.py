@@ -236,7 +236,7 @@ def write_gallery(executed: Path, *, chapters: list[str] | None = None, title: s
         if not entries:
             continue
         lines += [f"## {_chapter_title(path)}", "", f"{{doc}}`Open the chapter <{name}>`", "",
-                  "::::{grid} 1 2 2 3", ":gutter: 3", ""]
+                  "::::{grid} 1 2 2 2", ":gutter: 3", ""]
         for k, entry in enumerate(entries, 1):
             image = f"gallery/{name}_{k:02d}.png"
             (executed / image).write_bytes(entry.png)
