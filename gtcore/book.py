@@ -51,7 +51,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from . import provenance, report
+from . import gallery, provenance, report
 from ._lock import LockBusy, TreeLock
 from ._progress import QUIET_ENV
 from ._root import ROOT_ENV, RootNotFound, find_root
@@ -708,7 +708,7 @@ def toc_chapters(bk: Book | None = None) -> list[str]:
 
     toc = yaml.safe_load((_book(bk).root / "_toc.yml").read_text())
     files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
-    return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f != "executed/report"]
+    return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f not in ("executed/report", "executed/gallery")]
 
 
 def build_inputs(bk: Book) -> list[Path]:
@@ -740,6 +740,7 @@ def build(bk: Book | None = None, *, force: bool = False) -> Path:
         report.write_report(bk.executed)
     except report.ReportError as exc:
         raise BookError(str(exc)) from None
+    gallery.write_gallery(bk.executed)
     index = bk.build_dir / "html" / "index.html"
     stamp = bk.build_dir / ".gtbook-build"
     key = build_key(bk)

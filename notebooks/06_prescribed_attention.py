@@ -180,6 +180,21 @@ fig = figs.regimes_figure(runs["destab"], runs["stab"], layer_norm=runs["ln"], u
 # collapses instead. All three columns are the same numbers to round-off, which is the point of
 # section (a).
 
+# %% [markdown]
+# The same runs, watched layer by layer (BERT; press play or drag the slider). Left: the
+# destabilising model's hidden states (dots) and the layer map's $2\sigma$ ellipse of
+# $N(0, \Sigma^{\text{map}}_\ell)$; the axes follow the cloud, which stretches along the leading
+# eigenvector of $B$ and explodes in the last few layers, the dots staying on the ellipse.
+# Right: the stabilising model turns (the rotation $\omega J$ in $A$) and settles onto the fixed
+# ellipse of $\Sigma^*_h$. The frames are the hidden states of the same prescribed models as above.
+
+# %%
+anim_family = families[0]
+anim_tokens = {key: hidden_states(prescribed_transformer(anim_family, ctl, L, h=hh, feed_forward=ff), x0)
+               for key, ctl, L, hh, ff in (("destab", destab, n_layers, h, False),
+                                           ("stab", stab, L_stab, h_stable, True))}
+figs.layers_animation(anim_tokens["destab"], runs["destab"][0], anim_tokens["stab"], runs["stab"][0])
+
 # %%
 def band(S):
     return covariance_band(S, n_tokens // 2, z=band_z)

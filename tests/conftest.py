@@ -1,4 +1,10 @@
-"""Shared fixtures: seeded random problems."""
+"""Shared fixtures: seeded random problems, and the quick book built once in a temporary tree."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,3 +31,34 @@ def random_psd(rng, d, r, scale=1.0):
     F = rng.standard_normal((d, r)) * scale
     S = F @ F.T
     return 0.5 * (S + S.T)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def snapshot(folder: Path):
+    """Names and modification times of everything under ``folder`` (None when absent)."""
+    if not folder.exists():
+        return None
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory):
+    """The real chapters, quick profile, built in a temporary copy of the tree: ``(tree, before)``,
+    ``before`` being snapshots of the user's ``executed/`` and ``_build/``, which must not change."""
+    before = {name: snapshot(ROOT / name) for name in ("executed", "_build")}
+    tree = tmp_path_factory.mktemp("book") / "gtbook"
+    tree.mkdir()
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, tree / name)
+    for name in ("book", "notebooks", "_static"):
+        if (ROOT / name).exists():
+            shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, "-m", "gtcore.book", "all", "--profile", "quick", "-j", "2"], cwd=tree,
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise AssertionError(f"building the quick book failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return tree, before

@@ -395,25 +395,7 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
 
 
 # ---------------------------------------------------------------- the quick book, built once
-def _snapshot(folder: Path):
-    if not folder.exists():
-        return None
-    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
-
-
-@pytest.fixture(scope="session")
-def built_book(tmp_path_factory):
-    """The real chapters, quick profile, built in a temporary copy of the tree."""
-    before = {name: _snapshot(ROOT / name) for name in ("executed", "_build")}
-    tree = tmp_path_factory.mktemp("book") / "gtbook"
-    tree.mkdir()
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy(ROOT / name, tree / name)
-    for name in ("book", "notebooks", "_static"):
-        if (ROOT / name).exists():
-            shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
-    gtbook("all", "--profile", "quick", "-j", "2", cwd=tree)
-    return tree, before
+from conftest import snapshot as _snapshot  # noqa: E402,F401
 
 
 @pytest.mark.slow

@@ -115,3 +115,29 @@ def statistics_with_controls(times: Sequence[float], flows: Mapping[str, Mapping
         ax.set_ylabel(name)
     axes[0].legend(fontsize=7)
     return fig
+
+
+def ode_animation(cloud, ode, *, max_frames: int = 40, max_tokens: int = 500, **kwargs):
+    r"""Tokens following the moment ODE's ellipses (chapter 1), as an embedded animation.
+
+    Parameters
+    ----------
+    cloud : :class:`gtcore.particles.ParticleTrajectory`
+        A run with ``keep_tokens=True`` (record every step, or every few).
+    ode : :class:`gtcore.moments.MomentTrajectory`
+        The moment ODE from the same initial moments with ``t_eval=cloud.t``.
+    max_frames, max_tokens, **kwargs : passed to :func:`gtcore.plotting.animation.animate_clouds`
+
+    Returns
+    -------
+    CloudAnimation
+    """
+    from .animation import CloudPanel, animate_clouds, moments_at
+
+    if getattr(cloud, "tokens", None) is None:
+        raise ValueError("cloud has no tokens: run simulate(..., keep_tokens=True)")
+    mu, Sigma = moments_at(ode, cloud.t, name="ode")
+    kwargs.setdefault("caption", "The token cloud (dots) moved by the Transformer with softmax attention, and "
+                                 "the $2\\sigma$ ellipse of the Gaussian solving the moment ODE (1.1).")
+    return animate_clouds(CloudPanel(cloud.tokens, cloud.t, mu=mu, Sigma=Sigma, title="tokens and ODE"),
+                          max_frames=max_frames, max_tokens=max_tokens, **kwargs)
