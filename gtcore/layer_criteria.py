@@ -47,6 +47,7 @@ from .pretrained import (
     numerical_rank,
 )
 from .pretrained.statistics import _floor as _pooled_floor
+from .pretrained.statistics import _statistics
 from .sampling import gaussian_tokens
 
 #: the statistics computed within sequences (the between-sequence ratio is 0 there by design)
@@ -94,13 +95,7 @@ def _within_values(x: np.ndarray, S: int, T: int, n_projections: int, seed: int)
     ])
 
 
-def _pooled_values(x: np.ndarray, S: int, T: int, n_projections: int, seed: int) -> np.ndarray:
-    return np.array([
-        sliced_w2(x, n_projections=n_projections, seed=seed),
-        mardia_kurtosis_excess(x),
-        float(np.nanmean(np.abs(excess_kurtosis_per_coordinate(x)))),
-        between_sequence_ratio(x.reshape(S, T, -1)),
-    ])
+_pooled_values = _statistics  # the four statistics of layer_statistics, one definition
 
 
 @functools.lru_cache(maxsize=16)

@@ -69,6 +69,7 @@ import numpy as np
 from gtcore import Controls, gaussian_tokens, integrate_moments, layer_stack
 from gtcore.claims import claim
 from gtcore.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
+from gtcore.glue import glue
 from gtcore.nongaussian import moment_matched_tokens, slope_standard_error, softmax_stack_study
 from gtcore.studies.invariance import attention_strength, mean_field_study, relative_moment_discrepancy
 from gtcore.particles import simulate
@@ -86,14 +87,14 @@ x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed)
 # the tokens (RK4 in time). Over them we draw the 1σ and 2σ ellipses of the Gaussian whose moments
 # solve eq. (1.1).
 
-# %%
+# %% mystnb={"figure": {"name": "fig-cloud", "caption": "Tokens (dots) moved by the softmax Transformer, at three times, with the 1σ and 2σ ellipses of the Gaussian whose moments solve eq. (1.1)."}, "image": {"alt": "Three scatter plots of a two-dimensional token cloud at increasing times; in each, two nested ellipses drawn from the moment ODE cover the cloud and move with it."}}
 show = [0.0, T / 2, T]
 cloud = simulate(x0, weak, (0, T), steps, keep_tokens=True, record_every=steps // 2)
 ode = integrate_moments(mu0, Sigma0, weak, (0, T), t_eval=cloud.t)
 figs.cloud_with_ellipses(cloud.tokens, cloud.t, ode.mu, ode.Sigma);
 
 # %% [markdown]
-# *What to look at:* the cloud rotates, stretches and drifts, and the ellipses of the ODE move with it
+# *What to look at* in {numref}`fig-cloud`: the cloud rotates, stretches and drifts, and the ellipses of the ODE move with it
 # at every time.
 #
 # ## (b) Moment error against the number of tokens
@@ -106,15 +107,18 @@ figs.cloud_with_ellipses(cloud.tokens, cloud.t, ode.mu, ode.Sigma);
 # trajectory, the central limit theorem gives errors of order $N^{-1/2}$; above it, rare tokens in the
 # tail dominate their softmax and the error decays more slowly at any practical $N$.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-error-n", "caption": "Relative moment error of the token cloud against the number of tokens $N$, for weak and strong attention, with the $N^{-1/2}$ reference line. Error bars: standard errors over the seeds."}, "image": {"alt": "Log-log plot of moment error against the number of tokens: the weak-attention curve falls parallel to a reference line of slope minus one half; the strong-attention curve falls more slowly."}}
 studies = {
     "weak attention": mean_field_study(mu0, Sigma0, weak, (0, T), Ns, n_seeds, study_steps),
     "strong attention": mean_field_study(mu0, Sigma0, strong, (0, T), Ns, n_seeds, study_steps),
 }
-figs.error_against_n(studies);
+figs.error_against_n(studies)
+glue("weak_slope", studies["weak attention"].slope)
+glue("strong_slope", studies["strong attention"].slope);
 
 # %% [markdown]
-# *What to look at:* the weak setting ($\kappa < \tfrac12$) runs parallel to the $N^{-1/2}$ line; the
+# *What to look at* in {numref}`fig-error-n`: the weak setting ($\kappa < \tfrac12$) runs parallel to the
+# $N^{-1/2}$ line (fitted slope {glue:text}`weak_slope:.2f`, strong: {glue:text}`strong_slope:.2f`); the
 # strong one ($\kappa > \tfrac12$) is flatter. Error bars are standard errors over the seeds. The claim
 # accepts a fitted slope in $[-0.65, -0.35]$ for the weak setting, an interval that the seed-to-seed
 # scatter of the fit stays well inside. The threshold $\kappa = \tfrac12$ and the $N^{-1/2}$ rate
@@ -157,7 +161,7 @@ claim("strong_is_slower", studies["strong attention"].slope - studies["weak atte
 # standard error of the fitted slope (seeds resampled within each $N$, `n_boot` resamples): a 99.7%
 # band set by the seed-to-seed scatter. The control's slope must lie above that band's upper edge.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-layers", "caption": "Moment discrepancy, layer by layer, between 12 residual layers applied to the tokens and the exact layer map `layer_stack`."}, "image": {"alt": "Two curves of relative moment discrepancy over 12 layers on a log scale: Gaussian attention on the tokens stays at round-off, softmax attention over the tokens sits at the sampling error."}}
 h = T / n_layers
 exact_attention = simulate(x0, weak, (0, T), n_layers, method="euler", average="gaussian")
 softmax_attention = simulate(x0, weak, (0, T), n_layers, method="euler")
@@ -227,7 +231,7 @@ claim("uniform tokens (same moments): softmax stack slope above the band", unifo
 # band at every recorded time (claim value: the largest excursion outside the band, negative when
 # inside); a control passes when its excursion is positive.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-gaussianity", "caption": "Sliced W2 and Mardia kurtosis of the token cloud over time, inside the 99% noise band of true Gaussian samples, with moment-matched non-Gaussian samples marked as controls."}, "image": {"alt": "Panels of two Gaussianity statistics against time: the cloud's curves stay inside a grey band while the non-Gaussian control markers lie outside it."}}
 record_every = steps // (record_times - 1)
 flows = {}
 for label, ctl in (("B_mid", mid), ("B_strong", strong)):
