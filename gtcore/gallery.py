@@ -131,14 +131,24 @@ def first_sentence(markdown: str, limit: int = CAPTION_CHARS) -> str:
     return sentence
 
 
+#: MyST roles that only resolve inside their own page (glued numbers, figure references)
+_PAGE_ROLES = re.compile(r"\s*(?:in\s+)?\{(?:glue:\w+|glue|numref|ref|eq)\}`[^`]*`")
+
+
 def _caption_cell(cells: list, i: int) -> str:
-    """The markdown cell right after cell ``i`` (the book's caption cell); else the nearest before it."""
+    """The markdown cell right after cell ``i`` (the book's caption cell); else the nearest before it.
+
+    Roles that resolve only on the chapter's own page (``{glue:text}``, ``{numref}``) are removed.
+    """
+    source = ""
     if i + 1 < len(cells) and cells[i + 1].cell_type == "markdown":
-        return cells[i + 1].source
-    for cell in reversed(cells[:i]):
-        if cell.cell_type == "markdown":
-            return cell.source
-    return ""
+        source = cells[i + 1].source
+    else:
+        for cell in reversed(cells[:i]):
+            if cell.cell_type == "markdown":
+                source = cell.source
+                break
+    return _PAGE_ROLES.sub("", source)
 
 
 def _animation_frame(html: str) -> bytes | None:
