@@ -35,6 +35,29 @@ def psd_power(S: np.ndarray, p: float) -> np.ndarray:
     return (U * w ** p) @ U.T
 
 
+def psd_project(S: np.ndarray) -> np.ndarray:
+    r"""The nearest PSD matrix (Frobenius) to each symmetric ``S[..., :, :]``: negative eigenvalues set to 0.
+
+    For covariances that are PSD in exact arithmetic (a flow's :math:`M\Sigma_0M^\top`) and whose
+    computed value has eigenvalues below 0 by round-off or integration error. Matrices with
+    :math:`\lambda_{\min} \ge 0` are returned unchanged (bit for bit).
+    """
+    S = np.asarray(S, dtype=np.float64)
+    if S.size == 0:
+        return S
+    if S.ndim == 2:
+        return psd_project(S[None])[0]
+    lmin = np.linalg.eigvalsh(S)[..., 0]
+    bad = lmin < 0
+    if not np.any(bad):
+        return S
+    out = S.copy()
+    w, U = np.linalg.eigh(S[bad])
+    P = (U * np.clip(w, 0.0, None)[..., None, :]) @ np.swapaxes(U, -1, -2)
+    out[bad] = 0.5 * (P + np.swapaxes(P, -1, -2))
+    return out
+
+
 def psd_sqrt(S: np.ndarray) -> np.ndarray:
     r"""The symmetric PSD square root :math:`S^{1/2}` (negative round-off eigenvalues clipped to 0)."""
     return psd_power(S, 0.5)
@@ -96,11 +119,50 @@ def empirical_moments_torch(x):
     return mu, 0.5 * (S + S.T)
 
 
-def resolve_device(device: Any = "auto"):
-    """A ``torch.device``; ``"auto"``: CUDA when present, else CPU."""
+def resolve_device(device: Any = "auto", name: str = "device"):
+    """A ``torch.device`` that exists here; ``"auto"``: CUDA when present, else CPU.
+
+    Raises ``ValueError`` naming ``name`` for an unknown device or one this machine lacks (e.g.
+    ``"cuda"`` without CUDA).
+    """
     import torch
 
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"{name} must be 'auto', 'cpu', 'cuda' (or 'cuda:N') or a torch.device, "
+                         f"got {device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={device!r}: CUDA is not available on this machine; "
+                         "use device='cpu' or 'auto'")
+    try:
+        torch.empty(0, device=dev)
+    except (RuntimeError, AssertionError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{name}={device!r} is not usable here: {first}") from None
+    return dev
 
+
+#: the floating dtypes the particle simulator computes in (float16/bfloat16 are too coarse for
+#: moments and blow-up tests: their 8 or 11 mantissa bits give covariances to 1e-2 or 1e-3)
+TORCH_DTYPES = ("float32", "float64")
+
+
+def resolve_dtype(dtype: Any, name: str = "dtype"):
+    """``torch.float32`` or ``torch.float64`` from a torch dtype, a NumPy dtype or their names."""
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        label = str(dtype).removeprefix("torch.")
+    else:
+        try:
+            label = np.dtype(dtype).name if dtype is not None and not isinstance(dtype, (bool, int, float)) \
+                else repr(dtype)
+        except TypeError:
+            label = repr(dtype)
+    if label not in TORCH_DTYPES:
+        raise ValueError(f"{name} must be torch.float32 or torch.float64 (or 'float32', 'float64'), "
+                         f"got {dtype!r}")
+    return getattr(torch, label)

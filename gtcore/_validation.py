@@ -15,14 +15,27 @@ PSD_RTOL = 1e-10
 
 
 def as_float_array(x: Any, name: str) -> np.ndarray:
-    """Convert ``x`` to a float64 array, or raise ``ValueError`` naming ``name``."""
+    """Convert ``x`` to a float64 array, or raise ``ValueError`` naming ``name``.
+
+    Complex input is refused (its imaginary part would be dropped silently); torch tensors of any
+    real dtype (bfloat16 and float16 included) are converted through float64.
+    """
     if hasattr(x, "detach"):  # torch tensor
-        x = x.detach().cpu().numpy()
+        if x.is_complex():
+            raise ValueError(f"{name} must be real, got a complex tensor ({x.dtype})")
+        import torch
+
+        x = x.detach().cpu().to(torch.float64).numpy()
     try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:  # ragged nested sequences
         raise ValueError(f"{name} must be a real array, got {type(x).__name__}") from exc
-    return arr
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} must be real, got a complex array")
+    try:
+        return arr.astype(np.float64, copy=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"{name} must be a real array, got {type(x).__name__}") from exc
 
 
 def check_finite(arr: np.ndarray, name: str) -> None:
@@ -95,7 +108,9 @@ def check_moments(mu: Any, Sigma: Any, mu_name: str = "mu0", Sigma_name: str = "
 
 
 def check_positive(x: float, name: str) -> float:
-    """A finite, strictly positive scalar."""
+    """A finite, strictly positive scalar (not a bool)."""
+    if isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a positive number, got {x!r}")
     try:
         val = float(x)
     except (TypeError, ValueError) as exc:
@@ -103,3 +118,10 @@ def check_positive(x: float, name: str) -> float:
     if not np.isfinite(val) or val <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {x!r}")
     return val
+
+
+def check_count(value: Any, name: str, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (a Python or NumPy integer, not a bool, not a float)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)

@@ -117,6 +117,8 @@ class Controls:
             raise ValueError(f"unknown attention {attention!r}; valid: {', '.join(sorted(ATTENTION_TYPES))}")
         object.__setattr__(self, "attention", attention)
         d = _infer_dimension(A=A, b=b, V=V, B=B, W=W, U=U)
+        if d < 1:
+            raise ValueError(f"the dimension d must be at least 1, got d = {d} from the shapes given")
         if A is None:
             A_arr = np.zeros((d, d))
         else:

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ._validation import as_float_array, check_moments, check_positive
+from ._linalg import psd_project
+from ._validation import as_float_array, check_count, check_moments, check_positive
 from .attention import gaussian_velocity
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
@@ -137,11 +138,13 @@ class MomentTrajectory:
     t : (n,) array of times
     mu : (n, d) array of means
     Sigma : (n, d, d) array of covariances, each exactly symmetric
-    status : "completed", "blowup" (the norm of Sigma crossed ``blowup_norm``) or "failed"
-    crossing_time : the time at which :math:`\|\Sigma\|_F` crossed ``blowup_norm`` (located by a
-        terminal event), or None. It precedes the pole :math:`t^*` of the solution
-        (:func:`gtcore.riccati.blowup_time`)
-    message : what the solver said
+    status : "completed"; "blowup" (:math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed
+        ``blowup_norm``); "budget" (stopped after ``max_nfev`` right-hand-side evaluations, before
+        the end of ``t_span``); or "failed" (the solver gave up)
+    crossing_time : the time at which :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed
+        ``blowup_norm`` (located by a terminal event), or None. For :math:`\Sigma` it precedes the
+        pole :math:`t^*` of the solution (:func:`gtcore.riccati.blowup_time`)
+    message : what the solver said, or which norm crossed, or where the budget ran out
     nfev : number of right-hand-side evaluations
     """
 
@@ -165,16 +168,31 @@ def _segments(t0: float, t1: float, breaks: Sequence[float]) -> list[tuple[float
     return list(zip(edges[:-1], edges[1:]))
 
 
+#: default cap on right-hand-side evaluations of :func:`integrate_moments` (about 15 s at d = 2)
+MAX_NFEV = 1_000_000
+
+
 def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tuple[float, float],
                       t_eval: Any = None, *, rtol: float = 1e-10, atol: float = 1e-12,
-                      blowup_norm: float = 1e8) -> MomentTrajectory:
+                      blowup_norm: float = 1e8, max_nfev: int = MAX_NFEV) -> MomentTrajectory:
     r"""Integrate the moment ODE (eq. 1.1) from :math:`(\mu_0, \Sigma_0)` over ``t_span``.
 
     Adaptive Dormand–Prince 8(5,3) (``scipy.integrate.solve_ivp``, ``DOP853``) with tight default
     tolerances. Piecewise controls are integrated piece by piece, so their breaks are honoured
     exactly. Finite-time blow-up is a terminal event: integration stops when
-    :math:`\|\Sigma(t)\|_F` crosses ``blowup_norm``; the arrays end at that time, and the
+    :math:`\|\Sigma(t)\|_F` or :math:`\|\mu(t)\|_2` (a mean can grow exponentially while
+    :math:`\Sigma` stays bounded) crosses ``blowup_norm``; the arrays end at that time, and the
     trajectory carries ``status="blowup"`` and ``crossing_time``. No NaN, no warnings.
+
+    The work is bounded: after ``max_nfev`` evaluations of the right-hand side the integration
+    stops at the end of the current step with ``status="budget"`` (a long ``t_span`` on a decaying
+    system is stiff for this explicit method: its steps stay near :math:`3/|\lambda|`, so
+    ``(0, 1e8)`` at rate 0.1 would take millions of steps). Convergence to a fixed point is not
+    guessed: shorten ``t_span`` or raise ``max_nfev``.
+
+    :math:`\Sigma(t) = \Phi(t)\Sigma_0\Phi(t)^\top` is positive semidefinite exactly, so every
+    returned :math:`\Sigma` is projected onto the PSD matrices (negative eigenvalues, integration
+    error of the size of ``atol``, set to 0): a result is always a valid input.
 
     Parameters
     ----------
@@ -185,8 +203,11 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     t_eval : array, optional
         Times at which to report the solution (within ``t_span``, increasing). By default the
         solver's own steps.
-    rtol, atol : tolerances passed to the solver
-    blowup_norm : threshold on the Frobenius norm of Sigma that counts as blow-up
+    rtol, atol : tolerances passed to the solver, finite and positive (scipy raises an ``rtol``
+        below 100 machine epsilons to that value, with a warning)
+    blowup_norm : threshold on :math:`\|\Sigma\|_F` and on :math:`\|\mu\|_2` that counts as blow-up
+    max_nfev : int
+        Budget of right-hand-side evaluations (default :data:`MAX_NFEV`).
 
     Returns
     -------
@@ -196,7 +217,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     ------
     ValueError
         Invalid initial moments (shape, finiteness, symmetry, positive semidefiniteness),
-        controls of the wrong dimension, or a bad time span; the message names the argument.
+        controls of the wrong dimension, a bad time span, tolerance or budget; the message names
+        the argument.
     """
     mu0, Sigma0 = check_moments(mu0, Sigma0)
     d = mu0.shape[0]
@@ -210,16 +232,32 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
         if t_eval.ndim != 1 or not np.all(np.isfinite(t_eval)) or np.any(np.diff(t_eval) <= 0) or (
                 t_eval.size and (t_eval[0] < t0 or t_eval[-1] > t1)):
             raise ValueError("t_eval must be finite, strictly increasing and lie inside t_span")
-    check_positive(blowup_norm, "blowup_norm")
-    if np.linalg.norm(Sigma0) >= blowup_norm:
-        raise ValueError(f"Sigma0 has norm {np.linalg.norm(Sigma0):.3g} >= blowup_norm = {blowup_norm:.3g}: "
-                         "raise blowup_norm")
+    rtol = check_positive(rtol, "rtol")
+    atol = check_positive(atol, "atol")
+    blowup_norm = check_positive(blowup_norm, "blowup_norm")
+    max_nfev = check_count(max_nfev, "max_nfev")
+    for name, x in (("Sigma0", Sigma0), ("mu0", mu0)):
+        if np.linalg.norm(x) >= blowup_norm:
+            raise ValueError(f"{name} has norm {np.linalg.norm(x):.3g} >= blowup_norm = {blowup_norm:.3g}: "
+                             "raise blowup_norm")
 
     def blowup_event(t, y):
-        return np.linalg.norm(y[d:]) - blowup_norm
+        return max(np.linalg.norm(y[d:]), np.linalg.norm(y[:d])) - blowup_norm
 
     blowup_event.terminal = True
     blowup_event.direction = 1
+
+    calls = [0]  # right-hand-side evaluations, all segments together
+    budget = {"t_stop": np.inf}
+
+    def budget_event(t, y):
+        # called once per accepted step at its end: past the budget, a root exactly at this step's end
+        if budget["t_stop"] == np.inf and calls[0] >= max_nfev:
+            budget["t_stop"] = t
+        return budget["t_stop"] - t
+
+    budget_event.terminal = True
+    budget_event.direction = -1
 
     ts, mus, Sigmas = [], [], []
     y = np.concatenate([mu0, Sigma0.ravel()])
@@ -237,6 +275,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
                 return evaluate_controls(fn, min(max(t, a), inside), d=d)
 
         def rhs(t, y, at=at):
+            calls[0] += 1
             Sigma = y[d:].reshape(d, d)
             Sigma = 0.5 * (Sigma + Sigma.T)
             dmu, dS = moment_rhs(y[:d], Sigma, at(t))
@@ -247,8 +286,9 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             mask = (t_eval >= a) & ((t_eval <= b) if last else (t_eval < b))
             keep_eval = t_eval[mask]
             solve_eval = np.union1d(keep_eval, [b])  # b is always solved for, to go on from it
-        sol = solve_ivp(rhs, (a, b), y, method="DOP853", t_eval=solve_eval, rtol=rtol, atol=atol,
-                        events=blowup_event)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow fails the step, no warning
+            sol = solve_ivp(rhs, (a, b), y, method="DOP853", t_eval=solve_eval, rtol=rtol, atol=atol,
+                            events=[blowup_event, budget_event])
         nfev += sol.nfev
         message = sol.message
         seg_t, seg_y = sol.t, sol.y.T
@@ -259,12 +299,20 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             seg_t, seg_y = seg_t[keep], seg_y[keep]
         elif k > 0:
             seg_t, seg_y = seg_t[1:], seg_y[1:]  # the break is already the previous piece's end
-        if sol.status == 1:  # the blow-up event fired
-            te, ye = sol.t_events[0][0], sol.y_events[0][0]
+        if sol.status == 1:  # a terminal event fired: blow-up, or the budget ran out
+            fired = 0 if len(sol.t_events[0]) else 1
+            te, ye = sol.t_events[fired][0], sol.y_events[fired][0]
             before = seg_t < te
             seg_t = np.append(seg_t[before], te)
             seg_y = np.vstack([seg_y[before], ye[None]])
-            status, crossing_time = "blowup", float(te)
+            if fired == 0:
+                status, crossing_time = "blowup", float(te)
+                which = ("||mu||_2" if np.linalg.norm(ye[:d]) >= np.linalg.norm(ye[d:]) else "||Sigma||_F")
+                message = f"{which} crossed blowup_norm = {blowup_norm:.3g} at t = {te:.6g}"
+            else:
+                status = "budget"
+                message = (f"stopped after max_nfev = {max_nfev} right-hand-side evaluations at "
+                           f"t = {te:.6g} of t1 = {t1:.6g}: raise max_nfev or shorten t_span")
         elif sol.status < 0:
             status = "failed"
         ts.append(seg_t)
@@ -274,6 +322,6 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             break
     t = np.concatenate(ts)
     Sigma = np.concatenate(Sigmas)
-    Sigma = 0.5 * (Sigma + np.swapaxes(Sigma, 1, 2))
+    Sigma = psd_project(0.5 * (Sigma + np.swapaxes(Sigma, 1, 2)))
     return MomentTrajectory(t=t, mu=np.concatenate(mus), Sigma=Sigma, status=status,
                             crossing_time=crossing_time, message=message, nfev=nfev)

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._linalg import empirical_moments_torch, resolve_device
+from ._linalg import empirical_moments_torch, resolve_device, resolve_dtype
 from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_positive, check_tokens
+from ._validation import as_float_array, check_count, check_positive, check_tokens
 from .attention import AttentionType, attention_of
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
@@ -203,7 +203,7 @@ def velocity(x: Any, controls: Controls, *, ff: str = "identity", average: str =
     if isinstance(arr, torch.Tensor):
         xt = arr
     else:
-        xt = torch.as_tensor(arr, dtype=dtype, device=resolve_device(device))
+        xt = torch.as_tensor(arr, dtype=resolve_dtype(dtype), device=resolve_device(device))
     tc = _ControlCache(xt.dtype, xt.device)(controls)
     v = _velocity(xt, tc, ff, average)
     return v if isinstance(arr, torch.Tensor) else v.cpu().numpy()
@@ -246,12 +246,6 @@ class ParticleTrajectory:
     method: str
     steps: int
     h: float
-
-
-def _check_count(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None,
@@ -300,7 +294,8 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     t_eval : increasing times in ``t_span``, optional
         Record at ``t0`` and exactly at these times (``record_every`` is then ignored).
     max_step : largest step, optional (replaces the proportional share of ``steps``)
-    dtype, device : torch dtype, and "auto" (CUDA when present), "cpu" or "cuda"
+    dtype, device : torch.float32 or torch.float64 (or their names), and "auto" (CUDA when
+        present), "cpu" or "cuda"; a device this machine lacks is a ``ValueError``
     average : "empirical" or "gaussian": how each head's attention average is evaluated
         (see :func:`velocity`)
     keep_tokens : also return the tokens at the recorded times
@@ -315,10 +310,12 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     N, d = arr.shape
     fn = as_control_function(controls, d, state_name="x0")
     if max_step is None or steps is not None:
-        steps = _check_count(steps, "steps")
+        steps = check_count(steps, "steps")
     if max_step is not None:
         max_step = check_positive(max_step, "max_step")
-    record_every = _check_count(record_every, "record_every")
+    record_every = check_count(record_every, "record_every")
+    blowup_norm = check_positive(blowup_norm, "blowup_norm")
+    dtype = resolve_dtype(dtype)
     _check_choice(method, "method (integrator)", SOLVERS)
     _check_choice(average, "average", AVERAGES)
     span = as_float_array(t_span, "t_span")

@@ -434,12 +434,16 @@ def endpoint_error(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigm
     with :math:`(\mu, \Sigma)` the solution of eq. (1.1) from :math:`(\mu_0, \Sigma_0)` under
     ``controls``, integrated with tolerances tighter than the solver's defaults
     (``rtol=1e-12``, ``atol=1e-14``) so that the number measures the controls, not the solver.
-    ``inf`` if the solution blows up.
+    ``inf`` if the solution blows up: :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` beyond
+    :math:`10^8` times the size of the problem, the largest of 1 and the norms of the four given
+    moments (so that steering to a large target is not mistaken for blow-up), or the integration
+    stops short of ``T`` (:attr:`gtcore.MomentTrajectory.status`).
     """
     mu0, Sigma0 = check_moments(mu0, Sigma0, "mu0", "Sigma0")
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1", mu0.shape[0])
     T = check_positive(T, "T")
-    traj = integrate_moments(mu0, Sigma0, controls, (0.0, T), rtol=rtol, atol=atol)
+    size = max(1.0, *(float(np.linalg.norm(x)) for x in (mu0, Sigma0, mu1, Sigma1)))
+    traj = integrate_moments(mu0, Sigma0, controls, (0.0, T), rtol=rtol, atol=atol, blowup_norm=1e8 * size)
     if traj.status != "completed":
         return float("inf")
     mu, S = traj.final

@@ -27,8 +27,9 @@ def gaussian_tokens(n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator
     -------
     (n, d) float64 array
     """
-    if int(n) != n or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if (isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer, float, np.floating))
+            or not np.isfinite(n) or int(n) != n or n < 1):
+        raise ValueError(f"n must be a positive integer (a token count), got {n!r}")
     mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     z = rng.standard_normal((int(n), mu.shape[0]))

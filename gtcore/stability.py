@@ -406,6 +406,8 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
     """
     controls = _check_controls(controls)
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)
+    if t_max is not None:
+        t_max = check_positive(t_max, "t_max")
     d = controls.d
     A = controls.affine_A
     desc = _describe(controls)
