@@ -18,7 +18,7 @@ from .gaussianity import (
     sliced_w2,
 )
 from .mixtures import GaussianMixture, LabelledTokens
-from .moments import MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
+from .moments import LayerTrajectory, MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
 from .particles import ParticleTrajectory, simulate
 from .pretrained import (
     LayerStatistics,
@@ -66,6 +66,7 @@ __all__ = [
     "Equilibrium",
     "GaussianityPath",
     "LabelledTokens",
+    "LayerTrajectory",
     "LinearStability",
     "LoadedTransformer",
     "MeanFieldStudy",

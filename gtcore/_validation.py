@@ -79,6 +79,14 @@ def check_matrix(x: Any, name: str, d: int | None = None) -> np.ndarray:
     return arr
 
 
+def _frobenius(arr: np.ndarray) -> float:
+    """The Frobenius norm without overflow in the squares (entries up to the largest float)."""
+    m = float(np.abs(arr).max()) if arr.size else 0.0
+    if m == 0.0 or not np.isfinite(m):
+        return m
+    return m * float(np.linalg.norm(arr / m))
+
+
 def check_covariance(x: Any, name: str, d: int | None = None) -> np.ndarray:
     r"""A covariance matrix: square, finite, symmetric and positive semidefinite.
 
@@ -87,8 +95,8 @@ def check_covariance(x: Any, name: str, d: int | None = None) -> np.ndarray:
     The returned matrix is exactly symmetric.
     """
     arr = check_matrix(x, name, d)
-    scale = np.linalg.norm(arr)
-    if np.linalg.norm(arr - arr.T) > SYMMETRY_RTOL * max(scale, np.finfo(float).tiny):
+    scale = _frobenius(arr)
+    if _frobenius(arr - arr.T) > SYMMETRY_RTOL * max(scale, np.finfo(float).tiny):
         raise ValueError(f"{name} must be symmetric (to 1e-12 relative)")
     arr = 0.5 * (arr + arr.T)
     if arr.size and np.linalg.eigvalsh(arr)[0] < -PSD_RTOL * scale:

@@ -462,11 +462,12 @@ def layer_moments(mu0: Any, Sigma0: Any, controls: Controls, n_layers: int, h: f
     Returns
     -------
     mus : (L + 1, d), Sigmas : (L + 1, d, d)
+        Fewer rows when a norm passes :func:`gtcore.layer_stack`'s ``blowup_norm`` (1e8).
     """
     if feed_forward is None:
         feed_forward = bool(np.any(controls.A) or np.any(controls.b))
     if not feed_forward:
-        return layer_stack(mu0, Sigma0, [controls] * int(n_layers), h)
+        return tuple(layer_stack(mu0, Sigma0, [controls] * int(n_layers), h))
     att, ff = split_controls(controls)
     mus, Sigmas = layer_stack(mu0, Sigma0, [att, ff] * int(n_layers), h)
     return mus[::2], Sigmas[::2]
@@ -521,8 +522,12 @@ def layer_map_blowup_depth(mu0: Any, Sigma0: Any, controls: Controls, h: float, 
     n0 = float(np.linalg.norm(S))
     norms = [1.0]
     for ell in range(1, int(max_layers) + 1):
-        for c in subs:
-            mu, S = layer_map(mu, S, c, h)
+        try:
+            for c in subs:
+                mu, S = layer_map(mu, S, c, h)
+        except OverflowError:  # past float64 in one layer: crossed
+            norms.append(math.inf)
+            return BlowupDepth(ell, float(factor), float(h), np.array(norms))
         norms.append(float(np.linalg.norm(S)) / n0)
         if norms[-1] > factor:
             return BlowupDepth(ell, float(factor), float(h), np.array(norms))
@@ -628,8 +633,11 @@ def _map_until_overflow(mu0, S0, controls, n_layers, h, feed_forward, cap=1e150)
         if big:
             out.append(np.full_like(S, np.inf))
             continue
-        for c in subs:
-            mu, S = layer_map(mu, S, c, h)
+        try:
+            for c in subs:
+                mu, S = layer_map(mu, S, c, h)
+        except OverflowError:
+            S = np.full_like(S, np.inf)
         out.append(S)
     return np.stack(out)
 

@@ -232,7 +232,7 @@ def test_layer_stack_completes_and_layer_map_refuses_overflow():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(OverflowError, match="layer_map"):
-            layer_map(np.zeros(2), 1e300 * I2, Controls(A=1e10 * I2), 1.0)
+            layer_map(np.zeros(2), 1e300 * I2, Controls(A=1e10 * I2), 1.0)  # valid input, image 1e320
 
 
 # ------------------------------------------------------------------- item 4: PSD results
