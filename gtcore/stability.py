@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
-from ._validation import check_covariance, check_positive, check_vector
+from ._validation import check_count, check_covariance, check_positive, check_vector
 from .attention import attention_of, gaussian_velocity
 from .controls import Controls
 from .moments import integrate_moments
@@ -213,6 +213,39 @@ def _newton(controls: Controls, S0: np.ndarray, tol: float, max_iter: int):
     return None, max_iter, f"no convergence in {max_iter} iterations (residual {r:.2e})"
 
 
+#: a Newton limit is accepted as positive definite when its first-order distance to the exact root is
+#: below this fraction of its smallest eigenvalue
+ROOT_UNCERTAINTY_RATIO = 1e-3
+
+
+def _root_uncertainty(controls: Controls, S: np.ndarray) -> float:
+    r"""A first-order bound on the distance from ``S`` to the exact root of :math:`F`, Frobenius norm.
+
+    :math:`\delta = (\|F(S)\|_F + \varepsilon_F)/\sigma_{\min}(DF(S))`, where
+    :math:`\varepsilon_F = 8d\,\epsilon_{\text{mach}}` times the size of the terms of :math:`F` is the
+    round-off in evaluating :math:`F` (so a residual that happens to vanish still leaves an
+    uncertainty). Near a singular root (:math:`DF` nearly singular, as at :math:`\Sigma = 0` when
+    the quadratic term vanishes there) :math:`\delta` is of the order of :math:`\|S\|` itself.
+    """
+    R = _F(controls, S)
+    floor = 8 * controls.d * np.finfo(float).eps * _residual_scale(controls, S)
+    smin = float(np.linalg.svd(_jacobian(controls, S), compute_uv=False)[-1])
+    if not smin > 0:
+        return math.inf
+    return (float(np.linalg.norm(R)) + floor) / smin
+
+
+def _certified_pd(controls: Controls, S: np.ndarray) -> tuple[bool, str]:
+    """Whether every matrix within the root's uncertainty of ``S`` is positive definite, and why not."""
+    lmin = float(np.linalg.eigvalsh(S)[0])
+    delta = _root_uncertainty(controls, S)
+    if lmin > delta / ROOT_UNCERTAINTY_RATIO:
+        return True, ""
+    return False, (f"the limit is not certified positive definite: smallest eigenvalue {lmin:.3e} against "
+                   f"a distance {delta:.3e} to the exact root (first order, with round-off); the iterates "
+                   "approach a singular solution")
+
+
 def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-13,
                 max_iter: int = 60) -> Equilibrium:
     r"""A positive-definite equilibrium :math:`\Sigma^*` of the covariance equation.
@@ -222,14 +255,24 @@ def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-
         A\Sigma^* + \Sigma^* A^\top + \sum_h \big(V_h \Sigma^* B_h \Sigma^*
             + \Sigma^* B_h^\top \Sigma^* V_h^\top\big) = 0, \qquad \Sigma^* \succ 0.
 
-    When every :math:`V_h = v_h I` (and ``Sigma_guess`` is not given) the closed form is used:
-    :math:`P^* = (\Sigma^*)^{-1}` solves the Lyapunov equation
-    :math:`P^*A + A^\top P^* = -\sum_h v_h(B_h + B_h^\top)` (``scipy.linalg``). If that equation
-    has a unique solution which is not positive definite, no positive-definite equilibrium exists.
-    Otherwise damped Newton's method on the symmetric matrices (quadratic convergence near a
-    solution with invertible linearisation), started from ``Sigma_guess`` or, by default, from the
-    closed form for the scalar parts :math:`\operatorname{tr}(V_h)/d`, the end point of the ODE
+    ``Sigma_guess``, when given, is tried first (damped Newton from it); it is a hint, never a
+    reason to fail: if Newton from it does not end at a certified equilibrium, the other routes
+    follow. When every :math:`V_h = v_h I` the closed form is used: :math:`P^* = (\Sigma^*)^{-1}`
+    solves the Lyapunov equation :math:`P^*A + A^\top P^* = -\sum_h v_h(B_h + B_h^\top)`
+    (``scipy.linalg``). If that equation has a unique solution which is not positive definite
+    (smallest eigenvalue at most :math:`100\,d\,\epsilon_{\text{mach}}\|P^*\|`), no positive-definite
+    equilibrium exists. Otherwise damped Newton's method on the symmetric matrices, started from
+    the closed form for the scalar parts :math:`\operatorname{tr}(V_h)/d`, the end point of the ODE
     from :math:`I`, and multiples of :math:`I`.
+
+    What "exists" means numerically. The equation has no constant term, so :math:`\Sigma = 0` is
+    always a root, and where no positive-definite root exists Newton's iterates may shrink toward a
+    singular one while the relative residual falls below ``tol`` (e.g. skew :math:`A`,
+    :math:`V = -I`, :math:`B = I`: :math:`\Sigma(t) = I/(1 + 2t)`). A Newton limit is therefore
+    accepted only when every matrix within its distance to the exact root (first order:
+    :math:`\|F\|/\sigma_{\min}(DF)`, with the round-off of :math:`F` as a floor) is positive
+    definite, with a factor :data:`ROOT_UNCERTAINTY_RATIO` to spare: :math:`\lambda_{\min}(\Sigma^*)
+    > 10^3\,\delta`. Near a singular root :math:`\delta` is of the order of :math:`\|\Sigma\|`.
 
     Parameters
     ----------
@@ -254,49 +297,58 @@ def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-
         Bad input, naming the argument.
     """
     controls = _check_controls(controls)
+    tol = check_positive(tol, "tol")
+    max_iter = check_count(max_iter, "max_iter")
     d = controls.d
     A = controls.affine_A
-    if Sigma_guess is not None:
-        guesses = [("Sigma_guess", _check_pd(Sigma_guess, "Sigma_guess", d))]
-    else:
-        Q = riccati_quadratic(controls)
-        if Q is not None:
-            P = _lyapunov_P(A, Q)
-            if P is not None:
-                w = np.linalg.eigvalsh(P)
-                if w[0] <= 0:
-                    raise NoEquilibriumError(
-                        "no positive-definite equilibrium: with V_h = v_h I, Sigma* = P*^-1 where "
-                        "P* A + A^T P* = -sum_h v_h (B_h + B_h^T) has the unique solution P*, whose "
-                        f"smallest eigenvalue is {w[0]:.3e} <= 0 (Q = sum_h v_h(B_h + B_h^T) is "
-                        f"{_definiteness(Q)}, {_fmt_spec(np.linalg.eigvals(A))})"
-                    )
-                S = np.linalg.inv(P)
-                return _certify(controls, 0.5 * (S + S.T), "closed form (Lyapunov)", 0)
-        guesses = []
-        v = np.trace(controls.V, axis1=1, axis2=2) / d
-        Qs = np.einsum("h,hij->ij", v, controls.B + np.swapaxes(controls.B, 1, 2))
-        P = _lyapunov_P(A, 0.5 * (Qs + Qs.T))
-        if P is not None and np.linalg.eigvalsh(P)[0] > 0:
-            guesses.append(("closed form for the scalar part of V", np.linalg.inv(P)))
-        traj = integrate_moments(np.zeros(d), np.eye(d), controls, (0.0, 50.0), blowup_norm=1e6)
-        S_end = traj.Sigma[-1]
-        if traj.status == "completed" and np.linalg.eigvalsh(S_end)[0] > 1e-6 * np.linalg.norm(S_end):
-            guesses.append(("ODE end point from I at t = 50", S_end))
-        guesses += [(f"{c:g} I", c * np.eye(d)) for c in (1.0, 0.1, 10.0)]
     failures = []
-    for label, S0 in guesses:
+
+    def newton_from(label, S0):
         S, k, why = _newton(controls, S0, tol, max_iter)
         if S is None:
             failures.append(f"from {label}: {why}")
-            continue
+            return None
         S = 0.5 * (S + S.T)
-        lmin = np.linalg.eigvalsh(S)[0]
-        if lmin <= 1e-12 * np.linalg.norm(S):
-            failures.append(f"from {label}: converged to a matrix that is not positive definite "
-                            f"(smallest eigenvalue {lmin:.3e})")
-            continue
+        ok, why = _certified_pd(controls, S)
+        if not ok:
+            failures.append(f"from {label}: {why}")
+            return None
         return _certify(controls, S, "Newton", k)
+
+    if Sigma_guess is not None:
+        eq = newton_from("Sigma_guess", _check_pd(Sigma_guess, "Sigma_guess", d))
+        if eq is not None:
+            return eq
+    Q = riccati_quadratic(controls)
+    if Q is not None:
+        P = _lyapunov_P(A, Q)
+        if P is not None:
+            w = np.linalg.eigvalsh(P)
+            if w[0] <= 100 * d * np.finfo(float).eps * max(abs(w[-1]), abs(w[0])):
+                guess_note = f" (Newton {failures[0]})" if failures else ""
+                raise NoEquilibriumError(
+                    "no positive-definite equilibrium: with V_h = v_h I, Sigma* = P*^-1 where "
+                    "P* A + A^T P* = -sum_h v_h (B_h + B_h^T) has the unique solution P*, whose "
+                    f"smallest eigenvalue is {w[0]:.3e}, not positive (Q = sum_h v_h(B_h + B_h^T) is "
+                    f"{_definiteness(Q)}, {_fmt_spec(np.linalg.eigvals(A))}){guess_note}"
+                )
+            S = np.linalg.inv(P)
+            return _certify(controls, 0.5 * (S + S.T), "closed form (Lyapunov)", 0)
+    guesses = []
+    v = np.trace(controls.V, axis1=1, axis2=2) / d
+    Qs = np.einsum("h,hij->ij", v, controls.B + np.swapaxes(controls.B, 1, 2))
+    P = _lyapunov_P(A, 0.5 * (Qs + Qs.T))
+    if P is not None and np.linalg.eigvalsh(P)[0] > 0:
+        guesses.append(("closed form for the scalar part of V", np.linalg.inv(P)))
+    traj = integrate_moments(np.zeros(d), np.eye(d), controls, (0.0, 50.0), blowup_norm=1e6)
+    S_end = traj.Sigma[-1]
+    if traj.status == "completed" and np.linalg.eigvalsh(S_end)[0] > 1e-6 * np.linalg.norm(S_end):
+        guesses.append(("ODE end point from I at t = 50", S_end))
+    guesses += [(f"{c:g} I", c * np.eye(d)) for c in (1.0, 0.1, 10.0)]
+    for label, S0 in guesses:
+        eq = newton_from(label, S0)
+        if eq is not None:
+            return eq
     raise NoEquilibriumError("no positive-definite equilibrium found by Newton's method: "
                              + "; ".join(failures))
 
