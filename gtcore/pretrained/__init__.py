@@ -66,6 +66,7 @@ from .loading import (
     FAMILIES,
     KNOWN_MODELS,
     LoadedTransformer,
+    ModelFileError,
     ModelNotAvailable,
     load_or_random_init,
     load_transformer,
@@ -84,7 +85,7 @@ from .statistics import (
 
 __all__ = [
     "FAMILIES", "KNOWN_MODELS", "MODES", "STATISTICS", "LayerStatistics", "LoadedTransformer",
-    "ModelNotAvailable", "ProbeResult", "between_sequence_ratio", "departure_table", "hidden_states",
+    "ModelFileError", "ModelNotAvailable", "ProbeResult", "between_sequence_ratio", "departure_table", "hidden_states",
     "iter_layers", "layer_statistics", "load_or_random_init", "load_transformer", "max_tokens",
     "numerical_rank", "probe", "random_init_transformer", "reference_config",
 ]

@@ -29,6 +29,32 @@ class ModelNotAvailable(FileNotFoundError):
     """The requested weights are not on this machine (the message says what to get and where)."""
 
 
+class ModelFileError(ValueError):
+    """A model file is present but unusable (broken ``config.json``, truncated or foreign
+    ``*.safetensors``, weights that do not match the configuration); one line naming the file."""
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line, shortened: a one-line reason."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = " ".join(lines) if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_safetensors(path: Path) -> list[Path]:
+    """The ``*.safetensors`` files of ``path``, each with a readable header (else ModelFileError)."""
+    from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt") as fh:
+                fh.keys()
+        except Exception as exc:  # noqa: BLE001 - SafetensorError, OSError, ...: all mean "unreadable"
+            raise ModelFileError(f"{f}: not a readable safetensors file ({_first_line(exc)})") from None
+    return files
+
+
 # ===================================================================================== loading
 @dataclass
 class LoadedTransformer:
@@ -218,24 +244,41 @@ def load_transformer(name_or_path: str | os.PathLike = "minilm", *, device: str 
     ------
     ModelNotAvailable
         (a ``FileNotFoundError``) with a one-line message saying what to download and where.
+    ModelFileError
+        (a ``ValueError``) when a file is there but unusable: ``config.json`` that does not parse
+        or holds invalid values, a truncated or foreign ``*.safetensors``, or weights whose shapes
+        do not match the configuration. One line naming the file and the problem.
     ValueError
-        When the directory holds a model of another family.
+        When the directory holds a model of another family, or ``device`` is not available.
     """
+    dev = resolve_device(device)
     path, label = _resolve(name_or_path)
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
+    except Exception as exc:  # noqa: BLE001 - OSError, JSON and field-validation errors alike
+        raise ModelFileError(f"{path / 'config.json'}: not a valid model configuration "
+                             f"({_first_line(exc)})") from None
     family = config.model_type
     if family not in FAMILIES:
         raise ValueError(f"name_or_path: model family {family!r} is not supported "
                          f"(supported: {', '.join(FAMILIES)})")
+    files = _check_safetensors(path)
     kwargs = dict(local_files_only=True, use_safetensors=True, trust_remote_code=False,
                   attn_implementation="sdpa")
     if family in ("bert", "deit", "vit"):
         kwargs["add_pooling_layer"] = False
-    with _quiet_transformers():
-        model = _model_class(family).from_pretrained(path, **kwargs)
-    model = model.float().to(resolve_device(device)).eval()
+    try:
+        with _quiet_transformers():
+            model = _model_class(family).from_pretrained(path, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - size mismatches, bad values met while building the model
+        weights = ", ".join(f.name for f in files)
+        why = ("tensor shapes differ from those config.json implies"
+               if "mismatch" in str(exc) else _first_line(exc))
+        raise ModelFileError(f"{path}: the weights ({weights}) do not load into the model that "
+                             f"config.json describes: {why}") from None
+    model = model.float().to(dev).eval()
     return LoadedTransformer(model, family, label, str(path), True)
 
 

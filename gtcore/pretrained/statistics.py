@@ -6,6 +6,7 @@ import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -340,6 +341,19 @@ class ProbeResult:
         return layer_statistics_figure([self.statistics])
 
 
+def _check_figure_path(path: Path) -> None:
+    """Refuse a figure path whose folder is missing or whose format matplotlib cannot write."""
+    from matplotlib.figure import Figure
+
+    if not path.parent.is_dir():
+        raise ValueError(f"figure_path: the folder {path.parent} does not exist (create it first)")
+    formats = Figure().canvas.get_supported_filetypes()
+    ext = path.suffix.lstrip(".").lower()
+    if ext not in formats:
+        raise ValueError(f"figure_path: {path.name!r} has no image format matplotlib can write "
+                         f"(use one of: {', '.join(sorted(formats))})")
+
+
 def probe(name_or_path: str | os.PathLike = "minilm", *, mode: str = "pure", tokens: int = 512,
           sequences: int = 8, seed: int = 0, figure_path: str | os.PathLike | None = None
           ) -> ProbeResult:
@@ -369,7 +383,13 @@ def probe(name_or_path: str | os.PathLike = "minilm", *, mode: str = "pure", tok
     ------
     ModelNotAvailable
         When the weights are not on this machine (one-line message).
+    ValueError
+        ``figure_path`` in a folder that does not exist or with a format matplotlib cannot write
+        (checked before any computation), or a broken model file
+        (:class:`~gtcore.pretrained.loading.ModelFileError`).
     """
+    if figure_path is not None:
+        _check_figure_path(Path(figure_path))
     lt = load_transformer(name_or_path)
     stats = layer_statistics(lt, sequences=sequences, tokens=tokens, seed=seed, mode=mode)
     result = ProbeResult(stats, lt.source)
