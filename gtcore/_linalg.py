@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ._validation import show
+
 #: relative eigenvalue threshold of the numerical range/rank of a sample covariance
 RANK_RTOL = 1e-10
 #: relative eigenvalue threshold with which steering decides the rank of given covariances
@@ -133,15 +135,17 @@ def resolve_device(device: Any = "auto", name: str = "device"):
         dev = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
         raise ValueError(f"{name} must be 'auto', 'cpu', 'cuda' (or 'cuda:N') or a torch.device, "
-                         f"got {device!r}") from None
+                         f"got {show(device)}") from None
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"{name} must be 'auto', 'cpu' or 'cuda' (a device holding data), got {show(device)}")
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{name}={device!r}: CUDA is not available on this machine; "
+        raise ValueError(f"{name}={show(device)}: CUDA is not available on this machine; "
                          "use device='cpu' or 'auto'")
     try:
         torch.empty(0, device=dev)
     except (RuntimeError, AssertionError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"{name}={device!r} is not usable here: {first}") from None
+        raise ValueError(f"{name}={show(device)} is not usable here: {first}") from None
     return dev
 
 
@@ -164,5 +168,5 @@ def resolve_dtype(dtype: Any, name: str = "dtype"):
             label = repr(dtype)
     if label not in TORCH_DTYPES:
         raise ValueError(f"{name} must be torch.float32 or torch.float64 (or 'float32', 'float64'), "
-                         f"got {dtype!r}")
+                         f"got {show(dtype)}")
     return getattr(torch, label)

@@ -14,6 +14,12 @@ SYMMETRY_RTOL = 1e-12
 PSD_RTOL = 1e-10
 
 
+def show(x: Any, limit: int = 80) -> str:
+    """``repr(x)`` on one line, shortened: for error messages."""
+    text = " ".join(repr(x).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def as_float_array(x: Any, name: str) -> np.ndarray:
     """Convert ``x`` to a float64 array, or raise ``ValueError`` naming ``name``.
 
@@ -118,18 +124,18 @@ def check_moments(mu: Any, Sigma: Any, mu_name: str = "mu0", Sigma_name: str = "
 def check_positive(x: float, name: str) -> float:
     """A finite, strictly positive scalar (not a bool)."""
     if isinstance(x, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a positive number, got {x!r}")
+        raise ValueError(f"{name} must be a positive number, got {show(x)}")
     try:
         val = float(x)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a positive number, got {x!r}") from exc
+        raise ValueError(f"{name} must be a positive number, got {show(x)}") from exc
     if not np.isfinite(val) or val <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {x!r}")
+        raise ValueError(f"{name} must be a positive finite number, got {show(x)}")
     return val
 
 
 def check_count(value: Any, name: str, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (a Python or NumPy integer, not a bool, not a float)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {show(value)}")
     return int(value)

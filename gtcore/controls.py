@@ -113,7 +113,7 @@ class Controls:
 
     def __init__(self, A: Any = None, b: Any = None, V: Any = None, B: Any = None,
                  *, U: Any = None, W: Any = None, c: Any = None, attention: str = "dot") -> None:
-        if attention not in ATTENTION_TYPES:
+        if not isinstance(attention, str) or attention not in ATTENTION_TYPES:
             raise ValueError(f"unknown attention {attention!r}; valid: {', '.join(sorted(ATTENTION_TYPES))}")
         object.__setattr__(self, "attention", attention)
         d = _infer_dimension(A=A, b=b, V=V, B=B, W=W, U=U)

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from ._linalg import psd_project
-from ._validation import as_float_array, check_count, check_moments, check_positive
+from ._validation import as_float_array, check_count, check_moments, check_positive, show
 from .attention import gaussian_velocity
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
@@ -298,7 +298,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     fn = as_control_function(controls, d, state_name="mu0")
     span = as_float_array(t_span, "t_span")
     if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
-        raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {t_span!r}")
+        raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {show(t_span)}")
     t0, t1 = float(span[0]), float(span[1])
     if t_eval is not None:
         t_eval = as_float_array(t_eval, "t_eval")

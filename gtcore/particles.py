@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._linalg import empirical_moments_torch, resolve_device, resolve_dtype
+from ._linalg import empirical_moments_torch, psd_project, resolve_device, resolve_dtype
 from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_count, check_positive, check_tokens
+from ._validation import as_float_array, check_count, check_positive, check_tokens, show
 from .attention import AttentionType, attention_of
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
@@ -156,8 +156,8 @@ def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> tor
 
 # --------------------------------------------------------------------- validation
 def _check_choice(value: str, name: str, options) -> str:
-    if value not in options:
-        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(sorted(options))}")
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"unknown {name} {show(value)}; valid: {', '.join(sorted(options))}")
     return value
 
 
@@ -224,7 +224,8 @@ class ParticleTrajectory:
     ----------
     t : (n,) recorded times
     mu : (n, d) empirical means
-    Sigma : (n, d, d) empirical (1/N) covariances
+    Sigma : (n, d, d) empirical (1/N) covariances, projected onto the PSD matrices (a negative
+        eigenvalue, round-off of the dtype, is set to 0)
     tokens : (n, N, d) the tokens at the recorded times, or None
     final_tokens : (N, d) the tokens at the last recorded time
     status : "completed", or "blowup" when the cloud's ||Sigma||_F exceeded ``blowup_norm`` or
@@ -320,7 +321,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     _check_choice(average, "average", AVERAGES)
     span = as_float_array(t_span, "t_span")
     if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
-        raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {t_span!r}")
+        raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {show(t_span)}")
     t0, t1 = float(span[0]), float(span[1])
     nodes = np.array(control_breaks(controls), dtype=float)
     if t_eval is not None:
@@ -386,7 +387,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
             if (t_next in record_at) if record_at is not None else ((k + 1) % record_every == 0 or last):
                 record(t_next, x, mu, S)
     return ParticleTrajectory(
-        t=np.array(ts), mu=np.stack(mus), Sigma=np.stack(Sigmas),
+        t=np.array(ts), mu=np.stack(mus), Sigma=psd_project(np.stack(Sigmas)),
         tokens=np.stack(toks) if keep_tokens else None, final_tokens=x.double().cpu().numpy(),
         status=status, threshold_time=crossed, method=method, steps=total,
         h=max((b - a) / n for a, b, n in pieces),

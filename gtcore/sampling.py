@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ._linalg import psd_factor
-from ._validation import check_moments
+from ._validation import check_moments, show
 
 
 def gaussian_tokens(n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator | None = 0) -> np.ndarray:
@@ -29,7 +29,7 @@ def gaussian_tokens(n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator
     """
     if (isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer, float, np.floating))
             or not np.isfinite(n) or int(n) != n or n < 1):
-        raise ValueError(f"n must be a positive integer (a token count), got {n!r}")
+        raise ValueError(f"n must be a positive integer (a token count), got {show(n)}")
     mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     z = rng.standard_normal((int(n), mu.shape[0]))
