@@ -114,7 +114,7 @@ def _layer_map(mu: np.ndarray, Sigma: np.ndarray, controls: Controls, h: float):
 class LayerTrajectory:
     r"""Moments through a stack of residual layers, with the blow-up contract of :class:`MomentTrajectory`.
 
-    Unpacks as ``mus, Sigmas = layer_stack(...)``.
+    Unpacks and indexes as the pair ``(mu, Sigma)``: ``mus, Sigmas = layer_stack(...)``.
 
     Attributes
     ----------
@@ -138,6 +138,10 @@ class LayerTrajectory:
     def __iter__(self):
         yield self.mu
         yield self.Sigma
+
+    def __getitem__(self, i):
+        """``result[0]`` is ``mu``, ``result[1]`` is ``Sigma``: the tuple ``layer_stack`` used to return."""
+        return (self.mu, self.Sigma)[i]
 
     @property
     def final(self) -> tuple[np.ndarray, np.ndarray]:

@@ -213,7 +213,7 @@ def test_layer_stack_stops_at_blowup_with_a_status():
         S = M @ S @ M.T
         np.testing.assert_allclose(out.Sigma[ell], S, rtol=1e-12)
     mus, Sigmas = out  # still unpacks like the tuple it was
-    assert mus is out.mu and Sigmas is out.Sigma
+    assert mus is out.mu and Sigmas is out.Sigma and out[1] is out.Sigma and out[-1] is out.Sigma
 
 
 def test_layer_stack_watches_the_mean():
