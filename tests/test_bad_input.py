@@ -403,3 +403,11 @@ def test_probe_checks_the_figure_folder_before_computing(tiny_bert, tmp_path, mo
     assert "figure" in err and "missing" in err and not target.parent.exists()
     assert main(["probe", str(tiny_bert), "--figure", str(tmp_path / "fig.nope")]) == 2
     assert "format" in capsys.readouterr().err
+
+
+def test_load_transformer_on_a_missing_device_names_the_device(tiny_bert, monkeypatch):
+    from gtcore.pretrained import load_transformer
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device='cuda': CUDA is not available"):
+        load_transformer(tiny_bert, device="cuda")

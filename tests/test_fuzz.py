@@ -168,7 +168,8 @@ MOMENTS_ARGS = ("mu0", "Sigma0", "controls", "t_span", "t_eval", "rtol", "atol",
 def moments_args(draw):
     d = draw(st.integers(1, 3))
     t0 = draw(st.floats(-10, 10))
-    length = draw(st.one_of(st.floats(1e-3, 10), st.floats(1e-3, 10), st.floats(10, 1e3), st.sampled_from([1e8, 1e300])))
+    length = draw(st.one_of(st.floats(1e-3, 10), st.floats(1e-3, 10), st.floats(10, 1e3),
+                            st.sampled_from([1e8, 1e300])))
     args = {"mu0": draw(hnp.arrays(np.float64, (d,), elements=st.floats(-10, 10))), "Sigma0": draw(psd(d)),
             "controls": draw(valid_controls(d)), "t_span": (t0, t0 + length),
             "rtol": draw(st.floats(1e-13, 1e-3)), "atol": draw(st.floats(1e-15, 1e-3)),
@@ -206,7 +207,8 @@ def simulate_args(draw):
     d = draw(st.integers(1, 3))
     n = draw(st.integers(2, 6))
     t0 = draw(st.floats(-1, 1))
-    args = {"x0": draw(hnp.arrays(np.float64, (n, d), elements=st.floats(-5, 5))), "controls": draw(valid_controls(d)),
+    args = {"x0": draw(hnp.arrays(np.float64, (n, d), elements=st.floats(-5, 5))),
+            "controls": draw(valid_controls(d)),
             "t_span": (t0, t0 + draw(st.floats(1e-3, 10))), "steps": draw(st.integers(1, 20)),
             "method": draw(st.sampled_from(["rk4", "euler", "midpoint"])),
             "dtype": draw(st.sampled_from([torch.float64, torch.float32, "float64", np.float32])),
@@ -215,7 +217,8 @@ def simulate_args(draw):
             "blowup_norm": draw(st.sampled_from([1e8, 1e3, 1e12]))}
     wild = {"x0": st.one_of(arrays(), st.just(np.ones((1, d))), st.just(torch.ones(3, d, dtype=torch.int64))),
             "t_span": wild_span, "steps": wild_count, "method": st.sampled_from(["rk5", None, 4]),
-            "dtype": st.sampled_from([torch.int64, torch.bfloat16, torch.float16, "float65", None, 3, torch.complex64]),
+            "dtype": st.sampled_from([torch.int64, torch.bfloat16, torch.float16, "float65", None, 3,
+                                      torch.complex64]),
             "device": st.sampled_from(["gpu", 3, None, "cuda:7", "meta"]),
             "average": st.sampled_from(["mean", None]), "blowup_norm": wild_number,
             "controls": st.one_of(valid_controls(d + 1), junk)}
