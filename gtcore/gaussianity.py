@@ -193,12 +193,16 @@ def sliced_w2_of_whitened(y: np.ndarray, n_projections: int = 128,
     theta /= np.linalg.norm(theta, axis=0)
     k = _chunk_rows(int(n_projections), 8 * n * 3)
     total = 0.0
+    wts = _normal_quantile_weights(n)
     for start in range(0, int(n_projections), k):
-        p = y @ theta[:, start:start + k]
-        p -= p.mean(axis=0)
-        sd = p.std(axis=0)
+        # one projection per row (contiguous): sorting rows is ~2x faster than sorting columns; the
+        # rows then go through w2_to_standard_normal's formula
+        p = theta[:, start:start + k].T @ y.T
+        p -= p.mean(axis=1, keepdims=True)
+        sd = p.std(axis=1, keepdims=True)
         p /= np.where(sd > 0, sd, 1.0)
-        total += float(np.sum(w2_to_standard_normal(p)))
+        p.sort(axis=1)
+        total += float(np.sum(np.mean(p * p, axis=1) - 2.0 * (p @ wts) + 1.0))
     return float(np.sqrt(max(total / n_projections, 0.0)))
 
 
