@@ -19,6 +19,7 @@ whereas a 2-thread OpenMP region whose second thread is descheduled spins and in
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -29,8 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from book_pipeline import GTBOOK, ROOT, cell_profile, copy_tree  # noqa: E402
+# the sibling script's helpers (a script, not a package: loaded from its path)
+_spec = importlib.util.spec_from_file_location("book_pipeline", Path(__file__).with_name("book_pipeline.py"))
+_pipeline = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_pipeline)
+GTBOOK, ROOT, cell_profile, copy_tree = _pipeline.GTBOOK, _pipeline.ROOT, _pipeline.cell_profile, _pipeline.copy_tree
 
 
 def _children_cpu() -> float:
