@@ -51,7 +51,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from . import gallery, provenance, report
+from . import _files, gallery, provenance, report
 from ._lock import LockBusy, TreeLock
 from ._progress import QUIET_ENV
 from ._root import ROOT_ENV, RootNotFound, find_root
@@ -419,8 +419,7 @@ def _cores() -> int:
 def _publish(bk: Book, src: Path, dest: Path) -> None:
     """Move ``src`` to ``dest`` atomically, under the tree's publishing lock."""
     with TreeLock(bk.executed / ".publish.lock", what="publish"):
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dest)
+        _files.publish(src, dest)
 
 
 def _kernel_manager_class(log_path: Path, env: dict[str, str]):
@@ -668,6 +667,8 @@ def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] |
     bk = _book(bk)
     todo = plan(bk, profile, only, sets or [])
     clean_scratch(bk)
+    if bk.executed.is_dir():
+        _files.remove_stale_temporaries(bk.executed)  # an atomic write cut short (we hold the tree's lock)
     if force:
         from . import cache
 
@@ -754,7 +755,7 @@ def build(bk: Book | None = None, *, force: bool = False) -> Path:
     proc = subprocess.run(cmd, cwd=bk.root)
     if proc.returncode != 0:
         raise BookError("jupyter-book build failed (warnings count as errors); see the log above")
-    stamp.write_text(key)
+    _files.atomic_write_text(stamp, key)
     print(f"book built: {index}")
     return index
 

@@ -33,7 +33,7 @@ from .controls import Controls
 from .gaussianity import empirical_moments
 from .studies.invariance import attention_strength
 from .moments import integrate_moments
-from .particles import simulate
+from .particles import STUDY_KERNEL_DTYPE, simulate
 from .sampling import gaussian_tokens
 
 
@@ -121,7 +121,8 @@ class PoleStudy:
 
 def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], seeds: int,
                fractions: Sequence[float], steps: int, *, method: str = "rk4",
-               device: str = "auto", progress: bool = False) -> PoleStudy:
+               device: str = "auto", progress: bool = False,
+               kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> PoleStudy:
     r"""Token clouds of several sizes against the moment ODE at fixed fractions of :math:`t^*`.
 
     For each :math:`N` and seed :math:`s`, :math:`N` tokens are drawn from
@@ -142,7 +143,8 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
     seeds : number of seeds per N
     fractions : increasing fractions of :math:`t^*` in (0, 1)
     steps : fixed steps over :math:`[0, f_{\max} t^*_s]`
-    method, device : as :func:`gtcore.particles.simulate`
+    method, device, kernel_dtype : as :func:`gtcore.particles.simulate` (the softmax kernel in
+        :data:`gtcore.particles.STUDY_KERNEL_DTYPE`, float32, by default: see there)
 
     Returns
     -------
@@ -174,7 +176,8 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
         m0, S0 = empirical_moments(x0)
         ts = float(blowup_time(S0, controls).t_star)
         ts_seed[i, s] = ts
-        tr = simulate(x0, controls, (0.0, fr[-1] * ts), int(steps), method=method, device=device)
+        tr = simulate(x0, controls, (0.0, fr[-1] * ts), int(steps), method=method, device=device,
+                      kernel_dtype=kernel_dtype)
         if tr.status != "completed":
             raise RuntimeError(f"N={N}, seed {s}: the token cloud reached blowup_norm "
                                "(it cannot blow up in finite time; lower the fractions)")

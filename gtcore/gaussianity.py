@@ -177,19 +177,32 @@ def sliced_w2(x: Any, n_projections: int = 128, seed: int | np.random.Generator 
     x = _samples(x)
     if int(n_projections) != n_projections or n_projections < 1:
         raise ValueError(f"n_projections must be a positive integer, got {n_projections!r}")
-    y = whiten(x)
+    return sliced_w2_of_whitened(whiten(x), int(n_projections), seed)
+
+
+def sliced_w2_of_whitened(y: np.ndarray, n_projections: int = 128,
+                          seed: int | np.random.Generator | None = 0) -> float:
+    r""":func:`sliced_w2` of a sample already whitened by :func:`gtcore._linalg.whiten` (shape (N, r)).
+
+    Lets a caller that evaluates several statistics of one sample whiten it once; the value is
+    the one :func:`sliced_w2` returns on the raw sample.
+    """
     n, r = y.shape
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     theta = rng.standard_normal((r, int(n_projections)))
     theta /= np.linalg.norm(theta, axis=0)
     k = _chunk_rows(int(n_projections), 8 * n * 3)
     total = 0.0
+    wts = _normal_quantile_weights(n)
     for start in range(0, int(n_projections), k):
-        p = y @ theta[:, start:start + k]
-        p -= p.mean(axis=0)
-        sd = p.std(axis=0)
+        # one projection per row (contiguous): sorting rows is ~2x faster than sorting columns; the
+        # rows then go through w2_to_standard_normal's formula
+        p = theta[:, start:start + k].T @ y.T
+        p -= p.mean(axis=1, keepdims=True)
+        sd = p.std(axis=1, keepdims=True)
         p /= np.where(sd > 0, sd, 1.0)
-        total += float(np.sum(w2_to_standard_normal(p)))
+        p.sort(axis=1)
+        total += float(np.sum(np.mean(p * p, axis=1) - 2.0 * (p @ wts) + 1.0))
     return float(np.sqrt(max(total / n_projections, 0.0)))
 
 
@@ -280,7 +293,11 @@ def mardia_kurtosis_excess(x: Any) -> float:
     -------
     float
     """
-    y = whiten(_samples(x))
+    return mardia_kurtosis_excess_of_whitened(whiten(_samples(x)))
+
+
+def mardia_kurtosis_excess_of_whitened(y: np.ndarray) -> float:
+    """:func:`mardia_kurtosis_excess` of a sample already whitened by :func:`gtcore._linalg.whiten`."""
     r = y.shape[1]
     return (_mardia_b2(y) - r * (r + 2)) / (r * (r + 2))
 
@@ -303,8 +320,9 @@ def excess_kurtosis_per_coordinate(x: Any) -> np.ndarray:
     """
     x = _samples(x)
     xc = x - x.mean(axis=0)
-    m2 = np.mean(xc**2, axis=0)
-    m4 = np.mean(xc**4, axis=0)
+    sq = xc * xc
+    m2 = np.mean(sq, axis=0)
+    m4 = np.mean(sq * sq, axis=0)  # not xc**4: pow is ~10x slower than two products
     out = np.full(x.shape[1], np.nan)
     ok = m2 > 0
     out[ok] = m4[ok] / m2[ok] ** 2 - 3.0
@@ -437,5 +455,7 @@ __all__ = [
     "mardia_skewness",
     "noise_floor",
     "sliced_w2",
+    "sliced_w2_of_whitened",
+    "mardia_kurtosis_excess_of_whitened",
     "w2_to_standard_normal",
 ]

@@ -39,7 +39,7 @@ from ._validation import check_moments
 from .controls import ControlsLike, as_control_function, evaluate_controls
 from .studies import loglog_slope
 from .moments import layer_stack
-from .particles import simulate
+from .particles import STUDY_KERNEL_DTYPE, simulate
 from ._linalg import psd_factor
 
 #: the laws :func:`moment_matched_tokens` draws
@@ -125,7 +125,8 @@ class StackStudy:
 
 def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, n_layers: int,
                         Ns: Sequence[int], seeds: int, *, law: str = "gaussian", seed: int = 0,
-                        progress: bool = False, **law_kwargs) -> StackStudy:
+                        progress: bool = False, kernel_dtype: Any = STUDY_KERNEL_DTYPE,
+                        **law_kwargs) -> StackStudy:
     r"""How far the softmax residual stack is from the Gaussian layer map, as N grows.
 
     For each N and each of ``seeds`` samples (drawn by :func:`moment_matched_tokens` from
@@ -136,7 +137,8 @@ def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float,
     initial sampling error cancels: what is left is the gap between the softmax over the tokens
     and the Gaussian attention average :math:`\hat\mu + \hat\Sigma B x`. For a Gaussian sample
     that gap is a sampling fluctuation (it shrinks with N); for another law with the same moments
-    it tends to a non-zero limit.
+    it tends to a non-zero limit. The softmax kernel runs in ``kernel_dtype``
+    (:data:`gtcore.particles.STUDY_KERNEL_DTYPE`: float32, see there).
 
     Returns
     -------
@@ -157,7 +159,7 @@ def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float,
     for i, N, s in progress_bar(jobs, f"softmax stack ({law})", enabled=progress):
         x0 = moment_matched_tokens(law, int(N), mu0, Sigma0, seed + s, **law_kwargs)
         tr = simulate(x0, controls, (0.0, float(T)), int(n_layers), method="euler", record_every=int(n_layers),
-                      device="cpu")
+                      device="cpu", kernel_dtype=kernel_dtype)
         mus, Sigmas = layer_stack(tr.mu[0], tr.Sigma[0], per_layer, h)
         errors[i, s] = np.linalg.norm(tr.mu[-1] - mus[-1]) + np.linalg.norm(tr.Sigma[-1] - Sigmas[-1])
     return StackStudy(Ns=Ns, errors=errors, slope=loglog_slope(Ns, errors.mean(axis=1)), law=law)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._files import atomic_write_text
 from .claims import claims_in_notebook
 from .statements import Statement, load_statements
 
@@ -274,5 +275,5 @@ def write_report(executed: Path) -> Path:
     path = executed / "report.md"
     text = report_markdown(executed)
     if not path.exists() or path.read_text() != text:  # unchanged: keep it, so the build stays fresh
-        path.write_text(text)
+        atomic_write_text(path, text)  # a kill mid-write never leaves half a report
     return path

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,7 @@ from scipy.linalg import solve_continuous_lyapunov
 from ._validation import check_count, check_covariance, check_positive, check_vector
 from .attention import attention_of, gaussian_velocity
 from .controls import Controls
-from .moments import integrate_moments
+from .moments import integrate_moments, integrate_moments_lanes
 from .riccati import (
     _RiccatiKernel,
     _blowup_closed_form,
@@ -78,6 +79,7 @@ __all__ = [
     "linear_stability",
     "mean_matrix",
     "observe_regime",
+    "observe_regimes",
 ]
 
 VERDICTS = ("converges", "collapses to 0", "blows up", "undetermined")
@@ -545,9 +547,14 @@ def observe_regime(controls: Controls, Sigma0: Any, t_max: float, *, rtol: float
     n0 = float(np.linalg.norm(S0))
     traj = integrate_moments(np.zeros(controls.d), S0, controls, (0.0, t_max), rtol=rtol,
                              atol=1e-30 + 1e-14 * n0, blowup_norm=1e8 * max(n0, 1.0))
-    if traj.status == "blowup":
+    return _observed_verdict(controls, traj.status, traj.Sigma[-1], n0, settle_tol, collapse_tol)
+
+
+def _observed_verdict(controls: Controls, status: str, S: np.ndarray, n0: float, settle_tol: float,
+                      collapse_tol: float) -> str:
+    """:func:`observe_regime`'s verdict from the integration's status and end point."""
+    if status == "blowup":
         return "blows up"
-    S = traj.Sigma[-1]
     nS = float(np.linalg.norm(S))
     if nS <= collapse_tol * n0:
         return "collapses to 0"
@@ -555,6 +562,28 @@ def observe_regime(controls: Controls, Sigma0: Any, t_max: float, *, rtol: float
             and np.linalg.eigvalsh(S)[0] > settle_tol * nS):
         return "converges"
     return "undetermined"
+
+
+def observe_regimes(controls: Sequence[Controls], Sigma0: Any, t_max: float, *, rtol: float = 1e-10,
+                    settle_tol: float = 1e-6, collapse_tol: float = 1e-8) -> list[str]:
+    r""":func:`observe_regime` for many controls at once: the same integration (tolerances, blow-up
+    threshold) and the same verdicts, with every point's moment ODE stepped side by side by
+    :func:`gtcore.moments.integrate_moments_lanes` (each with its own DOP853 steps; dot-product
+    attention; other attention types fall back to :func:`observe_regime` point by point).
+    """
+    ctls = [_check_controls(c, f"controls[{k}]") for k, c in enumerate(controls)]
+    if not ctls:
+        return []
+    S0 = check_covariance(Sigma0, "Sigma0", ctls[0].d)
+    t_max = check_positive(t_max, "t_max")
+    if any(c.attention != "dot" for c in ctls):
+        return [observe_regime(c, S0, t_max, rtol=rtol, settle_tol=settle_tol, collapse_tol=collapse_tol)
+                for c in ctls]
+    n0 = float(np.linalg.norm(S0))
+    ends = integrate_moments_lanes(np.zeros(ctls[0].d), S0, ctls, (0.0, t_max), rtol=rtol,
+                                   atol=1e-30 + 1e-14 * n0, blowup_norm=1e8 * max(n0, 1.0))
+    return [_observed_verdict(c, st, S, n0, settle_tol, collapse_tol)
+            for c, st, S in zip(ctls, ends.status, ends.Sigma)]
 
 
 # ------------------------------------------------------------------------------ the mean

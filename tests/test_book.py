@@ -372,6 +372,67 @@ def test_ctrl_c_stops_cleanly_with_one_line_and_keeps_the_last_good_output(mini)
     assert not list(running.iterdir())
 
 
+def test_publish_is_atomic_even_across_filesystems(mini, monkeypatch):
+    # a scratch folder on another filesystem (EXDEV) and a Ctrl-C in the middle of the copy: shutil.move
+    # would copy straight into executed/ and leave half a notebook there; publish must leave the old one
+    import errno
+
+    bk = book.open_book(mini)
+    dest = mini / "executed" / "01_tiny.ipynb"
+    dest.parent.mkdir()
+    dest.write_text("previous good output")
+    src = mini / "scratch" / "01_tiny.ipynb"
+    src.parent.mkdir()
+    src.write_text("new notebook " * 20000)
+    real_replace = os.replace
+
+    def same_device_only(a, b, *args, **kwargs):
+        if Path(a).resolve().parent != Path(b).resolve().parent:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real_replace(a, b, *args, **kwargs)
+
+    def half_then_interrupted(fsrc, fdst, *args, **kwargs):
+        data = fsrc.read()
+        fdst.write(data[:len(data) // 2])
+        fdst.flush()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", same_device_only)
+    monkeypatch.setattr(os, "rename", same_device_only)
+    monkeypatch.setattr(shutil, "copyfileobj", half_then_interrupted)
+    monkeypatch.setattr(shutil, "_fastcopy_sendfile", half_then_interrupted, raising=False)
+    with pytest.raises(KeyboardInterrupt):
+        book._publish(bk, src, dest)
+    assert dest.read_text() == "previous good output"
+    assert sorted(p.name for p in dest.parent.iterdir()) == [".publish.lock", "01_tiny.ipynb"]
+    monkeypatch.undo()
+    monkeypatch.setattr(os, "replace", same_device_only)
+    book._publish(bk, src, dest)  # uninterrupted, still across "filesystems"
+    assert dest.read_text() == "new notebook " * 20000 and not src.exists()
+    assert sorted(p.name for p in dest.parent.iterdir()) == [".publish.lock", "01_tiny.ipynb"]
+
+
+def test_ctrl_c_under_j_keeps_every_notebook_whole(ran):
+    executed = ran / "executed"
+    before = {p.name: p.read_bytes() for p in executed.glob("*.ipynb")}
+    assert sorted(before) == ["01_tiny.ipynb", "02_small.ipynb"]
+    proc = subprocess.Popen([*GTBOOK, "run", "-j", "2", "--force", "--set", "pause=120.0"], cwd=ran,
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    running = executed / ".running"
+    deadline = time.time() + 90
+    while time.time() < deadline and len(list(running.glob("*/kernel.log"))) < 2:
+        time.sleep(0.2)
+    time.sleep(4)  # both kernels are inside the chapter's cells
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err[-3000:]
+    assert {p.name: p.read_bytes() for p in executed.glob("*.ipynb")} == before
+    for name in before:
+        nbformat.read(executed / name, as_version=4)
+    assert not list(executed.glob(".*.tmp")) and not list(running.iterdir())
+
+
 # ---------------------------------------------------------- overrides and provenance
 def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
     gtbook("run", "--set", "x=1.25", "--set", "seed=4", cwd=mini)

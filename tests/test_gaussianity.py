@@ -286,3 +286,18 @@ def test_large_sample_memory_and_speed():
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name}\b"):
         call()
+
+
+def test_whitened_entry_points_give_the_public_values():
+    # the statistics of one sample whitened once (as the pretrained statistics do) are the values of
+    # the public functions on the raw sample; and the per-coordinate kurtosis against scipy
+    from gtcore._linalg import whiten
+    from gtcore.gaussianity import mardia_kurtosis_excess_of_whitened, sliced_w2_of_whitened
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_t(5, size=(600, 7)) @ rng.normal(size=(7, 7))
+    y = whiten(x)
+    assert sliced_w2_of_whitened(y, 64, seed=3) == sliced_w2(x, n_projections=64, seed=3)
+    assert mardia_kurtosis_excess_of_whitened(y) == mardia_kurtosis_excess(x)
+    np.testing.assert_allclose(excess_kurtosis_per_coordinate(x), stats.kurtosis(x, axis=0, fisher=True,
+                                                                                 bias=True), rtol=1e-12)

@@ -85,3 +85,23 @@ def test_within_sequence_statistics_on_minilm_layer_0_matches_the_sample_route()
     for s in WITHIN:
         np.testing.assert_allclose(w.values[s][0], ref.values[s], rtol=1e-6)
     assert "within-sequence" in w.table()
+
+
+def test_pooled_and_within_values_are_the_public_statistics():
+    # whitening once inside must not change a value: compare with each public function on its own
+    from gtcore.gaussianity import excess_kurtosis_per_coordinate, mardia_kurtosis_excess, sliced_w2
+    from gtcore.layer_criteria import _centre_sequences, _within_values
+    from gtcore.pretrained import between_sequence_ratio
+    from gtcore.pretrained.statistics import _statistics
+
+    rng = np.random.default_rng(5)
+    S, T, d = 3, 40, 6
+    x = rng.standard_t(6, size=(S * T, d)) @ rng.normal(size=(d, d))
+    pooled = _statistics(x, S, T, 32, 2)
+    assert pooled[0] == sliced_w2(x, n_projections=32, seed=2)
+    assert pooled[1] == mardia_kurtosis_excess(x)
+    assert pooled[2] == float(np.nanmean(np.abs(excess_kurtosis_per_coordinate(x))))
+    assert pooled[3] == between_sequence_ratio(x.reshape(S, T, d))
+    z = _centre_sequences(x, S, T)
+    within = _within_values(x, S, T, 32, 2)
+    assert within[0] == sliced_w2(z, n_projections=32, seed=2) and within[1] == mardia_kurtosis_excess(z)

@@ -195,3 +195,20 @@ def test_velocity_bad_input():
         velocity(np.zeros((3, 2)), Controls(A=np.eye(3)))
     with pytest.raises(ValueError, match="ff"):
         velocity(np.zeros((3, 2)), Controls(A=np.eye(2)), ff="tanh")
+
+
+def test_float32_kernel_stays_within_its_round_off_of_float64():
+    # the studies' mixed precision (STUDY_KERNEL_DTYPE): the softmax average in float32, all else in
+    # float64; the moments must agree with the float64 run to ~1e-7 relative, far below N^-1/2
+    from gtcore.particles import STUDY_KERNEL_DTYPE
+
+    ctl = Controls(A=[[0.2, 0.6], [-0.6, 0.1]], b=[0.3, 0.0], V=0.5 * np.eye(2), B=[[-0.6, 0.1], [0.1, -0.5]])
+    x0 = gaussian_tokens(1500, [0.5, -0.3], [[1.0, 0.4], [0.4, 0.7]], 3)
+    full = simulate(x0, ctl, (0.0, 1.0), 10, record_every=5)
+    mixed = simulate(x0, ctl, (0.0, 1.0), 10, record_every=5, kernel_dtype=STUDY_KERNEL_DTYPE)
+    assert mixed.final_tokens.dtype == np.float64
+    np.testing.assert_allclose(mixed.Sigma, full.Sigma, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(mixed.mu, full.mu, rtol=1e-6, atol=1e-7)
+    assert np.abs(mixed.Sigma - full.Sigma).max() > 0  # the float32 kernel was used
+    with pytest.raises(ValueError, match="kernel_dtype"):
+        simulate(x0, ctl, (0.0, 1.0), 2, kernel_dtype=torch.int32)

@@ -18,9 +18,9 @@ from .._validation import check_moments, check_positive
 from ..gaussianity import (
     empirical_moments,
     excess_kurtosis_per_coordinate,
-    mardia_kurtosis_excess,
+    mardia_kurtosis_excess_of_whitened,
     noise_floor,
-    sliced_w2,
+    sliced_w2_of_whitened,
 )
 from ..sampling import gaussian_tokens
 from .forward import _check_mode, _check_tokens, iter_layers, max_tokens
@@ -63,7 +63,12 @@ def between_sequence_ratio(x: Any) -> float:
     if arr.ndim != 3 or arr.shape[0] < 2 or arr.shape[1] < 2:
         raise ValueError(f"x must have shape (S, T, d) with S >= 2 and T >= 2, got {arr.shape}")
     S, T, d = arr.shape
-    y = whiten(arr.reshape(S * T, d)).reshape(S, T, -1)
+    return _between_ratio_of_whitened(whiten(arr.reshape(S * T, d)).reshape(S, T, -1))
+
+
+def _between_ratio_of_whitened(y: np.ndarray) -> float:
+    """:func:`between_sequence_ratio` of the pooled sample already whitened, reshaped (S, T, r)."""
+    S, T = y.shape[:2]
     means = y.mean(axis=1)
     between = np.sum((means - means.mean(axis=0)) ** 2) / (S - 1)
     within = np.sum((y - means[:, None, :]) ** 2) / (S * (T - 1))
@@ -71,12 +76,14 @@ def between_sequence_ratio(x: Any) -> float:
 
 
 def _statistics(x: np.ndarray, S: int, T: int, n_projections: int, seed: int) -> np.ndarray:
-    """The four statistics of :data:`STATISTICS` on a pooled (S*T, d) sample."""
+    """The four statistics of :data:`STATISTICS` on a pooled (S*T, d) sample (whitened once: the
+    values of :func:`sliced_w2`, :func:`mardia_kurtosis_excess` and :func:`between_sequence_ratio`)."""
+    y = whiten(x)
     return np.array([
-        sliced_w2(x, n_projections=n_projections, seed=seed),
-        mardia_kurtosis_excess(x),
+        sliced_w2_of_whitened(y, n_projections=n_projections, seed=seed),
+        mardia_kurtosis_excess_of_whitened(y),
         float(np.nanmean(np.abs(excess_kurtosis_per_coordinate(x)))),
-        between_sequence_ratio(x.reshape(S, T, -1)),
+        _between_ratio_of_whitened(y.reshape(S, T, -1)),
     ])
 
 

@@ -21,7 +21,7 @@ from ..controls import ControlsLike
 from ..gaussianity import bures_wasserstein, noise_floor
 from ..mixtures import _statistic, per_label_noise_floor, per_label_statistic, statistic_path
 from ..moments import integrate_moments
-from ..particles import simulate
+from ..particles import STUDY_KERNEL_DTYPE, simulate
 
 def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLike) -> np.ndarray:
     r"""Relative Bures–Wasserstein error of the moment ODE's Gaussian prediction along a cloud's path.
@@ -108,7 +108,8 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
                       statistics: Sequence[str] = ("sliced_w2", "mardia_kurtosis_excess"),
                       max_step: float = 0.05, method: str = "rk4", ff: str = "identity",
                       average: str = "empirical", dtype: torch.dtype = torch.float64,
-                      device: str = "auto", progress: bool = False) -> GaussianityPath:
+                      device: str = "auto", progress: bool = False,
+                      kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> GaussianityPath:
     r"""Move tokens through a layer and measure, at each time, how Gaussian the cloud is.
 
     Moves the tokens with :func:`gtcore.particles.simulate` (``t_eval=times``: it steps exactly to
@@ -126,7 +127,8 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
     labels : (N,) integer labels, optional
     statistics : names of :mod:`gtcore.gaussianity` statistics
     max_step : largest integrator step
-    method, ff, average, dtype, device, progress : passed to :func:`gtcore.particles.simulate`
+    method, ff, average, dtype, device, progress, kernel_dtype : passed to :func:`gtcore.particles.simulate`
+        (the softmax kernel in :data:`gtcore.particles.STUDY_KERNEL_DTYPE`, float32, by default: see there)
 
     Returns
     -------
@@ -141,7 +143,8 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
     check_finite(ts, "times")
     check_positive(max_step, "max_step")
     path = simulate(x, controls, (0.0, float(ts[-1])), t_eval=ts, max_step=max_step, method=method, ff=ff,
-                    average=average, dtype=dtype, device=device, keep_tokens=True, progress=progress)
+                    average=average, dtype=dtype, device=device, keep_tokens=True, progress=progress,
+                    kernel_dtype=kernel_dtype)
     keep = np.isin(path.t, np.concatenate([[0.0], ts]))  # on blow-up: up to the last time reached
     tokens = path.tokens[keep]
     mu, Sigma = empirical_moments(tokens)  # of the float64 tokens, one stack

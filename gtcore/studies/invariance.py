@@ -27,7 +27,7 @@ from .._progress import progress as progress_bar
 from ..attention import attention_of
 from ..controls import ControlsLike, as_control_function, evaluate_controls
 from ..moments import integrate_moments
-from ..particles import simulate
+from ..particles import STUDY_KERNEL_DTYPE, simulate
 from ..sampling import gaussian_tokens
 from . import loglog_slope
 
@@ -90,12 +90,13 @@ class MeanFieldStudy:
 
 def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tuple[float, float],
                      Ns: Sequence[int], seeds: int, steps: int, *, method: str = "rk4",
-                     progress: bool = True) -> MeanFieldStudy:
+                     progress: bool = True, kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> MeanFieldStudy:
     r"""Run the N-token Transformer from seeded Gaussian samples and compare with the moment ODE.
 
     For each :math:`N` in ``Ns`` and each seed :math:`s < \text{seeds}`, tokens are drawn from
     :math:`N(\mu_0, \Sigma_0)` (seed ``s``), moved with empirical attention by ``steps`` steps of
-    ``method``, and the final moments compared with :func:`gtcore.integrate_moments`.
+    ``method``, and the final moments compared with :func:`gtcore.integrate_moments`. The softmax
+    kernel runs in ``kernel_dtype`` (:data:`gtcore.particles.STUDY_KERNEL_DTYPE`: float32, see there).
     """
     Ns = np.asarray(Ns, dtype=int)
     if Ns.ndim != 1 or Ns.size < 2 or np.any(Ns < 2):
@@ -110,7 +111,7 @@ def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tupl
     jobs = [(i, N, s) for i, N in enumerate(Ns) for s in range(int(seeds))]
     for i, N, s in progress_bar(jobs, "N-token runs", enabled=progress):
         tr = simulate(gaussian_tokens(int(N), mu0, Sigma0, s), controls, t_span, steps, method=method,
-                      record_every=steps)
+                      record_every=steps, kernel_dtype=kernel_dtype)
         errors[i, s] = np.linalg.norm(tr.mu[-1] - mu_T) + np.linalg.norm(tr.Sigma[-1] - S_T)
     kappa = attention_strength(controls, ref.t, ref.Sigma)
     return MeanFieldStudy(Ns=Ns, errors=errors, kappa=kappa, slope=loglog_slope(Ns, errors.mean(axis=1)))

@@ -1,0 +1,97 @@
+"""Many ODEs side by side (gtcore.lanes, integrate_moments_lanes, observe_regimes) against closed forms
+and against scipy's solve_ivp run one system at a time."""
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from gtcore import Controls, integrate_moments
+from gtcore.lanes import integrate_lanes
+from gtcore.moments import integrate_moments_lanes
+from gtcore.riccati import blowup_time
+from gtcore.stability import observe_regime, observe_regimes
+from gtcore.studies.stability import rotating_controls
+
+B_MAP = np.array([[1.0, 0.4], [-0.2, 0.6]])
+S0 = np.array([[1.0, 0.3], [0.3, 0.5]])
+
+
+def test_linear_lanes_match_the_exponential():
+    lam = np.array([-3.0, -0.5, 0.0, 0.7, 2.0])
+    sol = integrate_lanes(lambda t, y, lanes: lam[lanes, None] * y, (0.0, 2.0), np.ones((5, 1)),
+                          rtol=1e-10, atol=1e-12)
+    assert list(sol.status) == ["completed"] * 5
+    np.testing.assert_allclose(sol.t, 2.0)
+    np.testing.assert_allclose(sol.y[:, 0], np.exp(2.0 * lam), rtol=1e-8)
+
+
+def test_lanes_take_the_steps_of_solve_ivp():
+    # van der Pol with a different stiffness per lane: each lane's step sequence is its own
+    mus = np.array([0.5, 2.0, 5.0])
+
+    def vdp(mu):
+        return lambda t, y: np.array([y[1], mu * (1 - y[0] ** 2) * y[1] - y[0]])
+
+    def lanes_rhs(t, y, lanes):
+        mu = mus[lanes]
+        return np.stack([y[:, 1], mu * (1 - y[:, 0] ** 2) * y[:, 1] - y[:, 0]], axis=1)
+
+    y0 = np.array([[2.0, 0.0]] * 3)
+    sol = integrate_lanes(lanes_rhs, (0.0, 10.0), y0, rtol=1e-9, atol=1e-11)
+    for k, mu in enumerate(mus):
+        ref = solve_ivp(vdp(mu), (0.0, 10.0), y0[k], method="DOP853", rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(sol.y[k], ref.y[:, -1], rtol=1e-7, atol=1e-9)
+        assert abs(sol.steps[k] - (ref.t.size - 1)) <= 2
+        assert abs(sol.nfev[k] - ref.nfev) <= 24
+
+
+def test_stop_fires_after_the_step_that_crosses():
+    # y' = y^2 from y0 blows up at 1/y0
+    y0 = np.array([[1.0], [2.0], [4.0]])
+    sol = integrate_lanes(lambda t, y, lanes: y ** 2, (0.0, 5.0), y0, rtol=1e-10, atol=1e-12,
+                          stop=lambda y, lanes: y[:, 0] >= 1e8)
+    assert list(sol.status) == ["stopped"] * 3
+    assert np.all(sol.y[:, 0] >= 1e8)
+    np.testing.assert_allclose(sol.t, 1.0 / y0[:, 0], rtol=1e-6)
+
+
+def test_integrate_lanes_rejects_bad_input():
+    f = lambda t, y, lanes: y  # noqa: E731
+    with pytest.raises(ValueError, match="y0"):
+        integrate_lanes(f, (0, 1), np.ones(3))
+    with pytest.raises(ValueError, match="t_span"):
+        integrate_lanes(f, (1, 0), np.ones((2, 1)))
+    with pytest.raises(ValueError, match="rtol"):
+        integrate_lanes(f, (0, 1), np.ones((2, 1)), rtol=0.0)
+    with pytest.raises(ValueError, match="atol"):
+        integrate_lanes(f, (0, 1), np.ones((2, 1)), atol=-1.0)
+
+
+def test_moment_lanes_agree_with_integrate_moments():
+    rng = np.random.default_rng(3)
+    ctls = [Controls(A=rng.normal(size=(2, 2)) * 0.5, V=rng.normal(size=(2, 2, 2)) * 0.3,
+                     B=rng.normal(size=(2, 2, 2)) * 0.3, b=rng.normal(size=2)) for _ in range(4)]
+    ctls.append(rotating_controls(0.5, 1.0, B_MAP, omega=0.7))  # blows up before t = 3
+    mu0 = np.array([0.3, -0.2])
+    lanes = integrate_moments_lanes(mu0, S0, ctls, (0.0, 3.0))
+    for k, c in enumerate(ctls):
+        ref = integrate_moments(mu0, S0, c, (0.0, 3.0))
+        assert lanes.status[k] == ref.status
+        if ref.status == "completed":
+            np.testing.assert_allclose(lanes.Sigma[k], ref.Sigma[-1], rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(lanes.mu[k], ref.mu[-1], rtol=1e-8, atol=1e-10)
+    # the blow-up lane stops within one step after the exact pole's neighbourhood
+    t_star = blowup_time(S0, ctls[-1]).t_star
+    assert lanes.status[-1] == "blowup" and abs(lanes.t[-1] - t_star) < 1e-6 * t_star
+    with pytest.raises(ValueError, match="controls"):
+        integrate_moments_lanes(mu0, S0, [], (0.0, 1.0))
+    with pytest.raises(ValueError, match="blowup_norm"):
+        integrate_moments_lanes(mu0, S0, ctls, (0.0, 1.0), blowup_norm=0.1)
+
+
+def test_observe_regimes_gives_the_verdicts_of_observe_regime():
+    ctls = [rotating_controls(a, v, B_MAP, omega=0.7) for a in (-0.8, -0.2, 0.3, 0.9)
+            for v in (-1.2, -0.3, 0.4, 1.1)]
+    verdicts = observe_regimes(ctls, S0, 200.0)
+    assert verdicts == [observe_regime(c, S0, 200.0) for c in ctls]
+    assert {"converges", "collapses to 0", "blows up"} <= set(verdicts)
