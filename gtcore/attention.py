@@ -34,6 +34,10 @@ particles, stability, reachability, mixtures, mean-field diagnostics) goes throu
 
 The paper's type is :class:`DotProduct`: logits :math:`x_j^\top B_h x_i` (query :math:`i`, key
 :math:`j`), softmax over :math:`j`, scale 1, whose Gaussian tilt is :math:`\mu + \Sigma B x`.
+Beyond the paper: :class:`L2` (logits :math:`-\|Q_hx_i - K_hx_j\|^2`) and :class:`Sinkhorn`
+(the kernel :math:`e^{x_j^\top B_h x_i}` scaled to a doubly-stochastic matrix, then
+row-normalised). Heads add their velocities; all heads of one :class:`~gtcore.Controls` share
+one type.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-__all__ = ["ATTENTION_TYPES", "AttentionType", "DotProduct", "attention_of", "gaussian_velocity", "register"]
+__all__ = ["ATTENTION_TYPES", "AttentionType", "DotProduct", "L2", "Sinkhorn", "attention_of", "gaussian_velocity",
+           "register"]
 
 
 def _eye_like(S: Any):
@@ -64,6 +69,10 @@ class AttentionType:
     """
 
     name: str = ""
+    #: True when a query's weights are a softmax of logits of that query and one key each (the
+    #: average at a query depends on the keys only through those logits); False for types whose
+    #: weights couple all tokens (Sinkhorn scaling)
+    local: bool = True
 
     # -- parameters ------------------------------------------------------------------------
     def params(self, controls: Any) -> Any:
@@ -84,6 +93,21 @@ class AttentionType:
     def logits(self, xq: Any, xk: Any, params_h: Any) -> Any:
         """(n, m) logits of queries ``xq`` (n, d) against keys ``xk`` (m, d); softmax runs over keys."""
         raise NotImplementedError
+
+    def average(self, xq: Any, xk: Any, params_h: Any, log_weights: Any = None) -> Any:
+        r"""One head's average of the keys ``xk`` (m, d) at the queries ``xq`` (n, d), torch.
+
+        The keys carry the weights :math:`e^{\texttt{log\_weights}}` (uniform when omitted): a
+        weighted empirical measure (a quadrature rule, or a sample). The default is
+        :math:`\operatorname{softmax}_j(\text{logits}_{ij} + \log w_j)\, x_j`; non-local types
+        override it.
+        """
+        import torch
+
+        logits = self.logits(xq, xk, params_h)
+        if log_weights is not None:
+            logits = logits + log_weights[None, :]
+        return torch.softmax(logits, dim=1) @ xk
 
     # -- Gaussian average ------------------------------------------------------------------
     def tilt(self, mu: Any, Sigma: Any, params_h: Any) -> tuple[Any, Any]:
@@ -213,6 +237,167 @@ class DotProduct(AttentionType):
         return float(np.linalg.eigvals(B_h.T @ Sigma @ B_h @ Sigma).real.max())
 
 
+def _lib(S: Any):
+    """NumPy or torch, whichever holds ``S``."""
+    if isinstance(S, np.ndarray):
+        return np
+    import torch
+
+    return torch
+
+
+class L2(AttentionType):
+    r"""L2 attention: logits :math:`-\|Q_hx_i - K_hx_j\|^2` (query :math:`i`, key :math:`j`), softmax over :math:`j`.
+
+    Per head the parameters are :math:`(Q_h, K_h)`, stacked as ``params[h] = [Q_h, K_h]``, shape
+    (H, 2, k, d). Expanding, :math:`-\|Qx - Ky\|^2 = 2y^\top K^\top Qx - y^\top K^\top Ky -
+    \|Qx\|^2`; the last term does not depend on the key and cancels in the softmax.
+
+    Gaussian tilt. Against :math:`N(\mu, \Sigma)` the tilted key density is proportional to
+
+    .. math::
+
+        \exp\Big(-\tfrac12 (y-\mu)^\top\Sigma^{-1}(y-\mu) + 2y^\top K^\top Qx - y^\top K^\top K y\Big),
+
+    a Gaussian with precision :math:`P = \Sigma^{-1} + 2K^\top K` and mean
+    :math:`P^{-1}(\Sigma^{-1}\mu + 2K^\top Qx)`. With
+    :math:`P^{-1} = \Sigma(I + 2K^\top K\Sigma)^{-1} = (I + 2\Sigma K^\top K)^{-1}\Sigma`,
+
+    .. math::
+
+        a(x) = Mx + C\mu, \qquad M = 2(I + 2\Sigma K^\top K)^{-1}\Sigma K^\top Q, \qquad
+        C = (I + 2\Sigma K^\top K)^{-1},
+
+    free of :math:`\Sigma^{-1}` (so valid for singular :math:`\Sigma`, by continuity). For small
+    :math:`K^\top K\Sigma` it is the dot product's tilt with :math:`B = 2K^\top Q`. Moment ODE:
+    :math:`\mu' = (A + \sum_hV_h(M_h + C_h))\mu + b`,
+    :math:`\Sigma' = F\Sigma + \Sigma F^\top`, :math:`F = A + \sum_h V_hM_h`; the residual layer
+    map is exact (the velocity is affine). When :math:`K` is square and invertible,
+    :math:`M \to K^{-1}Q` as :math:`\Sigma^{-1} \to 0`, so :math:`\|M\|_2` stays bounded and the
+    covariance grows at most exponentially.
+    """
+
+    name = "l2"
+
+    def params(self, controls):
+        if controls.Q is None:
+            raise ValueError("attention 'l2' needs controls with Q and K")
+        return np.stack([controls.Q, controls.K], axis=1)
+
+    def logits(self, xq, xk, QK_h):
+        Q, K = QK_h[0], QK_h[1]
+        qx, ky = xq @ Q.T, xk @ K.T
+        return (2.0 * qx @ ky.T - (ky * ky).sum(-1)[None, :]) - (qx * qx).sum(-1)[:, None]
+
+    def tilt(self, mu, Sigma, QK_h):
+        lib = _lib(Sigma)
+        Q, K = QK_h[0], QK_h[1]
+        C = lib.linalg.inv(_eye_like(Sigma) + 2.0 * Sigma @ K.T @ K)
+        return 2.0 * C @ Sigma @ K.T @ Q, C @ mu
+
+    def kernel(self, x, QK):
+        r"""Per head :math:`\operatorname{softmax}_j(2(Q_hx_i)^\top(K_hx_j) - \|K_hx_j\|^2)\,x_j`, through the
+        fused attention kernel with the key term as a bias (:mod:`gtcore._kernels`): memory
+        :math:`O(Nd)`. Returns shape (H, N, d)."""
+        import torch
+
+        from ._kernels import softmax_average
+
+        out = []
+        for h in range(QK.shape[0]):
+            ky = x @ QK[h, 1].T
+            out.append(softmax_average(2.0 * x @ QK[h, 0].T, ky, -(ky * ky).sum(1), x))
+        return torch.stack(out)
+
+
+class Sinkhorn(AttentionType):
+    r"""Sinkhorn attention: the kernel :math:`e^{x_j^\top B_hx_i}` scaled to a doubly-stochastic matrix
+    (entropic parameter 1, :mod:`gtcore.sinkhorn`), then each row normalised.
+
+    Parameters as for :class:`DotProduct` (``B``, or ``Q, K`` with :math:`B = K^\top Q`). The
+    weights of a query depend on all tokens through the column potential :math:`g`
+    (``local = False``): :meth:`logits` returns :math:`x_j^\top B x_i + g_j` with :math:`g` from the
+    keys themselves (dense, the reference), :meth:`kernel` runs blocked.
+
+    Gaussian tilt (:func:`gtcore.sinkhorn.gaussian_conditional_gain`, exact for every :math:`B`):
+
+    .. math::
+
+        a(x) = \mu + M(x - \mu), \qquad
+        M = 2\Sigma^{1/2}\big(I + (I + 4\Sigma^{1/2}B\Sigma B^\top\Sigma^{1/2})^{1/2}\big)^{-1}\Sigma^{1/2}B,
+
+    so :math:`C = I - M`. Since the coupling has both marginals :math:`\rho`, the attention
+    preserves the mean: :math:`\mu' = (A + \sum_hV_h)\mu + b` whatever :math:`\Sigma`. And
+    :math:`M\Sigma = C_\pi^\top` is the transposed cross-covariance of the coupling, with
+    :math:`\|M\Sigma\|_2 \le \|\Sigma\|_2`: the covariance equation is at most linear in
+    :math:`\Sigma`, so it grows at most exponentially,
+    :math:`\|\Sigma(t)\|_2 \le \|\Sigma_0\|_2 e^{2(\|A\|_2 + \sum_h\|V_h\|_2)t}`.
+
+    Parameters
+    ----------
+    tol, max_iter : float, int
+        Stopping rule of the finite-N scaling (:func:`gtcore.sinkhorn.sinkhorn_potentials`).
+    method, block : str, int
+        ``"sdpa"`` (fused kernel) or ``"blocked"`` (``block`` rows at a time) for :meth:`kernel`.
+    """
+
+    name = "sinkhorn"
+    local = False
+
+    def __init__(self, tol: float | None = None, max_iter: int | None = None, method: str = "sdpa",
+                 block: int | None = None) -> None:
+        from . import _kernels, sinkhorn
+
+        self.tol = sinkhorn.TOL if tol is None else tol
+        self.max_iter = sinkhorn.MAX_ITER if max_iter is None else max_iter
+        self.method = method
+        self.block = _kernels.BLOCK if block is None else block
+        sinkhorn._check_stopping(self.tol, self.max_iter)
+        _kernels._check_method(method)
+
+    def params(self, controls):
+        return controls.B
+
+    def _options(self, method=None):
+        return dict(tol=self.tol, max_iter=self.max_iter, method=method or self.method, block=self.block)
+
+    def logits(self, xq, xk, B_h):
+        from .sinkhorn import sinkhorn_potentials
+
+        res = sinkhorn_potentials(xk, B_h, **self._options("blocked"))
+        return xq @ B_h.T @ xk.T + res.g[None, :]
+
+    def average(self, xq, xk, B_h, log_weights=None):
+        from .sinkhorn import sinkhorn_average
+
+        return sinkhorn_average(xk, B_h, log_weights, queries=xq, **self._options())[0]
+
+    def tilt(self, mu, Sigma, B_h):
+        from .sinkhorn import gaussian_conditional_gain
+
+        if isinstance(Sigma, np.ndarray):
+            M = gaussian_conditional_gain(Sigma, np.asarray(B_h))
+        else:
+            M = torch_from(gaussian_conditional_gain(Sigma.detach().cpu().numpy(),
+                                                     B_h.detach().cpu().numpy()), Sigma)
+        return M, mu - M @ mu
+
+    def kernel(self, x, B):
+        """Per head :func:`gtcore.sinkhorn.sinkhorn_average` (warns when a scaling does not converge): (H, N, d)."""
+        import torch
+
+        from .sinkhorn import sinkhorn_average
+
+        return torch.stack([sinkhorn_average(x, B[h], **self._options())[0] for h in range(B.shape[0])])
+
+
+def torch_from(a: np.ndarray, like: Any):
+    """``a`` as a tensor of ``like``'s dtype and device."""
+    import torch
+
+    return torch.as_tensor(a, dtype=like.dtype, device=like.device)
+
+
 #: the one registry of attention types, by name
 ATTENTION_TYPES: dict[str, AttentionType] = {}
 
@@ -226,6 +411,8 @@ def register(attention: AttentionType) -> AttentionType:
 
 
 register(DotProduct())
+register(L2())
+register(Sinkhorn())
 
 
 def attention_of(controls: Any) -> AttentionType:

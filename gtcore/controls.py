@@ -60,13 +60,50 @@ def _infer_dimension(**arrays: Any) -> int:
         arr = as_float_array(x, name)
         if name == "b" and arr.ndim == 1:
             return arr.shape[0]
-        if name in ("A", "V", "B") and arr.ndim >= 2:
+        if name in ("A", "V", "B", "Q", "K") and arr.ndim >= 2:
             return arr.shape[-1]
         if name == "W" and arr.ndim == 2:
             return arr.shape[0]
         if name == "U" and arr.ndim == 2:
             return arr.shape[1]
     raise ValueError("cannot infer the dimension d: give at least one of A, b, V, B (or U, W)")
+
+
+def _maps(x: Any, name: str, d: int) -> np.ndarray | None:
+    """Per-head query or key maps as an array of shape (H, k, d), or None when absent."""
+    if x is None:
+        return None
+    if isinstance(x, (list, tuple)) and len(x) and hasattr(x[0], "shape"):
+        shapes = {tuple(h.shape) for h in x}
+        if len(shapes) != 1:
+            raise ValueError(f"{name}: every head must have the same shape, got {sorted(shapes)}")
+    arr = as_float_array(x, name)
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3 or arr.shape[2] != d or arr.shape[1] == 0:
+        raise ValueError(f"{name} must have shape (k, {d}) or (H, k, {d}) with k >= 1, got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} must hold at least one head")
+    check_finite(arr, name)
+    return arr
+
+
+def _query_key(Q: Any, K: Any, B: Any, attention: str, d: int):
+    """Validate ``Q, K`` against ``B`` and ``attention``: returns ``(Q, K, B)``, ``B`` from ``Q, K`` when they are given."""
+    Q_arr, K_arr = _maps(Q, "Q", d), _maps(K, "K", d)
+    if (Q_arr is None) != (K_arr is None):
+        missing = "K" if K_arr is None else "Q"
+        raise ValueError(f"Q and K go together: {missing} is missing")
+    if Q_arr is None:
+        if attention == "l2":
+            raise ValueError("attention='l2' needs Q and K (its logits -||Q x_i - K x_j||^2 are not a function of B)")
+        return None, None, B
+    if Q_arr.shape != K_arr.shape:
+        raise ValueError(f"Q and K must have the same shape (H, k, d), got Q {Q_arr.shape} and K {K_arr.shape}")
+    if B is not None:
+        raise ValueError("give B or Q and K, not both (B is K^T Q)")
+    KtQ = np.swapaxes(K_arr, 1, 2) @ Q_arr
+    return Q_arr, K_arr, 2.0 * KtQ if attention == "l2" else KtQ
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,17 +120,26 @@ class Controls:
         Value matrices, one per head. Zero (attention off) when omitted.
     B : same shapes as ``V``, optional
         Query-key matrices :math:`B_h` (logits :math:`x_j^\top B_h x_i`). Zero when omitted.
+        For ``attention="l2"`` it is not an argument: it holds the logits' bilinear part
+        :math:`2K_h^\top Q_h` (for reading only; the law is set by ``Q``, ``K``).
+    Q, K : (k, d) or (H, k, d) arrays, or sequences of H (k, d) arrays, optional (keyword)
+        Per-head query and key maps. For ``"dot"`` and ``"sinkhorn"`` they stand for
+        :math:`B_h = K_h^\top Q_h` (give ``B`` or ``Q, K``, not both); ``"l2"`` needs them
+        (logits :math:`-\|Q_hx_i - K_hx_j\|^2`). Kept as :attr:`Q`, :attr:`K` (None when absent).
     U, W, c : arrays of shapes (m, d), (d, m), (m,), optional
         Optional feed-forward block :math:`W\sigma(Ux + c)`; all three or none.
     attention : str
         The attention type, a name in :data:`gtcore.attention.ATTENTION_TYPES` (default ``"dot"``,
-        the paper's logits :math:`x_j^\top B_h x_i`).
+        the paper's logits :math:`x_j^\top B_h x_i`; also ``"l2"`` and ``"sinkhorn"``). One type
+        for all heads: mixing types per head is not supported (heads of different types are
+        not one ``Controls``).
 
     Raises
     ------
     ValueError
-        Wrong shape, non-finite entries, or head counts of ``V`` and ``B`` that differ; the
-        message names the argument.
+        Wrong shape, non-finite entries, head counts of ``V`` and ``B`` (or ``Q``, ``K``) that
+        differ, an unknown ``attention``, ``B`` together with ``Q, K``, or ``"l2"`` without
+        ``Q`` and ``K``; the message names the argument.
 
     Notes
     -----
@@ -109,16 +155,23 @@ class Controls:
     W: np.ndarray | None = None
     c: np.ndarray | None = None
     attention: str = "dot"
+    Q: np.ndarray | None = None
+    K: np.ndarray | None = None
     d: int = field(init=False)
 
     def __init__(self, A: Any = None, b: Any = None, V: Any = None, B: Any = None,
-                 *, U: Any = None, W: Any = None, c: Any = None, attention: str = "dot") -> None:
-        if not isinstance(attention, str) or attention not in ATTENTION_TYPES:
+                 *, U: Any = None, W: Any = None, c: Any = None, attention: str = "dot",
+                 Q: Any = None, K: Any = None) -> None:
+        if not isinstance(attention, str):
+            raise ValueError(f"attention must be one name (mixing types per head is not supported), "
+                             f"got {type(attention).__name__}")
+        if attention not in ATTENTION_TYPES:
             raise ValueError(f"unknown attention {attention!r}; valid: {', '.join(sorted(ATTENTION_TYPES))}")
         object.__setattr__(self, "attention", attention)
-        d = _infer_dimension(A=A, b=b, V=V, B=B, W=W, U=U)
+        d = _infer_dimension(A=A, b=b, V=V, B=B, W=W, U=U, Q=Q, K=K)
         if d < 1:
             raise ValueError(f"the dimension d must be at least 1, got d = {d} from the shapes given")
+        Q_arr, K_arr, B = _query_key(Q, K, B, attention, d)
         if A is None:
             A_arr = np.zeros((d, d))
         else:
@@ -166,8 +219,11 @@ class Controls:
                 raise ValueError(f"c must have shape ({m},), got shape {c_arr.shape}")
             for name, arr in (("U", U_arr), ("W", W_arr), ("c", c_arr)):
                 check_finite(arr, name)
+        if Q_arr is not None and Q_arr.shape[0] != V_arr.shape[0]:
+            raise ValueError(f"V and Q, K must have the same number of heads, got V with {V_arr.shape[0]} "
+                             f"and Q with {Q_arr.shape[0]}")
         for name, arr in (("A", A_arr), ("b", b_arr), ("V", V_arr), ("B", B_arr),
-                          ("U", U_arr), ("W", W_arr), ("c", c_arr)):
+                          ("U", U_arr), ("W", W_arr), ("c", c_arr), ("Q", Q_arr), ("K", K_arr)):
             if arr is not None:
                 arr.setflags(write=False)
             object.__setattr__(self, name, arr)

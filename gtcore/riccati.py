@@ -99,10 +99,11 @@ def riccati_quadratic(controls: Controls) -> np.ndarray | None:
 
     Then :math:`\Sigma' = A\Sigma + \Sigma A^\top + \Sigma Q \Sigma` and :math:`P = \Sigma^{-1}`
     solves :math:`P' = -(PA + A^\top P) - Q`. Returns None when some :math:`V_h` is not a
-    multiple of the identity (no linearising substitution is used then).
+    multiple of the identity, or when the attention is not the dot product (no linearising
+    substitution is used then).
     """
     controls = _check_controls(controls)
-    v = _scalar_values(controls)
+    v = _scalar_values(controls) if controls.attention == "dot" else None  # the substitution is the dot product's
     if v is None:
         return None
     Q = np.einsum("h,hij->ij", v, controls.B + np.swapaxes(controls.B, 1, 2))

@@ -10,8 +10,11 @@ it, without editing this file. The checks use only the type's ``logits`` (its de
 * the finite-N kernel equals the naive dense softmax;
 * with weak attention the N-token cloud's moments converge to the moment ODE like N^(-1/2).
 
-A toy second type (key-norm-penalised dot product, an L2-like Gaussian tilt with a different
-precision) is registered below to show that the interface carries a type that is not the paper's.
+Random controls are built from per-head query and key maps ``Q, K`` (``B = K^T Q`` for the types
+that take ``B``), so that every type draws its parameters the same way. For types whose weights
+couple all tokens (``local = False``, Sinkhorn), the many-key reference of the tilt is a
+Gauss-Hermite product rule (a weighted measure) instead of 2e6 samples: their finite-N average
+costs O(N^2) per iteration.
 """
 
 import numpy as np
@@ -19,46 +22,33 @@ import pytest
 import torch
 
 from gtcore import Controls, gaussian_tokens, integrate_moments, layer_map
-from gtcore.attention import ATTENTION_TYPES, AttentionType, DotProduct, attention_of, register
+from numpy.polynomial.hermite_e import hermegauss
+
+from gtcore.attention import ATTENTION_TYPES, DotProduct, attention_of
 from gtcore.particles import simulate, velocity
 from gtcore.studies import loglog_slope
 from conftest import random_spd
 
 
-class PenalisedDot(AttentionType):
-    r"""Toy type: logits :math:`x_j^\top B x_i - \tfrac{\gamma}{2}\|x_j\|^2`.
-
-    Completing the square, the tilted Gaussian has precision :math:`\Sigma^{-1} + \gamma I` and
-    mean :math:`P(\Sigma^{-1}\mu + Bx)`, :math:`P = (\Sigma^{-1} + \gamma I)^{-1}`: affine in the
-    query, with :math:`M = PB` and :math:`C = P\Sigma^{-1} = (I + \gamma\Sigma)^{-1}`. Only the
-    interface's required methods are written: the fast paths, the kernel and the derivative use
-    the base class's generic defaults.
-    """
-
-    name = "toy-penalised-dot"
-    gamma = 0.5
-
-    def params(self, controls):
-        return controls.B
-
-    def logits(self, xq, xk, B_h):
-        return xq @ B_h.T @ xk.T - 0.5 * self.gamma * (xk * xk).sum(-1)[None, :]
-
-    def tilt(self, mu, Sigma, B_h):
-        lib = np if isinstance(Sigma, np.ndarray) else torch
-        eye = lib.eye(Sigma.shape[-1], dtype=Sigma.dtype) if lib is torch else np.eye(Sigma.shape[-1])
-        C = lib.linalg.inv(eye + self.gamma * Sigma)  # P Sigma^-1, valid for singular Sigma too
-        return C @ Sigma @ B_h, C @ mu
-
-
-register(PenalisedDot())
 TYPES = sorted(ATTENTION_TYPES)
 
 
 def heads_controls(rng, d, name, heads=2, scale=0.4, **kw):
+    """Random controls: queries ``Q = scale * N(0, 1)`` and keys ``K = I`` per head, so that ``B = K^T Q``
+    has i.i.d. entries (general keys are checked in test_attention_families.py)."""
+    Q = scale * rng.standard_normal((heads, d, d))
     return Controls(A=scale * rng.standard_normal((d, d)), b=rng.standard_normal(d),
-                    V=scale * rng.standard_normal((heads, d, d)), B=scale * rng.standard_normal((heads, d, d)),
+                    V=scale * rng.standard_normal((heads, d, d)), Q=Q, K=np.broadcast_to(np.eye(d), Q.shape),
                     attention=name, **kw)
+
+
+def gauss_hermite_keys(mu, Sigma, nodes):
+    """A tensor-product Gauss-Hermite rule for N(mu, Sigma): keys (n^d, d) and their log-weights."""
+    z, w = hermegauss(nodes)
+    d = len(mu)
+    Z = np.stack(np.meshgrid(*[z] * d, indexing="ij"), -1).reshape(-1, d)
+    logw = sum(np.meshgrid(*[np.log(w / w.sum())] * d, indexing="ij")).ravel()
+    return mu + Z @ np.linalg.cholesky(Sigma).T, logw
 
 
 def test_registry_holds_the_paper_type():
@@ -70,18 +60,23 @@ def test_registry_holds_the_paper_type():
 
 @pytest.mark.parametrize("name", TYPES)
 def test_tilt_matches_many_sample_softmax(name, rng):
-    """Self-normalised average over 2e6 Gaussian keys, non-symmetric B, against M x + c."""
+    """Self-normalised average over 2e6 Gaussian keys (a 16^3-node quadrature rule for non-local
+    types), non-symmetric B, against M x + c."""
     att = ATTENTION_TYPES[name]
     d = 3
     mu = rng.standard_normal(d)
     Sigma = random_spd(rng, d, 0.6)
-    B = 0.4 * rng.standard_normal((d, d))  # not symmetric
+    ctl = heads_controls(rng, d, name, heads=1, scale=0.4)
+    B = ctl.B[0]  # the logits' bilinear part
     assert np.linalg.norm(B - B.T) > 0.1
-    y = torch.as_tensor(gaussian_tokens(2_000_000, mu, Sigma, seed=3))
+    params_h = np.array(att.head(att.params(ctl), 0))
+    if att.local:
+        y, logw = torch.as_tensor(gaussian_tokens(2_000_000, mu, Sigma, seed=3)), None
+    else:
+        y, logw = (torch.as_tensor(a) for a in gauss_hermite_keys(mu, Sigma, 16))
     xq = torch.as_tensor(0.7 * rng.standard_normal((4, d)))
-    w = torch.softmax(att.logits(xq, y, torch.as_tensor(B)), dim=1)
-    mc = (w @ y).numpy()
-    M, c = att.tilt(mu, Sigma, B)
+    mc = att.average(xq, y, torch.as_tensor(params_h), logw).numpy()
+    M, c = att.tilt(mu, Sigma, params_h)
     np.testing.assert_allclose(mc, xq.numpy() @ M.T + c, atol=5e-3)
 
 
@@ -90,7 +85,8 @@ def test_batched_paths_equal_the_per_head_tilt(name, rng):
     att = ATTENTION_TYPES[name]
     d, H = 3, 3
     mu, Sigma = rng.standard_normal(d), random_spd(rng, d)
-    V, B = rng.standard_normal((H, d, d)), rng.standard_normal((H, d, d))
+    ctl = heads_controls(rng, d, name, heads=H, scale=1.0)
+    V, B = np.array(ctl.V), np.array(att.params(ctl))  # B: the type's head parameters
     tilts = [att.tilt(mu, Sigma, B[h]) for h in range(H)]
     np.testing.assert_allclose(att.value_responses(Sigma, V, B), np.stack([V[h] @ t[0] for h, t in enumerate(tilts)]),
                                rtol=1e-12, atol=1e-12)
@@ -122,7 +118,7 @@ def test_kernel_equals_naive_softmax(name, rng):
     att = ATTENTION_TYPES[name]
     d, H = 3, 2
     x = torch.as_tensor(rng.standard_normal((300, d)))
-    B = torch.as_tensor(0.5 * rng.standard_normal((H, d, d)))
+    B = att.torch_params(heads_controls(rng, d, name, heads=H, scale=0.5), torch.float64, "cpu")
     got = att.kernel(x, B)
     assert got.shape == (H, 300, d)
     ref = torch.stack([torch.softmax(att.logits(x, x, B[h]), dim=1) @ x for h in range(H)])
@@ -146,10 +142,11 @@ def test_dot_kernel_with_zero_logits_is_the_mean(rng):
 def test_particles_converge_to_the_moment_ode_like_inverse_sqrt_n(name):
     """Weak attention: the moment error of N tokens against the ODE decays like N^(-1/2)."""
     mu0, S0 = np.array([0.5, -0.2]), np.array([[1.0, 0.3], [0.3, 0.6]])
-    ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0], V=0.5 * np.eye(2), B=[[-0.3, 0.1], [0.0, -0.2]],
-                   attention=name)
+    ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0], V=0.5 * np.eye(2), Q=[[-0.3, 0.1], [0.0, -0.2]],
+                   K=np.eye(2), attention=name)  # B = K^T Q
     ref = integrate_moments(mu0, S0, ctl, (0, 1))
-    Ns, errs = [400, 1600, 6400], []
+    # non-local kernels cost O(N^2) per Sinkhorn iteration: a 4x smaller ladder, the same ratios
+    Ns, errs = ([400, 1600, 6400] if attention_of(ctl).local else [100, 400, 1600]), []
     for N in Ns:
         e = []
         for seed in range(6):
