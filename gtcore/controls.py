@@ -37,7 +37,7 @@ def _heads(x: Any, name: str, d: int | None) -> np.ndarray | None:
     if x is None:
         return None
     if isinstance(x, (list, tuple)) and len(x) and hasattr(x[0], "shape"):
-        shapes = {tuple(h.shape) for h in x}
+        shapes = {tuple(np.shape(h)) for h in x}
         if len(shapes) != 1:
             raise ValueError(f"{name}: every head must have the same shape, got {sorted(shapes)}")
     arr = as_float_array(x, name)
@@ -74,7 +74,7 @@ def _maps(x: Any, name: str, d: int) -> np.ndarray | None:
     if x is None:
         return None
     if isinstance(x, (list, tuple)) and len(x) and hasattr(x[0], "shape"):
-        shapes = {tuple(h.shape) for h in x}
+        shapes = {tuple(np.shape(h)) for h in x}
         if len(shapes) != 1:
             raise ValueError(f"{name}: every head must have the same shape, got {sorted(shapes)}")
     arr = as_float_array(x, name)

@@ -69,6 +69,8 @@ BAD = [
     ("controls nan A", lambda mp: Controls(A=[[np.nan, 0], [0, 1]]), ValueError, "A"),
     ("controls wrong b", lambda mp: Controls(A=I2, b=[1, 2, 3]), ValueError, "b"),
     ("controls string A", lambda mp: Controls(A="abc"), ValueError, "A"),
+    ("controls ragged heads", lambda mp: Controls(V=[I2, [[1, 0, 0], [0, 1, 0]]], B=[I2, I2]),
+     ValueError, "V"),
     ("controls head mismatch", lambda mp: Controls(V=np.stack([I2, I2]), B=I2), ValueError, "heads"),
     ("controls unknown attention", lambda mp: Controls(A=I2, attention="nope"), ValueError, "attention"),
     ("controls nothing", lambda mp: Controls(), ValueError, "dimension d"),
