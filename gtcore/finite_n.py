@@ -191,4 +191,71 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
                      ratio=ratio, kappa=kappa, ode_norm=ode_norm, trace_bound_ok=bound_ok)
 
 
-__all__ = ["PoleStudy", "particle_radius_bound", "pole_study"]
+@dataclass
+class PoleCloud:
+    r"""One token cloud recorded on its way to the moment ODE's blow-up, with its reference ODE.
+
+    Attributes
+    ----------
+    run : :class:`gtcore.particles.ParticleTrajectory`
+        The tokens (``tokens`` at every step) over :math:`[0, f\,t^*]`, softmax attention.
+    ode : :class:`gtcore.moments.MomentTrajectory`
+        The moment ODE from the cloud's own initial moments, at the times ``run.t``.
+    t_star : float
+        The blow-up time of that ODE (:func:`gtcore.riccati.blowup_time`).
+    """
+
+    run: Any
+    ode: Any
+    t_star: float
+
+    @property
+    def ratio(self) -> np.ndarray:
+        r""":math:`\|\hat\Sigma_N(t)\|_F / \|\Sigma(t)\|_F` at every recorded time."""
+        return np.linalg.norm(self.run.Sigma, axis=(1, 2)) / np.linalg.norm(self.ode.Sigma, axis=(1, 2))
+
+
+def pole_cloud(mu0: Any, Sigma0: Any, controls: Controls, n_tokens: int, fraction: float, steps: int, *,
+               seed: int = 0, method: str = "rk4", device: str = "auto") -> PoleCloud:
+    r"""One cloud of :func:`pole_study`, with its tokens kept at every step (for an animation).
+
+    ``n_tokens`` tokens drawn from :math:`N(\mu_0, \Sigma_0)` (seed ``seed``) are moved with
+    softmax attention by ``steps`` steps of ``method`` over :math:`[0, f\,t^*]`, :math:`t^*` the
+    blow-up time of the moment ODE started from the sample's own moments
+    :math:`(\hat\mu_0, \hat\Sigma_0)`; that ODE is integrated to the same times. The same
+    construction as one (N, seed) cell of :func:`pole_study`.
+
+    Parameters
+    ----------
+    mu0, Sigma0 : initial moments of the population
+    controls : time-invariant Controls whose moment ODE blows up
+    n_tokens : int >= 2
+    fraction : the final time as a fraction of :math:`t^*`, in (0, 1)
+    steps : fixed integrator steps
+    seed, method, device : as :func:`gtcore.particles.simulate` and
+        :func:`gtcore.sampling.gaussian_tokens`
+
+    Returns
+    -------
+    PoleCloud
+    """
+    from .riccati import blowup_time
+
+    if int(n_tokens) < 2:
+        raise ValueError(f"n_tokens must be >= 2, got {n_tokens!r}")
+    if not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
+    if int(steps) < 1:
+        raise ValueError(f"steps must be >= 1, got {steps!r}")
+    x0 = gaussian_tokens(int(n_tokens), mu0, Sigma0, seed=seed)
+    m0, S0 = empirical_moments(x0)
+    t_star = float(blowup_time(S0, controls).t_star)
+    if not np.isfinite(t_star):
+        raise ValueError("controls: the moment ODE does not blow up from the sample's moments")
+    run = simulate(x0, controls, (0.0, float(fraction) * t_star), int(steps), method=method, device=device,
+                   keep_tokens=True)
+    ode = integrate_moments(m0, S0, controls, (0.0, float(run.t[-1])), t_eval=run.t)
+    return PoleCloud(run=run, ode=ode, t_star=t_star)
+
+
+__all__ = ["PoleCloud", "PoleStudy", "particle_radius_bound", "pole_cloud", "pole_study"]
