@@ -88,15 +88,22 @@ x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed)
 # solve eq. (1.1).
 
 # %% mystnb={"figure": {"name": "fig-cloud", "caption": "Tokens (dots) moved by the softmax Transformer, at three times, with the 1σ and 2σ ellipses of the Gaussian whose moments solve eq. (1.1)."}, "image": {"alt": "Three scatter plots of a two-dimensional token cloud at increasing times; in each, two nested ellipses drawn from the moment ODE cover the cloud and move with it."}}
-show = [0.0, T / 2, T]
-cloud = simulate(x0, weak, (0, T), steps, keep_tokens=True, record_every=steps // 2)
+cloud = simulate(x0, weak, (0, T), steps, keep_tokens=True)  # every step: the animation below plays them all
 ode = integrate_moments(mu0, Sigma0, weak, (0, T), t_eval=cloud.t)
-figs.cloud_with_ellipses(cloud.tokens, cloud.t, ode.mu, ode.Sigma);
+show = slice(None, None, steps // 2)  # t = 0, T/2, T
+figs.cloud_with_ellipses(cloud.tokens[show], cloud.t[show], ode.mu[show], ode.Sigma[show]);
 
 # %% [markdown]
 # *What to look at* in {numref}`fig-cloud`: the cloud rotates, stretches and drifts, and the ellipses of the ODE move with it
-# at every time.
-#
+# at every time. {numref}`anim-cloud` plays the same run at every one of its `steps` integrator
+# steps (press play or drag the slider).
+
+# %% mystnb={"figure": {"name": "anim-cloud", "caption": "The tokens (dots, a fixed subset) moved by the softmax Transformer, integrator step by integrator step, and the $2\\sigma$ ellipse of the Gaussian whose moments solve eq. (1.1)."}}
+figs.ode_animation(cloud, ode, alt="Animation of a two-dimensional token cloud over time: the cloud turns, "
+                   "stretches and drifts, and an ellipse computed from the moment ODE moves with it, "
+                   "covering it at every frame.")
+
+# %% [markdown]
 # ## (b) Moment error against the number of tokens
 #
 # The softmax over $N$ tokens is a self-normalised importance-sampling estimate of $\mu + \Sigma Bx$
