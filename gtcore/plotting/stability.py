@@ -169,7 +169,7 @@ def mean_steering(t: np.ndarray, mu: np.ndarray, target: np.ndarray) -> plt.Figu
     return fig
 
 
-def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: float, max_frames: int = 40,
+def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: float, max_frames: int = 30,
                       max_tokens: int = 400, **kwargs):
     r"""Settling onto :math:`\Sigma^*` versus the approach to the blow-up at :math:`t^*` (chapter 4).
 
