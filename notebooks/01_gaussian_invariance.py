@@ -182,11 +182,11 @@ figs.layer_errors({"Gaussian attention on the tokens": layer_error,
 claim("discrete_layers_exact", layer_error.max(), lt=1e-10, statement="reduction", kind="consistency")
 
 # %% [markdown]
-# *What to look at:* the first curve sits at round-off ($10^{-15}$): with the Gaussian attention average
+# *What to look at* in {numref}`fig-layers`: the first curve sits at round-off ($10^{-15}$): with the Gaussian attention average
 # the discrete Transformer and the layer map are the same computation. The second is the softmax's
-# error at this $N$; how it depends on $N$ is the next figure.
+# error at this $N$; how it depends on $N$ is {numref}`fig-stack-n`.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-stack-n", "caption": "Error of the 12-layer softmax stack against the exact layer map after the last layer, against $N$: Gaussian tokens and the moment-matched uniform control, with the $N^{-1/2}$ reference."}, "image": {"alt": "Log-log plot of the stack's moment error against the number of tokens: the Gaussian-token curve falls parallel to a reference line of slope minus one half, the uniform-token curve stays flat."}}
 stacks = {
     "Gaussian tokens": softmax_stack_study(mu0, Sigma0, weak, T, n_layers, stack_Ns, stack_seeds, law="gaussian",
                                            seed=seed + 100),
@@ -195,12 +195,14 @@ stacks = {
 }
 gauss_stack, uniform_stack = stacks.values()
 se = slope_standard_error(gauss_stack.Ns, gauss_stack.errors, n_boot=n_boot, seed=seed)
-figs.stack_error_against_n(stacks)
+figs.stack_error_against_n(stacks);
+
+# %%
 dict(gaussian_slope=round(gauss_stack.slope, 3), bootstrap_se=round(se, 3),
      band=(round(-0.5 - 3 * se, 3), round(-0.5 + 3 * se, 3)), uniform_slope=round(uniform_stack.slope, 3))
 
 # %% [markdown]
-# *What to look at:* the Gaussian cloud's error runs parallel to the $N^{-1/2}$ line; the uniform
+# *What to look at* in {numref}`fig-stack-n`: the Gaussian cloud's error runs parallel to the $N^{-1/2}$ line; the uniform
 # cloud's error stays flat: the softmax over it estimates its own tilted mean, which is not
 # $\mu + \Sigma Bx$.
 
@@ -285,7 +287,7 @@ for name in bands:
             B_strong_at_T=round(float(strong_stats[name][-1]), 4)) for name in bands}
 
 # %% [markdown]
-# *What to look at:* under $B_{\rm mid}$ both statistics stay inside the band at every recorded time,
+# *What to look at* in {numref}`fig-gaussianity`: under $B_{\rm mid}$ both statistics stay inside the band at every recorded time,
 # although the attention tilts each query's average by two thirds of a standard deviation per standard
 # deviation; the three moment-matched non-Gaussian clouds lie far outside it at this $N$, so the band is
 # not too wide to see a non-Gaussian law. Under $B_{\rm strong}$ ($\kappa > \tfrac12$) the finite cloud's
