@@ -305,8 +305,8 @@ glue("ctrl_growth", float(ratio_ctrl.max()));
 # %% [markdown]
 # {numref}`fig-pole`, left: the gap between the particle and ODE covariances against $N$, one curve per fraction of
 # $t^*$ (bars: $\pm 2$ standard errors over the seeds). While $\kappa < \tfrac12$ the gap falls
-# with $N$ (fitted slope {glue:text}`slope_first:.2f` at the first fraction, about as fast as $N^{-1}$, faster than the Monte-Carlo $N^{-1/2}$, because the
-# reference ODE starts from the sample's own moments); as $\kappa$ grows the curves flatten, and
+# with $N$ (fitted slope {glue:text}`slope_first:.2f` at the first fraction; it can be steeper than the
+# Monte-Carlo $-\tfrac12$ because the reference ODE starts from the sample's own moments); as $\kappa$ grows the curves flatten, and
 # close to $t^*$ the gap is large and does not shrink over this range of $N$: the cloud cannot
 # follow the pole (slope {glue:text}`slope_last:.2f` at the last fraction). Right: with opposite definiteness the particles settle near
 # $\|\Sigma^*\|$ with the ODE; the control (same tokens, $V \to -V$) grows by orders of
@@ -341,8 +341,10 @@ claim("control: V -> -V, same tokens, exceeds the bound", float(ratio_ctrl.max()
 # kept (`gtcore.finite_n.pole_cloud`: `n_tokens` tokens from $\Sigma_0/4$, seed `seed`, the same
 # `pole_steps` RK4 steps up to {glue:text}`pole_fraction` $t^*$, $t^*$ that of the ODE from the
 # cloud's own moments), with that ODE's ellipse; the axes follow the cloud, and the box gives both
-# covariance norms relative to their start. At the last frame the ODE's has grown
-# {glue:text}`anim_ode_growth:.3g`-fold, the cloud's {glue:text}`anim_cloud_growth:.3g`-fold.
+# covariance norms relative to their start. As in the pole study, the cloud keeps up with the ODE
+# while $\kappa$ is small and falls behind in the last stretch before $t^*$: at the last frame the
+# ODE's covariance has grown {glue:text}`anim_ode_growth:.3g`-fold, the cloud's
+# {glue:text}`anim_cloud_growth:.3g`-fold.
 
 # %% mystnb={"figure": {"name": "anim-regimes", "caption": "Settling onto $\\Sigma^*$ versus the approach to $t^*$. Left: opposite definiteness, the tokens (dots, a fixed subset) and the moment ODE's $2\\sigma$ ellipse settle on $\\Sigma^*$ (dashed). Right: the same definiteness, the ODE's covariance diverges as $t \\to t^*$ and the finite cloud falls behind it (axes follow the cloud)."}}
 pole_anim = pole_cloud(mu0, Sigma0_pole, ctl_blow, n_tokens, pole_fractions[-1], pole_steps, seed=seed)
