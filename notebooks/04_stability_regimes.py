@@ -88,7 +88,7 @@ import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
 from gtcore.claims import claim
-from gtcore.finite_n import pole_cloud, pole_study
+from gtcore.finite_n import pole_study
 from gtcore.glue import glue
 from gtcore.studies import loglog_slope
 from gtcore.studies.invariance import attention_strength
@@ -272,7 +272,8 @@ glue("kappa_chapter", kappa_chapter)
 glue("kappa_pole", attention_strength(ctl_blow, [0.0], [Sigma0_pole]))
 t_star_pole = blowup_time(Sigma0_pole, ctl_blow).t_star
 pole_steps = int(np.ceil(pole_fractions[-1] * t_star_pole / pole_h))
-ps = pole_study(mu0, Sigma0_pole, ctl_blow, pole_Ns, pole_seeds, pole_fractions, pole_steps)
+ps = pole_study(mu0, Sigma0_pole, ctl_blow, pole_Ns, pole_seeds, pole_fractions, pole_steps,
+                keep=(pole_Ns[-1], 0))  # the largest cloud's tokens, for the animation
 print(f"Sigma0 / {1 / pole_sigma_scale:g}: t* = {ps.t_star:.4f}, {pole_steps} RK4 steps to "
       f"{pole_fractions[-1]} t*; ratio ||Sigma_N|| / ||Sigma_ODE||, seed mean +- standard error:")
 print(ps.table())
@@ -337,17 +338,18 @@ claim("control: V -> -V, same tokens, exceeds the bound", float(ratio_ctrl.max()
 # %% [markdown]
 # {numref}`anim-regimes` plays both behaviours. Left: the stabilising particle run of
 # {numref}`fig-pole` (the tokens of `part_stab`, every step), with the moment ODE's $2\sigma$ ellipse
-# and the dashed ellipse of $\Sigma^*$. Right: one cloud of the pole study, run again with its tokens
-# kept (`gtcore.finite_n.pole_cloud`: `n_tokens` tokens from $\Sigma_0/4$, seed `seed`, the same
-# `pole_steps` RK4 steps up to {glue:text}`pole_fraction` $t^*$, $t^*$ that of the ODE from the
-# cloud's own moments), with that ODE's ellipse; the axes follow the cloud, and the box gives both
+# and the dashed ellipse of $\Sigma^*$. Right: one cloud of the pole study above, its tokens kept
+# (`keep=`: the largest $N$ = {glue:text}`pole_anim_n` tokens from $\Sigma_0/4$, first seed, `pole_steps`
+# RK4 steps up to {glue:text}`pole_fraction` $t^*$, $t^*$ that of the ODE from the cloud's own
+# moments), with that ODE's ellipse; the axes follow the cloud, and the box gives both
 # covariance norms relative to their start. As in the pole study, the cloud keeps up with the ODE
 # while $\kappa$ is small and falls behind in the last stretch before $t^*$: at the last frame the
 # ODE's covariance has grown {glue:text}`anim_ode_growth:.3g`-fold, the cloud's
 # {glue:text}`anim_cloud_growth:.3g`-fold.
 
 # %% mystnb={"figure": {"name": "anim-regimes", "caption": "Settling onto $\\Sigma^*$ versus the approach to $t^*$. Left: opposite definiteness, the tokens (dots, a fixed subset) and the moment ODE's $2\\sigma$ ellipse settle on $\\Sigma^*$ (dashed). Right: the same definiteness, the ODE's covariance diverges as $t \\to t^*$ and the finite cloud falls behind it (axes follow the cloud)."}}
-pole_anim = pole_cloud(mu0, Sigma0_pole, ctl_blow, n_tokens, pole_fractions[-1], pole_steps, seed=seed)
+pole_anim = ps.kept
+glue("pole_anim_n", pole_Ns[-1])
 ode_stab_anim = integrate_moments(mu0, Sigma0, ctl_stab, (0, t_particles_stable), t_eval=part_stab.t)
 glue("pole_fraction", pole_fractions[-1])
 glue("anim_ode_growth", float(np.linalg.norm(pole_anim.ode.Sigma[-1]) / np.linalg.norm(pole_anim.ode.Sigma[0])))

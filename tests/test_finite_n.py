@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gtcore import Controls, gaussian_tokens
-from gtcore.finite_n import particle_radius_bound, pole_cloud, pole_study
+from gtcore.finite_n import particle_radius_bound, pole_study
 from gtcore.particles import simulate
 from gtcore.studies.stability import rotating_controls
 
@@ -65,19 +65,21 @@ def test_pole_study_rejects_bad_input():
         pole_study(np.zeros(2), S0, ctl, [1], 1, [0.5], 10)
 
 
-def test_pole_cloud_is_one_cell_of_the_pole_study():
+def test_pole_study_keeps_one_cloud():
     ctl = rotating_controls(0.5, 1.0, B, omega=0.7)
-    ps = pole_study(np.zeros(2), 0.25 * S0, ctl, [60], 1, [0.5, 0.97], 40, device="cpu")
-    pc = pole_cloud(np.zeros(2), 0.25 * S0, ctl, 60, 0.97, 40, seed=0, device="cpu")
-    assert pc.run.tokens.shape == (41, 60, 2) and pc.ode.Sigma.shape == (41, 2, 2)
-    # the ODE starts at the cloud's own moments (mean and covariance normalised by N)
-    x0 = pc.run.tokens[0]
+    ps = pole_study(np.zeros(2), 0.25 * S0, ctl, [60, 80], 2, [0.5, 0.97], 40, device="cpu", keep=(80, 1))
+    pc = ps.kept
+    assert pc.run.tokens.shape == (41, 80, 2) and pc.ode.Sigma.shape == (41, 2, 2)
+    # the cloud is seed 1's sample, and the ODE starts at its own moments (normalised by N)
+    x0 = gaussian_tokens(80, np.zeros(2), 0.25 * S0, seed=1)
+    np.testing.assert_array_equal(pc.run.tokens[0], x0)
     np.testing.assert_allclose(pc.ode.Sigma[0], np.cov(x0.T, bias=True), rtol=1e-12)
     np.testing.assert_allclose(pc.ode.mu[0], x0.mean(axis=0), atol=1e-14)
-    np.testing.assert_allclose(pc.t_star, ps.t_star_seed[0, 0], rtol=1e-12)
+    np.testing.assert_allclose(pc.t_star, ps.t_star_seed[1, 1], rtol=1e-12)
     np.testing.assert_allclose(pc.run.t[-1], 0.97 * pc.t_star, rtol=1e-12)
-    np.testing.assert_allclose(pc.ratio[[21, 40]], ps.ratio[0, 0], rtol=1e-9)  # steps nearest 0.5 t*, 0.97 t*
-    with pytest.raises(ValueError, match="fraction"):
-        pole_cloud(np.zeros(2), S0, ctl, 60, 1.0, 40)
-    with pytest.raises(ValueError, match="n_tokens"):
-        pole_cloud(np.zeros(2), S0, ctl, 1, 0.5, 40)
+    idx = np.rint(np.array([0.5, 0.97]) / 0.97 * 40).astype(int)  # the steps nearest 0.5 t*, 0.97 t*
+    np.testing.assert_allclose(pc.ratio[idx], ps.ratio[1, 1], rtol=1e-9)
+    assert pole_study(np.zeros(2), 0.25 * S0, ctl, [60], 1, [0.5], 10, device="cpu").kept is None
+    for bad in ((70, 0), (60, 2), (60,)):
+        with pytest.raises(ValueError, match="keep"):
+            pole_study(np.zeros(2), 0.25 * S0, ctl, [60], 2, [0.5], 10, keep=bad)
