@@ -162,10 +162,10 @@ Sigma_star_ode = equilibrium(stab).Sigma
 L_stab = int(round(t_stable / h_stable))
 runs = {key: [] for key in ("destab", "ln", "unscaled", "stab", "no_A")}
 for fam in families:
-    runs["destab"].append(run_prescribed(fam, destab, x0, n_layers, h))
+    runs["destab"].append(run_prescribed(fam, destab, x0, n_layers, h, keep_tokens=fam == families[0]))
     runs["ln"].append(run_prescribed(fam, destab, x0, n_layers, h, layer_norm=True))
     runs["unscaled"].append(run_prescribed(fam, unscaled, x0, n_layers, h))
-    runs["stab"].append(run_prescribed(fam, stab, x0, L_stab, h_stable))
+    runs["stab"].append(run_prescribed(fam, stab, x0, L_stab, h_stable, keep_tokens=fam == families[0]))
     runs["no_A"].append(run_prescribed(fam, stab_no_A, x0, L_stab, h_stable, feed_forward=False))
 fig = figs.regimes_figure(runs["destab"], runs["stab"], layer_norm=runs["ln"], unscaled=runs["unscaled"],
                           no_affine=runs["no_A"], factor=factor,
@@ -191,11 +191,8 @@ fig = figs.regimes_figure(runs["destab"], runs["stab"], layer_norm=runs["ln"], u
 # ellipse of $\Sigma^*_h$. The frames are the hidden states of the same prescribed models as above.
 
 # %% mystnb={"figure": {"name": "anim-layers", "caption": "BERT with prescribed attention, layer by layer: the hidden states (dots, a fixed subset) and the layer map's $2\\sigma$ ellipse. Left: the destabilising model blows up (axes follow the cloud). Right: the stabilising model settles on $\\Sigma^*_h$."}}
-anim_family = families[0]
-anim_tokens = {key: hidden_states(prescribed_transformer(anim_family, ctl, L, h=hh, feed_forward=ff), x0)
-               for key, ctl, L, hh, ff in (("destab", destab, n_layers, h, False),
-                                           ("stab", stab, L_stab, h_stable, True))}
-figs.layers_animation(anim_tokens["destab"], runs["destab"][0], anim_tokens["stab"], runs["stab"][0],
+destab_run, stab_run = runs["destab"][0], runs["stab"][0]  # the first family's runs, hidden states kept
+figs.layers_animation(destab_run.tokens, destab_run, stab_run.tokens, stab_run,
                       alt="Animation in two panels of a hidden-state cloud over the layers of BERT. Left: the "
                           "cloud stretches along one direction and explodes in the last layers, staying on a red "
                           "ellipse. Right: the cloud turns and settles onto a fixed ellipse.")
