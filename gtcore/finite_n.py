@@ -60,6 +60,31 @@ def particle_radius_bound(controls: Controls, R0: float, t: Any) -> np.ndarray:
 
 
 @dataclass
+class PoleCloud:
+    r"""One cloud of :func:`pole_study` with its tokens kept (``keep=``), and its reference ODE.
+
+    Attributes
+    ----------
+    run : :class:`gtcore.particles.ParticleTrajectory`
+        The tokens (``tokens`` at every step) over :math:`[0, f\,t^*]`, softmax attention.
+    ode : :class:`gtcore.moments.MomentTrajectory`
+        The moment ODE from the cloud's own initial moments, at the times ``run.t``.
+    t_star : float
+        The blow-up time of that ODE (:func:`gtcore.riccati.blowup_time`).
+    """
+
+    run: Any
+    ode: Any
+    t_star: float
+
+    @property
+    def ratio(self) -> np.ndarray:
+        r""":math:`\|\hat\Sigma_N(t)\|_F / \|\Sigma(t)\|_F` at every recorded time."""
+        return np.linalg.norm(self.run.Sigma, axis=(1, 2)) / np.linalg.norm(self.ode.Sigma, axis=(1, 2))
+
+
+
+@dataclass
 class PoleStudy:
     r"""Finite-N token clouds against the moment ODE on the way to its blow-up.
 
@@ -78,6 +103,9 @@ class PoleStudy:
     ode_norm : (m,) :math:`\|\Sigma(ft^*)\|_F / \|\Sigma_0\|_F` on the population ODE
     trace_bound_ok : bool, every recorded :math:`\operatorname{tr}\hat\Sigma` is below
         :func:`particle_radius_bound` squared
+    kept : PoleCloud or None
+        The cloud asked for with ``keep=(N, seed)``: its tokens at every step and its reference
+        ODE at the same times (for an animation)
     """
 
     Ns: np.ndarray
@@ -89,6 +117,7 @@ class PoleStudy:
     kappa: np.ndarray
     ode_norm: np.ndarray
     trace_bound_ok: bool
+    kept: PoleCloud | None = None
 
     @property
     def gap(self) -> np.ndarray:
@@ -122,6 +151,7 @@ class PoleStudy:
 def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], seeds: int,
                fractions: Sequence[float], steps: int, *, method: str = "rk4",
                device: str = "auto", progress: bool = False,
+               keep: tuple[int, int] | None = None,
                kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> PoleStudy:
     r"""Token clouds of several sizes against the moment ODE at fixed fractions of :math:`t^*`.
 
@@ -145,6 +175,10 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
     steps : fixed steps over :math:`[0, f_{\max} t^*_s]`
     method, device, kernel_dtype : as :func:`gtcore.particles.simulate` (the softmax kernel in
         :data:`gtcore.particles.STUDY_KERNEL_DTYPE`, float32, by default: see there)
+    keep : (N, seed), optional
+        Keep that cloud's tokens at every step, with its reference ODE at the same times
+        (:attr:`PoleStudy.kept`); ``N`` one of ``Ns``, ``seed`` in ``range(seeds)``. The run is the
+        one the study makes anyway: keeping it costs only the ODE at every step.
 
     Returns
     -------
@@ -160,6 +194,9 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
         raise ValueError(f"fractions must increase inside (0, 1), got {fractions!r}")
     if int(seeds) < 1 or int(steps) < 1:
         raise ValueError("seeds and steps must be >= 1")
+    if keep is not None and (len(keep) != 2 or int(keep[0]) not in Ns.tolist()
+                             or not 0 <= int(keep[1]) < int(seeds)):
+        raise ValueError(f"keep must be (N, seed) with N in Ns and 0 <= seed < seeds, got {keep!r}")
     t_star = float(blowup_time(Sigma0, controls).t_star)
     if not np.isfinite(t_star):
         raise ValueError("controls: the moment ODE does not blow up from Sigma0")
@@ -170,14 +207,16 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
     k, S, m = Ns.size, int(seeds), fr.size
     ratio, times, ts_seed = np.empty((k, S, m)), np.empty((k, S, m)), np.empty((k, S))
     bound_ok = True
+    kept = None
     jobs = [(i, int(N), s) for i, N in enumerate(Ns) for s in range(S)]
     for i, N, s in progress_bar(jobs, "token clouds", enabled=progress):
         x0 = gaussian_tokens(N, mu0, Sigma0, seed=s)
         m0, S0 = empirical_moments(x0)
         ts = float(blowup_time(S0, controls).t_star)
         ts_seed[i, s] = ts
+        keep_this = keep is not None and (N, s) == (int(keep[0]), int(keep[1]))
         tr = simulate(x0, controls, (0.0, fr[-1] * ts), int(steps), method=method, device=device,
-                      kernel_dtype=kernel_dtype)
+                      keep_tokens=keep_this, kernel_dtype=kernel_dtype)
         if tr.status != "completed":
             raise RuntimeError(f"N={N}, seed {s}: the token cloud reached blowup_norm "
                                "(it cannot blow up in finite time; lower the fractions)")
@@ -190,8 +229,11 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
         R0 = float(np.max(np.linalg.norm(x0, axis=1)))
         bound = particle_radius_bound(controls, R0, tr.t) ** 2
         bound_ok &= bool(np.all(np.trace(tr.Sigma, axis1=1, axis2=2) <= bound))
+        if keep_this:
+            kept = PoleCloud(run=tr, ode=integrate_moments(m0, S0, controls, (0.0, float(tr.t[-1])), t_eval=tr.t),
+                             t_star=ts)
     return PoleStudy(Ns=Ns, fractions=fr, t_star=t_star, t_star_seed=ts_seed, times=times,
-                     ratio=ratio, kappa=kappa, ode_norm=ode_norm, trace_bound_ok=bound_ok)
+                     ratio=ratio, kappa=kappa, ode_norm=ode_norm, trace_bound_ok=bound_ok, kept=kept)
 
 
-__all__ = ["PoleStudy", "particle_radius_bound", "pole_study"]
+__all__ = ["PoleCloud", "PoleStudy", "particle_radius_bound", "pole_study"]

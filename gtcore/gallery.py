@@ -8,9 +8,12 @@ r"""The gallery page: every figure and animation of the executed book, linked to
   (metadata ``gtbook.kind == "animation"``, or a matplotlib JavaScript player); its thumbnail is
   one of its embedded frames (60 % of the way through).
 
-**Captions.** An animation's caption is the one it carries in its metadata. A figure's caption is
-the first sentence of the markdown cell right after it, which by the book's style says what to
-look at; without one, of the nearest markdown cell before it; without any, the section's title.
+**Captions.** The first sentence of the caption the chapter's cell gives in its metadata
+(``mystnb.figure.caption``, the caption printed under the figure); without one, an animation's
+caption is the one it carries in its output metadata, and a figure's is the first sentence of the
+markdown cell right after it, which by the book's style says what to look at; without one, of the
+nearest markdown cell before it; without any, the section's title. The thumbnail's alt text is the
+cell's ``mystnb.image.alt`` (an animation's own ``alt``) when given.
 
 **Anchors.** Each entry links to the section holding it: the nearest preceding markdown heading.
 The anchor is the id docutils gives that section when the chapter is built. It is not guessed
@@ -55,6 +58,7 @@ class GalleryEntry:
     section : that section's title
     caption : MyST text
     png : the thumbnail's bytes
+    alt : alt text for the thumbnail (``""``: a generic one is written)
     """
 
     chapter: str
@@ -63,6 +67,7 @@ class GalleryEntry:
     section: str
     caption: str
     png: bytes
+    alt: str = ""
 
     @property
     def href(self) -> str:
@@ -151,6 +156,14 @@ def _caption_cell(cells: list, i: int) -> str:
     return _PAGE_ROLES.sub("", source)
 
 
+def _cell_figure(cell) -> tuple[str, str]:
+    """The caption (page-only roles removed) and alt text a cell's ``mystnb`` metadata gives, or ``""``."""
+    meta = cell.get("metadata", {}).get("mystnb", {}) or {}
+    caption = (meta.get("figure") or {}).get("caption", "") or ""
+    alt = (meta.get("image") or {}).get("alt", "") or ""
+    return _PAGE_ROLES.sub("", str(caption)).strip(), " ".join(str(alt).split())
+
+
 def _animation_frame(html: str) -> bytes | None:
     from .plotting.animation import frame_uris
 
@@ -171,6 +184,9 @@ def collect_entries(notebook: Path) -> list[GalleryEntry]:
     for i, cell in enumerate(cells):
         if cell.cell_type != "code":
             continue
+        cell_caption, cell_alt = _cell_figure(cell)
+        if len(cell_caption) > CAPTION_CHARS:
+            cell_caption = first_sentence(cell_caption)
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             anchor, section = where[i] or ("", "")
@@ -182,14 +198,16 @@ def collect_entries(notebook: Path) -> list[GalleryEntry]:
                 png = _animation_frame(html)
                 if png is None:
                     continue
-                caption = meta.get("caption") or first_sentence(_caption_cell(cells, i)) or section
-                out.append(GalleryEntry(notebook.stem, "animation", anchor, section, caption, png))
+                caption = (cell_caption or meta.get("caption") or first_sentence(_caption_cell(cells, i))
+                           or section)
+                alt = cell_alt or " ".join(str(meta.get("alt", "")).split())
+                out.append(GalleryEntry(notebook.stem, "animation", anchor, section, caption, png, alt))
             elif "image/png" in data:
                 raw = data["image/png"]
                 raw = "".join(raw) if isinstance(raw, list) else raw
-                caption = first_sentence(_caption_cell(cells, i)) or section
+                caption = cell_caption or first_sentence(_caption_cell(cells, i)) or section
                 out.append(GalleryEntry(notebook.stem, "figure", anchor, section, caption,
-                                        base64.b64decode(raw)))
+                                        base64.b64decode(raw), cell_alt))
     return out
 
 
@@ -208,7 +226,7 @@ def _card(entry: GalleryEntry, image: str) -> str:
     title = entry.section or entry.chapter
     return (f":::{{grid-item-card}} {title}\n"
             f":img-top: {image}\n"
-            f":img-alt: {entry.kind} in {entry.chapter}, section {title}\n"
+            f":img-alt: {entry.alt or f'{entry.kind} in {entry.chapter}, section {title}'}\n"
             f":link: {entry.href}\n"
             f":link-type: url\n"
             f":class-card: gtbook-gallery-card\n\n"

@@ -580,6 +580,8 @@ class PrescribedRun:
         :math:`\ell h` up to its blow-up event
     t_star : the ODE's blow-up time from the input's covariance (:func:`gtcore.riccati.blowup_time`)
     seconds : wall time of the model's forward pass
+    tokens : (L + 1, N, d) hidden states, kept with ``run_prescribed(..., keep_tokens=True)``
+        (for an animation), else None
     """
 
     family: str
@@ -592,6 +594,7 @@ class PrescribedRun:
     Sigma_ode: np.ndarray
     t_star: float
     seconds: float
+    tokens: np.ndarray | None = None
 
     @staticmethod
     def _ratio(S: np.ndarray) -> np.ndarray:
@@ -643,8 +646,12 @@ def _map_until_overflow(mu0, S0, controls, n_layers, h, feed_forward, cap=1e150)
 
 
 def run_prescribed(family: str, controls: Controls, tokens: Any, n_layers: int, h: float, *,
-                   layer_norm: bool = False, feed_forward: bool | None = None) -> PrescribedRun:
-    """Build the prescribed Transformer, run ``tokens`` through it, and compute the predictions."""
+                   layer_norm: bool = False, feed_forward: bool | None = None,
+                   keep_tokens: bool = False) -> PrescribedRun:
+    """Build the prescribed Transformer, run ``tokens`` through it, and compute the predictions.
+
+    ``keep_tokens=True`` also returns the hidden states after every layer (``PrescribedRun.tokens``).
+    """
     import time
 
     from .gaussianity import empirical_moments
@@ -665,7 +672,8 @@ def run_prescribed(family: str, controls: Controls, tokens: Any, n_layers: int, 
     ode = integrate_moments(mu0, S0, controls, (0.0, grid[-1]), t_eval=grid)
     t_star = float(blowup_time(S0, controls).t_star)
     return PrescribedRun(family, bool(layer_norm), bool(feed_forward), float(h), Sm, Smap,
-                         np.asarray(ode.t), np.asarray(ode.Sigma), t_star, seconds)
+                         np.asarray(ode.t), np.asarray(ode.Sigma), t_star, seconds,
+                         tokens=np.asarray(hs) if keep_tokens else None)
 
 
 @dataclass

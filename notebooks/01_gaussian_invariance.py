@@ -88,15 +88,22 @@ x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed)
 # solve eq. (1.1).
 
 # %% mystnb={"figure": {"name": "fig-cloud", "caption": "Tokens (dots) moved by the softmax Transformer, at three times, with the 1σ and 2σ ellipses of the Gaussian whose moments solve eq. (1.1)."}, "image": {"alt": "Three scatter plots of a two-dimensional token cloud at increasing times; in each, two nested ellipses drawn from the moment ODE cover the cloud and move with it."}}
-show = [0.0, T / 2, T]
-cloud = simulate(x0, weak, (0, T), steps, keep_tokens=True, record_every=steps // 2)
+cloud = simulate(x0, weak, (0, T), steps, keep_tokens=True)  # every step: the animation below plays them all
 ode = integrate_moments(mu0, Sigma0, weak, (0, T), t_eval=cloud.t)
-figs.cloud_with_ellipses(cloud.tokens, cloud.t, ode.mu, ode.Sigma);
+show = slice(None, None, steps // 2)  # t = 0, T/2, T
+figs.cloud_with_ellipses(cloud.tokens[show], cloud.t[show], ode.mu[show], ode.Sigma[show]);
 
 # %% [markdown]
 # *What to look at* in {numref}`fig-cloud`: the cloud rotates, stretches and drifts, and the ellipses of the ODE move with it
-# at every time.
-#
+# at every time. {numref}`anim-cloud` plays the same run at every one of its `steps` integrator
+# steps (press play or drag the slider).
+
+# %% mystnb={"figure": {"name": "anim-cloud", "caption": "The tokens (dots, a fixed subset) moved by the softmax Transformer, integrator step by integrator step, and the $2\\sigma$ ellipse of the Gaussian whose moments solve eq. (1.1)."}}
+figs.ode_animation(cloud, ode, alt="Animation of a two-dimensional token cloud over time: the cloud turns, "
+                   "stretches and drifts, and an ellipse computed from the moment ODE moves with it, "
+                   "covering it at every frame.")
+
+# %% [markdown]
 # ## (b) Moment error against the number of tokens
 #
 # The softmax over $N$ tokens is a self-normalised importance-sampling estimate of $\mu + \Sigma Bx$
@@ -175,11 +182,11 @@ figs.layer_errors({"Gaussian attention on the tokens": layer_error,
 claim("discrete_layers_exact", layer_error.max(), lt=1e-10, statement="reduction", kind="consistency")
 
 # %% [markdown]
-# *What to look at:* the first curve sits at round-off ($10^{-15}$): with the Gaussian attention average
+# *What to look at* in {numref}`fig-layers`: the first curve sits at round-off ($10^{-15}$): with the Gaussian attention average
 # the discrete Transformer and the layer map are the same computation. The second is the softmax's
-# error at this $N$; how it depends on $N$ is the next figure.
+# error at this $N$; how it depends on $N$ is {numref}`fig-stack-n`.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-stack-n", "caption": "Error of the 12-layer softmax stack against the exact layer map after the last layer, against $N$: Gaussian tokens and the moment-matched uniform control, with the $N^{-1/2}$ reference."}, "image": {"alt": "Log-log plot of the stack's moment error against the number of tokens: the Gaussian-token curve falls parallel to a reference line of slope minus one half, the uniform-token curve stays flat."}}
 stacks = {
     "Gaussian tokens": softmax_stack_study(mu0, Sigma0, weak, T, n_layers, stack_Ns, stack_seeds, law="gaussian",
                                            seed=seed + 100),
@@ -188,12 +195,14 @@ stacks = {
 }
 gauss_stack, uniform_stack = stacks.values()
 se = slope_standard_error(gauss_stack.Ns, gauss_stack.errors, n_boot=n_boot, seed=seed)
-figs.stack_error_against_n(stacks)
+figs.stack_error_against_n(stacks);
+
+# %%
 dict(gaussian_slope=round(gauss_stack.slope, 3), bootstrap_se=round(se, 3),
      band=(round(-0.5 - 3 * se, 3), round(-0.5 + 3 * se, 3)), uniform_slope=round(uniform_stack.slope, 3))
 
 # %% [markdown]
-# *What to look at:* the Gaussian cloud's error runs parallel to the $N^{-1/2}$ line; the uniform
+# *What to look at* in {numref}`fig-stack-n`: the Gaussian cloud's error runs parallel to the $N^{-1/2}$ line; the uniform
 # cloud's error stays flat: the softmax over it estimates its own tilted mean, which is not
 # $\mu + \Sigma Bx$.
 
@@ -278,7 +287,7 @@ for name in bands:
             B_strong_at_T=round(float(strong_stats[name][-1]), 4)) for name in bands}
 
 # %% [markdown]
-# *What to look at:* under $B_{\rm mid}$ both statistics stay inside the band at every recorded time,
+# *What to look at* in {numref}`fig-gaussianity`: under $B_{\rm mid}$ both statistics stay inside the band at every recorded time,
 # although the attention tilts each query's average by two thirds of a standard deviation per standard
 # deviation; the three moment-matched non-Gaussian clouds lie far outside it at this $N$, so the band is
 # not too wide to see a non-Gaussian law. Under $B_{\rm strong}$ ($\kappa > \tfrac12$) the finite cloud's

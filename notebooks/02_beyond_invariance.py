@@ -79,6 +79,7 @@ import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
 from gtcore.claims import claim
+from gtcore.glue import glue
 from gtcore.gaussianity import NoiseFloor
 from gtcore.mixtures import GaussianMixture
 from gtcore.nongaussian import moment_matched_tokens
@@ -124,24 +125,22 @@ for c0 in offsets:
 floors = noise_floors(STATS, n_tokens, d, repeats=noise_repeats, seed=seed + 1)
 
 # %% [markdown]
-# **Figure 1.** Distance of the token cloud to its moment-matched Gaussian over time (log time axis),
-# for the identity-activation run (black) and ReLU with the kink $c_0$ standard deviations from the
-# mean. The grey band is where a true Gaussian sample of the same size falls (central 99% of the
-# statistic over `noise_repeats` Gaussian samples). Every run starts on the initial sample's own
-# value, inside the band; the further the kink from the mean, the later (if at all) a ReLU run leaves.
+# {numref}`fig-relu-gaussianity` shows how Gaussian each cloud stays. The grey band is where a true
+# Gaussian sample of the same size falls (central 99% of the statistic over `noise_repeats` Gaussian
+# samples). Every run starts on the initial sample's own value, inside the band; the further the kink
+# from the mean, the later (if at all) a ReLU run leaves.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-relu-gaussianity", "caption": "Distance of the token cloud to its moment-matched Gaussian over time (log time axis), for the identity-activation run (black) and ReLU with the kink $c_0$ standard deviations from the mean, with the 99% noise band of Gaussian samples of the same size (grey)."}, "image": {"alt": "Panels of Gaussianity statistics against log time: the identity-activation curve stays inside a grey band, ReLU curves leave it, earlier for kinks closer to the mean."}}
 figs.relu_gaussianity(runs, floors, level=band_level);
 
 # %% [markdown]
-# **Figure 2.** The Gaussian prediction: the moment ODE (1.1) of the identity-activation layer against
-# each cloud's actual moments, as the Bures–Wasserstein distance between the two Gaussians relative to
-# the predicted scale $\sqrt{\operatorname{tr}\bar\Sigma}$. The dotted line is the tolerance. The
+# {numref}`fig-prediction` compares the Gaussian prediction with each cloud's actual moments. The
 # identity-activation run stays at its finite-$N$ level; the ReLU runs rise, earlier the more mass lies
 # beyond the kink.
 
-# %%
-figs.prediction_error(runs, tolerance);
+# %% mystnb={"figure": {"name": "fig-prediction", "caption": "The Gaussian prediction: Bures–Wasserstein distance between the moment ODE (1.1) of the identity-activation layer and each cloud's actual moments, relative to the predicted scale $\\sqrt{\\operatorname{tr}\\bar\\Sigma}$; dotted: the tolerance."}, "image": {"alt": "Relative prediction error against time for each run: the identity-activation curve stays low and flat under a dotted tolerance line, ReLU curves rise across it."}}
+figs.prediction_error(runs, tolerance)
+glue("ident_pred_err", float(runs["identity"].prediction_error[-1]));
 
 # %% [markdown]
 # The measured numbers of each run at the final time $T$, the last recorded time at which its sliced
@@ -173,7 +172,7 @@ in_band = {k: time_within(r.t, r.statistics["sliced_w2"], hi_w) for k, r in runs
 # although its sliced $W_2$ is several times the band's top (see the table above). Folding half of the
 # cloud at the kink makes it skewed, not heavy- or light-tailed, and a kurtosis test does not see it.
 # Without a control that shows the kurtosis test can detect this flow's departure, an *identity stays
-# in the kurtosis band* claim would test nothing, so the kurtosis excess is shown (Figure 1, table) but
+# in the kurtosis band* claim would test nothing, so the kurtosis excess is shown ({numref}`fig-relu-gaussianity`, table) but
 # not claimed.
 # 2. The Gaussian prediction of the moving cloud is within the tolerance at $T$ for the
 #    identity-activation run; for $c_0 = 0$ it leaves the tolerance before $T$ (control).
@@ -218,7 +217,7 @@ claim("ReLU c0=0: time within tolerance before T", within["ReLU, c0=0"],
 #             {\sqrt{\operatorname{tr}\hat\Sigma_{\rm id}}} = r(c_0)\,t + O(t^2),
 # $$
 #
-# has a rate $r(c_0)$ in closed form (`relu_departure_rate`): about 0.72 at $c_0 = 0$, falling like the
+# has a rate $r(c_0)$ in closed form (`relu_departure_rate`): {glue:text}`rate_c0_0:.2f` at $c_0 = 0$, falling like the
 # Gaussian tail $\Phi(-c_0)$ beyond. The departure is first order in $t$ (not $\sqrt t$, not $t^2$),
 # and $c_0$ enters only through the mass and first moment beyond the kink.
 #
@@ -233,7 +232,7 @@ claim("ReLU c0=0: time within tolerance before T", within["ReLU, c0=0"],
 # ratio must fall outside the band: the closed form is a statement about the Gaussian mass beyond the
 # kink, not about any law with these moments.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-relu-rates", "caption": "Short-time departure of ReLU clouds from the identity-activation cloud. Left: $D(t)$ for each $c_0$ (solid) against $r(c_0)\\,t$ from the closed form (dashed). Right: measured rate over closed-form rate at each $c_0$, with the 99% sampling band."}, "image": {"alt": "Left: log-log curves of departure against time, each lying on a dashed straight line at short times and bending later. Right: ratio markers near one inside vertical bands that widen with the kink offset."}}
 identity_path = runs["identity"]
 sample_rates = relu_departure_rate_spread([layer(c0) for c0 in offsets], n_tokens, rate_repeats, seed=seed + 7)
 rates = {}
@@ -250,14 +249,18 @@ u_relu = simulate(x_uniform, layer(2.0), (0.0, t1[-1]), t_eval=t1, max_step=max_
 u_id = simulate(x_uniform, layer(2.0), (0.0, t1[-1]), t_eval=t1, max_step=max_step, ff="identity")
 uniform_ratio = float(moment_departure(u_relu.mu, u_relu.Sigma, u_id.mu, u_id.Sigma)[1] / t1[0]
                       / rates[2.0]["closed"])
-figs.relu_departure_rates(identity_path.t, rates);
+figs.relu_departure_rates(identity_path.t, rates)
+glue("rate_c0_0", float(rates[0.0]["closed"]))
+glue("c0_far", max(rates))
+glue("rate_c0_far", float(rates[max(rates)]["closed"]));
+
+# %%
 {f"c0={c0:g}": dict(closed_form=round(r["closed"], 5), measured=round(r["measured"], 5),
                     ratio=round(float(r["measured"] / r["closed"]), 3), band=tuple(round(x, 3) for x in r["band"]))
  for c0, r in rates.items()} | {"uniform, c0=2: ratio": round(uniform_ratio, 3)}
 
 # %% [markdown]
-# **Figure 3.** Left: $D(t)$ for each $c_0$ (solid) against $r(c_0)\,t$ from the closed form (dashed):
-# at short times each run lies on its line; later the $O(t^2)$ terms (the moving kink, attention)
+# In {numref}`fig-relu-rates`, left, at short times each run lies on its line; later the $O(t^2)$ terms (the moving kink, attention)
 # bend it. Right: measured rate over closed-form rate at each $c_0$, with the 99% sampling band. The
 # band widens with $c_0$: few tokens of the sample lie beyond a distant kink.
 
@@ -290,32 +293,30 @@ affine = layer(0.0)
 mix_run = track_gaussianity(mix0.tokens, affine, times_mix, labels=mix0.labels, max_step=max_step)
 control_run = track_gaussianity(x0, affine, times_mix, labels=mix0.labels, max_step=max_step)
 mix_floors = noise_floors(STATS, n_tokens, d, labels=mix0.labels, repeats=noise_repeats, seed=seed + 3)
+glue("component_size", int(min(mix0.counts())))
 dict(component_sizes=mix0.counts().tolist())
 
 # %% [markdown]
-# **Figure 3.** Left: the mixture's tokens at $T_{\text{mix}}$, coloured by component; each
-# component has been bent. Middle and right: each component's Gaussianity (solid) against its own
-# 99% noise-floor band (shaded, same colour), and the single-Gaussian control split by the same
-# labels (dashed). Look at the end of the time axis: the components leave their bands, the control
-# does not.
+# In {numref}`fig-mixture`, look at the end of the time axis: the components leave their bands, the
+# control does not.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-mixture", "caption": "A two-component mixture through the affine layer. Left: the mixture's tokens at $T_{\\text{mix}}$, coloured by component. Middle and right: each component's Gaussianity (solid) against its own 99% noise-floor band (shaded, same colour), and the single-Gaussian control split by the same labels (dashed)."}, "image": {"alt": "Left: a scatter of tokens in two colours, each group bent. Middle and right: statistics against time, solid component curves rising out of shaded bands at late times while dashed control curves stay inside."}}
 figs.mixture_gaussianity(mix_run, control_run, mix_floors, mix0.labels, level=band_level);
 
 # %% [markdown]
-# **Figure 4. Why.** The first coordinate of the attention average at queries $x = (s, 0)$: against
-# the moment-matched Gaussian it is the straight line $\mu + \Sigma B x$; against the mixture it is the
-# gated blend $\sum_k \pi_k(x)(\mu_k + \Sigma_k Bx)$, which bends between the component means (dotted).
+# **Why.** {numref}`fig-mixture-attention`: against the moment-matched Gaussian the attention average
+# is the straight line $\mu + \Sigma B x$; against the mixture it is the gated blend
+# $\sum_k \pi_k(x)(\mu_k + \Sigma_k Bx)$, which bends between the component means (dotted).
 # Inside each component the attention term of the velocity is therefore not affine in $x$, and an
 # affine image of a Gaussian is the only thing that stays Gaussian.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-mixture-attention", "caption": "The first coordinate of the attention average at queries $x = (s, 0)$, against the moment-matched Gaussian (a straight line) and against the mixture (a gated blend), with the component means dotted."}, "image": {"alt": "A straight line and an S-shaped curve of the attention average against the query coordinate, the curve bending between two dotted vertical lines at the component means."}}
 figs.mixture_attention(mixture, affine.B[0]);
 
 # %% [markdown]
 # **Claims (b).** Thresholds: the upper edge of each label's 99% noise-floor band (sliced $W_2$) at
-# that label's size (about $N/2$: ~4000 tokens per component in the full profile, ~750 in the quick
-# one), from `noise_repeats` Gaussian samples of that size.
+# that label's size (about $N/2$: here at least {glue:text}`component_size` tokens per component),
+# from `noise_repeats` Gaussian samples of that size.
 #
 # 4. Every mixture component is above its band at $T_{\text{mix}}$: the smallest ratio of a
 #    component's sliced $W_2$ to its band's top exceeds 1.
@@ -335,12 +336,13 @@ claim("single-Gaussian control: max over times and labels of sliced W2 / band to
 #
 # The invariance is exact where the paper says it is and nowhere else. With the identity activation
 # a cloud that drifts, stretches and turns stays as Gaussian as a Gaussian sample of its size, and the
-# moment ODE predicts its moments to well within 5%. With a ReLU the departure from that Gaussian
+# moment ODE predicts its moments to well within 5% (relative error {glue:text}`ident_pred_err:.3f` at $T$). With a ReLU the departure from that Gaussian
 # evolution starts at first order in $t$, with a rate given in closed form by the Gaussian mass (and
 # its first moment) beyond the kink, which the simulated clouds reproduce within their sampling band
 # for every offset of the sweep, while a uniform cloud with the same moments does not follow it. With
 # the kink through the mean the cloud leaves the noise band and the prediction leaves its 5% tolerance
-# well within the horizon; with the kink three standard deviations out the rate is a few thousandths.
+# well within the horizon; with the kink {glue:text}`c0_far:g` standard deviations out the rate is
+# {glue:text}`rate_c0_far:.4f`.
 # A two-component mixture with the input's moments is not carried along as a Gaussian would be:
 # attention against a mixture is a softmax-gated blend of affine maps, so each component is bent and
 # leaves its own noise band, while a single Gaussian sample under the same moving layer does not.

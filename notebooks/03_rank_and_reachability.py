@@ -82,6 +82,7 @@ energy_rtol = 1e-6
 import numpy as np
 
 from gtcore import Controls, PiecewiseControls, claim, gaussian_tokens, integrate_moments
+from gtcore.glue import glue
 from gtcore.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.particles import simulate
 from gtcore.plotting import reachability as figs
@@ -100,7 +101,7 @@ rng = np.random.default_rng(seed)
 # attention head switched on. We integrate eq. (1.1) with the general adaptive solver
 # (`integrate_moments`, which knows nothing about rank) at several tolerances.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-rank", "caption": "Rank invariance under random piecewise-constant controls with attention on. Left: the singular values of $\\Sigma(t)$ over time. Right: the largest relative null singular value $\\eta$ against the solver's tolerance."}, "image": {"alt": "Left: two singular value curves that rise and fall over time, and three flat curves near ten to the minus sixteen. Right: a line falling with the solver tolerance down to round-off."}}
 F = rng.standard_normal((rank_d, rank_r))
 random_controls = PiecewiseControls(
     np.linspace(0.0, rank_T, rank_pieces + 1),
@@ -110,12 +111,13 @@ random_controls = PiecewiseControls(
      for _ in range(rank_pieces)],
 )
 invariance = rank_invariance(np.zeros(rank_d), F @ F.T, random_controls, rank_T, n_times=rank_times)
-figs.rank_figure(invariance);
+figs.rank_figure(invariance)
+glue("rank_eta", float(invariance.eta[-1]));
 
 # %% [markdown]
-# *Left*: the two non-zero singular values of $\Sigma(t)$ (red) grow and shrink as the controls
-# switch; the three that start at zero (grey) stay at the level of round-off,
-# $\approx 10^{-16}$ of the largest, at all times. *Right*: the largest relative *null* singular
+# *Left* in {numref}`fig-rank`: the two non-zero singular values of $\Sigma(t)$ (red) grow and shrink as the controls
+# switch; the three that start at zero (grey) stay at the level of round-off
+# (at most {glue:text}`rank_eta:.0e` of the largest) at all times. *Right*: the largest relative *null* singular
 # value $\eta$ follows the solver's tolerance down to round-off: whatever is not zero is
 # integration error, not dynamics. The claim uses the tightest tolerance and allows
 # $\eta < 10^{-12}$ (round-off accumulated over a few thousand steps).
@@ -136,7 +138,7 @@ claim("numerical rank of Sigma(t) constant", bool(np.all(invariance.ranks == ran
 # $10^{-12}$): the error is
 # $e = \max(\|\mu(T) - \mu_1\|, \|\Sigma(T) - \Sigma_1\|_F)$.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-steering", "caption": "Exact steering on the moment ODE. Left: the $2\\sigma$ ellipse of a $d = 2$ Gaussian (colour: time) on its way to the dashed target. Right: a rank-1 Gaussian in $d = 3$ (a segment) stretched, then rotated onto the dashed target segment."}, "image": {"alt": "Left: a sequence of ellipses coloured by time, moving from the origin and ending on a dashed target ellipse. Right: a three-dimensional plot of segments that stretch along a line and then rotate onto a dashed target segment."}}
 m0_2, S0_2, m1_2, S1_2 = (np.array(x) for x in (mu0_2d, Sigma0_2d, mu1_2d, Sigma1_2d))
 u0, u1 = np.array(u0_3d), np.array(u1_3d)
 m0_3, S0_3, m1_3, S1_3 = np.array(mu0_3d), np.outer(u0, u0), np.array(mu1_3d), np.outer(u1, u1)
@@ -148,13 +150,16 @@ traj_2d = integrate_moments(m0_2, S0_2, steer_2d, (0.0, T), t_eval=t_plot)
 traj_3d = integrate_moments(m0_3, S0_3, steer_3d, (0.0, T), t_eval=t_plot)
 err_2d = endpoint_error(steer_2d, m0_2, S0_2, m1_2, S1_2, T)
 err_3d = endpoint_error(steer_3d, m0_3, S0_3, m1_3, S1_3, T)
-figs.steering_figure(traj_2d, (m1_2, S1_2), traj_3d, (m1_3, S1_3));
+figs.steering_figure(traj_2d, (m1_2, S1_2), traj_3d, (m1_3, S1_3))
+glue("err_2d", err_2d)
+glue("err_3d", err_3d);
 
 # %% [markdown]
-# *Left*: the 2-standard-deviation ellipse (colour = time) turns and stretches while its centre
+# *Left* in {numref}`fig-steering`: the 2-standard-deviation ellipse (colour = time) turns and stretches while its centre
 # travels to the target, dashed, which it matches at $t = T$. *Right*: a rank-1 Gaussian is a
 # segment; it stretches along its own line for $t < T/2$, then rotates about the target mean
-# onto the dashed target segment. It never acquires width: the rank stays 1.
+# onto the dashed target segment. It never acquires width: the rank stays 1. The endpoint errors
+# are {glue:text}`err_2d:.0e` ($d = 2$) and {glue:text}`err_3d:.0e` (rank 1, $d = 3$).
 
 # %%
 claim("d=2 steering endpoint error", err_2d, lt=1e-8, statement="reachability", kind="reproduces")
@@ -186,15 +191,16 @@ claim("rank-changing target raises RankMismatchError", refused, statement="rank_
 # with attention off it is the central limit theorem of the initial sample pushed through an affine
 # map, true of any correct implementation; the finite-$N$ test with attention on is part (d).
 
-# %%
+# %% mystnb={"figure": {"name": "fig-distance-n", "caption": "Bures–Wasserstein distance of $N$ tokens to the target after the attention-free steering controls, against $N$: one dot per sample, their geometric mean (line) and the $N^{-1/2}$ reference (dashed)."}, "image": {"alt": "Log-log plot of distance to the target against the number of tokens: clusters of dots per N, and a line through their geometric means falling parallel to a dashed reference line of slope minus one half."}}
 distances = token_distances(steer_2d, m0_2, S0_2, m1_2, S1_2, T, token_ns, token_repeats,
                             token_steps, seed=seed, device="cpu")
 slope = loglog_slope(token_ns, np.exp(np.log(distances).mean(axis=1)))  # geometric mean over repeats
-figs.distance_vs_n_figure(token_ns, distances, slope);
+figs.distance_vs_n_figure(token_ns, distances, slope)
+glue("token_slope", slope);
 
 # %% [markdown]
-# Each dot is one sample of $N$ tokens; the line is their geometric mean. It runs parallel to the
-# dashed $N^{-1/2}$ line: the controls steer every finite cloud as they steer the Gaussian.
+# In {numref}`fig-distance-n` each dot is one sample of $N$ tokens; the line is their geometric mean. It runs parallel to the
+# dashed $N^{-1/2}$ line (fitted slope {glue:text}`token_slope:.2f`): the controls steer every finite cloud as they steer the Gaussian.
 
 # %%
 claim("token distance to target vs N: log-log slope", slope, gt=-0.65, lt=-0.35,
@@ -208,7 +214,7 @@ claim("token distance to target vs N: log-log slope", slope, gt=-0.65, lt=-0.35,
 # the compensation, the same attention-free controls with the head on miss the target. The token
 # cloud is moved with the real softmax attention over its $N$ tokens, not the Gaussian formula.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-attention", "caption": "Steering with a fixed attention head on. Left: the moment ODE under the compensated controls (red), the uncompensated run (orange), the target (dashed green) and the final token cloud moved with softmax attention. Right: the compensated control $A(t)$ against the attention-free $\\tilde A(t)$."}, "image": {"alt": "Left: two mean paths with ellipses, one ending on a dashed target ellipse with a token cloud on it, the other ending far away. Right: entries of two control matrices over time, differing by the attention compensation."}}
 V, B = np.array(V_att), np.array(B_att)
 steer_att = steer(m0_2, S0_2, m1_2, S1_2, T, attention=(V, B))
 err_att = endpoint_error(steer_att, m0_2, S0_2, m1_2, S1_2, T)
@@ -216,24 +222,44 @@ traj_att = integrate_moments(m0_2, S0_2, steer_att, (0.0, T), t_eval=t_plot)
 traj_unc = integrate_moments(m0_2, S0_2, steer_att.uncompensated(V, B), (0.0, T), t_eval=t_plot)
 dist_unc = bures_wasserstein(*traj_unc.final, m1_2, S1_2)
 cloud = simulate(gaussian_tokens(attention_tokens, m0_2, S0_2, seed=seed), steer_att, (0.0, T),
-                 attention_steps, average="empirical", device="cpu")
+                 attention_steps, average="empirical", device="cpu", keep_tokens=True,
+                 record_every=max(1, attention_steps // 40))  # tokens kept for the animation below
 dist_cloud = bures_wasserstein(*empirical_moments(cloud.final_tokens), m1_2, S1_2)
 figs.attention_figure(traj_att, traj_unc, cloud.final_tokens, (m0_2, S0_2), (m1_2, S1_2), t_plot,
-                      control_path(steer_att, t_plot)[0], control_path(steer_2d, t_plot)[0]);
+                      control_path(steer_att, t_plot)[0], control_path(steer_2d, t_plot)[0])
+glue("err_att", err_att)
+glue("cloud_over_unc", dist_cloud / dist_unc)
+glue("attention_tokens", attention_tokens)
+glue("worst_endpoint", max(err_2d, err_3d, err_att));
 
 # %% [markdown]
-# *Left*: under the compensated controls the moment ODE (red) lands on the target (dashed green);
+# *Left* in {numref}`fig-attention`: under the compensated controls the moment ODE (red) lands on the target (dashed green);
 # the uncompensated run (orange) ends far off. The token cloud, moved with the empirical softmax
 # attention, lands on the target up to its finite-$N$ error. *Right*: the compensated $A(t)$
 # differs from the attention-free $\tilde A(t)$ by $-V\Sigma(t)B$. The claims: the moment ODE's
 # endpoint error $< 10^{-8}$, and the token cloud ends closer to the target than a fifth of the
-# uncompensated distance (a loose bound: the finite-$N$ softmax error is $O(N^{-1/2})$).
+# uncompensated distance (a loose bound: the finite-$N$ softmax error is $O(N^{-1/2})$). Here the
+# endpoint error is {glue:text}`err_att:.0e` and the cloud of {glue:text}`attention_tokens` tokens ends at
+# {glue:text}`cloud_over_unc:.3f` of the uncompensated distance.
 
 # %%
 claim("attention-on steering endpoint error", err_att, lt=1e-8,
       statement="reachability", kind="reproduces")
 claim("attention-on token cloud: W2 to target / uncompensated W2", dist_cloud / dist_unc, lt=0.2,
       statement="reachability", kind="reproduces")
+
+# %% [markdown]
+# {numref}`anim-steering` plays the token cloud of {numref}`fig-attention` as it moves: every token
+# is pushed by the compensated controls and by the softmax attention over the whole cloud (the real
+# $N$-token Transformer, `average="empirical"`), and the frames are that run's recorded steps. The
+# red ellipse is the moment ODE's $2\sigma$ ellipse under the same controls, the dashed one the target.
+
+# %% mystnb={"figure": {"name": "anim-steering", "caption": "Exact steering with attention on: the tokens (dots, a fixed subset) under the compensated controls and softmax attention over the cloud, the moment ODE's $2\\sigma$ ellipse (red) and the target (dashed), which both reach at $t = T$; the box gives the distance of the cloud's mean to the target mean."}}
+ode_att = integrate_moments(m0_2, S0_2, steer_att, (0.0, T), t_eval=cloud.t)
+figs.steering_animation(cloud, ode_att, (m1_2, S1_2),
+                        alt="Animation of a token cloud steered onto a target: the cloud and a red ellipse turn, "
+                            "stretch and travel together onto a dashed target ellipse, which they cover at the "
+                            "last frame.")
 
 # %% [markdown]
 # ## (e) Minimum-energy controls
@@ -249,15 +275,16 @@ claim("attention-on token cloud: W2 to target / uncompensated W2", dist_cloud / 
 # the constructive solution. Its endpoint is re-checked with `integrate_moments`. We use the
 # rank-1, $d = 3$ example.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-energy", "caption": "Constructive (dashed) and minimum-energy (solid) piecewise-constant controls for the rank-1 $d = 3$ example, entry by entry over time, with their energies."}, "image": {"alt": "Panels of control entries against time: dashed step curves with a jump at half time, and smaller, nearly flat solid curves."}}
 best = steer_min_energy(m0_3, S0_3, m1_3, S1_3, T, pieces=energy_pieces)
 figs.energy_figure(t_plot, control_path(best.constructive, t_plot), control_path(best.controls, t_plot),
-                   (best.constructive_energy, best.energy));
+                   (best.constructive_energy, best.energy))
+glue("energy_ratio", best.constructive_energy / best.energy);
 
 # %% [markdown]
-# The constructive controls (dashed) translate and stretch on $[0, T/2)$, then rotate about the
+# In {numref}`fig-energy` the constructive controls (dashed) translate and stretch on $[0, T/2)$, then rotate about the
 # target mean, with a jump at $T/2$; the minimum-energy controls move, stretch and turn at once,
-# with smaller, nearly constant controls and several times less energy.
+# with smaller, nearly constant controls and {glue:text}`energy_ratio:.1f` times less energy.
 #
 # Because SLSQP starts from the constructive solution, *energy no larger than the constructive
 # controls'* holds by construction: it is a **consistency** check of the optimiser. The claim with
@@ -308,10 +335,10 @@ claim("starts (random and constructive) reaching the lowest energy within 1e-6",
 #
 # The rank of the covariance is a hard invariant: singular values that start at zero stay at
 # round-off under any controls, attention included, and a target of another rank is refused. Every
-# target of the same rank, on the other hand, was reached exactly in time $T$, to $10^{-10}$ or
-# better on the moment ODE, with and without attention, by explicit controls: a stretch and a
+# target of the same rank, on the other hand, was reached exactly in time $T$, to
+# {glue:text}`worst_endpoint:.0e` or better on the moment ODE, with and without attention, by explicit controls: a stretch and a
 # rotation. The same controls move real token clouds to the target up to the $N^{-1/2}$ sampling
 # error, also with softmax attention, and the construction can be replaced by controls of
-# (here several times) smaller energy that hit the target just as exactly; an optimiser started at
+# (here {glue:text}`energy_ratio:.1f` times) smaller energy that hit the target just as exactly; an optimiser started at
 # random, knowing nothing of the construction, finds such controls too, although the problem has
 # several local minima and not every start ends in the lowest.

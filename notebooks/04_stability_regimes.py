@@ -89,6 +89,7 @@ import numpy as np
 from gtcore import Controls, gaussian_tokens, integrate_moments
 from gtcore.claims import claim
 from gtcore.finite_n import pole_study
+from gtcore.glue import glue
 from gtcore.studies import loglog_slope
 from gtcore.studies.invariance import attention_strength
 from gtcore.particles import simulate
@@ -117,7 +118,7 @@ mu0 = np.zeros(2)
 # $\sigma^*$ attracts every $\sigma_0 > 0$; with $q > 0$ the solution blows up at
 # $t^* = \log(1 + 2a/(q\sigma_0))/(2a)$.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-scalar", "caption": "The scalar Bernoulli equation $\\sigma' = 2a\\sigma + q\\sigma^2$. Left: its vector field for each $q$, with the equilibrium $\\sigma^* = -2a/q$. Right: the explicit solution (lines) and the adaptive integrator (dots), up to $0.999\\,t^*$ for the $q$ that blows up."}, "image": {"alt": "Left: curves of the vector field against sigma for two values of q, one crossing zero at an open circle. Right: one solution levelling off and one shooting up before a dotted vertical line, with dots on both lines."}}
 runs = []
 scalar_err = 0.0
 for q in scalar_q:
@@ -132,12 +133,14 @@ for q in scalar_q:
     runs.append(dict(label=fr"$q = {q:g}$", t=t_grid, closed=closed, t_num=num.t,
                      num=num.Sigma[:, 0, 0], t_star=bt1.t_star))
 fig = figs.phase_line(scalar_a, scalar_q, runs)
+glue("scalar_err", scalar_err);
 
 # %% [markdown]
-# Left: the vector field; the open circle is $\sigma^* = -2a/q$, stable for $q < 0$; for $q > 0$
+# {numref}`fig-scalar`, left: the vector field; the open circle is $\sigma^* = -2a/q$, stable for $q < 0$; for $q > 0$
 # the only equilibrium on $\sigma > 0$ is gone and the flow runs off to infinity. Right: the
 # explicit solution (lines) and the adaptive integrator (dots) up to $0.999\,t^*$ (dotted line).
-# The two agree to the integrator's tolerance (relative $10^{-8}$, the tolerance of every
+# The two agree to the integrator's tolerance (largest relative difference {glue:text}`scalar_err:.0e`;
+# the claim allows $10^{-8}$, the tolerance of every
 # closed-form comparison in this book, well above DOP853's $10^{-10}$ setting).
 
 # %%
@@ -153,7 +156,7 @@ claim("scalar Riccati solution matches the integrator", scalar_err, lt=1e-8,
 # $B + B^\top \succ 0$, and $V = \mp vI$: opposite definiteness (stabilising) and the same
 # definiteness (destabilising).
 
-# %%
+# %% mystnb={"figure": {"name": "fig-cone", "caption": "Covariance trajectories in the cone of $2\\times 2$ covariance matrices: opposite definiteness ($v < 0$) spirals onto the equilibrium $\\Sigma^*$ (star); the same definiteness ($v > 0$) leaves through the top of the drawn cone."}, "image": {"alt": "A three-dimensional cone with two curves inside: one spirals into a star marker in the interior, the other climbs out through the top."}}
 ctl_stab = rotating_controls(a_stable, -v_strength, B, omega=omega)
 ctl_blow = rotating_controls(a_stable, v_strength, B, omega=omega)
 eq = equilibrium(ctl_stab)
@@ -166,7 +169,7 @@ fig = figs.psd_cone([stab_traj.Sigma, blow_traj.Sigma],
                     equilibria=[eq.Sigma], z_max=4.0)
 
 # %% [markdown]
-# Look at where each curve goes: the stabilising one spirals (the rotation $\omega J$) onto the
+# In {numref}`fig-cone`, look at where each curve goes: the stabilising one spirals (the rotation $\omega J$) onto the
 # interior point $\Sigma^*$ (star); the destabilising one leaves through the top of the drawn
 # cone, heading to infinity in finite time. Both stay inside the cone: $\Sigma$ stays positive
 # definite while finite.
@@ -225,6 +228,7 @@ claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict =
 # %%
 claim("predicted vs detected blow-up time", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star,
       lt=1e-6, statement="blowup", kind="reproduces")
+glue("t_star_gap", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star);
 
 # %% [markdown]
 # **A finite token cloud cannot blow up.** Run the same prescribed matrices on $N$ tokens
@@ -242,11 +246,11 @@ claim("predicted vs detected blow-up time", abs(pred.t_star - blow_traj.crossing
 # weights $e^{y^\top Bx}$; their variance is finite only while
 # $\kappa = \lambda_{\max}(B^\top\Sigma B\Sigma) < \tfrac12$ (this book's analysis, chapter 1), and
 # $\kappa \sim \|\Sigma\|^2 \to \infty$ at a blow-up. From this chapter's $\Sigma_0$,
-# $\kappa(0)$ is already above $\tfrac12$ (printed below): the cloud starts in the
+# $\kappa(0) =$ {glue:text}`kappa_chapter:.2f` is already above $\tfrac12$: the cloud starts in the
 # infinite-variance regime, where the finite cloud approaches the ODE only slowly (an earlier
 # version of this chapter ran the particles with $sV$, $B/s$, $s = 4$ to hide this; no
 # rescaling is used now). We therefore start the finite-$N$ study from
-# $\Sigma_0/4$ (`pole_sigma_scale`), which puts $\kappa(0) \approx 0.09$ well below $\tfrac12$,
+# $\Sigma_0/4$ (`pole_sigma_scale`), which puts $\kappa(0) =$ {glue:text}`kappa_pole:.2f` well below $\tfrac12$,
 # with the same $A, V, B$, and follow $N$ tokens (each seed's own sample moments start the
 # reference ODE, which removes the sampling error of the initial cloud) up to fixed fractions
 # $f$ of $t^*$, with fixed RK4 steps of about `pole_h`.
@@ -264,9 +268,12 @@ claim("predicted vs detected blow-up time", abs(pred.t_star - blow_traj.crossing
 kappa_chapter = attention_strength(ctl_blow, [0.0], [Sigma0])
 print(f"this chapter's Sigma0: kappa(0) = {kappa_chapter:.3g}")
 Sigma0_pole = pole_sigma_scale * Sigma0
+glue("kappa_chapter", kappa_chapter)
+glue("kappa_pole", attention_strength(ctl_blow, [0.0], [Sigma0_pole]))
 t_star_pole = blowup_time(Sigma0_pole, ctl_blow).t_star
 pole_steps = int(np.ceil(pole_fractions[-1] * t_star_pole / pole_h))
-ps = pole_study(mu0, Sigma0_pole, ctl_blow, pole_Ns, pole_seeds, pole_fractions, pole_steps)
+ps = pole_study(mu0, Sigma0_pole, ctl_blow, pole_Ns, pole_seeds, pole_fractions, pole_steps,
+                keep=(pole_Ns[-1], 0))  # the largest cloud's tokens, for the animation
 print(f"Sigma0 / {1 / pole_sigma_scale:g}: t* = {ps.t_star:.4f}, {pole_steps} RK4 steps to "
       f"{pole_fractions[-1]} t*; ratio ||Sigma_N|| / ||Sigma_ODE||, seed mean +- standard error:")
 print(ps.table())
@@ -279,10 +286,10 @@ print("log-log slope of the gap against N, per fraction:", np.round(slopes, 3))
 # could fail: the control runs the same tokens, horizon and steps with $V \to -V$ (the
 # destabilising matrices) and the same statistic must exceed the same bound.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-pole", "caption": "Finite token clouds and the moment ODE. Left: the gap $|1 - \\|\\hat\\Sigma_N\\|_F/\\|\\Sigma\\|_F|$ against $N$, one curve per fraction of $t^*$ (bars: $\\pm 2$ standard errors over the seeds). Right: the covariance norm of the stabilising particles, the ODE and $\\|\\Sigma^*\\|$, and the control with $V \\to -V$."}, "image": {"alt": "Left: log-log curves of the covariance gap against the number of tokens; the lower curves fall with N, the upper ones stay flat. Right: covariance norm over time; particles and ODE level off at the equilibrium line while the control curve grows by orders of magnitude."}}
 x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed=seed)
 n0 = np.linalg.norm(Sigma0)
-part_stab = simulate(x0, ctl_stab, (0, t_particles_stable), particle_steps, method="rk4")
+part_stab = simulate(x0, ctl_stab, (0, t_particles_stable), particle_steps, method="rk4", keep_tokens=True)
 part_ctrl = simulate(x0, ctl_blow, (0, t_particles_stable), particle_steps, method="rk4")
 ode_stab = integrate_moments(mu0, Sigma0, ctl_stab, (0, t_particles_stable),
                              t_eval=np.linspace(0, t_particles_stable, 200))
@@ -292,16 +299,19 @@ n_star = np.linalg.norm(eq.Sigma) / n0
 fig = pole_figure(ps, dict(t_ode=ode_stab.t, n_ode=np.linalg.norm(ode_stab.Sigma, axis=(1, 2)) / n0,
                            t_part=part_stab.t, n_part=ratio_stab, t_ctrl=part_ctrl.t,
                            n_ctrl=ratio_ctrl, n_star=n_star))
+glue("slope_first", float(slopes[0]))
+glue("slope_last", float(slopes[-1]))
+glue("ctrl_growth", float(ratio_ctrl.max()));
 
 # %% [markdown]
-# Left: the gap between the particle and ODE covariances against $N$, one curve per fraction of
+# {numref}`fig-pole`, left: the gap between the particle and ODE covariances against $N$, one curve per fraction of
 # $t^*$ (bars: $\pm 2$ standard errors over the seeds). While $\kappa < \tfrac12$ the gap falls
-# with $N$ (about as fast as $N^{-1}$ here, faster than the Monte-Carlo $N^{-1/2}$, because the
-# reference ODE starts from the sample's own moments); as $\kappa$ grows the curves flatten, and
+# with $N$ (fitted slope {glue:text}`slope_first:.2f` at the first fraction; it can be steeper than the
+# Monte-Carlo $-\tfrac12$ because the reference ODE starts from the sample's own moments); as $\kappa$ grows the curves flatten, and
 # close to $t^*$ the gap is large and does not shrink over this range of $N$: the cloud cannot
-# follow the pole. Right: with opposite definiteness the particles settle near
+# follow the pole (slope {glue:text}`slope_last:.2f` at the last fraction). Right: with opposite definiteness the particles settle near
 # $\|\Sigma^*\|$ with the ODE; the control (same tokens, $V \to -V$) grows by orders of
-# magnitude over the same horizon: exponentially, past $t^*$, never to infinity.
+# magnitude over the same horizon (to {glue:text}`ctrl_growth:.3g` times $\|\Sigma_0\|_F$): exponentially, past $t^*$, never to infinity.
 
 # %%
 first, last = 0, len(ps.fractions) - 1
@@ -326,6 +336,32 @@ claim("control: V -> -V, same tokens, exceeds the bound", float(ratio_ctrl.max()
       gt=1.0, statement="stabilising", kind="control")
 
 # %% [markdown]
+# {numref}`anim-regimes` plays both behaviours. Left: the stabilising particle run of
+# {numref}`fig-pole` (the tokens of `part_stab`, every step), with the moment ODE's $2\sigma$ ellipse
+# and the dashed ellipse of $\Sigma^*$. Right: one cloud of the pole study above, its tokens kept
+# (`keep=`: the largest $N$ = {glue:text}`pole_anim_n` tokens from $\Sigma_0/4$, first seed, `pole_steps`
+# RK4 steps up to {glue:text}`pole_fraction` $t^*$, $t^*$ that of the ODE from the cloud's own
+# moments), with that ODE's ellipse; the axes follow the cloud, and the box gives both
+# covariance norms relative to their start. As in the pole study, the cloud keeps up with the ODE
+# while $\kappa$ is small and falls behind in the last stretch before $t^*$: at the last frame the
+# ODE's covariance has grown {glue:text}`anim_ode_growth:.3g`-fold, the cloud's
+# {glue:text}`anim_cloud_growth:.3g`-fold.
+
+# %% mystnb={"figure": {"name": "anim-regimes", "caption": "Settling onto $\\Sigma^*$ versus the approach to $t^*$. Left: opposite definiteness, the tokens (dots, a fixed subset) and the moment ODE's $2\\sigma$ ellipse settle on $\\Sigma^*$ (dashed). Right: the same definiteness, the ODE's covariance diverges as $t \\to t^*$ and the finite cloud falls behind it (axes follow the cloud)."}}
+pole_anim = ps.kept
+glue("pole_anim_n", pole_Ns[-1])
+ode_stab_anim = integrate_moments(mu0, Sigma0, ctl_stab, (0, t_particles_stable), t_eval=part_stab.t)
+glue("pole_fraction", pole_fractions[-1])
+glue("anim_ode_growth", float(np.linalg.norm(pole_anim.ode.Sigma[-1]) / np.linalg.norm(pole_anim.ode.Sigma[0])))
+glue("anim_cloud_growth", float(np.linalg.norm(pole_anim.run.Sigma[-1]) / np.linalg.norm(pole_anim.run.Sigma[0])))
+figs.regimes_animation(part_stab, ode_stab_anim, pole_anim.run, pole_anim.ode, Sigma_star=eq.Sigma,
+                       t_star=pole_anim.t_star,
+                       alt="Animation in two panels. Left: a token cloud turns and settles with a red ellipse onto a "
+                           "dashed equilibrium ellipse. Right: a token cloud stretches as time approaches the "
+                           "blow-up time while the red ellipse of the moment ODE grows much faster and leaves "
+                           "the view.")
+
+# %% [markdown]
 # ## (d) The regime map
 #
 # Over a grid of $a = \operatorname{Re}\lambda(A)$ (with $A = aI + \omega J$) and $v$, each point
@@ -348,16 +384,19 @@ claim("control: V -> -V, same tokens, exceeds the bound", float(ratio_ctrl.max()
 # $B + B^\top \succ 0$ (checked below), so its boundary is exact; the cell after the map shows an
 # indefinite case where the formula $v_c$ is wrong.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-regime-map", "caption": "The regime map over $a = \\operatorname{Re}\\lambda(A)$ and $v$: colours are the outcomes observed by integration (convergence, collapse, blow-up), the black curve the boundary predicted by the theory, crosses any disagreement."}, "image": {"alt": "A two-dimensional map coloured in three regions: green in the quadrant of positive a and negative v, light blue below a curve for negative a, red elsewhere, with a black boundary line along the region edges."}}
 rm = regime_map(lambda a, v: rotating_controls(a, v, B, omega=omega),
                 np.linspace(*grid_a, grid_n), np.linspace(*grid_v, grid_n), Sigma0, map_t_max)
 boundary = regime_boundary(np.linspace(grid_a[0], -1e-3, 200), B, Sigma0, omega=omega)
 fig = figs.regime_map_figure(rm, boundary)
+glue("map_agreement", 100 * rm.agreement)
+glue("map_points", rm.theory.size);
 
 # %% [markdown]
-# Colours are the observed outcomes: convergence (green) only in the quadrant of anti-stable $A$
+# In {numref}`fig-regime-map` colours are the observed outcomes: convergence (green) only in the quadrant of anti-stable $A$
 # and $v < 0$; collapse (light blue) for Hurwitz $A$ below the curve $v_c(a)$; blow-up (red) for
-# $v > 0$ with anti-stable $A$ and above $v_c(a)$ with Hurwitz $A$.
+# $v > 0$ with anti-stable $A$ and above $v_c(a)$ with Hurwitz $A$. Theory and observation agree on
+# {glue:text}`map_agreement:.1f` % of the {glue:text}`map_points` grid points.
 
 # %%
 for x, y, th, ob in rm.disagreements:
@@ -395,15 +434,16 @@ claim("indefinite B + B^T: blow-up below the formula's v_c", bool(
 # $v < 0$. Claim: the integrated mean is within $10^{-6}$ of the target at $t = 60$ (the slowest
 # rate is $\min(|v|, 2a_0) = 1$).
 
-# %%
+# %% mystnb={"figure": {"name": "fig-mean", "caption": "Steering the mean with constant controls. Left: the distance of $\\mu(t)$ to the target on a log scale. Right: the path of the mean from $\\mu_0 = 0$ into the target."}, "image": {"alt": "Left: a distance curve falling along a straight line on a log scale, then flattening near ten to the minus ten. Right: a spiralling path in the plane ending at a target marker."}}
 b_target = bias_for_mean_target(ctl_stab, eq.Sigma, mu_target)
 ctl_steer = rotating_controls(a_stable, -v_strength, B, omega=omega, b=b_target)
 steer = integrate_moments(mu0, Sigma0, ctl_steer, (0, t_converge), t_eval=np.linspace(0, t_converge, 400))
 fig = figs.mean_steering(steer.t, steer.mu, np.array(mu_target))
+glue("mean_final", float(np.linalg.norm(steer.mu[-1] - mu_target)));
 
 # %% [markdown]
-# Left: the distance to the target decays exponentially (rate $|v| = 1$ once $\Sigma$ has
-# settled) down to the integrator's tolerance, about $10^{-10}$. Right: the path of the mean from
+# {numref}`fig-mean`, left: the distance to the target decays exponentially (rate $|v| = 1$ once $\Sigma$ has
+# settled) down to the integrator's tolerance ({glue:text}`mean_final:.0e` at $t = 60$). Right: the path of the mean from
 # $\mu_0 = 0$ into the target.
 
 # %%
@@ -434,7 +474,7 @@ claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer,
 #
 # **What the reader saw.** For $V = vI$ the whole asymptotic picture follows from one linear
 # equation for $P = \Sigma^{-1}$: the predicted blow-up time matches the integrator to $10^{-6}$
-# (in fact far better), the positive-definite equilibrium is certified by a residual near machine
+# (in fact to {glue:text}`t_star_gap:.0e` relative), the positive-definite equilibrium is certified by a residual near machine
 # precision and attracts exactly when $A$ is anti-stable and $v(B + B^\top) \prec 0$, the same
 # $V, B$ with Hurwitz $A$ collapse the covariance instead, the regime map observed by brute-force
 # integration agrees with these conditions (and the threshold $v_c$ holds only for

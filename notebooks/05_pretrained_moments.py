@@ -94,6 +94,7 @@ from gtcore.claims import claim
 from gtcore.layer_criteria import (WITHIN, early_layers, first_block_departure, sample_statistics,
                                    shared_component_tokens, student_t_tokens,
                                    within_sequence_statistics)
+from gtcore.glue import glue
 from gtcore.plotting.pretrained import layer_statistics_figure
 from gtcore.pretrained import (departure_table, layer_statistics, load_or_random_init,
                                load_transformer)
@@ -110,20 +111,24 @@ print(stats["pure"].pooling)
 print(stats["pure"].table())
 print()
 print(stats["embedding"].table())
+glue("minilm_rank", int(stats["pure"].rank[1:].max()))
+glue("minilm_sw2_block", first_block_departure(stats["pure"], "sliced_w2") or "never")
+glue("minilm_mardia_2", float(abs(stats["pure"].values["mardia_excess"][2])))
+glue("minilm_mardia_last", float(abs(stats["pure"].values["mardia_excess"][-1])));
 
 # %% [markdown]
 # The tables give, per layer, the norm of the mean, $\operatorname{tr}\hat\Sigma_\ell / d$, the
-# numerical rank (383 $= d-1$ after each post-LayerNorm block), and each statistic with its
+# numerical rank ({glue:text}`minilm_rank` $= d-1$ after each post-LayerNorm block), and each statistic with its
 # band; `*` marks a value outside the band.
 #
-# **Figure 1.** MiniLM, both input modes. Shaded: the Gaussian noise band of each curve; black
-# markers: layers outside it. Look at the first panel: the sliced $W_2$ distance stays inside
-# the band over blocks 1 and 2 and leaves it at block 3, half-way through the network. The
+# Look at the first panel of {numref}`fig-minilm-layers`: the sliced $W_2$ distance stays inside
+# the band up to block {glue:text}`minilm_sw2_block`, where it leaves it (pure mode). The
 # kurtosis panels react earlier, and the between-sequence ratio (bottom right) rises above 1
 # from the first block on. (Outside the band is not the same as far from it: the Mardia
-# excess of block 2 is of order $10^{-2}$, that of the last block of order $10^{-1}$.)
+# excess of block 2 is {glue:text}`minilm_mardia_2:.1e` in absolute value, that of the last block
+# {glue:text}`minilm_mardia_last:.1e`.)
 
-# %%
+# %% mystnb={"figure": {"name": "fig-minilm-layers", "caption": "Gaussianity statistics of MiniLM's token cloud layer by layer, both input modes. Shaded: the Gaussian noise band of each curve; black markers: layers outside it."}, "image": {"alt": "Panels of four statistics against the layer index for two input modes, each with a shaded band; markers outside the bands appear from the first or middle blocks on."}}
 fig = layer_statistics_figure([stats["pure"], stats["embedding"]],
                               labels=["MiniLM, pure", "MiniLM, embedding"])
 
@@ -186,12 +191,10 @@ for m in others:
     print(f"{m.name}: {m.source}")
 
 # %% [markdown]
-# **Figure 2.** The same statistics against relative depth $\ell / L$ for ModernBERT and
-# DeiT-tiny (pretrained when available, otherwise random init, as the legend says). For a
-# random-init network the curves sit inside their bands at every depth: the baseline is
-# Gaussian because it is nearly linear, not because of anything learned.
+# In {numref}`fig-baselines`, for a random-init network the curves sit inside their bands at every
+# depth: the baseline is Gaussian because it is nearly linear, not because of anything learned.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-baselines", "caption": "The same statistics against relative depth $\\ell / L$ for ModernBERT and DeiT-tiny (pretrained when available, otherwise random init, as the legend says), with their noise bands."}, "image": {"alt": "Panels of four statistics against relative depth for the baseline models, with shaded noise bands that the curves stay inside."}}
 fig2 = layer_statistics_figure(base_stats, labels=[m.name for m in others], relative_depth=True)
 
 # %% [markdown]

@@ -80,6 +80,7 @@ import numpy as np
 from gtcore import Controls
 from gtcore.claims import claim
 from gtcore.gaussianity import empirical_moments
+from gtcore.glue import glue
 from gtcore.particles import simulate
 from gtcore.plotting import prescribed as figs
 from gtcore.prescribed import (
@@ -127,6 +128,7 @@ for fam in families:
     hs = hidden_states(prescribed_transformer(fam, destab, bridge_layers, h=h), xb)
     bridge[fam] = float(np.abs(hs - ref.tokens).max())
     print(f"{fam:>10}: max |hidden states - Euler particles| = {bridge[fam]:.2e}")
+glue("bridge_max", max(bridge.values()));
 
 # %%
 for fam in families:
@@ -154,7 +156,7 @@ for fam in families:
 # every layer and end within it of the layer map's fixed point $\Sigma^*_h$ (the layer map iterated
 # to convergence; it differs from the ODE's $\Sigma^*$ by $O(h)$).
 
-# %%
+# %% mystnb={"figure": {"name": "fig-prescribed-regimes", "caption": "Covariance norm layer by layer in three encoder families (columns) with prescribed attention. Top: destabilising configuration, the model (dots), the exact layer map (circles), the moment ODE at $t = \\ell h$ (line), with LayerNorm and with the unscaled $B$. Bottom: stabilising configuration settling on $\\|\\Sigma^*_h\\|$, and without $A$."}, "image": {"alt": "Six panels in two rows and three columns. Top row: covariance norm on a log scale rising steeply over depth, model dots on layer-map circles, with flat and slowly rising control curves. Bottom row: curves that oscillate and settle on a horizontal line, and a control curve that falls."}}
 # the covariance map does not involve the mean: start it from the model's exact mean 0 (mu_hat is
 # round-off, which the layer map's mean recursion, |1 + h v| > 1 here, would amplify to a blow-up)
 Sigma_star_h = layer_moments(np.zeros(d), S_hat, stab, int(40 / h_stable), h_stable)[1][-1]
@@ -162,17 +164,17 @@ Sigma_star_ode = equilibrium(stab).Sigma
 L_stab = int(round(t_stable / h_stable))
 runs = {key: [] for key in ("destab", "ln", "unscaled", "stab", "no_A")}
 for fam in families:
-    runs["destab"].append(run_prescribed(fam, destab, x0, n_layers, h))
+    runs["destab"].append(run_prescribed(fam, destab, x0, n_layers, h, keep_tokens=fam == families[0]))
     runs["ln"].append(run_prescribed(fam, destab, x0, n_layers, h, layer_norm=True))
     runs["unscaled"].append(run_prescribed(fam, unscaled, x0, n_layers, h))
-    runs["stab"].append(run_prescribed(fam, stab, x0, L_stab, h_stable))
+    runs["stab"].append(run_prescribed(fam, stab, x0, L_stab, h_stable, keep_tokens=fam == families[0]))
     runs["no_A"].append(run_prescribed(fam, stab_no_A, x0, L_stab, h_stable, feed_forward=False))
 fig = figs.regimes_figure(runs["destab"], runs["stab"], layer_norm=runs["ln"], unscaled=runs["unscaled"],
                           no_affine=runs["no_A"], factor=factor,
                           Sigma_star_norm=np.linalg.norm(Sigma_star_h) / np.linalg.norm(S_hat))
 
 # %% [markdown]
-# Top row: the model's covariance norm (blue dots) sits on the layer map's (red circles) layer
+# {numref}`fig-prescribed-regimes`, top row: the model's covariance norm (blue dots) sits on the layer map's (red circles) layer
 # after layer, through the super-exponential final climb, and the two cross $10^3$ (dotted) within
 # one layer of each other (the model one layer later when its softmax starts to saturate in the
 # last, steepest step; the table below gives the depths); the ODE (red line, at $t = \ell h$) runs into $t^*/h$ (dashed) a few layers earlier,
@@ -183,19 +185,19 @@ fig = figs.regimes_figure(runs["destab"], runs["stab"], layer_norm=runs["ln"], u
 # section (a).
 
 # %% [markdown]
-# The same runs, watched layer by layer (BERT; press play or drag the slider). Left: the
+# {numref}`anim-layers` shows the same runs, watched layer by layer (BERT; press play or drag the slider). Left: the
 # destabilising model's hidden states (dots) and the layer map's $2\sigma$ ellipse of
 # $N(0, \Sigma^{\text{map}}_\ell)$; the axes follow the cloud, which stretches along the leading
 # eigenvector of $B$ and explodes in the last few layers, the dots staying on the ellipse.
 # Right: the stabilising model turns (the rotation $\omega J$ in $A$) and settles onto the fixed
 # ellipse of $\Sigma^*_h$. The frames are the hidden states of the same prescribed models as above.
 
-# %%
-anim_family = families[0]
-anim_tokens = {key: hidden_states(prescribed_transformer(anim_family, ctl, L, h=hh, feed_forward=ff), x0)
-               for key, ctl, L, hh, ff in (("destab", destab, n_layers, h, False),
-                                           ("stab", stab, L_stab, h_stable, True))}
-figs.layers_animation(anim_tokens["destab"], runs["destab"][0], anim_tokens["stab"], runs["stab"][0])
+# %% mystnb={"figure": {"name": "anim-layers", "caption": "BERT with prescribed attention, layer by layer: the hidden states (dots, a fixed subset) and the layer map's $2\\sigma$ ellipse. Left: the destabilising model blows up (axes follow the cloud). Right: the stabilising model settles on $\\Sigma^*_h$."}}
+destab_run, stab_run = runs["destab"][0], runs["stab"][0]  # the first family's runs, hidden states kept
+figs.layers_animation(destab_run.tokens, destab_run, stab_run.tokens, stab_run,
+                      alt="Animation in two panels of a hidden-state cloud over the layers of BERT. Left: the "
+                          "cloud stretches along one direction and explodes in the last layers, staying on a red "
+                          "ellipse. Right: the cloud turns and settles onto a fixed ellipse.")
 
 # %%
 def band(S):
@@ -292,12 +294,16 @@ for k, fam in enumerate(families):
 # $|\ell^* h - t^*|$ should be $O(h)$; the claim allows orders in $(0.75, 1.25)$, the margin
 # covering the pre-asymptotic range of the coarsest $h$.
 
-# %%
+# %% mystnb={"figure": {"name": "fig-depth", "caption": "The layer map's blow-up depth as $h \\to 0$: the error $|\\ell^* h - t^*|$ against the step $h$ on log-log axes, with the fitted order."}, "image": {"alt": "Log-log plot of the depth error against the step size, falling along a straight line of slope about one."}}
 hs_conv = depth_over_tstar * t_star0 / np.array(conv_layers, float)
 dc = depth_convergence(np.zeros(d), Sigma0, destab, hs_conv, factor=conv_factor)
 for hh, dd, err in zip(dc.hs, dc.depths, dc.errors):
     print(f"h = {hh:.5f}: depth {dd:6.0f}, depth*h = {dd * hh:.5f}, t* = {dc.t_star:.5f}, error {err:.2e}")
 fig = figs.depth_convergence_figure(dc)
+glue("depth_order", dc.order);
+
+# %% [markdown]
+# In {numref}`fig-depth` the error falls at the fitted order {glue:text}`depth_order:.2f` in $h$.
 
 # %%
 claim("layer-map blow-up depth * h -> t*: convergence order", dc.order, gt=0.75, lt=1.25,
@@ -306,7 +312,7 @@ print(f"chapter ran in {time.perf_counter() - started:.1f} s")
 
 # %% [markdown]
 # **What the reader saw.** Three production encoder classes, with their attention prescribed,
-# compute the book's particle Transformer to round-off ($\sim 10^{-15}$). Fed one sequence of
+# compute the book's particle Transformer to round-off (at most {glue:text}`bridge_max:.0e`). Fed one sequence of
 # Gaussian tokens, they reproduce the regimes of the abstract: with $V$ and $B$ of the same
 # definiteness the covariance follows the exact layer map within the finite-$N$ band and crosses
 # $10^3\times$ at the layer map's depth, a few layers past $t^*/h$ (the Euler lag, which vanishes

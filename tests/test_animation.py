@@ -57,6 +57,29 @@ def test_html_is_offline_with_a_player():
     assert "play_animation" in html and 'type="range"' in html
 
 
+
+def test_alt_text_on_the_player_image():
+    import re
+    from html.parser import HTMLParser
+
+    X, t, _, _ = _cloud(T=3, N=20)
+    alt = 'Tokens "drift" & spread <fast>'
+    anim = animate_clouds(CloudPanel(X, t), alt=alt, dpi=30)
+
+    class Find(HTMLParser):
+        found = {}
+
+        def handle_starttag(self, tag, attrs):
+            if tag in ("img", "div") and dict(attrs).get("alt" if tag == "img" else "aria-label"):
+                self.found[tag] = dict(attrs)
+
+    finder = Find()
+    finder.feed(anim.data)
+    assert finder.found["img"]["alt"] == alt and finder.found["div"]["aria-label"] == alt  # parsed back, unescaped
+    assert re.search(r'<img id="_anim_img\w+" alt="', anim.data)
+    assert anim._repr_html_()[1]["gtbook"]["alt"] == alt
+    assert "alt" not in animate_clouds(CloudPanel(X, t), dpi=30)._repr_html_()[1]["gtbook"]
+
 def test_panels_of_different_lengths_play_in_step():
     X, t, mu, S = _cloud(T=30)
     anim = animate_clouds([CloudPanel(X, t, mu, S, limits="follow", annotations=[str(i) for i in range(30)]),

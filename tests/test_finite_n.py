@@ -63,3 +63,23 @@ def test_pole_study_rejects_bad_input():
         pole_study(np.zeros(2), S0, rotating_controls(0.5, -1.0, B, omega=0.7), [50], 1, [0.5], 10)
     with pytest.raises(ValueError, match="Ns"):
         pole_study(np.zeros(2), S0, ctl, [1], 1, [0.5], 10)
+
+
+def test_pole_study_keeps_one_cloud():
+    ctl = rotating_controls(0.5, 1.0, B, omega=0.7)
+    ps = pole_study(np.zeros(2), 0.25 * S0, ctl, [60, 80], 2, [0.5, 0.97], 40, device="cpu", keep=(80, 1))
+    pc = ps.kept
+    assert pc.run.tokens.shape == (41, 80, 2) and pc.ode.Sigma.shape == (41, 2, 2)
+    # the cloud is seed 1's sample, and the ODE starts at its own moments (normalised by N)
+    x0 = gaussian_tokens(80, np.zeros(2), 0.25 * S0, seed=1)
+    np.testing.assert_array_equal(pc.run.tokens[0], x0)
+    np.testing.assert_allclose(pc.ode.Sigma[0], np.cov(x0.T, bias=True), rtol=1e-12)
+    np.testing.assert_allclose(pc.ode.mu[0], x0.mean(axis=0), atol=1e-14)
+    np.testing.assert_allclose(pc.t_star, ps.t_star_seed[1, 1], rtol=1e-12)
+    np.testing.assert_allclose(pc.run.t[-1], 0.97 * pc.t_star, rtol=1e-12)
+    idx = np.rint(np.array([0.5, 0.97]) / 0.97 * 40).astype(int)  # the steps nearest 0.5 t*, 0.97 t*
+    np.testing.assert_allclose(pc.ratio[idx], ps.ratio[1, 1], rtol=1e-9)
+    assert pole_study(np.zeros(2), 0.25 * S0, ctl, [60], 1, [0.5], 10, device="cpu").kept is None
+    for bad in ((70, 0), (60, 2), (60,)):
+        with pytest.raises(ValueError, match="keep"):
+            pole_study(np.zeros(2), 0.25 * S0, ctl, [60], 2, [0.5], 10, keep=bad)

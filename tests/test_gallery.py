@@ -24,7 +24,9 @@ from gtcore import gallery
 from gtcore.plotting.animation import CloudPanel, animate_clouds
 
 ROOT = Path(gallery.__file__).resolve().parents[1]
-ANIMATED_CHAPTERS = ["06_prescribed_attention"]  # chapters whose page must carry a playable animation
+# chapters whose page must carry a playable animation (the browser test plays the first one on each page)
+ANIMATED_CHAPTERS = ["01_gaussian_invariance", "03_rank_and_reachability", "04_stability_regimes",
+                     "06_prescribed_attention"]
 
 
 def built_html_dir() -> Path:
@@ -101,6 +103,21 @@ def test_collect_entries_and_write_gallery(tmp_path):
     assert [p.name for p in thumbs] == ["09_test_01.png", "09_test_02.png", "09_test_03.png"]
     assert thumbs[0].read_bytes() == _png()
 
+
+
+def test_cell_metadata_gives_caption_and_alt(tmp_path):
+    path = _notebook(tmp_path)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[2].metadata["mystnb"] = {"figure": {"name": "fig-a", "caption": "A red box, see {numref}`fig-b`."},
+                                      "image": {"alt": "A small\nred rectangle."}}
+    nb.cells[5].metadata["mystnb"] = {"figure": {"name": "anim-a", "caption": "A long caption about clouds. " + "word " * 60}}
+    nbformat.write(nb, path)
+    fig, anim, fig2 = gallery.collect_entries(path)
+    assert fig.caption == "A red box, see." and fig.alt == "A small red rectangle."
+    assert anim.caption == "A long caption about clouds." and anim.alt == ""  # over CAPTION_CHARS: its first sentence
+    assert fig2.alt == ""
+    text = gallery.write_gallery(tmp_path).read_text()
+    assert ":img-alt: A small red rectangle." in text and ":img-alt: animation in 09_test" in text
 
 def test_empty_gallery_says_what_to_do(tmp_path):
     assert "gtbook run" in gallery.write_gallery(tmp_path).read_text()

@@ -16,6 +16,7 @@ from gtcore.prescribed import (  # noqa: E402
     layer_map_blowup_depth,
     layer_moments,
     prescribed_transformer,
+    run_prescribed,
     split_schedule,
 )
 
@@ -169,3 +170,13 @@ def test_affine_needs_feed_forward_and_no_ff_block():
         prescribed_transformer("vit", [Controls(V=np.eye(2), B=np.eye(2))] * 2, 3)
     with pytest.raises(ValueError, match="tokens must have shape"):
         hidden_states(prescribed_transformer("vit", Controls(V=np.eye(2), B=np.eye(2)), 1), np.zeros((3, 5)))
+
+
+def test_run_prescribed_keeps_the_hidden_states(tokens):
+    ctl = _random_controls(7)
+    kept = run_prescribed("bert", ctl, tokens, 3, H, keep_tokens=True)
+    hs = hidden_states(prescribed_transformer("bert", ctl, 3, h=H, feed_forward=False), tokens)
+    np.testing.assert_array_equal(kept.tokens, hs)
+    # the recorded covariances are those of the kept tokens (1/N normalisation)
+    np.testing.assert_allclose(kept.Sigma_model, [np.cov(x.T, bias=True) for x in kept.tokens], rtol=1e-12, atol=1e-14)
+    assert run_prescribed("bert", ctl, tokens, 3, H).tokens is None

@@ -169,26 +169,29 @@ def mean_steering(t: np.ndarray, mu: np.ndarray, target: np.ndarray) -> plt.Figu
     return fig
 
 
-def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: float, max_frames: int = 40,
+def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: float, max_frames: int = 30,
                       max_tokens: int = 400, **kwargs):
-    r"""Collapse onto :math:`\Sigma^*` versus blow-up before :math:`t^*` (chapter 4), side by side.
+    r"""Settling onto :math:`\Sigma^*` versus the approach to the blow-up at :math:`t^*` (chapter 4).
 
     Left: the stabilising particle run with the moment ODE's :math:`2\sigma` ellipse and the
-    equilibrium's (dashed, centred at the ODE's final mean). Right: the destabilising run up to
-    :math:`t^*`, axes following the cloud, the ODE's ellipse until its blow-up event, and
-    :math:`\|\hat\Sigma(t)\|_F / \|\hat\Sigma(0)\|_F` and :math:`t^* - t` written on each frame.
+    equilibrium's (dashed, centred at the ODE's final mean), and
+    :math:`\|\hat\Sigma(t)\|_F / \|\hat\Sigma(0)\|_F` on each frame. Right: the destabilising run
+    up to a fraction of :math:`t^*` (the chapter's pole study, :func:`gtcore.finite_n.pole_cloud`),
+    axes following the cloud, the ODE's ellipse (drawn while finite, and while at most 3 times the
+    cloud's box), and on each frame the covariance norm relative to its start for the cloud and for
+    the ODE, and :math:`t^* - t`: the ODE's diverges, the cloud's cannot.
 
     Parameters
     ----------
     stab, blow : :class:`gtcore.particles.ParticleTrajectory`
         Particle runs with ``keep_tokens=True``.
     stab_ode, blow_ode : :class:`gtcore.moments.MomentTrajectory`
-        The moment ODEs with ``t_eval=stab.t`` and ``t_eval=blow.t`` (the blow-up one stops at its
-        event; later frames show no ellipse).
+        The moment ODEs with ``t_eval=stab.t`` and ``t_eval=blow.t`` (one that stops at its
+        blow-up event shows no ellipse on later frames).
     Sigma_star : (d, d) array
         The equilibrium (:func:`gtcore.stability.equilibrium`).
     t_star : float
-        The predicted blow-up time (:func:`gtcore.stability.blowup_time`).
+        The blow-up time of ``blow_ode`` (:func:`gtcore.riccati.blowup_time`).
     max_frames, max_tokens, **kwargs : passed to :func:`gtcore.plotting.animation.animate_clouds`
 
     Returns
@@ -205,14 +208,17 @@ def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: flo
     S_star = np.asarray(Sigma_star, float)
     n_s = np.linalg.norm(stab.Sigma, axis=(1, 2)) / np.linalg.norm(stab.Sigma[0])
     n_b = np.linalg.norm(blow.Sigma, axis=(1, 2)) / np.linalg.norm(blow.Sigma[0])
+    with np.errstate(invalid="ignore"):
+        o_b = np.linalg.norm(S_b, axis=(1, 2)) / np.linalg.norm(S_b[0])
+    norm = "\u2016\u03a3\u2016/\u2016\u03a3\u2080\u2016"  # plain text: mathtext per frame is slow
     left = CloudPanel(stab.tokens, stab.t, mu=mu_s, Sigma=S_s, target=(np.asarray(stab_ode.mu[-1]), S_star),
-                      annotations=[f"\u2016\u03a3\u2016/\u2016\u03a3\u2080\u2016 = {r:.3g}" for r in n_s],
+                      annotations=[f"{norm} = {r:.3g}" for r in n_s],
                       title="opposite signs: to \u03a3*")
     right = CloudPanel(blow.tokens, blow.t, mu=mu_b, Sigma=S_b, limits="follow",
-                       annotations=[f"\u2016\u03a3\u2016/\u2016\u03a3\u2080\u2016 = {r:.3g}, t* \u2212 t = {t_star - t:.3f}"
-                                    for r, t in zip(n_b, blow.t)],
-                       title="same signs: blow-up")
+                       annotations=[f"{norm}: cloud {r:.3g}, ODE {o:.3g}\nt* \u2212 t = {t_star - t:.3f}"
+                                    for r, o, t in zip(n_b, o_b, blow.t)],
+                       title="same signs: toward t*")
     kwargs.setdefault("caption", "Left: with opposite definiteness the cloud and the ODE's ellipse settle on "
-                                 "$\\Sigma^*$ (dashed). Right: with the same definiteness they explode as "
-                                 "$t \\to t^*$.")
+                                 "$\\Sigma^*$ (dashed). Right: with the same definiteness the ODE's covariance "
+                                 "diverges as $t \\to t^*$, and the finite cloud falls behind it.")
     return animate_clouds([left, right], max_frames=max_frames, max_tokens=max_tokens, **kwargs)
