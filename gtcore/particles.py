@@ -231,7 +231,7 @@ class ParticleTrajectory:
         became non-finite; the arrays then end at the last finite state before it
     threshold_time : the end of the step at which the cloud crossed ``blowup_norm`` (or became
         non-finite), or None. A step-resolution detection, not the pole of the moment ODE
-        (:func:`gtcore.stability.blowup_time`) nor its event time
+        (:func:`gtcore.riccati.blowup_time`) nor its event time
         (:attr:`gtcore.MomentTrajectory.crossing_time`)
     method, steps, h : the integrator, the number of steps and the (largest) step size
     """

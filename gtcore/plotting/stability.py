@@ -188,7 +188,7 @@ def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: flo
     Sigma_star : (d, d) array
         The equilibrium (:func:`gtcore.stability.equilibrium`).
     t_star : float
-        The predicted blow-up time (:func:`gtcore.stability.blowup_time`).
+        The predicted blow-up time (:func:`gtcore.riccati.blowup_time`).
     max_frames, max_tokens, **kwargs : passed to :func:`gtcore.plotting.animation.animate_clouds`
 
     Returns
