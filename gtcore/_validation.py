@@ -103,3 +103,11 @@ def check_positive(x: float, name: str) -> float:
     if not np.isfinite(val) or val <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {x!r}")
     return val
+
+
+def check_span(t_span: Any, name: str = "t_span") -> tuple[float, float]:
+    """An integration interval ``(t0, t1)`` with finite ``t1 > t0``."""
+    span = as_float_array(t_span, name)
+    if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
+        raise ValueError(f"{name} must be (t0, t1) with finite t1 > t0, got {t_span!r}")
+    return float(span[0]), float(span[1])

@@ -42,7 +42,7 @@ import torch
 
 from ._linalg import empirical_moments_torch, resolve_device
 from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_positive, check_tokens
+from ._validation import as_float_array, check_positive, check_span, check_tokens
 from .attention import AttentionType, attention_of
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
@@ -321,10 +321,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     record_every = _check_count(record_every, "record_every")
     _check_choice(method, "method (integrator)", SOLVERS)
     _check_choice(average, "average", AVERAGES)
-    span = as_float_array(t_span, "t_span")
-    if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
-        raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {t_span!r}")
-    t0, t1 = float(span[0]), float(span[1])
+    t0, t1 = check_span(t_span)
     nodes = np.array(control_breaks(controls), dtype=float)
     if t_eval is not None:
         t_eval = as_float_array(t_eval, "t_eval")
