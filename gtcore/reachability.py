@@ -262,7 +262,8 @@ class SteeringControls:
     @property
     def attention(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Deprecated alias of :attr:`heads`."""
-        warnings.warn("SteeringControls.attention is deprecated; use .heads", DeprecationWarning, stacklevel=2)
+        warnings.warn("SteeringControls.attention is deprecated; use .heads", DeprecationWarning,
+                      stacklevel=2)
         return self.heads
 
     def _stage(self, t: float) -> int:

@@ -409,7 +409,9 @@ def closed_form_covariance(Sigma0: Any, controls: Controls, t: Any) -> np.ndarra
 
 
 def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
-    r"""For Hurwitz :math:`A`, :math:`V = vI` and :math:`B + B^\top \succeq 0`: the smallest :math:`v > 0` that blows up from :math:`\Sigma_0`.
+    r"""The smallest :math:`v > 0` with which :math:`V = vI` blows up from :math:`\Sigma_0`.
+
+    For Hurwitz :math:`A` and :math:`B + B^\top \succeq 0` (refused otherwise, see Domain):
 
     .. math::
 
@@ -449,7 +451,7 @@ def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
 
 
 def _check_gain_domain(B: Any) -> np.ndarray:
-    r"""``B`` as an array, after checking that :math:`B + B^\top \succeq 0` (the domain of :func:`critical_gain`).
+    r"""``B``, after checking :math:`B + B^\top \succeq 0` (the domain of :func:`critical_gain`).
 
     Raises
     ------

@@ -103,7 +103,7 @@ class RegimeBoundary:
 
 
 def regime_boundary(a_values: Any, B: Any, Sigma0: Any, *, omega: float = 0.0) -> RegimeBoundary:
-    r"""The theory's boundary of the planar family in the :math:`(a, v)` plane, for :math:`B + B^\top \succeq 0`.
+    r"""The theory's boundary of the planar family in the :math:`(a, v)` plane (:math:`B + B^\top \succeq 0`).
 
     For :math:`a < 0` it is the curve :math:`v = v_c(a)` of :func:`critical_gain` (collapse below,
     blow-up above), exact only when :math:`B + B^\top \succeq 0` (see :func:`critical_gain`:
