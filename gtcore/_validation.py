@@ -139,3 +139,11 @@ def check_count(value: Any, name: str, minimum: int = 1) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {show(value)}")
     return int(value)
+
+
+def check_span(t_span: Any, name: str = "t_span") -> tuple[float, float]:
+    """An integration interval ``(t0, t1)`` with finite ``t1 > t0``."""
+    span = as_float_array(t_span, name)
+    if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
+        raise ValueError(f"{name} must be (t0, t1) with finite t1 > t0, got {show(t_span)}")
+    return float(span[0]), float(span[1])

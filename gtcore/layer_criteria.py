@@ -25,7 +25,6 @@ moves), with a noise band computed for the same centring.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,6 @@ from ._linalg import whiten
 from .gaussianity import (
     excess_kurtosis_per_coordinate,
     mardia_kurtosis_excess_of_whitened,
-    noise_floor,
     sliced_w2_of_whitened,
 )
 from .pretrained import (
@@ -47,7 +45,7 @@ from .pretrained import (
     iter_layers,
     numerical_rank,
 )
-from .pretrained.statistics import _floor as _pooled_floor
+from .pretrained.statistics import _floor as _sequence_floor
 from .pretrained.statistics import _statistics
 from .sampling import gaussian_tokens
 
@@ -100,16 +98,12 @@ def _within_values(x: np.ndarray, S: int, T: int, n_projections: int, seed: int)
 _pooled_values = _statistics  # the four statistics of layer_statistics, one definition
 
 
-@functools.lru_cache(maxsize=16)
 def _floor(kind: str, S: int, T: int, r: int, n_projections: int, repeats: int, seed: int):
-    if kind == "pooled":  # the very floor of layer_statistics (same statistics, same seeds), cached there
-        return _pooled_floor(S, T, r, n_projections, repeats, seed)
-    fn = _within_values
-
-    def stat(z):
-        return fn(z, S, T, n_projections, seed)
-
-    return noise_floor(stat, S * T, r, repeats=repeats, seed=seed + 7919)
+    """The floor of the pooled statistics (the very floor of layer_statistics) or of the within-sequence
+    ones: the same construction and seeds (:func:`gtcore.pretrained.statistics._floor`, cached there)."""
+    if kind == "pooled":
+        return _sequence_floor(S, T, r, n_projections, repeats, seed)
+    return _sequence_floor(S, T, r, n_projections, repeats, seed, _within_values)
 
 
 @dataclass

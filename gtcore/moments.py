@@ -22,7 +22,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from ._linalg import psd_project
-from ._validation import as_float_array, check_count, check_moments, check_positive, show
+from ._validation import as_float_array, check_count, check_moments, check_positive, check_span, show
 from .attention import gaussian_velocity
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
@@ -300,10 +300,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     mu0, Sigma0 = check_moments(mu0, Sigma0)
     d = mu0.shape[0]
     fn = as_control_function(controls, d, state_name="mu0")
-    span = as_float_array(t_span, "t_span")
-    if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
-        raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {show(t_span)}")
-    t0, t1 = float(span[0]), float(span[1])
+    t0, t1 = check_span(t_span)
     if t_eval is not None:
         t_eval = as_float_array(t_eval, "t_eval")
         if t_eval.ndim != 1 or not np.all(np.isfinite(t_eval)) or np.any(np.diff(t_eval) <= 0) or (

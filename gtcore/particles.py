@@ -42,7 +42,7 @@ import torch
 
 from ._linalg import empirical_moments_torch, psd_project, resolve_device, resolve_dtype
 from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_count, check_positive, check_tokens, show
+from ._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
 from .attention import AttentionType, attention_of
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
@@ -248,7 +248,7 @@ class ParticleTrajectory:
         became non-finite; the arrays then end at the last finite state before it
     threshold_time : the end of the step at which the cloud crossed ``blowup_norm`` (or became
         non-finite), or None. A step-resolution detection, not the pole of the moment ODE
-        (:func:`gtcore.stability.blowup_time`) nor its event time
+        (:func:`gtcore.riccati.blowup_time`) nor its event time
         (:attr:`gtcore.MomentTrajectory.crossing_time`)
     method, steps, h : the integrator, the number of steps and the (largest) step size
     """
@@ -341,10 +341,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     dtype = resolve_dtype(dtype)
     _check_choice(method, "method (integrator)", SOLVERS)
     _check_choice(average, "average", AVERAGES)
-    span = as_float_array(t_span, "t_span")
-    if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
-        raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {show(t_span)}")
-    t0, t1 = float(span[0]), float(span[1])
+    t0, t1 = check_span(t_span)
     nodes = np.array(control_breaks(controls), dtype=float)
     if t_eval is not None:
         t_eval = as_float_array(t_eval, "t_eval")

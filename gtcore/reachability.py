@@ -30,6 +30,7 @@ their breaks. Chapter 3's harness (rank invariance along the ODE, steered token 
 from __future__ import annotations
 
 import bisect
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +38,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import schur
 
-from ._linalg import STEERING_RANK_RTOL as RANK_RTOL
-from ._linalg import numerical_rank, psd_power
+from ._linalg import RANK_RTOL, numerical_rank, psd_power
 from ._validation import as_float_array, check_covariance, check_moments, check_positive
 from .attention import attention_of
 from .controls import Controls, ControlsLike, PiecewiseControls, as_control_function
@@ -230,7 +230,9 @@ class SteeringControls:
         Interior stage boundaries (honoured exactly by :func:`gtcore.integrate_moments`).
     stages : tuple of :class:`Controls`
         The attention-free base controls :math:`(\tilde A_k, \tilde b_k)`.
-    attention : tuple (V, B) of (H, d, d) arrays, or None
+    heads : tuple (V, B) of (H, d, d) arrays, or None
+        The fixed attention heads that the controls compensate (None: attention off).
+        ``attention`` is a deprecated alias of this attribute.
 
     Notes
     -----
@@ -238,7 +240,7 @@ class SteeringControls:
     """
 
     def __init__(self, mu0: np.ndarray, Sigma0: np.ndarray, durations: Sequence[float],
-                 stages: Sequence[Controls], attention: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 stages: Sequence[Controls], heads: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.stages = tuple(stages)
         self.durations = tuple(float(x) for x in durations)
         edges = np.concatenate([[0.0], np.cumsum(self.durations)])
@@ -247,7 +249,7 @@ class SteeringControls:
         self.breaks = tuple(float(x) for x in edges[1:-1])
         self._starts = tuple(float(x) for x in edges[:-1])
         self.d = self.stages[0].d
-        self.attention = attention
+        self.heads = heads
         mus, Sigmas = [np.asarray(mu0, float)], [np.asarray(Sigma0, float)]
         self._flows = tuple(_NormalFlow(c.A, c.b) for c in self.stages)
         for flow, tau in zip(self._flows, self.durations):
@@ -256,6 +258,13 @@ class SteeringControls:
             S = F @ Sigmas[-1] @ F.T
             Sigmas.append(0.5 * (S + S.T))
         self._mu_starts, self._Sigma_starts = mus, Sigmas
+
+    @property
+    def attention(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Deprecated alias of :attr:`heads`."""
+        warnings.warn("SteeringControls.attention is deprecated; use .heads", DeprecationWarning,
+                      stacklevel=2)
+        return self.heads
 
     def _stage(self, t: float) -> int:
         return max(0, min(len(self.stages) - 1, bisect.bisect_right(self._starts, float(t)) - 1))
@@ -270,9 +279,9 @@ class SteeringControls:
     def __call__(self, t: float) -> Controls:
         k = self._stage(t)
         base = self.stages[k]
-        if self.attention is None:
+        if self.heads is None:
             return base
-        V, B = self.attention
+        V, B = self.heads
         mu, S = self.reference(t)
         att = attention_of(base)  # the heads' type (dot product)
         A = base.A - att.linear_part(S, V, B)
@@ -290,7 +299,7 @@ class SteeringControls:
         Exact for attention off (constant stages); Gauss–Legendre with ``nodes`` nodes per stage
         when attention is compensated (the integrand is smooth inside a stage).
         """
-        if self.attention is None:
+        if self.heads is None:
             return float(sum(tau * (np.sum(c.A ** 2) + np.sum(c.b ** 2))
                              for c, tau in zip(self.stages, self.durations)))
         x, w = np.polynomial.legendre.leggauss(int(nodes))
@@ -302,7 +311,7 @@ class SteeringControls:
         return float(total)
 
     def __repr__(self) -> str:
-        att = "off" if self.attention is None else f"{self.attention[0].shape[0]} head(s) compensated"
+        att = "off" if self.heads is None else f"{self.heads[0].shape[0]} head(s) compensated"
         return f"SteeringControls(d={self.d}, T={self.T:g}, stages={len(self.stages)}, attention {att})"
 
 
@@ -330,7 +339,8 @@ def _check_targets(mu0, Sigma0, mu1, Sigma1, T, rtol):
 
 
 def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
-          attention: tuple[Any, Any] | None = None, rtol: float = RANK_RTOL) -> SteeringControls:
+          heads: tuple[Any, Any] | None = None, rtol: float = RANK_RTOL,
+          attention: tuple[Any, Any] | None = None) -> SteeringControls:
     r"""Controls that steer :math:`N(\mu_0, \Sigma_0)` exactly to :math:`N(\mu_1, \Sigma_1)` at time T.
 
     Construction (attention off). Take an invertible :math:`M` with
@@ -351,7 +361,7 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
     case at full rank). Since :math:`\Sigma' = A\Sigma + \Sigma A^\top` has the solution
     :math:`e^{At}\Sigma e^{A^\top t}`, the endpoint is exact up to round-off.
 
-    With ``attention=(V, B)`` held fixed, the controls compensate it along the reference
+    With ``heads=(V, B)`` held fixed, the controls compensate it along the reference
     trajectory, :math:`A(t) = \tilde A(t) - \sum_h V_h\Sigma(t)B_h`,
     :math:`b(t) = \tilde b(t) - \sum_h V_h\mu(t)` (see :class:`SteeringControls`).
 
@@ -361,10 +371,12 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
     mu1, Sigma1 : target mean and covariance
     T : float
         Steering time, positive.
-    attention : (V, B), optional
+    heads : (V, B), optional
         Fixed attention heads, each (d, d) or (H, d, d). None: attention off.
     rtol : float
         Relative eigenvalue threshold of the numerical rank (:func:`covariance_rank`).
+    attention : (V, B), optional
+        Deprecated alias of ``heads`` (warns).
 
     Returns
     -------
@@ -390,21 +402,28 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
     ----------
     Alcalde, Ji, Zuazua (2026), finite-time reachability result (time-varying controls).
     """
+    if attention is not None:
+        if heads is not None:
+            raise ValueError("heads: pass the fixed heads once, as heads=(V, B) (attention= is its "
+                             "deprecated alias)")
+        warnings.warn("steer(attention=...) is deprecated; use heads=(V, B)", DeprecationWarning,
+                      stacklevel=2)
+        heads = attention
     mu0, Sigma0, mu1, Sigma1, T, r = _check_targets(mu0, Sigma0, mu1, Sigma1, T, rtol)
     d = mu0.shape[0]
     att = None
-    if attention is not None:
+    if heads is not None:
         try:
-            V, B = attention
+            V, B = heads
         except (TypeError, ValueError) as exc:
-            raise ValueError("attention must be a pair (V, B) of (d, d) or (H, d, d) arrays") from exc
+            raise ValueError("heads must be a pair (V, B) of (d, d) or (H, d, d) arrays") from exc
         try:
-            heads = Controls(V=V, B=B)
+            fixed = Controls(V=V, B=B)
         except ValueError as exc:
-            raise ValueError(f"attention must be a pair (V, B) of (d, d) or (H, d, d) arrays: {exc}") from exc
-        if heads.d != d:
-            raise ValueError(f"attention acts on dimension d={heads.d}, but mu0 has d={d}")
-        att = (np.array(heads.V), np.array(heads.B))
+            raise ValueError(f"heads must be a pair (V, B) of (d, d) or (H, d, d) arrays: {exc}") from exc
+        if fixed.d != d:
+            raise ValueError(f"heads act on dimension d={fixed.d}, but mu0 has d={d}")
+        att = (np.array(fixed.V), np.array(fixed.B))
     M = _congruence(Sigma0, Sigma1, r)
     W, s, Zt = np.linalg.svd(M)
     R = W @ Zt

@@ -161,6 +161,10 @@ class BlowupTime:
     t_star : float
         The blow-up time, ``inf`` when there is none.
     method : "closed form (d = 1)", "closed form (V = vI)" or "numerical"
+        What produced ``t_star``. A closed-form attempt that is abandoned (round-off growth of
+        :math:`e^{At}`, a zero of :math:`g` that the integrator does not confirm) returns the
+        integrator's number labelled ``"numerical"``, with the reason for the fallback in ``reason``;
+        a closed-form label always means the number is the closed form's.
     reason : one sentence: why it blows up, or why it does not (proved, or only up to ``t_max``)
     proved : whether ``t_star = inf`` is proved (always True for finite closed forms)
     """
@@ -406,7 +410,9 @@ def closed_form_covariance(Sigma0: Any, controls: Controls, t: Any) -> np.ndarra
 
 
 def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
-    r"""For Hurwitz :math:`A` and :math:`V = vI`, the smallest :math:`v > 0` that blows up from :math:`\Sigma_0`.
+    r"""The smallest :math:`v > 0` with which :math:`V = vI` blows up from :math:`\Sigma_0`.
+
+    For Hurwitz :math:`A` and :math:`B + B^\top \succeq 0` (refused otherwise, see Domain):
 
     .. math::
 
@@ -416,10 +422,21 @@ def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
     for :math:`0 < v < v_c` the covariance collapses to 0, for :math:`v > v_c` it blows up in
     finite time. ``inf`` when :math:`\lambda_{\max}(KY_\infty K) \le 0`.
 
+    Domain. With :math:`Y(t) = \int_0^t e^{A^\top s}(B + B^\top)e^{As}ds`,
+    :math:`\Sigma(t) = e^{At}K(I - vKY(t)K)^{-1}Ke^{A^\top t}` blows up iff
+    :math:`v\,\lambda_{\max}(KY(t)K)` reaches 1 at some finite :math:`t`, so the exact threshold is
+    :math:`1/\sup_{t \ge 0}\lambda_{\max}(KY(t)K)`. When :math:`B + B^\top \succeq 0` the integrand
+    is positive semidefinite, :math:`Y(t)` increases in the Loewner order and the supremum is the
+    limit :math:`Y_\infty`: the formula above. When :math:`B + B^\top` is indefinite, :math:`Y(t)`
+    can overshoot its limit and :math:`v < v_c` can blow up through a transient (e.g.
+    :math:`A = -0.1I + J`, :math:`B = \operatorname{diag}(1, -1)`, :math:`\Sigma_0 = I`: the formula
+    gives 1.005, the true threshold is 0.579), so that case is refused.
+
     Raises
     ------
     ValueError
-        ``A`` is not Hurwitz, or bad shapes, naming the argument.
+        ``A`` is not Hurwitz, ``B + B^T`` is not positive semidefinite (outside the formula's
+        domain), or bad shapes, naming the argument.
     """
     A = check_matrix(A, "A")
     d = A.shape[0]
@@ -427,9 +444,26 @@ def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
     S0 = check_covariance(Sigma0, "Sigma0", d)
     if _spectrum_class(A)[0] != "Hurwitz":
         raise ValueError("A must be Hurwitz (every eigenvalue with negative real part)")
+    _check_gain_domain(B)
     Y = solve_continuous_lyapunov(A.T, -(B + B.T))
     K = psd_sqrt(S0)
     lmax = float(np.linalg.eigvalsh(K @ (0.5 * (Y + Y.T)) @ K)[-1])
     return 1.0 / lmax if lmax > 0 else math.inf
 
 
+def _check_gain_domain(B: Any) -> np.ndarray:
+    r"""``B``, after checking :math:`B + B^\top \succeq 0` (the domain of :func:`critical_gain`).
+
+    Raises
+    ------
+    ValueError
+        ``B + B^T`` has a negative eigenvalue (below :math:`-10^{-12}` times the largest modulus).
+    """
+    B = check_matrix(B, "B")
+    S = B + B.T
+    if _definiteness(S) not in ("positive definite", "positive semidefinite", "zero"):
+        w = np.linalg.eigvalsh(0.5 * (S + S.T))
+        raise ValueError(f"B: the critical gain v_c = 1/lambda_max(K Y_inf K) needs B + B^T positive "
+                         f"semidefinite, but B + B^T has eigenvalues in [{w[0]:.3g}, {w[-1]:.3g}]; with an "
+                         "indefinite B + B^T a transient can blow up below that value")
+    return B

@@ -413,7 +413,8 @@ class Regime:
     reason : why (definiteness of V and B, spectrum of A, what was computed)
     Sigma_star : the limit for "converges", else None
     t_star : the blow-up time for "blows up", else None
-    method : "closed form" (:math:`V_h = v_hI`) or "numerical"
+    method : "closed form" (:math:`V_h = v_hI`) or "numerical" (general :math:`V`, or when the
+        :math:`V = vI` blow-up search fell back to the integrator, see :class:`BlowupTime`)
     """
 
     verdict: str
@@ -470,24 +471,26 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
         return _classify_numerical(controls, S0, t_max, desc)
     bt = _blowup_closed_form(S0, controls, Q, t_max)
     qd = _definiteness(Q)
+    # the verdict rests on the blow-up search: numerical when that search fell back to the integrator
+    meth = "numerical" if bt.method == "numerical" else "closed form"
     if math.isfinite(bt.t_star):
         return Regime("blows up", f"{desc}; Q = sum v_h(B_h + B_h^T) {qd}: {bt.reason}",
-                      t_star=bt.t_star)
+                      t_star=bt.t_star, method=meth)
     cls, lam = _spectrum_class(A)
     full_rank = np.linalg.eigvalsh(S0)[0] > 1e-12 * max(np.linalg.norm(S0), 1e-300)
     if cls == "anti-stable":
         if not full_rank:
             return Regime("undetermined", f"{desc}; rank(Sigma0) < d is invariant, so there is no "
-                          "positive-definite limit")
+                          "positive-definite limit", method=meth)
         P = _lyapunov_P(A, Q)
         w = np.linalg.eigvalsh(P)
         if w[0] > 0:
             S = np.linalg.inv(P)
             return Regime("converges", f"{desc}; Q {qd}: A anti-stable, so P(t) = Sigma(t)^-1 -> P* "
                           f"at rate 2 min Re spec(A) = {2 * lam.real.min():.3g}, and P* > 0 "
-                          f"(lambda_min {w[0]:.3g})", Sigma_star=0.5 * (S + S.T))
+                          f"(lambda_min {w[0]:.3g})", Sigma_star=0.5 * (S + S.T), method=meth)
         return Regime("undetermined", f"{desc}; A anti-stable but the limit P* is singular "
-                      f"(lambda_min {w[0]:.3g}): Sigma grows without bound")
+                      f"(lambda_min {w[0]:.3g}): Sigma grows without bound", method=meth)
     if cls == "Hurwitz":
         ker = _RiccatiKernel(A, Q, S0)
         Y_inf = solve_continuous_lyapunov(A.T, -Q)
@@ -495,11 +498,11 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
         if g_inf > 1e-12:
             return Regime("collapses to 0", f"{desc}; Q {qd}: A Hurwitz and I - K Y_inf K > 0 "
                           f"(lambda_min {g_inf:.3g}), so Sigma(t) -> 0 like e^(2 max Re spec(A) t) "
-                          f"= e^({2 * lam.real.max():.3g} t)")
+                          f"= e^({2 * lam.real.max():.3g} t)", method=meth)
         return Regime("undetermined", f"{desc}; A Hurwitz and I - K Y_inf K is singular "
-                      f"(lambda_min {g_inf:.3g}): the boundary between collapse and blow-up")
+                      f"(lambda_min {g_inf:.3g}): the boundary between collapse and blow-up", method=meth)
     return Regime("undetermined", f"{desc}; Q {qd}: spectrum of A on both sides of or on the "
-                  f"imaginary axis, no blow-up found ({bt.reason})")
+                  f"imaginary axis, no blow-up found ({bt.reason})", method=meth)
 
 
 def _classify_numerical(controls: Controls, S0: np.ndarray, t_max: float | None, desc: str) -> Regime:

@@ -216,7 +216,7 @@ claim("token distance to target vs N: log-log slope", slope, gt=-0.65, lt=-0.35,
 
 # %% mystnb={"figure": {"name": "fig-attention", "caption": "Steering with a fixed attention head on. Left: the moment ODE under the compensated controls (red), the uncompensated run (orange), the target (dashed green) and the final token cloud moved with softmax attention. Right: the compensated control $A(t)$ against the attention-free $\\tilde A(t)$."}, "image": {"alt": "Left: two mean paths with ellipses, one ending on a dashed target ellipse with a token cloud on it, the other ending far away. Right: entries of two control matrices over time, differing by the attention compensation."}}
 V, B = np.array(V_att), np.array(B_att)
-steer_att = steer(m0_2, S0_2, m1_2, S1_2, T, attention=(V, B))
+steer_att = steer(m0_2, S0_2, m1_2, S1_2, T, heads=(V, B))
 err_att = endpoint_error(steer_att, m0_2, S0_2, m1_2, S1_2, T)
 traj_att = integrate_moments(m0_2, S0_2, steer_att, (0.0, T), t_eval=t_plot)
 traj_unc = integrate_moments(m0_2, S0_2, steer_att.uncompensated(V, B), (0.0, T), t_eval=t_plot)

@@ -85,6 +85,7 @@ mu_target = [1.5, -2.0]
 
 # %%
 import numpy as np
+from scipy.linalg import solve_continuous_lyapunov
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
 from gtcore.claims import claim
@@ -410,17 +411,24 @@ claim("regime map agrees with the theory", rm.agreement, gt=0.99,
 # $B + B^\top$ is indefinite), $\Sigma_0 = I$. The formula gives $v_c \approx 1.005$, but
 # $\lambda_{\max}(Y(t))$ peaks near $1.73$ at $t \approx 1.5$ before settling at $0.995$: the true
 # threshold is $1/1.73 \approx 0.58$. The integrator, with $v = 0.8 < v_c$, observes blow-up.
-# This is why $v_c$ is used here only for $B + B^\top \succeq 0$.
+# This is why $v_c$ is used here only for $B + B^\top \succeq 0$, and why `critical_gain` refuses
+# any other $B$ (the formula's value is computed by hand below, to show what it would claim).
 
 # %%
 claim("the map's B + B^T is positive definite (v_c domain)",
       float(np.linalg.eigvalsh(B + B.T).min()), gt=0.0, statement="blowup", kind="consistency")
 A_ind, B_ind = np.array(indefinite_A), np.array(indefinite_B)
-v_c_ind = critical_gain(A_ind, B_ind, np.eye(2))
-ind = integrate_moments(mu0, np.eye(2), Controls(A=A_ind, V=indefinite_v * np.eye(2), B=B_ind),
-                        (0, map_t_max))
+try:
+    critical_gain(A_ind, B_ind, np.eye(2))
+except ValueError as exc:
+    print(f"critical_gain refuses: {exc}")
+Y_inf_ind = solve_continuous_lyapunov(A_ind.T, -(B_ind + B_ind.T))
+v_c_ind = 1.0 / np.linalg.eigvalsh(0.5 * (Y_inf_ind + Y_inf_ind.T))[-1]  # the formula, Sigma0 = I
+ctl_ind = Controls(A=A_ind, V=indefinite_v * np.eye(2), B=B_ind)
+ind = integrate_moments(mu0, np.eye(2), ctl_ind, (0, map_t_max))
+bt_ind = blowup_time(np.eye(2), ctl_ind)
 print(f"indefinite B + B^T: formula v_c = {v_c_ind:.4f}; v = {indefinite_v} -> {ind.status} "
-      f"at t = {ind.crossing_time}")
+      f"at t = {ind.crossing_time}; blowup_time t* = {bt_ind.t_star:.6f} ({bt_ind.method})")
 claim("indefinite B + B^T: blow-up below the formula's v_c", bool(
       indefinite_v < v_c_ind and ind.status == "blowup"), statement="blowup", kind="consistency")
 

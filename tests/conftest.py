@@ -62,3 +62,25 @@ def built_book(tmp_path_factory):
     if proc.returncode != 0:
         raise AssertionError(f"building the quick book failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return tree, before
+
+
+def gauss_hermite_rule(mu, Sigma, n=40):
+    """Tensor Gauss-Hermite rule for N(mu, Sigma): nodes (n^d, d) and weights (n^d,) with
+    sum_k w_k f(x_k) ~ E f(X); exact for polynomials of degree < 2n in each coordinate."""
+    z, w = np.polynomial.hermite_e.hermegauss(n)
+    w = w / w.sum()
+    d = len(mu)
+    Z = np.stack(np.meshgrid(*[z] * d, indexing="ij"), -1).reshape(-1, d)
+    W = np.prod(np.stack(np.meshgrid(*[w] * d, indexing="ij"), -1).reshape(-1, d), axis=1)
+    return np.asarray(mu) + Z @ np.linalg.cholesky(Sigma).T, W
+
+
+def softmax_average_by_quadrature(queries, mu, Sigma, B, n=40):
+    """For each query x: E[X e^{X^T B x}] / E[e^{X^T B x}], X ~ N(mu, Sigma), the softmax attention
+    average over infinitely many keys, by Gauss-Hermite quadrature over the keys (no tilt formula)."""
+    keys, w = gauss_hermite_rule(mu, Sigma, n)
+    logits = (np.asarray(queries) @ np.asarray(B).T) @ keys.T  # [i, j] = key_j^T B query_i
+    logits -= logits.max(axis=1, keepdims=True)
+    p = w * np.exp(logits)
+    p /= p.sum(axis=1, keepdims=True)
+    return p @ keys

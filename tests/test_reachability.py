@@ -144,7 +144,7 @@ def test_energy_is_exact_for_constant_stages():
     expected = sum(0.5 * (np.sum(c.A ** 2) + np.sum(c.b ** 2)) for c in ctl.stages)
     assert ctl.energy() == pytest.approx(expected, rel=1e-14)
     # compensating zero attention heads gives the same controls, through the quadrature
-    zero = steer(np.zeros(2), S0, np.ones(2), S1, 1.0, attention=(np.zeros((2, 2)), np.zeros((2, 2))))
+    zero = steer(np.zeros(2), S0, np.ones(2), S1, 1.0, heads=(np.zeros((2, 2)), np.zeros((2, 2))))
     assert zero.energy() == pytest.approx(expected, rel=1e-12)
     a, b = control_path(ctl, [0.25, 0.75])
     np.testing.assert_allclose(a, [np.linalg.norm(c.A) for c in ctl.stages])
@@ -160,7 +160,7 @@ def test_steer_with_attention_compensated(d, data, seed, heads):
     # the reference grow at a rate ~ 2 ||V|| ||B|| ||Sigma||)
     V = 0.4 * rng.standard_normal((heads, d, d)) / np.sqrt(d)
     B = 0.4 * rng.standard_normal((heads, d, d)) / np.sqrt(d)
-    ctl = steer(m0, S0, m1, S1, 1.0, attention=(V, B))
+    ctl = steer(m0, S0, m1, S1, 1.0, heads=(V, B))
     c = ctl(0.3)
     np.testing.assert_array_equal(c.V, V)
     np.testing.assert_array_equal(c.B, B)
@@ -208,11 +208,24 @@ def test_bad_arguments_are_named(kwargs, name):
     assert not isinstance(info.value, RankMismatchError)
 
 
-def test_bad_attention_is_named():
-    with pytest.raises(ValueError, match="attention"):
-        steer(np.zeros(2), np.eye(2), np.ones(2), np.eye(2), 1.0, attention=(np.eye(3), np.eye(3)))
-    with pytest.raises(ValueError, match="attention"):
-        steer(np.zeros(2), np.eye(2), np.ones(2), np.eye(2), 1.0, attention=np.eye(2))
+def test_bad_heads_are_named():
+    with pytest.raises(ValueError, match="heads"):
+        steer(np.zeros(2), np.eye(2), np.ones(2), np.eye(2), 1.0, heads=(np.eye(3), np.eye(3)))
+    with pytest.raises(ValueError, match="heads"):
+        steer(np.zeros(2), np.eye(2), np.ones(2), np.eye(2), 1.0, heads=np.eye(2))
+    with pytest.raises(ValueError, match="heads"):
+        steer(np.zeros(2), np.eye(2), np.ones(2), np.eye(2), 1.0, heads=(np.eye(2), np.eye(2)),
+              attention=(np.eye(2), np.eye(2)))
+
+
+def test_attention_keyword_is_a_deprecated_alias_of_heads(rng):
+    V, B = 0.3 * rng.standard_normal((2, 2)), 0.3 * rng.standard_normal((2, 2))
+    new = steer(np.zeros(2), np.eye(2), np.ones(2), 2 * np.eye(2), 1.0, heads=(V, B))
+    with pytest.warns(DeprecationWarning, match="heads"):
+        old = steer(np.zeros(2), np.eye(2), np.ones(2), 2 * np.eye(2), 1.0, attention=(V, B))
+    with pytest.warns(DeprecationWarning, match="heads"):
+        np.testing.assert_array_equal(old.attention[0], new.heads[0])
+    np.testing.assert_array_equal(old(0.3).A, new(0.3).A)
 
 
 # ------------------------------------------------------------------------ min energy
@@ -266,7 +279,7 @@ def test_gaussian_attention_tokens_reach_the_target_moments():
     S0, S1 = psd_of_rank(rng, d, 2), psd_of_rank(rng, d, 2)
     m0, m1 = rng.standard_normal(d), rng.standard_normal(d)
     V, B = 0.3 * np.eye(d), -0.3 * np.eye(d)
-    ctl = steer(m0, S0, m1, S1, 1.0, attention=(V, B))
+    ctl = steer(m0, S0, m1, S1, 1.0, heads=(V, B))
     x0 = exact_moment_cloud(rng, 64, m0, S0)
     run = simulate(x0, ctl, (0.0, 1.0), 200, average="gaussian", device="cpu")
     np.testing.assert_allclose(run.mu[-1], m1, atol=1e-7)

@@ -4,7 +4,9 @@ import math
 
 import numpy as np
 import pytest
-from scipy.linalg import expm
+from scipy.integrate import solve_ivp
+from scipy.linalg import expm, solve_continuous_lyapunov
+from scipy.optimize import minimize_scalar
 
 from gtcore import Controls, integrate_moments
 from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, riccati_quadratic
@@ -343,10 +345,45 @@ def test_regime_boundary_and_rotating_family():
         rc(0.1, 1.0, np.eye(3))
 
 
-def test_closed_form_blowup_agrees_with_integration_for_mixed_spectra():
-    """Indefinite Q with A of mixed spectrum: e^{At} grows until I - K Y K is round-off; the
-    answer must still agree with direct integration (regression: false blow-ups and crashes)."""
+def _reference_blowup(A, Q, Sigma0, t_max, big=1e8):
+    """t* of Sigma' = A Sigma + Sigma A^T + Sigma Q Sigma (V = vI, Q = v(B + B^T)), independently of gtcore:
+    the right-hand side written out here, integrated by LSODA (ODEPACK Adams/BDF with the exact
+    Jacobian; gtcore integrates with DOP853) at rtol 1e-11 to ||Sigma||_F = big ||Sigma0||, then the
+    pole correction t_e + ||Sigma|| / (d/dt ||Sigma||), whose error is O((t* - t_e)^2). inf when it
+    does not blow up by t_max. (The precision form P = Sigma^-1 is no reference here: for mixed or
+    Hurwitz spectra P grows like e^(2|Re lambda| t) and lambda_min(P) shows false zeros.)"""
+    A, Q, S0 = (np.asarray(m, float) for m in (A, Q, Sigma0))
+    d, eye = A.shape[0], np.eye(A.shape[0])
+
+    def rhs(t, y):
+        S = y.reshape(d, d)
+        return (A @ S + S @ A.T + S @ Q @ S).ravel()
+
+    def jac(t, y):  # row-major vec: vec(X D Y) = (X kron Y^T) vec(D)
+        S = y.reshape(d, d)
+        return np.kron(A, eye) + np.kron(eye, A) + np.kron(S @ Q, eye) + np.kron(eye, (Q @ S).T)
+
+    n0 = max(float(np.linalg.norm(S0)), 1.0)
+
+    def event(t, y):
+        return np.linalg.norm(y) - big * n0
+
+    event.terminal = True
+    sol = solve_ivp(rhs, (0.0, t_max), S0.ravel(), method="LSODA", jac=jac, rtol=1e-11,
+                    atol=1e-14 * n0, events=event)
+    if sol.status != 1:
+        return math.inf
+    t_e, y = sol.t_events[0][0], sol.y_events[0][0]
+    N = np.linalg.norm(y)
+    return t_e + N / (np.dot(y, rhs(t_e, y)) / N)
+
+
+def test_blowup_for_mixed_spectra_agrees_with_an_independent_integrator():
+    """Indefinite Q with A of mixed spectrum, where e^{At} grows until I - K Y K is round-off
+    (regression: false blow-ups and crashes): every answer, closed form or numerical fallback,
+    against LSODA on the hand-written moment ODE (never gtcore's own integrator)."""
     rng = np.random.default_rng(1)
+    methods = []
     for _ in range(40):
         d = int(rng.integers(2, 4))
         A = rng.standard_normal((d, d))
@@ -354,13 +391,99 @@ def test_closed_form_blowup_agrees_with_integration_for_mixed_spectra():
         v = float(rng.uniform(-0.3, 0.3))
         F = rng.standard_normal((d, d))
         S0 = F @ F.T / d
-        ctl = Controls(A=A, V=v * np.eye(d), B=G + G.T)
-        bt = blowup_time(S0, ctl, t_max=20)
-        tr = integrate_moments(np.zeros(d), S0, ctl, (0, 20), blowup_norm=1e8 * max(np.linalg.norm(S0), 1))
-        if tr.status == "blowup":
-            assert bt.t_star == pytest.approx(tr.crossing_time, rel=1e-3)
+        B = G + G.T
+        bt = blowup_time(S0, Controls(A=A, V=v * np.eye(d), B=B), t_max=20)
+        ref = _reference_blowup(A, v * (B + B.T), S0, 20)
+        methods.append((bt.method, math.isfinite(ref)))
+        if math.isfinite(ref):
+            assert bt.t_star == pytest.approx(ref, rel=1e-7)
         else:
-            assert np.isinf(bt.t_star)
+            assert bt.t_star == math.inf
+    assert sum(f for _, f in methods) >= 15  # the sample has blow-ups, not only no-blow-ups
+    assert any(m == "numerical" for m, _ in methods)  # and exercises the fallback
+
+
+def test_fallback_is_labelled_numerical_and_matches_the_scalar_closed_form():
+    """A rotated decoupled pair: direction 1 (a = 5, q = -2) saturates while e^{At} grows past the
+    closed form's trusted range, direction 2 (a = -0.1, q = 0.3) blows up at the scalar
+    t* = log(1 + 2a/q)/(2a) = 5.49. blowup_time falls back to the integrator and must say so;
+    classify too."""
+    th = 0.4
+    R = np.array([[np.cos(th), -np.sin(th)], [np.sin(th), np.cos(th)]])
+    ctl = Controls(A=R @ np.diag([5.0, -0.1]) @ R.T, V=np.eye(2), B=R @ np.diag([-1.0, 0.15]) @ R.T)
+    exact = math.log1p(2 * -0.1 / 0.3) / (2 * -0.1)
+    bt = blowup_time(np.eye(2), ctl)
+    assert bt.method == "numerical" and "closed form ill-conditioned" in bt.reason
+    assert bt.t_star == pytest.approx(exact, rel=1e-8)
+    reg = classify(ctl, np.eye(2))
+    assert reg.verdict == "blows up" and reg.method == "numerical"
+    assert reg.t_star == pytest.approx(exact, rel=1e-8)
+
+
+# ------------------------------------------ the domain of v_c: an indefinite B + B^T counterexample
+A_IND = np.array([[-0.1, -1.0], [1.0, -0.1]])  # Hurwitz, -0.1 +- i
+B_IND = np.diag([1.0, -1.0])  # B + B^T indefinite
+
+
+def _formula_gain(A, B):
+    """1 / lambda_max(Y_inf), A^T Y + Y A = -(B + B^T), Sigma0 = I: what v_c's formula would say."""
+    Y = solve_continuous_lyapunov(A.T, -(B + B.T))
+    return 1.0 / np.linalg.eigvalsh(0.5 * (Y + Y.T))[-1]
+
+
+def _true_threshold(A, B, t_max=150.0):
+    """1 / sup_t lambda_max(Y(t)) with Y' = e^{A^T t}(B + B^T)e^{At} integrated by DOP853 at 1e-12
+    (Sigma0 = I), the supremum by bounded minimisation around the best point of a fine grid."""
+    sol = solve_ivp(lambda t, y: (expm(A.T * t) @ (B + B.T) @ expm(A * t)).ravel(), (0, t_max),
+                    np.zeros(4), method="DOP853", rtol=1e-12, atol=1e-14, dense_output=True)
+    lam = lambda t: np.linalg.eigvalsh(sol.sol(t).reshape(2, 2))[-1]  # noqa: E731
+    ts = np.linspace(0, t_max, 4001)
+    k = int(np.argmax([lam(t) for t in ts]))
+    best = minimize_scalar(lambda t: -lam(t), bounds=(ts[max(k - 1, 0)], ts[min(k + 1, 4000)]),
+                           method="bounded", options={"xatol": 1e-10})
+    return 1.0 / -best.fun
+
+
+def test_critical_gain_and_regime_boundary_refuse_indefinite_B_plus_BT():
+    from gtcore.studies.stability import regime_boundary
+
+    with pytest.raises(ValueError, match=r"B \+ B\^T positive semidefinite"):
+        critical_gain(A_IND, B_IND, np.eye(2))
+    with pytest.raises(ValueError, match=r"B \+ B\^T positive semidefinite"):
+        regime_boundary([-0.5, -0.1], B_IND, np.eye(2))
+    # semidefinite B + B^T is inside the domain: Y(t) increases to Y_inf, v_c is the formula
+    B_psd = np.array([[1.0, 0.5], [-0.5, 0.0]])
+    assert critical_gain(A_IND, B_psd, np.eye(2)) == pytest.approx(_formula_gain(A_IND, B_psd), rel=1e-12)
+    assert critical_gain(A_IND, B_psd, np.eye(2)) == pytest.approx(_true_threshold(A_IND, B_psd), rel=1e-6)
+
+
+@pytest.mark.parametrize("v", [0.6, 0.8, 1.0])
+def test_indefinite_counterexample_blows_up_below_the_formula(v):
+    """A = -0.1 I + J, B = diag(1, -1), Sigma0 = I: the formula says v_c = 1.005, yet v = 0.6, 0.8,
+    1.0 all blow up; blowup_time must find the times the independent integrator finds."""
+    assert v < _formula_gain(A_IND, B_IND)
+    ctl = Controls(A=A_IND, V=v * np.eye(2), B=B_IND)
+    ref = _reference_blowup(A_IND, v * (B_IND + B_IND.T), np.eye(2), 50.0)
+    assert math.isfinite(ref)
+    bt = blowup_time(np.eye(2), ctl)
+    assert bt.t_star == pytest.approx(ref, rel=1e-8)
+    assert bt.method == "closed form (V = vI)" and "confirmed by integrate_moments" in bt.reason
+    assert classify(ctl, np.eye(2)).verdict == "blows up"
+
+
+def test_indefinite_counterexample_true_threshold():
+    """The exact threshold 1/sup_t lambda_max(Y(t)) (0.579 here, against the formula's 1.005):
+    3 % below it nothing blows up, 3 % above it the covariance blows up, by both codes."""
+    v_true = _true_threshold(A_IND, B_IND)
+    assert v_true < 0.7 * _formula_gain(A_IND, B_IND)
+    for v, blows in ((0.97 * v_true, False), (1.03 * v_true, True)):
+        ref = _reference_blowup(A_IND, v * (B_IND + B_IND.T), np.eye(2), 40.0)
+        bt = blowup_time(np.eye(2), Controls(A=A_IND, V=v * np.eye(2), B=B_IND), t_max=40.0)
+        assert math.isfinite(ref) is blows and math.isfinite(bt.t_star) is blows
+        if blows:
+            assert bt.t_star == pytest.approx(ref, rel=1e-8)
+        verdict = classify(Controls(A=A_IND, V=v * np.eye(2), B=B_IND), np.eye(2)).verdict
+        assert verdict == ("blows up" if blows else "collapses to 0")
 
 
 def test_tiny_gain_is_not_zero():

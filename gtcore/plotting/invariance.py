@@ -28,23 +28,29 @@ def cloud_with_ellipses(tokens: np.ndarray, times: Sequence[float], mus: np.ndar
     return fig
 
 
-def error_against_n(studies: Mapping[str, object]):
-    """Moment error against N on log–log axes, one curve per setting, with the N^(-1/2) line."""
+def _errors_against_n(studies: Mapping[str, object], label, ylabel: str):
+    """Mean error over seeds (with its standard error) against N, log–log, one curve per study
+    (``label(name, study)`` names it), and the N^(-1/2) reference line."""
     fig, ax = figure(1, 1, width=5.0, height=3.6)
     colors = [COLORS["particles"], COLORS["alt"], COLORS["target"]]
-    for (label, st), c in zip(studies.items(), colors):
+    for (name, st), c in zip(studies.items(), colors):
         m = st.errors.mean(axis=1)
         sd = st.errors.std(axis=1, ddof=1) / np.sqrt(st.errors.shape[1])
-        ax.errorbar(st.Ns, m, yerr=sd, marker="o", color=c, capsize=2,
-                    label=f"{label}: κ = {st.kappa:.2f}, slope {st.slope:.2f}")
+        ax.errorbar(st.Ns, m, yerr=sd, marker="o", color=c, capsize=2, label=label(name, st))
     first = next(iter(studies.values()))
     reference_slope(ax, first.Ns, first.errors.mean(axis=1)[0], -0.5)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("number of tokens $N$")
-    ax.set_ylabel(r"$\|\hat\mu - \mu\| + \|\hat\Sigma - \Sigma\|_F$ at $t = T$")
+    ax.set_ylabel(ylabel)
     ax.legend()
     return fig
+
+
+def error_against_n(studies: Mapping[str, object]):
+    """Moment error against N on log–log axes, one curve per setting, with the N^(-1/2) line."""
+    return _errors_against_n(studies, lambda name, st: f"{name}: κ = {st.kappa:.2f}, slope {st.slope:.2f}",
+                             r"$\|\hat\mu - \mu\| + \|\hat\Sigma - \Sigma\|_F$ at $t = T$")
 
 
 def layer_errors(errors: Mapping[str, np.ndarray]):
@@ -77,20 +83,8 @@ def stack_error_against_n(studies: Mapping[str, object]):
     """Softmax-stack error against N (log–log), one curve per law, with the N^(-1/2) line.
 
     ``studies`` maps a label to a :class:`gtcore.nongaussian.StackStudy`."""
-    fig, ax = figure(1, 1, width=5.0, height=3.6)
-    colors = [COLORS["particles"], COLORS["alt"], COLORS["target"]]
-    for (label, st), c in zip(studies.items(), colors):
-        m = st.errors.mean(axis=1)
-        sd = st.errors.std(axis=1, ddof=1) / np.sqrt(st.errors.shape[1])
-        ax.errorbar(st.Ns, m, yerr=sd, marker="o", color=c, capsize=2, label=f"{label}: slope {st.slope:.2f}")
-    first = next(iter(studies.values()))
-    reference_slope(ax, first.Ns, first.errors.mean(axis=1)[0], -0.5)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("number of tokens $N$")
-    ax.set_ylabel(r"$\|\hat\mu_L - \mu_L\| + \|\hat\Sigma_L - \Sigma_L\|_F$")
-    ax.legend()
-    return fig
+    return _errors_against_n(studies, lambda name, st: f"{name}: slope {st.slope:.2f}",
+                             r"$\|\hat\mu_L - \mu_L\| + \|\hat\Sigma_L - \Sigma_L\|_F$")
 
 
 def statistics_with_controls(times: Sequence[float], flows: Mapping[str, Mapping[str, np.ndarray]],

@@ -1,11 +1,11 @@
 r"""Pretrained Transformers fed Gaussian tokens: per-layer moments and Gaussianity statistics.
 
-The paper's numerical evidence (its Section on pretrained models; :file:`PAPER.md`, result 4):
-"pretrained Transformers (ModernBERT, Tiny-DeiT) fed Gaussian inputs keep an approximately
-Gaussian moment structure through early and intermediate layers". This module feeds i.i.d.
-Gaussian tokens :math:`x_{s,t} \sim N(\mu, \Sigma)` (sequence :math:`s = 1..S`, token
-:math:`t = 1..T`) to a Transformer and measures, after every layer :math:`\ell`, how far the
-token cloud is from the Gaussian with the same two moments.
+The paper's numerical evidence (Alcalde, Ji, Zuazua, arXiv:2606.07600; its abstract: "practical
+Transformers with Gaussian inputs remain close to moment-matched Gaussian distributions through
+early and intermediate layers", checked there on pretrained ModernBERT and Tiny-DeiT). This
+module feeds i.i.d. Gaussian tokens :math:`x_{s,t} \sim N(\mu, \Sigma)` (sequence
+:math:`s = 1..S`, token :math:`t = 1..T`) to a Transformer and measures, after every layer
+:math:`\ell`, how far the token cloud is from the Gaussian with the same two moments.
 
 Models
 ------

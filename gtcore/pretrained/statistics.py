@@ -87,10 +87,12 @@ def _statistics(x: np.ndarray, S: int, T: int, n_projections: int, seed: int) ->
     ])
 
 
-@functools.lru_cache(maxsize=16)
-def _floor(S: int, T: int, r: int, n_projections: int, repeats: int, seed: int):
+@functools.lru_cache(maxsize=32)
+def _floor(S: int, T: int, r: int, n_projections: int, repeats: int, seed: int, values=_statistics):
+    """The noise floor of a statistics vector ``values(x, S, T, n_projections, seed)`` of an
+    (S*T, r) sample (default: the four of :data:`STATISTICS`), over ``repeats`` Gaussian samples."""
     def stat(z):
-        return _statistics(z, S, T, n_projections, seed)
+        return values(z, S, T, n_projections, seed)
 
     return noise_floor(stat, S * T, r, repeats=repeats, seed=seed + 7919)
 

@@ -12,7 +12,7 @@ from threadpoolctl import threadpool_limits
 from .._progress import progress as progress_bar
 from .._validation import check_matrix, check_positive, check_vector
 from ..controls import Controls
-from ..riccati import critical_gain
+from ..riccati import _check_gain_domain, critical_gain
 from ..stability import classify, observe_regimes
 
 __all__ = ["RegimeBoundary", "RegimeMap", "regime_boundary", "regime_map", "rotating_controls"]
@@ -110,18 +110,27 @@ class RegimeBoundary:
 
 
 def regime_boundary(a_values: Any, B: Any, Sigma0: Any, *, omega: float = 0.0) -> RegimeBoundary:
-    r"""The theory's boundary of the planar family in the :math:`(a, v)` plane.
+    r"""The theory's boundary of the planar family in the :math:`(a, v)` plane (:math:`B + B^\top \succeq 0`).
 
-    For :math:`a > 0` it is :math:`v = 0` (converges below, blows up above); for :math:`a < 0`
-    it is the curve :math:`v = v_c(a)` of :func:`critical_gain` (collapse below, blow-up above);
-    and :math:`a = 0` for :math:`v < 0` (collapse left, convergence right).
+    For :math:`a < 0` it is the curve :math:`v = v_c(a)` of :func:`critical_gain` (collapse below,
+    blow-up above), exact only when :math:`B + B^\top \succeq 0` (see :func:`critical_gain`:
+    with an indefinite :math:`B + B^\top` a transient can blow up below :math:`v_c`), so any
+    other ``B`` is refused. When moreover :math:`B + B^\top \succ 0`, the rest of the boundary is
+    :math:`v = 0` for :math:`a > 0` (converges below, blows up above) and :math:`a = 0` for
+    :math:`v < 0` (collapse left, convergence right); only the curve is returned.
 
     Returns
     -------
     RegimeBoundary
+
+    Raises
+    ------
+    ValueError
+        ``B + B^T`` is not positive semidefinite (outside the domain of :math:`v_c`), or bad input.
     """
     a_values = check_vector(a_values, "a_values")
+    B = check_matrix(B, "B", 2)
+    _check_gain_domain(B)
     a_neg = a_values[a_values < 0]
     v_c = np.array([critical_gain(a * np.eye(2) + omega * _J, B, Sigma0) for a in a_neg])
     return RegimeBoundary(a_curve=a_neg, v_curve=v_c)
-
