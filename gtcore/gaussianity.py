@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from ._linalg import RANK_RTOL, psd_sqrt, whiten
+from ._linalg import psd_sqrt, whiten
 from ._linalg import empirical_moments as _empirical_moments
 from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_finite, check_moments, check_tokens
+from ._validation import check_moments, check_tokens
 
 #: memory budget (bytes) for the temporary blocks of the chunked statistics
 _CHUNK_BYTES = 128 * 2**20

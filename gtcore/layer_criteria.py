@@ -41,7 +41,6 @@ from .gaussianity import (
 from .pretrained import (
     STATISTICS,
     LoadedTransformer,
-    between_sequence_ratio,
     iter_layers,
     numerical_rank,
 )

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from ._linalg import psd_project
-from ._validation import as_float_array, check_count, check_moments, check_positive, check_span, show
+from ._validation import as_float_array, check_count, check_moments, check_positive, check_span
 from .attention import gaussian_velocity
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 

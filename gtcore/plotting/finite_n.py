@@ -3,7 +3,6 @@ r"""Figures of chapter 4's finite-N section: token clouds on the way to a blow-u
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 
 from . import COLORS, figure
 
