@@ -432,7 +432,8 @@ def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
     limit :math:`Y_\infty`: the formula above. When :math:`B + B^\top` is indefinite, :math:`Y(t)`
     can overshoot its limit and :math:`v < v_c` can blow up through a transient (e.g.
     :math:`A = -0.1I + J`, :math:`B = \operatorname{diag}(1, -1)`, :math:`\Sigma_0 = I`: the formula
-    gives 1.005, the true threshold is 0.579), so that case is refused.
+    gives 1.005, the true threshold is 0.579), so that case is refused; :func:`gain_threshold`
+    computes the supremum for any :math:`B`.
 
     Raises
     ------
