@@ -40,7 +40,7 @@ from .reachability import (
     steer,
     steer_min_energy,
 )
-from .riccati import BlowupTime, blowup_time, critical_gain, riccati_quadratic
+from .riccati import BlowupTime, GainThreshold, blowup_time, critical_gain, gain_threshold, riccati_quadratic
 from .sampling import gaussian_tokens
 from .stability import (
     Equilibrium,
@@ -78,6 +78,8 @@ __all__ = [
     "RegimeMap",
     "SteeringControls",
     "critical_gain",
+    "GainThreshold",
+    "gain_threshold",
     "riccati_quadratic",
     "ClaimFailed",
     "GaussianMixture",

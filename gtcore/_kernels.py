@@ -65,9 +65,13 @@ def _attend_blocked(q, k, bias, values, block):
     avg = None if values is None else torch.empty(q.shape[0], values.shape[1], dtype=q.dtype, device=q.device)
     for s in range(0, q.shape[0], block):
         S = torch.addmm(bias, q[s:s + block], k.T)
-        lse[s:s + block] = torch.logsumexp(S, dim=1)
+        top = S.amax(dim=1, keepdim=True)
+        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+        E = S.sub_(top).exp_()                 # one exponential per entry, in place
+        total = E.sum(dim=1)
+        lse[s:s + block] = top[:, 0] + torch.log(total)
         if values is not None:
-            avg[s:s + block] = torch.exp(S - lse[s:s + block, None]) @ values
+            avg[s:s + block] = (E @ values) / total[:, None]
     return avg, lse
 
 

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import nbformat
 
+from ._files import atomic_write_text
+
 __all__ = ["GalleryEntry", "collect_entries", "section_ids", "write_gallery"]
 
 #: the MyST extensions the chapters use (``_config.yml``: parse.myst_enable_extensions)
@@ -274,5 +276,5 @@ def write_gallery(executed: Path, *, chapters: list[str] | None = None, title: s
     if total == 0:
         lines += ["No executed chapters yet: run `gtbook run` first.", ""]
     page = executed / "gallery.md"
-    page.write_text("\n".join(lines))
+    atomic_write_text(page, "\n".join(lines))  # a kill mid-write never leaves half a page
     return page

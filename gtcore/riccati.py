@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 from scipy.linalg import expm, solve_continuous_lyapunov
-from scipy.optimize import brentq
+from scipy.optimize import brentq, minimize_scalar
 
 from ._linalg import psd_sqrt
 from ._validation import as_float_array, check_covariance, check_matrix, check_positive
@@ -63,8 +63,10 @@ from .moments import integrate_moments, moment_rhs
 __all__ = [
     "BlowupTime",
     "blowup_time",
+    "GainThreshold",
     "closed_form_covariance",
     "critical_gain",
+    "gain_threshold",
     "riccati_quadratic",
 ]
 
@@ -430,7 +432,8 @@ def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
     limit :math:`Y_\infty`: the formula above. When :math:`B + B^\top` is indefinite, :math:`Y(t)`
     can overshoot its limit and :math:`v < v_c` can blow up through a transient (e.g.
     :math:`A = -0.1I + J`, :math:`B = \operatorname{diag}(1, -1)`, :math:`\Sigma_0 = I`: the formula
-    gives 1.005, the true threshold is 0.579), so that case is refused.
+    gives 1.005, the true threshold is 0.579), so that case is refused; :func:`gain_threshold`
+    computes the supremum for any :math:`B`.
 
     Raises
     ------
@@ -467,3 +470,74 @@ def _check_gain_domain(B: Any) -> np.ndarray:
                          f"semidefinite, but B + B^T has eigenvalues in [{w[0]:.3g}, {w[-1]:.3g}]; with an "
                          "indefinite B + B^T a transient can blow up below that value")
     return B
+
+
+@dataclass(frozen=True)
+class GainThreshold:
+    r"""The exact threshold gain of :math:`V = vI` from :math:`\Sigma_0`, and what the formula says.
+
+    Attributes
+    ----------
+    threshold : float
+        :math:`1/\sup_{t\ge0}\lambda_{\max}(KY(t)K)`: below it the covariance never blows up, above
+        it it does (``inf`` when the supremum is :math:`\le 0`).
+    peak, t_peak : float
+        The supremum of :math:`\lambda_{\max}(KY(t)K)` and where it is reached (``inf`` when it is
+        the limit :math:`t \to \infty`).
+    limit : float
+        :math:`\lambda_{\max}(KY_\infty K)`.
+    formula : float
+        :math:`1/\text{limit}`: :func:`critical_gain`'s formula, evaluated even outside its domain
+        (equal to ``threshold`` when :math:`B + B^\top \succeq 0`).
+    """
+
+    threshold: float
+    peak: float
+    t_peak: float
+    limit: float
+    formula: float
+
+
+def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n_grid: int = 4000) -> GainThreshold:
+    r"""The exact threshold :math:`1/\sup_{t \ge 0}\lambda_{\max}(KY(t)K)` of :math:`V = vI`, for any :math:`B`.
+
+    :math:`Y(t) = \int_0^t e^{A^\top s}(B + B^\top)e^{As}ds`, :math:`K = \Sigma_0^{1/2}` (see
+    :func:`critical_gain`'s Domain). :math:`Y(t)` is exact (Van Loan exponential, stepped by the
+    semigroup on ``n_grid`` steps up to ``t_max``, by default :math:`20/|\max\operatorname{Re}
+    \lambda(A)|` capped to [100, 1e4], where :math:`Y` has converged to round-off); the supremum is the
+    larger of the limit :math:`\lambda_{\max}(KY_\infty K)` and the grid's maximum refined by a
+    bounded scalar search between its neighbours.
+
+    Raises
+    ------
+    ValueError
+        ``A`` is not Hurwitz (:math:`Y_\infty` does not exist), or bad shapes, naming the argument.
+    """
+    A = check_matrix(A, "A")
+    d = A.shape[0]
+    B = check_matrix(B, "B", d)
+    S0 = check_covariance(Sigma0, "Sigma0", d)
+    if _spectrum_class(A)[0] != "Hurwitz":
+        raise ValueError("A must be Hurwitz (every eigenvalue with negative real part)")
+    Q = B + B.T
+    ker = _RiccatiKernel(A, Q, S0)
+    lam = lambda Y: 1.0 - ker.g_of(Y)  # noqa: E731  (lambda_max(K Y K))
+    Y_inf = solve_continuous_lyapunov(A.T, -Q)
+    limit = lam(0.5 * (Y_inf + Y_inf.T))
+    horizon = float(t_max) if t_max is not None else _default_t_max(A)
+    h = horizon / n_grid
+    Eh, Yh = ker.parts(h)
+    E, Y = np.eye(d), np.zeros((d, d))
+    values = np.empty(n_grid + 1)
+    values[0] = lam(Y)
+    for k in range(1, n_grid + 1):
+        E, Y = ker.step_parts(E, Y, Eh, Yh)
+        values[k] = lam(Y)
+    k = int(np.argmax(values))
+    peak, t_peak = limit, math.inf
+    if values[k] > limit:
+        best = minimize_scalar(lambda t: -lam(ker.parts(t)[1]), bounds=(max(k - 1, 0) * h, min(k + 1, n_grid) * h),
+                               method="bounded", options={"xatol": 1e-10})
+        peak, t_peak = (-float(best.fun), float(best.x)) if -best.fun >= values[k] else (float(values[k]), k * h)
+    return GainThreshold(threshold=1.0 / peak if peak > 0 else math.inf, peak=peak, t_peak=t_peak, limit=limit,
+                         formula=1.0 / limit if limit > 0 else math.inf)

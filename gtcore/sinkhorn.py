@@ -11,12 +11,30 @@ In the log domain the updates alternate
     f_i = \log a_i - \operatorname{LSE}_j(\ell_{ij} + g_j), \qquad
     g_j = \log a_j - \operatorname{LSE}_i(\ell_{ij} + f_i),
 
-starting from :math:`g = 0`. Each row update reads off, for free, the row-marginal violation of
-the previous pair (whose columns are exact),
-:math:`\max_i |\sum_j P_{ij}/a_i - 1| = \max_i |e^{f_i^{\text{old}} - f_i^{\text{new}}} - 1|`;
-the iteration stops when it is at most ``tol`` (keeping the new :math:`f`) or after ``max_iter``
-row updates (then ``converged=False`` and :func:`sinkhorn_average` warns with
-:class:`SinkhornConvergenceWarning`).
+starting from the Gaussian guess of :math:`g` (below; ``init="zero"``: :math:`g = 0`).
+
+**Stopping rule.** Every pass certifies the marginals of a pair from quantities it has just
+computed: after the column update from :math:`f = T_r(g)` (rows exact), the pair :math:`(f, g)`
+has column sums :math:`a_j e^{g_j - T_c(f)_j}`; after the next row update the pair
+:math:`(f, g^{\text{next}})` has row sums :math:`a_i e^{f_i - T_r(g^{\text{next}})_i}` and column
+sums :math:`a_j e^{g^{\text{next}}_j - T_c(f)_j}` (:math:`T_r, T_c` the two updates above). The
+iteration stops at the first pair whose relative violation
+:math:`\max(\max_i|\sum_jP_{ij}/a_i - 1|, \max_j|\sum_iP_{ij}/a_j - 1|)` is at most ``tol``,
+returns that pair and the attention average of the pass that computed it, or stops after
+``max_iter`` row updates (then ``converged=False`` and :func:`sinkhorn_average` warns with
+:class:`SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way whatever
+the starting point and acceleration, which change only how many passes it takes.
+
+**Speed-ups** (each pass costs about one dot-product attention kernel).
+
+* *Warm start*: the potentials of the Gaussian problem fitted to the tokens' (weighted)
+  empirical moments, :func:`gaussian_column_potential`, evaluated at the tokens. For Gaussian
+  tokens they are off only by the sampling fluctuation, :math:`O(N^{-1/2})`.
+* *Anderson acceleration* (depth ``anderson``, 0 for plain Sinkhorn) of the fixed-point map
+  :math:`g \mapsto T_c(T_r(g))`: the next :math:`g` is the combination of the last
+  ``anderson + 1`` images that minimises the combined residual (type II, Walker and Ni 2011);
+  a step whose residual grows restarts the history (a plain Sinkhorn step from there).
+
 Query :math:`i` then attends with the row-normalised weights
 :math:`P_{ij}/\sum_j P_{ij} = \operatorname{softmax}_j(\ell_{ij} + g_j)`, and a query :math:`x`
 outside the sample with :math:`\operatorname{softmax}_j(x_j^\top Bx + g_j)` (the same formula:
@@ -40,15 +58,19 @@ import numpy as np
 import torch
 
 from ._kernels import BLOCK, attend, softmax_average
-from ._linalg import psd_sqrt
+from ._linalg import RANK_RTOL, psd_sqrt
 
-__all__ = ["SinkhornConvergenceWarning", "SinkhornResult", "gaussian_conditional_gain", "sinkhorn_average",
-           "sinkhorn_potentials"]
+__all__ = ["SinkhornConvergenceWarning", "SinkhornResult", "gaussian_column_potential", "gaussian_conditional_gain",
+           "sinkhorn_average", "sinkhorn_potentials"]
 
 #: default stopping tolerance on the relative marginal violation
 TOL = 1e-9
 #: default cap on the number of Sinkhorn row updates
 MAX_ITER = 2000
+#: default depth of the Anderson acceleration (0: plain Sinkhorn)
+ANDERSON = 4
+#: starting points of the column potential
+INITS = ("gaussian", "zero")
 
 
 class SinkhornConvergenceWarning(RuntimeWarning):
@@ -64,10 +86,10 @@ class SinkhornResult:
     f, g : (N,) tensors
         Row and column log-potentials (they include :math:`\\log a`).
     iterations : int
-        Row updates done.
+        Row updates done (the kernel passes are about twice as many).
     marginal_error : float
-        The relative row-marginal violation of the last pair before its row update (its
-        columns were exact).
+        The relative violation of the row and column marginals of the returned pair ``(f, g)``
+        (the larger of the two).
     converged : bool
         ``marginal_error <= tol``.
     """
@@ -90,35 +112,99 @@ def _check_stopping(tol: float, max_iter: int) -> None:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
 
 
-def _scale(x, B, log_weights, tol, max_iter, method, block, want_average):
+def _check_acceleration(init: str, anderson: int) -> None:
+    if init not in INITS:
+        raise ValueError(f"unknown init {init!r}; valid: {', '.join(INITS)}")
+    if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
+        raise ValueError(f"anderson must be a non-negative integer, got {anderson!r}")
+
+
+def _violation(u: torch.Tensor, v: torch.Tensor) -> float:
+    """:math:`\\max_k |e^{u_k - v_k} - 1|`: the relative marginal violation when the sums are :math:`a_k e^{u_k - v_k}`."""
+    return float(torch.expm1(u - v).abs().max())
+
+
+def _gaussian_start(x, B, loga):
+    """The Gaussian column potential (:func:`gaussian_column_potential`) at the tokens, as a tensor."""
+    xd = x.detach()
+    w = torch.exp(loga)
+    mu = w @ xd
+    xc = xd - mu
+    S = (xc * w[:, None]).T @ xc
+    Bn = B.detach().cpu().double().numpy()
+    P = _potential_hessian(S.cpu().double().numpy(), Bn)
+    if not np.all(np.isfinite(P)):
+        return torch.zeros_like(loga)
+    Pt = torch.as_tensor(P, dtype=x.dtype, device=x.device)
+    return -0.5 * ((xc @ Pt) * xc).sum(1) - xd @ (B.detach() @ mu)
+
+
+class _Anderson:
+    """Type-II Anderson mixing of a fixed-point map :math:`g \\mapsto G(g)` with restarts."""
+
+    def __init__(self, depth: int):
+        self.depth, self.gs, self.rs = depth, [], []
+
+    def step(self, g, Gg, grew: bool):
+        if self.depth == 0:
+            return Gg
+        if grew:
+            self.gs, self.rs = [], []
+        self.gs.append(Gg)
+        self.rs.append(Gg - g)
+        self.gs, self.rs = self.gs[-(self.depth + 1):], self.rs[-(self.depth + 1):]
+        if len(self.rs) == 1:
+            return Gg
+        R = torch.stack(self.rs, 1)
+        dR = R[:, 1:] - R[:, :-1]
+        dG = torch.stack(self.gs, 1)
+        dG = dG[:, 1:] - dG[:, :-1]
+        A = dR.T @ dR
+        A = A + 1e-12 * A.diagonal().sum() * torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
+        gamma = torch.linalg.solve(A, dR.T @ R[:, -1])
+        if not bool(torch.isfinite(gamma).all()):
+            self.gs, self.rs = [], []
+            return Gg
+        return Gg - dG @ gamma
+
+
+def _scale(x, B, log_weights, tol, max_iter, method, block, want_average, init, anderson):
     _check_stopping(tol, max_iter)
+    _check_acceleration(init, anderson)
     N = x.shape[0]
     if log_weights is None:
         loga = torch.full((N,), -math.log(N), dtype=x.dtype, device=x.device)
     else:
         loga = log_weights - torch.logsumexp(log_weights, 0)
     q = x @ B.T                               # q_i = B x_i, so that l_ij = q_i . x_j
-    g = torch.zeros_like(loga)
-    f = lse_rows = lse_cols = None
-    err = math.inf
+    g = _gaussian_start(x, B, loga) if init == "gaussian" else torch.zeros_like(loga)
+    mixer = _Anderson(int(anderson))
+    values = x if want_average else None
+    f = Gf = lse_rows = lse_cols = None       # the last pair's f and T_c(f)
+    err = last = math.inf
     for it in range(1, max_iter + 1):
-        avg, lse_rows = attend(q, x, g, x if want_average else None, lse_rows, method, block)
-        f_new = loga - lse_rows
-        if f is not None:
-            # rows of P(f, g) sum to a_i exp(f_i - f_new_i); its columns are exact
-            err = float(torch.expm1(f - f_new).abs().max())
+        avg, lse_rows = attend(q, x, g, values, lse_rows, method, block)
+        f_new = loga - lse_rows               # T_r(g)
+        if f is not None:                     # the pair (f, g): rows a e^{f - T_r g}, columns a e^{g - T_c f}
+            err = max(_violation(f, f_new), _violation(g, Gf))
             if err <= tol:
-                return SinkhornResult(f_new, g, it, err, True), avg
+                return SinkhornResult(f, g, it, err, True), avg
         f = f_new
-        _, lse_cols = attend(x, q, f, None, lse_cols, method, block)  # LSE_i(x_j . q_i + f_i)
-        g = loga - lse_cols
-    avg, _ = attend(q, x, g, x if want_average else None, lse_rows, method, block)
+        _, lse_cols = attend(x, q, f, None, lse_cols, method, block)   # LSE_i(x_j . q_i + f_i)
+        Gf = loga - lse_cols                  # T_c(f)
+        err = _violation(g, Gf)               # the pair (f, g): rows exact
+        if err <= tol:
+            return SinkhornResult(f, g, it, err, True), avg
+        g_next = mixer.step(g, Gf, err > last)
+        last = err
+        if it < max_iter:
+            g = g_next
     return SinkhornResult(f, g, max_iter, err, False), avg
 
 
 def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor | None = None, *,
                         tol: float = TOL, max_iter: int = MAX_ITER, method: str = "sdpa",
-                        block: int = BLOCK) -> SinkhornResult:
+                        block: int = BLOCK, init: str = "gaussian", anderson: int = ANDERSON) -> SinkhornResult:
     r"""Log-domain Sinkhorn scaling of :math:`e^{x_j^\top Bx_i}` on the tokens ``x`` (N, d) to marginals :math:`a`.
 
     Parameters
@@ -128,20 +214,25 @@ def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Ten
     log_weights : (N,) tensor, optional
         :math:`\log a_j` (normalised to sum 1 here); uniform when omitted.
     tol, max_iter : float, int
-        Stop when the relative marginal violation is at most ``tol``, or after ``max_iter``
-        iterations.
+        Stop when the relative violation of both marginals is at most ``tol``, or after
+        ``max_iter`` row updates.
     method : ``"sdpa"`` or ``"blocked"``
         How the log-sum-exps run (:mod:`gtcore._kernels`).
     block : int
         Rows per block of ``"blocked"``.
+    init : ``"gaussian"`` or ``"zero"``
+        Starting column potential: the Gaussian problem's (:func:`gaussian_column_potential` at the
+        tokens' empirical moments) or 0.
+    anderson : int
+        Depth of the Anderson acceleration; 0 for plain Sinkhorn.
     """
-    return _scale(x, B, log_weights, tol, max_iter, method, block, False)[0]
+    return _scale(x, B, log_weights, tol, max_iter, method, block, False, init, anderson)[0]
 
 
 def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor | None = None,
                      queries: torch.Tensor | None = None, *, tol: float = TOL, max_iter: int = MAX_ITER,
-                     method: str = "sdpa", block: int = BLOCK, warn: bool = True
-                     ) -> tuple[torch.Tensor, SinkhornResult]:
+                     method: str = "sdpa", block: int = BLOCK, warn: bool = True, init: str = "gaussian",
+                     anderson: int = ANDERSON) -> tuple[torch.Tensor, SinkhornResult]:
     r"""Sinkhorn attention of the tokens ``x`` at ``queries`` (default ``x`` itself): ``(average, result)``.
 
     .. math::
@@ -149,11 +240,11 @@ def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor
         a(x_q) = \sum_j \operatorname{softmax}_j(x_j^\top B x_q + g_j)\, x_j,
 
     with :math:`g` from :func:`sinkhorn_potentials` (same arguments); for the tokens themselves
-    the average comes out of the last row update. Warns with :class:`SinkhornConvergenceWarning`
+    the average comes out of the pass that certified the returned pair. Warns with :class:`SinkhornConvergenceWarning`
     when the scaling did not converge (``warn=True``); the returned :class:`SinkhornResult`
     carries the status either way.
     """
-    res, avg = _scale(x, B, log_weights, tol, max_iter, method, block, queries is None)
+    res, avg = _scale(x, B, log_weights, tol, max_iter, method, block, queries is None, init, anderson)
     if not res.converged and warn:
         warnings.warn(f"Sinkhorn scaling did not converge: marginal error {res.marginal_error:.3e} > tol={tol:g} "
                       f"after max_iter={max_iter} iterations", SinkhornConvergenceWarning, stacklevel=2)
@@ -204,3 +295,60 @@ def gaussian_conditional_gain(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
     T = Sh @ B @ Sigma @ B.T @ Sh
     R = psd_sqrt(np.eye(d) + 2.0 * (T + T.T))
     return 2.0 * Sh @ np.linalg.solve(np.eye(d) + R, Sh @ B)
+
+
+def _potential_hessian(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """:math:`P` of :func:`gaussian_column_potential`, on the numerical range of ``Sigma``."""
+    S = 0.5 * (Sigma + Sigma.T)
+    w, U = np.linalg.eigh(S)
+    if w.size == 0 or w[-1] <= 0:
+        return np.zeros_like(S)
+    keep = w > RANK_RTOL * w[-1]
+    Sh = (U[:, keep] * np.sqrt(w[keep])) @ U[:, keep].T
+    Sh_inv = (U[:, keep] / np.sqrt(w[keep])) @ U[:, keep].T     # pseudo-inverse of Sigma^(1/2)
+    d = S.shape[0]
+    T = Sh @ B @ S @ B.T @ Sh                                    # G^T G
+    R = psd_sqrt(np.eye(d) + 2.0 * (T + T.T))
+    KG = 2.0 * np.linalg.solve(np.eye(d) + R, T)
+    return Sh_inv @ (0.5 * (KG + KG.T)) @ Sh_inv
+
+
+def gaussian_column_potential(y: np.ndarray, mu: np.ndarray, Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
+    r"""The column potential :math:`g(y)` of Sinkhorn attention against :math:`N(\mu, \Sigma)`, up to a constant.
+
+    .. math::
+
+        g(y) = -\tfrac12 (y - \mu)^\top P\,(y - \mu) - y^\top B\mu + \text{const}, \qquad
+        P = \Sigma^{-1/2}\,2(I + R)^{-1}G^\top G\,\Sigma^{-1/2},
+
+    with :math:`G = \Sigma^{1/2}B^\top\Sigma^{1/2}` and :math:`R = (I + 4G^\top G)^{1/2}`
+    (:math:`\Sigma^{-1/2}` the pseudo-inverse on the numerical range, where tokens lie).
+
+    Derivation, in the notation of :func:`gaussian_conditional_gain`: the optimal coupling is
+    Gaussian with joint precision :math:`\Lambda` whose :math:`xy` block is :math:`-B^\top`, so
+    :math:`f(x) + g(y) + y^\top Bx = \log\pi(x, y) - \log\rho(x) - \log\rho(y)` has the
+    :math:`yy` part :math:`-\tfrac12(y-\mu)^\top(\Lambda_{yy} - \Sigma^{-1})(y-\mu)` and the cross
+    part :math:`(y-\mu)^\top B(x-\mu)`, whose term :math:`-y^\top B\mu` belongs to :math:`g`. By the
+    block inverse :math:`\Lambda_{yy} = (\Sigma - C^\top\Sigma^{-1}C)^{-1}
+    = \Sigma^{-1/2}(I - K^\top K)^{-1}\Sigma^{-1/2}`, and
+    :math:`(I - K^\top K)^{-1} - I = K^\top K(I - K^\top K)^{-1} = K^\top G
+    = 2(I + R)^{-1}G^\top G` by the defining relation :math:`K(I - K^\top K)^{-1} = G` and
+    :math:`K = 2G(I + R)^{-1}`.
+
+    The finite-N solver starts from it (:func:`sinkhorn_potentials` with ``init="gaussian"``,
+    moments of the tokens); a discretised Gaussian is scaled to it up to the quadrature error.
+
+    Parameters
+    ----------
+    y : (n, d) array
+        Points to evaluate at.
+    mu, Sigma, B : (d,), (d, d), (d, d) arrays
+    """
+    y, mu, Sigma, B = (np.asarray(a, dtype=float) for a in (y, mu, Sigma, B))
+    d = Sigma.shape[0]
+    if Sigma.shape != (d, d) or B.shape != (d, d) or mu.shape != (d,):
+        raise ValueError(f"Sigma, B must be (d, d) and mu (d,); got Sigma {Sigma.shape}, B {B.shape}, mu {mu.shape}")
+    if y.ndim != 2 or y.shape[1] != d:
+        raise ValueError(f"y must be (n, {d}), got {y.shape}")
+    yc = y - mu
+    return -0.5 * np.einsum("ni,ij,nj->n", yc, _potential_hessian(Sigma, B), yc) - y @ (B @ mu)

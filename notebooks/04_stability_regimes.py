@@ -85,7 +85,6 @@ mu_target = [1.5, -2.0]
 
 # %%
 import numpy as np
-from scipy.linalg import solve_continuous_lyapunov
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
 from gtcore.claims import claim
@@ -95,7 +94,7 @@ from gtcore.studies import loglog_slope
 from gtcore.studies.invariance import attention_strength
 from gtcore.particles import simulate
 from gtcore.plotting import stability as figs
-from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain
+from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold
 from gtcore.plotting.finite_n import pole_figure
 from gtcore.stability import (
     bias_for_mean_target,
@@ -408,11 +407,13 @@ claim("regime map agrees with the theory", rm.agreement, gt=0.99,
 
 # %% [markdown]
 # **Outside the domain.** $A = -0.1I + J$ (Hurwitz), $B = \operatorname{diag}(1, -1)$ (so
-# $B + B^\top$ is indefinite), $\Sigma_0 = I$. The formula gives $v_c \approx 1.005$, but
-# $\lambda_{\max}(Y(t))$ peaks near $1.73$ at $t \approx 1.5$ before settling at $0.995$: the true
-# threshold is $1/1.73 \approx 0.58$. The integrator, with $v = 0.8 < v_c$, observes blow-up.
+# $B + B^\top$ is indefinite), $\Sigma_0 = I$. The formula gives $v_c =$ {glue:text}`ind_formula:.3f`, but
+# $\lambda_{\max}(Y(t))$ peaks at {glue:text}`ind_peak:.2f` at $t =$ {glue:text}`ind_t_peak:.2f` before settling at
+# {glue:text}`ind_limit:.3f`: the true threshold is $1/\sup_t\lambda_{\max}(Y(t)) =$ {glue:text}`ind_threshold:.2f`.
+# The integrator, with $v =$ {glue:text}`ind_v` $< v_c$, observes blow-up.
 # This is why $v_c$ is used here only for $B + B^\top \succeq 0$, and why `critical_gain` refuses
-# any other $B$ (the formula's value is computed by hand below, to show what it would claim).
+# any other $B$. `gain_threshold` computes the supremum over $t$ (from the exact $Y(t)$) and also the
+# formula's value, to show what the formula would claim.
 
 # %%
 claim("the map's B + B^T is positive definite (v_c domain)",
@@ -422,8 +423,14 @@ try:
     critical_gain(A_ind, B_ind, np.eye(2))
 except ValueError as exc:
     print(f"critical_gain refuses: {exc}")
-Y_inf_ind = solve_continuous_lyapunov(A_ind.T, -(B_ind + B_ind.T))
-v_c_ind = 1.0 / np.linalg.eigvalsh(0.5 * (Y_inf_ind + Y_inf_ind.T))[-1]  # the formula, Sigma0 = I
+gt_ind = gain_threshold(A_ind, B_ind, np.eye(2))
+v_c_ind = gt_ind.formula  # what critical_gain's formula would say, Sigma0 = I
+glue("ind_formula", v_c_ind)
+glue("ind_peak", gt_ind.peak)
+glue("ind_t_peak", gt_ind.t_peak)
+glue("ind_limit", gt_ind.limit)
+glue("ind_threshold", gt_ind.threshold)
+glue("ind_v", indefinite_v)
 ctl_ind = Controls(A=A_ind, V=indefinite_v * np.eye(2), B=B_ind)
 ind = integrate_moments(mu0, np.eye(2), ctl_ind, (0, map_t_max))
 bt_ind = blowup_time(np.eye(2), ctl_ind)
@@ -431,6 +438,8 @@ print(f"indefinite B + B^T: formula v_c = {v_c_ind:.4f}; v = {indefinite_v} -> {
       f"at t = {ind.crossing_time}; blowup_time t* = {bt_ind.t_star:.6f} ({bt_ind.method})")
 claim("indefinite B + B^T: blow-up below the formula's v_c", bool(
       indefinite_v < v_c_ind and ind.status == "blowup"), statement="blowup", kind="consistency")
+claim("indefinite B + B^T: the blow-up gain is above the exact threshold 1/sup_t lambda_max(Y(t))",
+      indefinite_v - gt_ind.threshold, gt=0.0, statement="blowup", kind="consistency")
 
 # %% [markdown]
 # ## (e) Steering the mean

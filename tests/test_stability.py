@@ -9,7 +9,7 @@ from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import minimize_scalar
 
 from gtcore import Controls, integrate_moments
-from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, riccati_quadratic
+from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold, riccati_quadratic
 from gtcore.stability import (
     NoEquilibriumError,
     asymptotic_mean,
@@ -484,6 +484,21 @@ def test_indefinite_counterexample_true_threshold():
             assert bt.t_star == pytest.approx(ref, rel=1e-8)
         verdict = classify(Controls(A=A_IND, V=v * np.eye(2), B=B_IND), np.eye(2)).verdict
         assert verdict == ("blows up" if blows else "collapses to 0")
+
+
+def test_gain_threshold_against_the_integrated_supremum():
+    """gain_threshold (exact Y(t), semigroup grid) against _true_threshold (Y' integrated by DOP853):
+    the indefinite counterexample's transient peak, and a semidefinite B + B^T, where the supremum is
+    the limit and the threshold is critical_gain's formula."""
+    gt = gain_threshold(A_IND, B_IND, np.eye(2))
+    assert gt.threshold == pytest.approx(_true_threshold(A_IND, B_IND), rel=1e-6)
+    assert gt.formula == pytest.approx(_formula_gain(A_IND, B_IND), rel=1e-12)
+    assert gt.threshold < 0.7 * gt.formula and 0 < gt.t_peak < 10 and gt.peak > gt.limit
+    B_psd = np.array([[1.0, 0.5], [-0.5, 0.0]])
+    psd = gain_threshold(A_IND, B_psd, np.eye(2))
+    assert psd.t_peak == math.inf and psd.threshold == pytest.approx(critical_gain(A_IND, B_psd, np.eye(2)), rel=1e-12)
+    with pytest.raises(ValueError, match="Hurwitz"):
+        gain_threshold(np.eye(2), B_IND, np.eye(2))
 
 
 def test_tiny_gain_is_not_zero():
