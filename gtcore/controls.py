@@ -32,17 +32,21 @@ from ._validation import as_float_array, check_finite
 from .attention import ATTENTION_TYPES, attention_of
 
 
-def _heads(x: Any, name: str, d: int | None) -> np.ndarray | None:
-    """Attention matrices as an array of shape (H, d, d), or None when absent."""
-    if x is None:
-        return None
+def _stacked_heads(x: Any, name: str) -> np.ndarray:
+    """A per-head array (a list of equal-shape heads, or one array), a 2-D array as one head."""
     if isinstance(x, (list, tuple)) and len(x) and hasattr(x[0], "shape"):
         shapes = {tuple(np.shape(h)) for h in x}
         if len(shapes) != 1:
             raise ValueError(f"{name}: every head must have the same shape, got {sorted(shapes)}")
     arr = as_float_array(x, name)
-    if arr.ndim == 2:
-        arr = arr[None]
+    return arr[None] if arr.ndim == 2 else arr
+
+
+def _heads(x: Any, name: str, d: int | None) -> np.ndarray | None:
+    """Attention matrices as an array of shape (H, d, d), or None when absent."""
+    if x is None:
+        return None
+    arr = _stacked_heads(x, name)
     if arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
         raise ValueError(f"{name} must have shape (d, d) or (H, d, d), got shape {arr.shape}")
     if d is not None and arr.shape[1] != d:
@@ -73,13 +77,7 @@ def _maps(x: Any, name: str, d: int) -> np.ndarray | None:
     """Per-head query or key maps as an array of shape (H, k, d), or None when absent."""
     if x is None:
         return None
-    if isinstance(x, (list, tuple)) and len(x) and hasattr(x[0], "shape"):
-        shapes = {tuple(np.shape(h)) for h in x}
-        if len(shapes) != 1:
-            raise ValueError(f"{name}: every head must have the same shape, got {sorted(shapes)}")
-    arr = as_float_array(x, name)
-    if arr.ndim == 2:
-        arr = arr[None]
+    arr = _stacked_heads(x, name)
     if arr.ndim != 3 or arr.shape[2] != d or arr.shape[1] == 0:
         raise ValueError(f"{name} must have shape (k, {d}) or (H, k, {d}) with k >= 1, got shape {arr.shape}")
     if arr.shape[0] == 0:

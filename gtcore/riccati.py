@@ -411,6 +411,17 @@ def closed_form_covariance(Sigma0: Any, controls: Controls, t: Any) -> np.ndarra
     return np.array(out)
 
 
+def _hurwitz_gain_inputs(A: Any, B: Any, Sigma0: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validated ``A`` (Hurwitz: the limit :math:`Y_\\infty` exists), ``B`` and ``Sigma0``."""
+    A = check_matrix(A, "A")
+    d = A.shape[0]
+    B = check_matrix(B, "B", d)
+    S0 = check_covariance(Sigma0, "Sigma0", d)
+    if _spectrum_class(A)[0] != "Hurwitz":
+        raise ValueError("A must be Hurwitz (every eigenvalue with negative real part)")
+    return A, B, S0
+
+
 def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
     r"""The smallest :math:`v > 0` with which :math:`V = vI` blows up from :math:`\Sigma_0`.
 
@@ -441,12 +452,7 @@ def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
         ``A`` is not Hurwitz, ``B + B^T`` is not positive semidefinite (outside the formula's
         domain), or bad shapes, naming the argument.
     """
-    A = check_matrix(A, "A")
-    d = A.shape[0]
-    B = check_matrix(B, "B", d)
-    S0 = check_covariance(Sigma0, "Sigma0", d)
-    if _spectrum_class(A)[0] != "Hurwitz":
-        raise ValueError("A must be Hurwitz (every eigenvalue with negative real part)")
+    A, B, S0 = _hurwitz_gain_inputs(A, B, Sigma0)
     _check_gain_domain(B)
     Y = solve_continuous_lyapunov(A.T, -(B + B.T))
     K = psd_sqrt(S0)
@@ -513,12 +519,7 @@ def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n
     ValueError
         ``A`` is not Hurwitz (:math:`Y_\infty` does not exist), or bad shapes, naming the argument.
     """
-    A = check_matrix(A, "A")
-    d = A.shape[0]
-    B = check_matrix(B, "B", d)
-    S0 = check_covariance(Sigma0, "Sigma0", d)
-    if _spectrum_class(A)[0] != "Hurwitz":
-        raise ValueError("A must be Hurwitz (every eigenvalue with negative real part)")
+    A, B, S0 = _hurwitz_gain_inputs(A, B, Sigma0)
     Q = B + B.T
     ker = _RiccatiKernel(A, Q, S0)
     lam = lambda Y: 1.0 - ker.g_of(Y)  # noqa: E731  (lambda_max(K Y K))
@@ -527,7 +528,7 @@ def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n
     horizon = float(t_max) if t_max is not None else _default_t_max(A)
     h = horizon / n_grid
     Eh, Yh = ker.parts(h)
-    E, Y = np.eye(d), np.zeros((d, d))
+    E, Y = np.eye(A.shape[0]), np.zeros_like(A)
     values = np.empty(n_grid + 1)
     values[0] = lam(Y)
     for k in range(1, n_grid + 1):
