@@ -149,6 +149,14 @@ class LayerTrajectory:
         return self.mu[-1], self.Sigma[-1]
 
 
+def _check_below_blowup(blowup_norm: float, **moments: np.ndarray) -> None:
+    """Refuse initial moments already at or beyond ``blowup_norm`` (the start would count as a blow-up)."""
+    for name, x in moments.items():
+        if np.linalg.norm(x) >= blowup_norm:
+            raise ValueError(f"{name} has norm {np.linalg.norm(x):.3g} >= blowup_norm = {blowup_norm:.3g}: "
+                             "raise blowup_norm")
+
+
 def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: float, *,
                 blowup_norm: float = 1e8) -> LayerTrajectory:
     r"""Moments through L residual layers, :math:`(\mu_{l+1}, \Sigma_{l+1}) = \text{layer\_map}(\mu_l, \Sigma_l)`.
@@ -175,10 +183,7 @@ def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: 
     mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
     h = check_positive(h, "h")
     blowup_norm = check_positive(blowup_norm, "blowup_norm")
-    for name, x in (("Sigma", Sigma), ("mu", mu)):
-        if np.linalg.norm(x) >= blowup_norm:
-            raise ValueError(f"{name} has norm {np.linalg.norm(x):.3g} >= blowup_norm = {blowup_norm:.3g}: "
-                             "raise blowup_norm")
+    _check_below_blowup(blowup_norm, Sigma=Sigma, mu=mu)
     layers = list(controls_per_layer)
     if not layers:
         raise ValueError("controls_per_layer must hold at least one layer")
@@ -310,10 +315,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     atol = check_positive(atol, "atol")
     blowup_norm = check_positive(blowup_norm, "blowup_norm")
     max_nfev = check_count(max_nfev, "max_nfev")
-    for name, x in (("Sigma0", Sigma0), ("mu0", mu0)):
-        if np.linalg.norm(x) >= blowup_norm:
-            raise ValueError(f"{name} has norm {np.linalg.norm(x):.3g} >= blowup_norm = {blowup_norm:.3g}: "
-                             "raise blowup_norm")
+    _check_below_blowup(blowup_norm, Sigma0=Sigma0, mu0=mu0)
 
     def blowup_event(t, y):
         return max(np.linalg.norm(y[d:]), np.linalg.norm(y[:d])) - blowup_norm
