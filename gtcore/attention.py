@@ -336,7 +336,8 @@ class Sinkhorn(AttentionType):
     Parameters
     ----------
     tol, max_iter : float, int
-        Stopping rule of the finite-N scaling (:func:`gtcore.sinkhorn.sinkhorn_potentials`).
+        Stopping rule of the finite-N scaling (:func:`gtcore.sinkhorn.sinkhorn_potentials`); ``tol``
+        defaults to :func:`gtcore.sinkhorn.default_tol` of the tokens' dtype.
     method, block : str, int
         ``"sdpa"`` (fused kernel) or ``"blocked"`` (``block`` rows at a time) for :meth:`kernel`.
     """
@@ -348,11 +349,11 @@ class Sinkhorn(AttentionType):
                  block: int | None = None) -> None:
         from . import _kernels, sinkhorn
 
-        self.tol = sinkhorn.TOL if tol is None else tol
+        self.tol = tol  # None: sinkhorn.default_tol of the tokens' dtype
         self.max_iter = sinkhorn.MAX_ITER if max_iter is None else max_iter
         self.method = method
         self.block = _kernels.BLOCK if block is None else block
-        sinkhorn._check_stopping(self.tol, self.max_iter)
+        sinkhorn._check_stopping(sinkhorn.TOL if tol is None else tol, self.max_iter)
         _kernels._check_method(method)
 
     def params(self, controls):

@@ -308,3 +308,20 @@ def test_l2_predicted_rate_holds_only_when_sigma_grows_in_every_direction():
     assert abs(growth_rate(traj, 1.0) - 2.0) > 0.1  # 2 max Re spec(Q) = 2 would be wrong
     with pytest.raises(ValueError, match="positive real part"):
         predicted_rate(bad)
+
+
+def test_sinkhorn_float32_converges_with_its_default_tolerance(rng):
+    """float32 cannot reach the float64 tolerance (round-off floor ~10 eps): the default tolerance
+    follows the dtype, so a float32 scaling converges without a warning, and its average agrees
+    with float64 to float32 precision; an explicit float64 tolerance still warns."""
+    x64 = torch.as_tensor(rng.standard_normal((1000, 3)))
+    B64 = torch.as_tensor(rng.standard_normal((3, 3)) / 3)
+    x32, B32 = x64.float(), B64.float()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SinkhornConvergenceWarning)
+        a32, r32 = sinkhorn_average(x32, B32)
+        a64, _ = sinkhorn_average(x64, B64)
+    assert r32.converged and r32.iterations < 100
+    np.testing.assert_allclose(a32.double().numpy(), a64.numpy(), atol=1e-4)
+    with pytest.warns(SinkhornConvergenceWarning):
+        sinkhorn_average(x32, B32, tol=1e-9, max_iter=50)
