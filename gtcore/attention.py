@@ -273,8 +273,11 @@ class L2(AttentionType):
     :math:`\mu' = (A + \sum_hV_h(M_h + C_h))\mu + b`,
     :math:`\Sigma' = F\Sigma + \Sigma F^\top`, :math:`F = A + \sum_h V_hM_h`; the residual layer
     map is exact (the velocity is affine). When :math:`K` is square and invertible,
-    :math:`M \to K^{-1}Q` as :math:`\Sigma^{-1} \to 0`, so :math:`\|M\|_2` stays bounded and the
-    covariance grows at most exponentially.
+    :math:`M = (I - (I + 2\Sigma K^\top K)^{-1})K^{-1}Q` with
+    :math:`(I + 2\Sigma K^\top K)^{-1} = K^{-1}(I + 2K\Sigma K^\top)^{-1}K`, so
+    :math:`\|M\|_2 \le (1 + \operatorname{cond}(K))\|K^{-1}Q\|_2` for every :math:`\Sigma \succeq 0`
+    and the covariance grows at most exponentially; :math:`M \to K^{-1}Q` as
+    :math:`\Sigma^{-1} \to 0`.
     """
 
     name = "l2"

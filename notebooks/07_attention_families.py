@@ -152,7 +152,7 @@ for i, name in enumerate(TYPES):
 #   $2\max\operatorname{Re}\lambda(A + VK^{-1}Q) = 2\lambda_{\max}(Q)$. That limit assumes
 #   $\Sigma$ grows in every direction ($\Sigma^{-1} \to 0$); it does here, since both eigenvalues
 #   of $A + VK^{-1}Q = Q$ are positive. When one has a negative real part, $\Sigma$ stays bounded
-#   along it and the rate is different (e.g. $Q = \begin{pmatrix}1 & 3\\ 0 & -1\end{pmatrix}$: 2.27,
+#   along it and the rate is different (e.g. $Q$ with rows $(1, 3)$ and $(0, -1)$: 2.27,
 #   not 2; `tests/test_attention_families.py`).
 # * *Sinkhorn:* $M\Sigma$ is the coupling's (transposed) cross-covariance, so
 #   $\lVert M\Sigma\rVert_2 \le \lVert\Sigma\rVert_2$ (Cauchy–Schwarz) and
