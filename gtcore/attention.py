@@ -273,8 +273,11 @@ class L2(AttentionType):
     :math:`\mu' = (A + \sum_hV_h(M_h + C_h))\mu + b`,
     :math:`\Sigma' = F\Sigma + \Sigma F^\top`, :math:`F = A + \sum_h V_hM_h`; the residual layer
     map is exact (the velocity is affine). When :math:`K` is square and invertible,
-    :math:`M \to K^{-1}Q` as :math:`\Sigma^{-1} \to 0`, so :math:`\|M\|_2` stays bounded and the
-    covariance grows at most exponentially.
+    :math:`M = (I - (I + 2\Sigma K^\top K)^{-1})K^{-1}Q` with
+    :math:`(I + 2\Sigma K^\top K)^{-1} = K^{-1}(I + 2K\Sigma K^\top)^{-1}K`, so
+    :math:`\|M\|_2 \le (1 + \operatorname{cond}(K))\|K^{-1}Q\|_2` for every :math:`\Sigma \succeq 0`
+    and the covariance grows at most exponentially; :math:`M \to K^{-1}Q` as
+    :math:`\Sigma^{-1} \to 0`.
     """
 
     name = "l2"
@@ -336,7 +339,8 @@ class Sinkhorn(AttentionType):
     Parameters
     ----------
     tol, max_iter : float, int
-        Stopping rule of the finite-N scaling (:func:`gtcore.sinkhorn.sinkhorn_potentials`).
+        Stopping rule of the finite-N scaling (:func:`gtcore.sinkhorn.sinkhorn_potentials`); ``tol``
+        defaults to :func:`gtcore.sinkhorn.default_tol` of the tokens' dtype.
     method, block : str, int
         ``"sdpa"`` (fused kernel) or ``"blocked"`` (``block`` rows at a time) for :meth:`kernel`.
     """
@@ -348,11 +352,11 @@ class Sinkhorn(AttentionType):
                  block: int | None = None) -> None:
         from . import _kernels, sinkhorn
 
-        self.tol = sinkhorn.TOL if tol is None else tol
+        self.tol = tol  # None: sinkhorn.default_tol of the tokens' dtype
         self.max_iter = sinkhorn.MAX_ITER if max_iter is None else max_iter
         self.method = method
         self.block = _kernels.BLOCK if block is None else block
-        sinkhorn._check_stopping(self.tol, self.max_iter)
+        sinkhorn._check_stopping(sinkhorn.TOL if tol is None else tol, self.max_iter)
         _kernels._check_method(method)
 
     def params(self, controls):

@@ -60,10 +60,10 @@ import torch
 from ._kernels import BLOCK, attend, softmax_average
 from ._linalg import RANK_RTOL, psd_sqrt
 
-__all__ = ["SinkhornConvergenceWarning", "SinkhornResult", "gaussian_column_potential", "gaussian_conditional_gain",
+__all__ = ["SinkhornConvergenceWarning", "SinkhornResult", "default_tol", "gaussian_column_potential", "gaussian_conditional_gain",
            "sinkhorn_average", "sinkhorn_potentials"]
 
-#: default stopping tolerance on the relative marginal violation
+#: default stopping tolerance on the relative marginal violation (float64; see :func:`default_tol`)
 TOL = 1e-9
 #: default cap on the number of Sinkhorn row updates
 MAX_ITER = 2000
@@ -103,6 +103,16 @@ class SinkhornResult:
     @property
     def status(self) -> str:
         return "converged" if self.converged else "max_iter"
+
+
+def default_tol(dtype: torch.dtype) -> float:
+    r"""The default ``tol`` for tokens of ``dtype``: :math:`\max(\texttt{TOL}, 128\,\varepsilon)`.
+
+    The marginal violation cannot go below a few units of round-off :math:`\varepsilon` (measured
+    8--16 :math:`\varepsilon` in float32), so a float64 tolerance would make every float32 scaling
+    run to ``max_iter`` and warn; in float64 this is ``TOL``.
+    """
+    return max(TOL, 128.0 * torch.finfo(dtype).eps)
 
 
 def _check_stopping(tol: float, max_iter: int) -> None:
@@ -169,6 +179,8 @@ class _Anderson:
 
 
 def _scale(x, B, log_weights, tol, max_iter, method, block, want_average, init, anderson):
+    if tol is None:
+        tol = default_tol(x.dtype)
     _check_stopping(tol, max_iter)
     _check_acceleration(init, anderson)
     N = x.shape[0]
@@ -203,7 +215,7 @@ def _scale(x, B, log_weights, tol, max_iter, method, block, want_average, init, 
 
 
 def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor | None = None, *,
-                        tol: float = TOL, max_iter: int = MAX_ITER, method: str = "sdpa",
+                        tol: float | None = None, max_iter: int = MAX_ITER, method: str = "sdpa",
                         block: int = BLOCK, init: str = "gaussian", anderson: int = ANDERSON) -> SinkhornResult:
     r"""Log-domain Sinkhorn scaling of :math:`e^{x_j^\top Bx_i}` on the tokens ``x`` (N, d) to marginals :math:`a`.
 
@@ -214,7 +226,8 @@ def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Ten
     log_weights : (N,) tensor, optional
         :math:`\log a_j` (normalised to sum 1 here); uniform when omitted.
     tol, max_iter : float, int
-        Stop when the relative violation of both marginals is at most ``tol``, or after
+        Stop when the relative violation of both marginals is at most ``tol`` (default
+        :func:`default_tol` of ``x``'s dtype), or after
         ``max_iter`` row updates.
     method : ``"sdpa"`` or ``"blocked"``
         How the log-sum-exps run (:mod:`gtcore._kernels`).
@@ -230,7 +243,7 @@ def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Ten
 
 
 def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor | None = None,
-                     queries: torch.Tensor | None = None, *, tol: float = TOL, max_iter: int = MAX_ITER,
+                     queries: torch.Tensor | None = None, *, tol: float | None = None, max_iter: int = MAX_ITER,
                      method: str = "sdpa", block: int = BLOCK, warn: bool = True, init: str = "gaussian",
                      anderson: int = ANDERSON) -> tuple[torch.Tensor, SinkhornResult]:
     r"""Sinkhorn attention of the tokens ``x`` at ``queries`` (default ``x`` itself): ``(average, result)``.
@@ -244,6 +257,8 @@ def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor
     when the scaling did not converge (``warn=True``); the returned :class:`SinkhornResult`
     carries the status either way.
     """
+    if tol is None:
+        tol = default_tol(x.dtype)
     res, avg = _scale(x, B, log_weights, tol, max_iter, method, block, queries is None, init, anderson)
     if not res.converged and warn:
         warnings.warn(f"Sinkhorn scaling did not converge: marginal error {res.marginal_error:.3e} > tol={tol:g} "

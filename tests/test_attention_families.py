@@ -332,3 +332,43 @@ def test_fused_and_blocked_sinkhorn_agree(scale, rng):
         a2, r2 = sinkhorn_average(x, B, max_iter=50, method="blocked", block=64)
     assert r1.iterations == r2.iterations
     np.testing.assert_allclose(a1.numpy(), a2.numpy(), rtol=1e-9, atol=1e-9)
+
+
+# ----------------------------------------------------------------------------- asymptotic rates
+def test_l2_predicted_rate_holds_only_when_sigma_grows_in_every_direction():
+    """The rate 2 max Re spec(A + V K^-1 Q) assumes Sigma^-1 -> 0. With every eigenvalue of that matrix
+    in the right half-plane it matches the integrated ODE; with one in the left half-plane Sigma stays
+    bounded along it, the gain does not reach K^-1 Q, the integrated rate differs, and the
+    prediction refuses."""
+    from gtcore.studies.families import growth_rate, predicted_rate
+
+    I2 = np.eye(2)
+    # real eigenvalues 0.87, 0.44 (complex ones make log lambda_max oscillate about the rate); the
+    # neglected terms are O(1/lambda_min(Sigma)), lambda_min(Sigma(10)) ~ 2e3
+    t = np.linspace(0.0, 10.0, 401)
+    good = Controls(V=[[1.0, 0.4], [0.0, 0.7]], Q=[[0.9, 0.4], [0.1, 0.7]], K=[[1.2, 0.3], [0.0, 0.9]],
+                    attention="l2")
+    assert abs(growth_rate(integrate_moments(np.zeros(2), I2, good, (0.0, 10.0), t_eval=t), 1.0)
+               - predicted_rate(good)) < 1e-2
+    bad = Controls(V=I2, Q=[[1.0, 3.0], [0.0, -1.0]], K=I2, attention="l2")
+    traj = integrate_moments(np.zeros(2), I2, bad, (0.0, 6.0), t_eval=np.linspace(0.0, 6.0, 241))
+    assert abs(growth_rate(traj, 1.0) - 2.0) > 0.1  # 2 max Re spec(Q) = 2 would be wrong
+    with pytest.raises(ValueError, match="positive real part"):
+        predicted_rate(bad)
+
+
+def test_sinkhorn_float32_converges_with_its_default_tolerance(rng):
+    """float32 cannot reach the float64 tolerance (round-off floor ~10 eps): the default tolerance
+    follows the dtype, so a float32 scaling converges without a warning, and its average agrees
+    with float64 to float32 precision; an explicit float64 tolerance still warns."""
+    x64 = torch.as_tensor(rng.standard_normal((1000, 3)))
+    B64 = torch.as_tensor(rng.standard_normal((3, 3)) / 3)
+    x32, B32 = x64.float(), B64.float()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SinkhornConvergenceWarning)
+        a32, r32 = sinkhorn_average(x32, B32)
+        a64, _ = sinkhorn_average(x64, B64)
+    assert r32.converged and r32.iterations < 100
+    np.testing.assert_allclose(a32.double().numpy(), a64.numpy(), atol=1e-4)
+    with pytest.warns(SinkhornConvergenceWarning):
+        sinkhorn_average(x32, B32, tol=1e-9, max_iter=50)

@@ -91,6 +91,14 @@ def predicted_rate(controls: Controls) -> float:
     * ``"sinkhorn"``, every :math:`B_h` symmetric positive definite: the whitened coupling
       :math:`K \to I`, so :math:`M_h\Sigma \to \Sigma` and :math:`F = A + \sum_h V_h`.
 
+    The rate is conditional: it assumes that :math:`\Sigma(t)` grows in every direction
+    (:math:`\Sigma^{-1} \to 0`), which depends on :math:`\Sigma_0` (a small :math:`\Sigma_0` can
+    collapse instead) and which :math:`F` itself rules out when an eigenvalue has real part
+    :math:`\le 0` (then :math:`\Sigma` stays bounded along that eigenvector, :math:`M_h` does not
+    tend to :math:`K_h^{-1}Q_h`, and the rate differs: e.g. :math:`V = K = I`,
+    :math:`Q = \begin{pmatrix}1 & 3\\ 0 & -1\end{pmatrix}` grows at 2.27, not 2). For ``"l2"`` that case
+    raises; compare the prediction with the integrated ODE before using it.
+
     Raises ``ValueError`` outside these cases (and for ``"dot"``, which has no such rate).
     """
     A = controls.affine_A
@@ -99,6 +107,9 @@ def predicted_rate(controls: Controls) -> float:
         if Q.shape[1] != controls.d or min(abs(np.linalg.det(k)) for k in K) == 0:
             raise ValueError("predicted_rate for 'l2' needs square invertible K_h")
         F = A + sum(V @ np.linalg.solve(k, q) for V, q, k in zip(controls.V, Q, K))
+        if np.linalg.eigvals(F).real.min() <= 0:
+            raise ValueError("predicted_rate for 'l2' needs every eigenvalue of A + sum_h V_h K_h^-1 Q_h to have "
+                             "positive real part (otherwise Sigma does not grow in every direction)")
     elif controls.attention == "sinkhorn":
         for B in controls.B:
             if not np.allclose(B, B.T) or np.linalg.eigvalsh(0.5 * (B + B.T))[0] <= 0:
