@@ -27,7 +27,7 @@ from .attention import gaussian_velocity
 from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
 
-def moment_rhs(mu: np.ndarray, Sigma: np.ndarray, controls: Controls) -> tuple[np.ndarray, np.ndarray]:
+def moment_rhs(mu: Any, Sigma: Any, controls: Controls) -> tuple[np.ndarray, np.ndarray]:
     r"""Right-hand side of the moment ODE (eq. 1.1), heads summed.
 
     .. math::
@@ -49,7 +49,30 @@ def moment_rhs(mu: np.ndarray, Sigma: np.ndarray, controls: Controls) -> tuple[n
     -------
     dmu : (d,) array
     dSigma : (d, d) array, exactly symmetric
+
+    Raises
+    ------
+    ValueError
+        ``mu`` or ``Sigma`` not finite, ``Sigma`` not symmetric positive semidefinite, or dimensions
+        that disagree with ``controls``, naming the argument (the moment ODE is defined on covariances
+        only: a non-PSD matrix would give a meaningless right-hand side for every attention type).
     """
+    mu, Sigma = _checked_moments(mu, Sigma, controls)
+    return _moment_rhs(mu, Sigma, controls)
+
+
+def _checked_moments(mu: Any, Sigma: Any, controls: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(mu, Sigma)`` validated as a Gaussian's moments on the dimension of ``controls``."""
+    mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
+    if not isinstance(controls, Controls):
+        raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
+    if controls.d != mu.shape[0]:
+        raise ValueError(f"controls act on dimension d={controls.d}, but mu has d={mu.shape[0]}")
+    return mu, Sigma
+
+
+def _moment_rhs(mu: np.ndarray, Sigma: np.ndarray, controls: Controls) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`moment_rhs` without the checks (the integrators' inner loop)."""
     M, G = gaussian_velocity(Sigma, controls)
     dmu = (M + G) @ mu + controls.affine_b
     MS = M @ Sigma
@@ -86,12 +109,8 @@ def layer_map(mu: Any, Sigma: Any, controls: Controls, h: float) -> tuple[np.nda
         The image is not representable in float64 (one layer cannot stop half-way: use
         :func:`layer_stack`, which stops at ``blowup_norm`` with a status).
     """
-    mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
+    mu, Sigma = _checked_moments(mu, Sigma, controls)
     h = check_positive(h, "h")
-    if not isinstance(controls, Controls):
-        raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
-    if controls.d != mu.shape[0]:
-        raise ValueError(f"controls act on dimension d={controls.d}, but mu has d={mu.shape[0]}")
     mu_next, Sigma_next = _layer_map(mu, Sigma, controls, h)
     if not (np.isfinite(mu_next).all() and np.isfinite(Sigma_next).all()):
         raise OverflowError(f"layer_map: the image of N(mu, Sigma) overflows float64 (h = {h:.3g}, "
@@ -354,7 +373,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             calls[0] += 1
             Sigma = y[d:].reshape(d, d)
             Sigma = 0.5 * (Sigma + Sigma.T)
-            dmu, dS = moment_rhs(y[:d], Sigma, at(t))
+            dmu, dS = _moment_rhs(y[:d], Sigma, at(t))
             return np.concatenate([dmu, dS.ravel()])
 
         solve_eval = keep_eval = None

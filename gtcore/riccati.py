@@ -58,7 +58,7 @@ from scipy.optimize import brentq, minimize_scalar
 from ._linalg import psd_sqrt
 from ._validation import as_float_array, check_covariance, check_matrix, check_positive
 from .controls import Controls
-from .moments import integrate_moments, moment_rhs
+from .moments import _moment_rhs, integrate_moments
 
 __all__ = [
     "BlowupTime",
@@ -317,7 +317,7 @@ def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float, note
         return BlowupTime(math.inf, "numerical", f"{prefix}no blow-up on [0, {t_max:.3g}] (integrate_moments, "
                           f"status {traj.status}; not proved beyond)", proved=False)
     t_e, S = traj.crossing_time, traj.Sigma[-1]
-    _, dS = moment_rhs(np.zeros(d), S, controls)
+    _, dS = _moment_rhs(np.zeros(d), S, controls)
     N = np.linalg.norm(S)
     dN = float(np.sum(S * dS)) / N
     # near a pole ||Sigma|| ~ c / (t* - t): t* = t_e + N / N' + O((t* - t_e)^2)
