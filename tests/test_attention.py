@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 import torch
 
-from gtcore import Controls, gaussian_tokens, integrate_moments, layer_map
+from gtcore import Controls, gaussian_tokens, layer_map
 from numpy.polynomial.hermite_e import hermegauss
 
 from gtcore.attention import ATTENTION_TYPES, DotProduct, attention_of
 from gtcore.particles import simulate, velocity
 from gtcore.studies import loglog_slope
-from conftest import random_spd
+from conftest import particle_moment_errors, random_spd
 
 
 TYPES = sorted(ATTENTION_TYPES)
@@ -144,15 +144,9 @@ def test_particles_converge_to_the_moment_ode_like_inverse_sqrt_n(name):
     mu0, S0 = np.array([0.5, -0.2]), np.array([[1.0, 0.3], [0.3, 0.6]])
     ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0], V=0.5 * np.eye(2), Q=[[-0.3, 0.1], [0.0, -0.2]],
                    K=np.eye(2), attention=name)  # B = K^T Q
-    ref = integrate_moments(mu0, S0, ctl, (0, 1))
     # non-local kernels cost O(N^2) per Sinkhorn iteration: a 4x smaller ladder, the same ratios
-    Ns, errs = ([400, 1600, 6400] if attention_of(ctl).local else [100, 400, 1600]), []
-    for N in Ns:
-        e = []
-        for seed in range(6):
-            tr = simulate(gaussian_tokens(N, mu0, S0, seed), ctl, (0, 1), 4, record_every=4, device="cpu")
-            e.append(np.linalg.norm(tr.mu[-1] - ref.mu[-1]) + np.linalg.norm(tr.Sigma[-1] - ref.Sigma[-1]))
-        errs.append(np.mean(e))
+    Ns = [400, 1600, 6400] if attention_of(ctl).local else [100, 400, 1600]
+    errs = particle_moment_errors(ctl, mu0, S0, Ns)
     assert -0.7 <= loglog_slope(Ns, errs) <= -0.3, errs
 
 

@@ -22,11 +22,10 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from gtcore import Controls, gaussian_tokens, integrate_moments, moment_rhs
 from gtcore.attention import ATTENTION_TYPES
-from gtcore.particles import simulate
 from gtcore.sinkhorn import (SinkhornConvergenceWarning, gaussian_column_potential, gaussian_conditional_gain,
                              sinkhorn_average, sinkhorn_potentials)
 from gtcore.studies import loglog_slope
-from conftest import random_spd
+from conftest import particle_moment_errors, random_spd
 
 
 # ----------------------------------------------------------------------------- the peer's formulas
@@ -246,14 +245,8 @@ def test_multihead_particles_converge_to_the_moment_ode(name, rng):
     mu0, S0 = np.array([0.5, -0.2]), np.array([[1.0, 0.3], [0.3, 0.6]])
     ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0], V=np.array([0.5 * np.eye(2), [[0.0, 0.3], [-0.2, 0.4]]]),
                    Q=[[[0.4, -0.3]], [[0.2, 0.5]]], K=[[[0.5, 0.2]], [[-0.4, 0.3]]], attention=name)
-    ref = integrate_moments(mu0, S0, ctl, (0, 1))
-    Ns, errs = ([200, 800, 3200] if name == "l2" else [100, 400, 1600]), []
-    for N in Ns:
-        e = []
-        for seed in range(6):
-            tr = simulate(gaussian_tokens(N, mu0, S0, seed), ctl, (0, 1), 4, record_every=4, device="cpu")
-            e.append(np.linalg.norm(tr.mu[-1] - ref.mu[-1]) + np.linalg.norm(tr.Sigma[-1] - ref.Sigma[-1]))
-        errs.append(np.mean(e))
+    Ns = [200, 800, 3200] if name == "l2" else [100, 400, 1600]
+    errs = particle_moment_errors(ctl, mu0, S0, Ns)
     assert -0.7 <= loglog_slope(Ns, errs) <= -0.3, errs
 
 
