@@ -31,20 +31,26 @@ def _replace_from(tmp: Path, dest: Path) -> None:
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then :func:`os.replace`)."""
-    dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+def _write_beside(dest: Path, write) -> None:
+    """Write through ``write(binary file)`` into a temporary file beside ``dest``, sync it, rename it over
+    ``dest``; on any interruption the temporary file is removed and ``dest`` is untouched."""
     tmp = _temporary_beside(dest)
     try:
-        with open(tmp, "w") as fh:
-            fh.write(text)
+        with open(tmp, "wb") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     _replace_from(tmp, dest)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then :func:`os.replace`)."""
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _write_beside(dest, lambda fh: fh.write(text.encode()))
 
 
 def publish(src: str | os.PathLike, dest: str | os.PathLike) -> None:
@@ -62,16 +68,8 @@ def publish(src: str | os.PathLike, dest: str | os.PathLike) -> None:
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-    tmp = _temporary_beside(dest)
-    try:
-        with open(src, "rb") as fi, open(tmp, "wb") as fo:
-            shutil.copyfileobj(fi, fo)
-            fo.flush()
-            os.fsync(fo.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _replace_from(tmp, dest)
+    with open(src, "rb") as fi:
+        _write_beside(dest, lambda fo: shutil.copyfileobj(fi, fo))
     src.unlink(missing_ok=True)
 
 
