@@ -25,6 +25,7 @@ from gtcore.attention import ATTENTION_TYPES
 from gtcore.sinkhorn import (SinkhornConvergenceWarning, gaussian_column_potential, gaussian_conditional_gain,
                              sinkhorn_average, sinkhorn_potentials)
 from gtcore.studies import loglog_slope
+from gtcore.studies.families import head_cancellation
 from conftest import particle_moment_errors, random_spd
 
 
@@ -111,6 +112,20 @@ def test_two_heads_of_opposite_signs_cancel(name, rng):
     np.testing.assert_allclose(got[0], ref[0], atol=1e-13)
     np.testing.assert_allclose(got[1], ref[1], atol=1e-13)
 
+
+
+@pytest.mark.parametrize("name", ["l2", "sinkhorn"])
+def test_head_cancellation_measures_a_departure_only_when_there_is_one(name, rng):
+    """The chapter's statistic: 0 for opposite heads, clearly positive for two equal heads."""
+    d = 2
+    Q, K, V = _qkv(rng, d)
+    mu, S = rng.standard_normal(d), random_spd(rng, d, 3.0)
+    x0 = gaussian_tokens(200, mu, S, seed=1)
+    bare = Controls(A=0.2 * np.eye(d))
+    opposite = Controls(A=0.2 * np.eye(d), V=[V, -V], Q=[Q, Q], K=[K, K], attention=name)
+    equal = Controls(A=0.2 * np.eye(d), V=[V, V], Q=[Q, Q], K=[K, K], attention=name)
+    assert max(head_cancellation(opposite, bare, mu, S, x0, 0.5, 5)) < 1e-12
+    assert min(head_cancellation(equal, bare, mu, S, x0, 0.5, 5)) > 1e-3
 
 # ----------------------------------------------------------------------------- Controls
 def test_controls_build_B_from_Q_and_K(rng):

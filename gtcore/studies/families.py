@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..controls import Controls
-from ..moments import MomentTrajectory, integrate_moments
+from ..moments import MomentTrajectory, integrate_moments, moment_rhs
 from ..particles import ParticleTrajectory, simulate
 from ..sampling import gaussian_tokens
 
-__all__ = ["FamilyRun", "growth_bound_excess", "growth_rate", "moment_discrepancy", "noise_floor",
-           "predicted_rate", "run_family"]
+__all__ = ["FamilyRun", "growth_bound_excess", "growth_rate", "head_cancellation", "moment_discrepancy",
+           "noise_floor", "predicted_rate", "run_family"]
 
 
 def moment_discrepancy(mu_hat: np.ndarray, Sigma_hat: np.ndarray, mu: np.ndarray, Sigma: np.ndarray) -> float:
@@ -118,3 +118,19 @@ def predicted_rate(controls: Controls) -> float:
     else:
         raise ValueError(f"no asymptotic growth rate for attention {controls.attention!r}")
     return float(2.0 * np.linalg.eigvals(F).real.max())
+
+
+def head_cancellation(with_heads: Controls, bare: Controls, mu0: np.ndarray, Sigma0: np.ndarray,
+                      x0: np.ndarray, t_end: float, steps: int) -> tuple[float, float]:
+    r"""How far two heads of opposite values :math:`(V, Q, K)`, :math:`(-V, Q, K)` are from no attention.
+
+    Returns ``(ode, tokens)``: the largest entry of the moment right-hand side's difference
+    :math:`|(\mu', \Sigma')_{\text{heads}} - (\mu', \Sigma')_{\text{bare}}|` at :math:`(\mu_0, \Sigma_0)`,
+    and of the final tokens' difference after ``steps`` RK4 steps over :math:`[0, t_{\text{end}}]` from
+    ``x0``. Both vanish (up to round-off) when the heads' velocities cancel exactly.
+    """
+    r1, r0 = moment_rhs(mu0, Sigma0, with_heads), moment_rhs(mu0, Sigma0, bare)
+    ode = max(np.abs(r1[0] - r0[0]).max(), np.abs(r1[1] - r0[1]).max())
+    p1 = simulate(x0, with_heads, (0.0, t_end), steps, device="cpu").final_tokens
+    p0 = simulate(x0, bare, (0.0, t_end), steps, device="cpu").final_tokens
+    return float(ode), float(np.abs(p1 - p0).max())
