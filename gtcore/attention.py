@@ -42,6 +42,7 @@ one type.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -60,8 +61,8 @@ def _eye_like(S: Any):
     return torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
 
 
-class AttentionType:
-    """The interface of an attention type (override :meth:`tilt`, :meth:`logits` and :meth:`params`).
+class AttentionType(ABC):
+    """The interface of an attention type (implement :meth:`tilt`, :meth:`logits` and :meth:`params`).
 
     ``params`` are the type's per-head parameters besides the value matrices ``V`` (for the dot
     product: the stacked ``B``, shape (H, d, d)); ``params_h`` is one head's slice. The methods
@@ -75,9 +76,9 @@ class AttentionType:
     local: bool = True
 
     # -- parameters ------------------------------------------------------------------------
+    @abstractmethod
     def params(self, controls: Any) -> Any:
         """The heads' parameters (besides ``V``) held by ``controls``, stacked over heads."""
-        raise NotImplementedError
 
     def head(self, params: Any, h: int) -> Any:
         """Head ``h``'s parameters."""
@@ -90,9 +91,9 @@ class AttentionType:
         return torch.as_tensor(np.array(self.params(controls)), dtype=dtype, device=device)
 
     # -- the definition --------------------------------------------------------------------
+    @abstractmethod
     def logits(self, xq: Any, xk: Any, params_h: Any) -> Any:
         """(n, m) logits of queries ``xq`` (n, d) against keys ``xk`` (m, d); softmax runs over keys."""
-        raise NotImplementedError
 
     def average(self, xq: Any, xk: Any, params_h: Any, log_weights: Any = None) -> Any:
         r"""One head's average of the keys ``xk`` (m, d) at the queries ``xq`` (n, d), torch.
@@ -110,13 +111,13 @@ class AttentionType:
         return torch.softmax(logits, dim=1) @ xk
 
     # -- Gaussian average ------------------------------------------------------------------
+    @abstractmethod
     def tilt(self, mu: Any, Sigma: Any, params_h: Any) -> tuple[Any, Any]:
         r"""The average against :math:`N(\mu, \Sigma)` at the query :math:`x`, as :math:`(M, c)`: :math:`Mx + c`.
 
         ``c`` must be linear in :math:`\mu` (so that passing the identity for ``mu`` gives the
         matrix :math:`C` with :math:`c = C\mu`).
         """
-        raise NotImplementedError
 
     def value_responses(self, Sigma: Any, V: Any, params: Any) -> Any:
         r""":math:`V_hM_h` for every head, shape (H, d, d): the heads' linear responses to the query."""
@@ -166,11 +167,11 @@ class AttentionType:
     def mixture_average(self, x: np.ndarray, weights: np.ndarray, means: np.ndarray, covariances: np.ndarray,
                         params_h: Any) -> np.ndarray:
         r"""The exact average against :math:`\sum_k w_k N(\mu_k, \Sigma_k)` at the queries ``x`` (n, d)."""
-        raise NotImplementedError(f"attention type {self.name!r} has no closed-form mixture average")
+        raise ValueError(f"attention {self.name!r} has no closed-form mixture average (the dot product has one)")
 
     def sampling_strength(self, Sigma: np.ndarray, params_h: Any) -> float:
         r"""A number below 1/2 when the N-token average at Gaussian queries has finite variance."""
-        raise NotImplementedError(f"attention type {self.name!r} has no sampling-strength formula")
+        raise ValueError(f"attention {self.name!r} has no sampling-strength formula (the dot product has one)")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

@@ -380,3 +380,18 @@ def test_sinkhorn_float32_converges_with_its_default_tolerance(rng):
     np.testing.assert_allclose(a32.double().numpy(), a64.numpy(), atol=1e-4)
     with pytest.warns(SinkhornConvergenceWarning):
         sinkhorn_average(x32, B32, tol=1e-9, max_iter=50)
+
+
+def test_formulas_only_the_dot_product_has_are_refused_by_name():
+    """Mixture averages and the sampling strength exist for the dot product only: a ValueError naming the type."""
+    from gtcore.attention import AttentionType
+    from gtcore.studies.invariance import attention_strength
+
+    with pytest.raises(TypeError):
+        AttentionType()  # the interface: tilt, logits and params are abstract
+    ctl = Controls(V=np.eye(2), Q=np.eye(2), K=np.eye(2), attention="l2")
+    with pytest.raises(ValueError, match="'l2'"):
+        attention_strength(ctl, [0.0], np.eye(2)[None])
+    with pytest.raises(ValueError, match="'sinkhorn'"):
+        ATTENTION_TYPES["sinkhorn"].mixture_average(np.zeros((1, 2)), np.ones(1), np.zeros((1, 2)),
+                                                    np.eye(2)[None], np.eye(2))
