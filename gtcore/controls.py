@@ -28,8 +28,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from ._validation import as_float_array, check_finite
-from .attention import ATTENTION_TYPES, attention_of
+from gtcore._validation import as_float_array, check_finite
+from gtcore.attention import ATTENTION_TYPES, attention_of
 
 
 def _stacked_heads(x: Any, name: str) -> np.ndarray:

@@ -1,6 +1,6 @@
 r"""The finite-N Transformer: N tokens moved by self-attention and a feed-forward layer.
 
-Each token follows the particle velocity (DESIGN.md's conventions)
+Each token follows the particle velocity (the conventions of :mod:`gtcore.controls`)
 
 .. math::
 
@@ -40,22 +40,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._linalg import empirical_moments_torch, psd_project, resolve_device, resolve_dtype
-from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
-from .attention import AttentionType, attention_of
-from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
+from gtcore._linalg import empirical_moments_torch, psd_project, resolve_device, resolve_dtype
+from gtcore._progress import progress as progress_bar
+from gtcore._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
+from gtcore.attention import AttentionType, attention_of
+from gtcore.controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
 ACTIVATIONS = ("identity", "relu")
 #: how each head's attention average is evaluated: over the N tokens, or against their Gaussian
 AVERAGES = ("empirical", "gaussian")
 
-#: the softmax kernel's precision in the finite-N studies (mean-field errors, pole study, softmax stacks,
-#: Gaussianity paths): float32 halves their time, and its round-off in the attention average (about
-#: 1e-7 relative per evaluation, measured against float64) is four or more orders of magnitude below the
-#: sampling fluctuations of N <= 10^4 tokens (N^-1/2 >= 1e-2) that those studies measure. Tokens, the
-#: integrator and the moments stay in float64. Pass ``kernel_dtype=None`` to a study for float64 throughout.
-STUDY_KERNEL_DTYPE = torch.float32
 
 State = torch.Tensor
 VelocityFn = Callable[[float, State], State]
@@ -319,9 +313,9 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     keep_tokens : also return the tokens at the recorded times
     blowup_norm : a cloud whose :math:`\|\hat\Sigma\|_F` exceeds this has blown up
     progress : show a progress bar over steps
-    kernel_dtype : torch floating dtype, optional
+    kernel_dtype : torch.float32, torch.float64 or their names, optional
         Precision of the empirical attention kernel alone (the :math:`O(N^2)` softmax average), e.g.
-        ``torch.float32`` with a float64 state: the average then carries a relative round-off of
+        ``torch.float32`` with a float64 state (lower precisions such as float16 are refused): the average then carries a relative round-off of
         about :math:`10^{-7}` per evaluation (instead of :math:`10^{-16}`) for 2-3x less time; the
         tokens, the integrator and the moments stay in ``dtype``. Default: ``dtype``.
 
@@ -356,8 +350,8 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
 
     dev = resolve_device(device)
     x = (arr if isinstance(arr, torch.Tensor) else torch.as_tensor(arr)).to(dtype=dtype, device=dev).clone()
-    if kernel_dtype is not None and (not isinstance(kernel_dtype, torch.dtype) or not kernel_dtype.is_floating_point):
-        raise ValueError(f"kernel_dtype must be a torch floating dtype, got {kernel_dtype!r}")
+    if kernel_dtype is not None:
+        kernel_dtype = resolve_dtype(kernel_dtype, "kernel_dtype")
     cache = _ControlCache(dtype, dev, kernel_dtype)
     solver = SOLVERS[method]()
     pieces = _pieces(t0, t1, nodes, steps, max_step)

@@ -55,10 +55,11 @@ import numpy as np
 from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import brentq, minimize_scalar
 
-from ._linalg import psd_sqrt
-from ._validation import as_float_array, check_covariance, check_matrix, check_positive
-from .controls import Controls
-from .moments import _moment_rhs, integrate_moments
+from gtcore._linalg import psd_sqrt
+from gtcore._validation import as_float_array, check_covariance, check_matrix, check_positive
+from gtcore.controls import Controls
+from gtcore.moments import integrate_moments
+from gtcore.moments.ode import _moment_rhs
 
 __all__ = [
     "BlowupTime",

@@ -78,16 +78,15 @@ tolerance = 0.05
 import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
-from gtcore.claims import claim
-from gtcore.glue import glue
-from gtcore.gaussianity import NoiseFloor
-from gtcore.mixtures import GaussianMixture
-from gtcore.nongaussian import moment_matched_tokens
+from gtcore.book import claim
+from gtcore.book.glue import glue
+from gtcore.stats.gaussianity import NoiseFloor
+from gtcore.stats.mixtures import GaussianMixture
+from gtcore.stats.sampling import moment_matched_tokens
 from gtcore.particles import simulate
-from gtcore.studies import loglog_slope
-from gtcore.studies.beyond import noise_floors, time_within, track_gaussianity
-from gtcore.plotting import beyond as figs
-from gtcore.relu_departure import moment_departure, relu_departure_rate, relu_departure_rate_spread
+from gtcore.studies.beyond.harness import noise_floors, time_within, track_gaussianity
+from gtcore.studies.beyond import figures as figs
+from gtcore.studies.beyond.relu import moment_departure, relu_departure_rate, relu_departure_rate_spread
 
 d = 2
 W_ff = np.array(W_ff)

@@ -87,15 +87,15 @@ mu_target = [1.5, -2.0]
 import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
-from gtcore.claims import claim
-from gtcore.finite_n import pole_study
-from gtcore.glue import glue
-from gtcore.studies import loglog_slope
-from gtcore.studies.invariance import attention_strength
+from gtcore.book import claim
+from gtcore.studies.stability.finite_n import pole_study
+from gtcore.book.glue import glue
+from gtcore.studies.fits import loglog_slope
+from gtcore.attention import max_sampling_strength
 from gtcore.particles import simulate
-from gtcore.plotting import stability as figs
+from gtcore.studies.stability import figures as figs
 from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold
-from gtcore.plotting.finite_n import pole_figure
+from gtcore.studies.stability.pole_figures import pole_figure
 from gtcore.stability import (
     bias_for_mean_target,
     classify,
@@ -103,7 +103,7 @@ from gtcore.stability import (
     linear_stability,
     mean_matrix,
 )
-from gtcore.studies.stability import regime_boundary, regime_map, rotating_controls
+from gtcore.studies.stability.harness import regime_boundary, regime_map, rotating_controls
 
 B = np.array(B)
 Sigma0 = np.array(Sigma0)
@@ -236,7 +236,7 @@ glue("t_star_gap", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star);
 # $Ax_i + b + V\bar x_i$, where $\bar x_i$ (the softmax average) is a convex combination of the
 # tokens, so the radius $R(t) = \max_i|x_i(t)|$ obeys $R' \le LR + |b|$ with
 # $L = \|A\|_2 + \|V\|_2$, and $\operatorname{tr}\hat\Sigma(t) \le R(t)^2 \le
-# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ (`gtcore.finite_n.particle_radius_bound`): finite at
+# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ (`gtcore.studies.stability.finite_n.particle_radius_bound`): finite at
 # every time, for every $N$. So near $t^*$, where the moment ODE diverges, the ratio
 # $\|\hat\Sigma_N(t)\|_F / \|\Sigma(t)\|_F$ must go to $0$ at any fixed $N$; the mean-field limit
 # is only reached at fixed $t < t^*$ as $N \to \infty$.
@@ -265,11 +265,11 @@ glue("t_star_gap", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star);
 # it is above $\tfrac34$ for every $N$; (iv) the radius bound holds at every recorded time.
 
 # %%
-kappa_chapter = attention_strength(ctl_blow, [0.0], [Sigma0])
+kappa_chapter = max_sampling_strength(ctl_blow, [0.0], [Sigma0])
 print(f"this chapter's Sigma0: kappa(0) = {kappa_chapter:.3g}")
 Sigma0_pole = pole_sigma_scale * Sigma0
 glue("kappa_chapter", kappa_chapter)
-glue("kappa_pole", attention_strength(ctl_blow, [0.0], [Sigma0_pole]))
+glue("kappa_pole", max_sampling_strength(ctl_blow, [0.0], [Sigma0_pole]))
 t_star_pole = blowup_time(Sigma0_pole, ctl_blow).t_star
 pole_steps = int(np.ceil(pole_fractions[-1] * t_star_pole / pole_h))
 ps = pole_study(mu0, Sigma0_pole, ctl_blow, pole_Ns, pole_seeds, pole_fractions, pole_steps,

@@ -18,7 +18,7 @@
 # blow-up in destabilizing ones." Chapter 4 showed the regimes on gtcore's own particle model. Here
 # the Transformers are the encoders people run: Hugging Face `transformers`' `BertModel`,
 # `ViTModel` (the DeiT/ViT encoder) and `ModernBertModel`, built from a config, with every block's
-# weights set so that (module `gtcore.prescribed`)
+# weights set so that (module `gtcore.models.prescribed`)
 #
 # $$
 # x_i \mapsto x_i + h\,V\sum_j \operatorname{softmax}_j(x_j^\top B x_i)\,x_j
@@ -78,18 +78,16 @@ import time
 import numpy as np
 
 from gtcore import Controls
-from gtcore.claims import claim
-from gtcore.gaussianity import empirical_moments
-from gtcore.glue import glue
+from gtcore.book import claim
+from gtcore.stats.gaussianity import empirical_moments
+from gtcore.book.glue import glue
 from gtcore.particles import simulate
-from gtcore.plotting import prescribed as figs
-from gtcore.prescribed import (
+from gtcore.studies.prescribed import figures as figs
+from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer
+from gtcore.studies.prescribed.harness import (
     antithetic_gaussian_tokens,
     covariance_band,
     depth_convergence,
-    hidden_states,
-    layer_moments,
-    prescribed_transformer,
     run_prescribed,
 )
 from gtcore.riccati import blowup_time

@@ -32,7 +32,7 @@
 # *Sinkhorn.* Tokens attend with the kernel $e^{x_j^\top Bx_i}$ scaled to a doubly-stochastic
 # matrix (entropic parameter 1). Against a Gaussian this is entropic optimal transport from
 # $N(\mu,\Sigma)$ to itself with cost $-y^\top Bx$; the optimal coupling is Gaussian (the
-# derivation is in `gtcore.sinkhorn.gaussian_conditional_gain`, for any $B$, symmetric or not,
+# derivation is in `gtcore.attention.sinkhorn.gaussian_conditional_gain`, for any $B$, symmetric or not,
 # and reduces to the closed form of Janati et al. 2020 and Mallasto et al. 2021 for
 # $B = I/\sigma^2$), and the average is its conditional mean, affine in the query again. The
 # coupling's marginals are both $\rho$, so the attention keeps the mean: $\mu' = (A + V)\mu + b$.
@@ -73,12 +73,12 @@ head_scale = 0.3
 import numpy as np
 
 from gtcore import Controls, integrate_moments
-from gtcore.claims import claim
-from gtcore.glue import glue
-from gtcore.plotting import families as figs
+from gtcore.book import claim
+from gtcore.book.glue import glue
+from gtcore.studies.families import figures as figs
 from gtcore.riccati import blowup_time
-from gtcore.sampling import gaussian_tokens
-from gtcore.studies.families import (growth_bound_excess, growth_rate, head_cancellation, moment_discrepancy,
+from gtcore.stats.sampling import gaussian_tokens
+from gtcore.studies.families.harness import (growth_bound_excess, growth_rate, head_cancellation, moment_discrepancy,
                                      noise_floor, predicted_rate, run_family)
 
 TYPES = ["dot", "l2", "sinkhorn"]

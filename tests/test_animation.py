@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gtcore.plotting.animation import (
+from gtcore.studies.animation import (
     AnimationBudgetError,
     CloudAnimation,
     CloudPanel,
@@ -150,7 +150,7 @@ def test_panels_must_be_cloud_panels():
 # ----------------------------------------------------------------- the chapters' animations
 from gtcore import Controls, gaussian_tokens, integrate_moments  # noqa: E402
 from gtcore.particles import simulate  # noqa: E402
-from gtcore.plotting.animation import moments_at  # noqa: E402
+from gtcore.studies.animation import moments_at  # noqa: E402
 
 SMALL = dict(max_frames=5, max_tokens=50, dpi=30)
 
@@ -172,7 +172,9 @@ def test_moments_at_matches_times_and_marks_missing():
 
 
 def test_chapter_animations_build_from_results():
-    from gtcore.plotting import invariance, reachability, stability
+    from gtcore.studies.invariance import figures as invariance
+    from gtcore.studies.reachability import figures as reachability
+    from gtcore.studies.stability import figures as stability
 
     ctl = Controls(A=[[0.0, -1.0], [1.0, 0.0]], V=0.5 * np.eye(2), B=-0.3 * np.eye(2))
     run, ode = _run(ctl)
@@ -191,8 +193,8 @@ def test_chapter_animations_build_from_results():
 
 
 def test_prescribed_layers_animation():
-    from gtcore.plotting.prescribed import layers_animation
-    from gtcore.prescribed import PrescribedRun
+    from gtcore.studies.prescribed.figures import layers_animation
+    from gtcore.studies.prescribed.harness import PrescribedRun
 
     rng = np.random.default_rng(0)
 

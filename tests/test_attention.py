@@ -26,7 +26,7 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from gtcore.attention import ATTENTION_TYPES, DotProduct, attention_of
 from gtcore.particles import simulate, velocity
-from gtcore.studies import loglog_slope
+from gtcore.studies.fits import loglog_slope
 from conftest import particle_moment_errors, random_spd
 
 

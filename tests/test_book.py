@@ -19,8 +19,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gtcore import book, provenance, report
-from gtcore._lock import TreeLock
+from gtcore.book import build as book_build
+from gtcore.book import chapters as book_chapters
+from gtcore.book import cli as book_cli
+from gtcore.book import execute as book_execute
+from gtcore.book import provenance
+from gtcore.book.lock import TreeLock
 from browser import PAGE_REPORT, Browser, chromium_path
 from minibook import make_mini_book
 
@@ -81,8 +85,8 @@ def test_unknown_parameter_lists_the_valid_ones():
 
 
 def test_set_goes_to_the_chapters_that_define_the_name():
-    chapters = book.discover_chapters(book.open_book(ROOT))
-    params = book.resolve_parameters(chapters, "full", ["n_tokens=1e2", "seed=3"])
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(ROOT))
+    params = book_chapters.resolve_parameters(chapters, "full", ["n_tokens=1e2", "seed=3"])
     for name, chap in chapters.items():
         assert params[name]["seed"] == 3
         assert ("n_tokens" in params[name]) == ("n_tokens" in chap.defaults)
@@ -95,9 +99,9 @@ def test_set_goes_to_the_chapters_that_define_the_name():
     ("sizes=3", "is a list"), ("label=4", "is a string"),
 ])
 def test_set_value_of_the_wrong_type_is_caught_before_any_kernel(mini, item, message):
-    chapters = book.discover_chapters(book.open_book(mini))
-    with pytest.raises(book.BookError, match=re.escape(message)):
-        book.resolve_parameters(chapters, "quick", [item])
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(mini))
+    with pytest.raises(book_chapters.BookError, match=re.escape(message)):
+        book_chapters.resolve_parameters(chapters, "quick", [item])
     start = time.perf_counter()
     proc = gtbook("run", "--set", item, cwd=mini, check=False)
     assert proc.returncode == 2 and message in proc.stderr
@@ -105,35 +109,35 @@ def test_set_value_of_the_wrong_type_is_caught_before_any_kernel(mini, item, mes
 
 
 def test_set_values_of_the_right_type_are_converted(mini):
-    chapters = book.discover_chapters(book.open_book(mini))
-    params = book.resolve_parameters(chapters, "full", ["x=2", "n=1e1", "sizes=(3, 4)", "label=b"])
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(mini))
+    params = book_chapters.resolve_parameters(chapters, "full", ["x=2", "n=1e1", "sizes=(3, 4)", "label=b"])
     assert params["01_tiny"] == {"x": 2.0, "n": 10, "sizes": [3, 4], "label": "b"}
     assert isinstance(params["01_tiny"]["x"], float)
 
 
 def test_repeated_only_keeps_every_chapter_once_in_book_order():
-    args = book._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance", "03_rank_and_reachability"])
+    args = book_cli._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance", "03_rank_and_reachability"])
     assert args.only == ["03", "01_gaussian_invariance", "03_rank_and_reachability"]
-    picked = book.select(book.discover_chapters(book.open_book(ROOT)), args.only)
+    picked = book_chapters.select(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), args.only)
     assert [c.name for c in picked] == ["01_gaussian_invariance", "03_rank_and_reachability"]
 
 
 def test_profile_table_naming_no_chapter_is_an_error(monkeypatch):
-    monkeypatch.setattr(book, "load_profiles", lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
-    with pytest.raises(book.BookError, match="01_gausian_invariance.*names no chapter"):
-        book.resolve_parameters(book.discover_chapters(book.open_book(ROOT)), "quick", [])
+    monkeypatch.setattr(book_chapters, "load_profiles", lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
+    with pytest.raises(book_chapters.BookError, match="01_gausian_invariance.*names no chapter"):
+        book_chapters.resolve_parameters(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), "quick", [])
 
 
 def test_missing_parameters_tag_names_the_file(tmp_path):
     path = tmp_path / "09_untagged.py"
     path.write_text("# %%\nseed = 0\n")
-    with pytest.raises(book.BookError, match="09_untagged.py.*parameters"):
-        book.chapter_defaults(path)
+    with pytest.raises(book_chapters.BookError, match="09_untagged.py.*parameters"):
+        book_chapters.chapter_defaults(path)
 
 
 def test_every_chapter_is_in_the_toc():
-    bk = book.open_book(ROOT)
-    assert list(book.discover_chapters(bk)) == book.toc_chapters(bk)
+    bk = book_chapters.open_book(ROOT)
+    assert list(book_chapters.discover_chapters(bk)) == book_build.toc_chapters(bk)
 
 
 # ------------------------------------------------------- the root: the working directory
@@ -159,7 +163,7 @@ def test_the_root_is_found_from_the_working_directory_not_the_install(mini, tmp_
 
 
 def test_kernels_get_the_root_and_divided_threads(mini):
-    env = book._kernel_env(book.open_book(mini), "quick", 3)
+    env = book_execute._kernel_env(book_chapters.open_book(mini), "quick", 3)
     assert env["GTBOOK_ROOT"] == str(mini.resolve()) and env["OMP_NUM_THREADS"] == "3"
     assert "IProgress not found" in env["PYTHONWARNINGS"]
 
@@ -204,11 +208,11 @@ def test_editing_one_chapters_prose_reruns_only_that_chapter(ran):
 
 
 def _states(bk, **kw):
-    return {s.name: (s.state, s.reasons) for s in book.status(bk, **kw)}
+    return {s.name: (s.state, s.reasons) for s in book_execute.status(bk, **kw)}
 
 
 def test_status_names_each_reason_for_staleness(ran, monkeypatch):
-    bk = book.open_book(ran)
+    bk = book_chapters.open_book(ran)
     assert _states(bk) == {"01_tiny": ("fresh", []), "02_small": ("fresh", [])}
     assert _states(bk, profile="quick") == {"01_tiny": ("fresh", []), "02_small": ("fresh", [])}
     # parameters: another profile, or a --set value
@@ -239,18 +243,31 @@ def test_status_names_each_reason_for_staleness(ran, monkeypatch):
     assert re.search(r"01_tiny\s+missing", text) and re.search(r"02_small\s+failed", text)
 
 
-def test_the_library_hash_follows_gtcore_but_not_the_pipeline(tmp_path):
+def test_the_library_hash_follows_the_modules_a_chapter_imports(tmp_path):
+    """Editing one chapter's study reruns that chapter only; the CLI reruns none; eq. (1.1) reruns all."""
     pkg = tmp_path / "gtcore"
     shutil.copytree(ROOT / "gtcore", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    h0 = provenance.library_hash(pkg)
-    (pkg / "book.py").write_text((pkg / "book.py").read_text() + "\n# a CLI change\n")
-    assert provenance.library_hash(pkg) == h0
-    (pkg / "moments.py").write_text((pkg / "moments.py").read_text() + "\n# a numerics change\n")
-    assert provenance.library_hash(pkg) != h0
+    sources = {p.stem: p.read_text() for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))}
+
+    def hashes():
+        return {name: provenance.library_hash(src, pkg) for name, src in sources.items()}
+
+    def edit(rel):
+        (pkg / rel).write_text((pkg / rel).read_text() + "\n# an edit\n")
+
+    h0 = hashes()
+    edit("book/cli.py")
+    assert hashes() == h0
+    edit("studies/stability/harness.py")
+    h1 = hashes()
+    assert [n for n in h0 if h1[n] != h0[n]] == ["04_stability_regimes"]
+    edit("moments/__init__.py")
+    h2 = hashes()
+    assert all(h2[n] != h1[n] for n in h0)
 
 
 def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
-    bk = book.open_book(ran)
+    bk = book_chapters.open_book(ran)
     calls = []
 
     def fake_jupyter_book(cmd, cwd):
@@ -259,14 +276,14 @@ def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
         (bk.build_dir / "html" / "index.html").write_text("<html></html>")
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr(book.subprocess, "run", fake_jupyter_book)
-    book.build(bk)
-    book.build(bk)
+    monkeypatch.setattr(book_build.subprocess, "run", fake_jupyter_book)
+    book_build.build(bk)
+    book_build.build(bk)
     assert len(calls) == 1
-    (ran / "book" / "statements.toml").write_text((ran / "book" / "statements.toml").read_text() + "\n")
-    book.build(bk)
+    (ran / "book" / "extra.md").write_text("a new prose page\n")
+    book_build.build(bk)
     assert len(calls) == 2
-    book.build(bk, force=True)
+    book_build.build(bk, force=True)
     assert len(calls) == 3
 
 
@@ -274,9 +291,9 @@ def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
 def test_parallel_chapters_divide_the_threads(_ran_two):
     path, proc = _ran_two
     assert "2 at a time" in proc.stderr
-    cores = book._cores()
+    cores = book_execute._cores()
     for name in ("01_tiny", "02_small"):
-        meta = book.read_meta(path / "executed" / f"{name}.ipynb")
+        meta = book_execute.read_meta(path / "executed" / f"{name}.ipynb")
         assert meta["threads"] == max(1, cores // 2)
     assert not list((path / "executed" / ".running").iterdir())
 
@@ -302,8 +319,8 @@ def test_a_second_run_fails_clearly_with_no_wait_and_waits_without(mini):
 def test_concurrent_runs_of_one_chapter_use_their_own_scratch_files(mini, monkeypatch):
     import papermill
 
-    bk = book.open_book(mini)
-    chapter = book.discover_chapters(bk)["01_tiny"]
+    bk = book_chapters.open_book(mini)
+    chapter = book_chapters.discover_chapters(bk)["01_tiny"]
     outputs = []
 
     def fake_execute(source, out, **kw):
@@ -316,7 +333,7 @@ def test_concurrent_runs_of_one_chapter_use_their_own_scratch_files(mini, monkey
 
     def one(value):
         try:
-            book.run_chapter(chapter, {"x": value}, "quick")
+            book_execute.run_chapter(chapter, {"x": value}, "quick")
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -326,27 +343,27 @@ def test_concurrent_runs_of_one_chapter_use_their_own_scratch_files(mini, monkey
     for t in threads:
         t.join()
     assert not errors and len(set(outputs)) == 2
-    meta = book.read_meta(mini / "executed" / "01_tiny.ipynb")
+    meta = book_execute.read_meta(mini / "executed" / "01_tiny.ipynb")
     assert meta["parameters"]["x"] in (0.25, 0.75)
     assert not list((mini / "executed" / ".running").iterdir())
 
 
 # ----------------------------------------------------------------- failure, interrupt
 def test_failed_chapter_keeps_the_last_good_output(mini):
-    bk = book.open_book(mini)
-    chapter = book.discover_chapters(bk)["01_tiny"]
+    bk = book_chapters.open_book(mini)
+    chapter = book_chapters.discover_chapters(bk)["01_tiny"]
     good = mini / "executed" / "01_tiny.ipynb"
     good.parent.mkdir()
     good.write_text("previous good output")
-    with pytest.raises(book.BookError) as err:
-        book.run_chapter(chapter, {"x": 5.0}, "quick")
+    with pytest.raises(book_chapters.BookError) as err:
+        book_execute.run_chapter(chapter, {"x": 5.0}, "quick")
     msg = str(err.value)
     assert "01_tiny" in msg and "cell" in msg and "ClaimFailed" in msg and "tiny_x" in msg
     assert good.read_text() == "previous good output"
     assert (mini / "executed" / "failed" / "01_tiny.ipynb").exists()
-    assert book.status(bk)[0].state == "failed"
+    assert book_execute.status(bk)[0].state == "failed"
     # the same chapter passes with a parameter override, and then replaces the output
-    book.run_chapter(chapter, {"x": 1.5}, "quick")
+    book_execute.run_chapter(chapter, {"x": 1.5}, "quick")
     nb = nbformat.read(good, as_version=4)
     assert nb.metadata["gtbook"]["parameters"]["x"] == 1.5
     assert not (mini / "executed" / "failed" / "01_tiny.ipynb").exists()
@@ -377,7 +394,7 @@ def test_publish_is_atomic_even_across_filesystems(mini, monkeypatch):
     # would copy straight into executed/ and leave half a notebook there; publish must leave the old one
     import errno
 
-    bk = book.open_book(mini)
+    bk = book_chapters.open_book(mini)
     dest = mini / "executed" / "01_tiny.ipynb"
     dest.parent.mkdir()
     dest.write_text("previous good output")
@@ -402,12 +419,12 @@ def test_publish_is_atomic_even_across_filesystems(mini, monkeypatch):
     monkeypatch.setattr(shutil, "copyfileobj", half_then_interrupted)
     monkeypatch.setattr(shutil, "_fastcopy_sendfile", half_then_interrupted, raising=False)
     with pytest.raises(KeyboardInterrupt):
-        book._publish(bk, src, dest)
+        book_execute._publish(bk, src, dest)
     assert dest.read_text() == "previous good output"
     assert sorted(p.name for p in dest.parent.iterdir()) == [".publish.lock", "01_tiny.ipynb"]
     monkeypatch.undo()
     monkeypatch.setattr(os, "replace", same_device_only)
-    book._publish(bk, src, dest)  # uninterrupted, still across "filesystems"
+    book_execute._publish(bk, src, dest)  # uninterrupted, still across "filesystems"
     assert dest.read_text() == "new notebook " * 20000 and not src.exists()
     assert sorted(p.name for p in dest.parent.iterdir()) == [".publish.lock", "01_tiny.ipynb"]
 
@@ -445,7 +462,7 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
     assert box.startswith("# 01_tiny\n") and "How this page was made" in box
     rerun = re.search(r"\*\*Rerun:\*\* `([^`]*)`", box).group(1)
     assert rerun == "gtbook run --only 01_tiny --profile quick --set seed=4 --set x=1.25"
-    args = book._parser().parse_args(rerun.split()[1:])
+    args = book_cli._parser().parse_args(rerun.split()[1:])
     assert args.set == ["seed=4", "x=1.25"] and args.profile == "quick"
     assert "`x = 1.25`" in box and "`seed = 4`" in box and "1 of 1 passed" in box
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
@@ -472,7 +489,7 @@ def test_every_claim_passes_and_is_reported(built_book):
     tree, _ = built_book
     rows = json.loads(gtbook("claims", "--json", cwd=tree).stdout)
     chapters = {r["chapter"] for r in rows}
-    assert chapters == set(book.toc_chapters(book.open_book(tree)))
+    assert chapters == set(book_build.toc_chapters(book_chapters.open_book(tree)))
     for r in rows:
         assert {"chapter", "name", "statement", "kind", "value", "threshold", "passed", "profile",
                 "overrides"} <= set(r)
@@ -510,7 +527,7 @@ def test_rendered_pages_are_clean(built_book):
     tree, _ = built_book
     html = tree / "_build" / "html"
     pages = sorted([*(html / "executed").glob("*.html"), *(html / "book").glob("*.html")])
-    assert len(pages) >= len(book.toc_chapters(book.open_book(tree))) + 2
+    assert len(pages) >= len(book_build.toc_chapters(book_chapters.open_book(tree))) + 2
     problems = []
     for page in pages:
         text = page.read_text()
@@ -527,7 +544,7 @@ def test_rendered_pages_are_clean(built_book):
 def test_chapter_pages_open_with_their_provenance_box(built_book):
     tree, _ = built_book
     html = tree / "_build" / "html" / "executed"
-    for name in book.toc_chapters(book.open_book(tree)):
+    for name in book_build.toc_chapters(book_chapters.open_book(tree)):
         text = (html / f"{name}.html").read_text()
         words = re.sub(r"<[^>]+>", "", text)
         assert "How this page was made" in words and "gtbook run --only " + name in words
@@ -576,11 +593,11 @@ def test_rendered_pages_in_a_browser(built_book):
 
 @pytest.mark.parametrize("doc", ["README.md", "book/intro.md"])
 def test_documented_rerun_commands_name_real_parameters(doc):
-    chapters = book.discover_chapters(book.open_book(ROOT))
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(ROOT))
     lines = [line for line in (ROOT / doc).read_text().splitlines() if "gtbook run --only" in line]
     assert lines, f"{doc} shows no `gtbook run --only` example"
     for line in lines:
         only = re.search(r"--only (\S+)", line).group(1)
-        chapter = book.select(chapters, [only])[0]
+        chapter = book_chapters.select(chapters, [only])[0]
         for name in re.findall(r"--set (\w+)=", line):
             assert name in chapter.defaults, f"{doc}: {name} is not a parameter of {chapter.name}"

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from gtcore.claims import KINDS, ClaimFailed, claim, claims_in_notebook, evaluate_claim
-from gtcore.statements import StatementError, load_statements
+from gtcore.book.claims import KINDS, ClaimFailed, claim, claims_in_notebook, evaluate_claim
+from gtcore.book.statements import StatementError, load_statements
 
 LABEL = dict(statement="invariance", kind="reproduces")
 

@@ -10,8 +10,6 @@ import base64
 import io
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,8 +18,8 @@ import numpy as np
 import pytest
 
 from browser import Browser, chromium_path
-from gtcore import gallery
-from gtcore.plotting.animation import CloudPanel, animate_clouds
+from gtcore.book import gallery
+from gtcore.studies.animation import CloudPanel, animate_clouds
 
 ROOT = Path(gallery.__file__).resolve().parents[1]
 # chapters whose page must carry a playable animation (the browser test plays the first one on each page)

@@ -1,4 +1,4 @@
-"""Many ODEs side by side (gtcore.lanes, integrate_moments_lanes, observe_regimes) against closed forms
+"""Many ODEs side by side (gtcore.moments.lanes, integrate_moments_lanes, observe_regimes) against closed forms
 and against scipy's solve_ivp run one system at a time."""
 
 import numpy as np
@@ -6,11 +6,11 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from gtcore import Controls, integrate_moments
-from gtcore.lanes import integrate_lanes
+from gtcore.moments.lanes import integrate_lanes
 from gtcore.moments import integrate_moments_lanes
 from gtcore.riccati import blowup_time
 from gtcore.stability import observe_regime, observe_regimes
-from gtcore.studies.stability import rotating_controls
+from gtcore.studies.stability.harness import rotating_controls
 
 B_MAP = np.array([[1.0, 0.4], [-0.2, 0.6]])
 S0 = np.array([[1.0, 0.3], [0.3, 0.5]])

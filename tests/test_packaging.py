@@ -126,9 +126,10 @@ def test_sources_parse_as_python_310(path):
 
 def test_distribution_has_a_name_of_its_own():
     assert META["name"] == "gaussian-transformer-book"  # free on PyPI; PyPI's `gtbook` is someone else's
-    assert META["scripts"] == {"gtbook": "gtcore.book:main"}
-    packages = PYPROJECT["tool"]["setuptools"]["packages"]
-    assert packages[0] == "gtcore" and all(p == "gtcore" or p.startswith("gtcore.") for p in packages)
+    assert META["scripts"] == {"gtbook": "gtcore.book.cli:main"}
+    setup = PYPROJECT["tool"]["setuptools"]
+    assert setup["packages"]["find"]["include"] == ["gtcore*"]  # every subpackage ships
+    assert setup["package-data"]["gtcore.book"] == ["statements.toml"]  # the statement registry ships too
 
 
 def test_the_book_links_to_no_foreign_repository():

@@ -7,18 +7,17 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gtcore import Controls, gaussian_tokens, layer_map  # noqa: E402
-from gtcore.gaussianity import empirical_moments  # noqa: E402
+from gtcore.stats.gaussianity import empirical_moments  # noqa: E402
 from gtcore.particles import simulate  # noqa: E402
-from gtcore.prescribed import (  # noqa: E402
+from gtcore.models.prescribed import (  # noqa: E402
     FAMILIES,
     head_dim,
     hidden_states,
-    layer_map_blowup_depth,
     layer_moments,
     prescribed_transformer,
-    run_prescribed,
     split_schedule,
 )
+from gtcore.studies.prescribed.harness import layer_map_blowup_depth, run_prescribed
 
 D, HEADS, N, LAYERS, H = 4, 2, 64, 6, 0.25
 

@@ -13,18 +13,20 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from gtcore.pretrained import (  # noqa: E402
-    LayerStatistics,
+from gtcore.models import (  # noqa: E402
     ModelNotAvailable,
+    hidden_states,
+    load_transformer,
+    random_init_transformer,
+    reference_config,
+)
+from gtcore.studies.pretrained.statistics import (
+    LayerStatistics,
     ProbeResult,
     between_sequence_ratio,
     departure_table,
-    hidden_states,
     layer_statistics,
-    load_transformer,
     probe,
-    random_init_transformer,
-    reference_config,
 )
 
 D = 32
@@ -300,7 +302,7 @@ def test_layer_statistics_layer_zero_is_the_gaussian_input(bert_stats):
     assert st.layers.tolist() == [0, 1, 2, 3]
     assert st.mu.shape == (4, D) and st.Sigma.shape == (4, D, D)
     # layer 0 in pure mode: the N(0, I) tokens themselves
-    from gtcore.sampling import gaussian_tokens
+    from gtcore.stats.sampling import gaussian_tokens
 
     x = gaussian_tokens(4 * 64, np.zeros(D), np.eye(D), seed=1)
     np.testing.assert_allclose(st.mu[0], x.mean(0), atol=1e-6)
@@ -333,7 +335,7 @@ def test_layer_statistics_reproducible(loaded):
 
 
 def test_figure(bert_stats):
-    from gtcore.plotting.pretrained import layer_statistics_figure
+    from gtcore.studies.pretrained.figures import layer_statistics_figure
 
     fig = layer_statistics_figure([bert_stats, bert_stats], labels=["a", "b"],
                                   relative_depth=True)

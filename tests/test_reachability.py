@@ -10,11 +10,17 @@ from scipy.stats import special_ortho_group
 from gtcore import Controls, PiecewiseControls, integrate_moments
 from gtcore.particles import simulate
 from gtcore.reachability import (
-    RankMismatchError, SteeringControls, _rotation_log, control_path, covariance_rank, endpoint_error,
-    steer, steer_min_energy,
+    RankMismatchError,
+    SteeringControls,
+    control_path,
+    covariance_rank,
+    endpoint_error,
+    steer,
+    steer_min_energy,
 )
-from gtcore.studies import loglog_slope
-from gtcore.studies.reachability import rank_invariance, token_distances
+from gtcore.reachability.steering import _rotation_log
+from gtcore.studies.fits import loglog_slope
+from gtcore.studies.reachability.harness import rank_invariance, token_distances
 from conftest import random_psd
 
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -304,7 +310,7 @@ def test_token_distances_and_slope():
 def test_figures_build():
     import matplotlib.pyplot as plt
 
-    from gtcore.plotting import reachability as figs
+    from gtcore.studies.reachability import figures as figs
 
     rng = np.random.default_rng(9)
     S0, S1 = psd_of_rank(rng, 2, 2), psd_of_rank(rng, 2, 2)

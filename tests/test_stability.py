@@ -20,7 +20,7 @@ from gtcore.stability import (
     mean_matrix,
     observe_regime,
 )
-from gtcore.studies.stability import regime_map
+from gtcore.studies.stability.harness import regime_map
 from conftest import random_psd, random_spd
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
@@ -212,7 +212,7 @@ def test_newton_on_general_V(rng):
     assert np.linalg.norm(dS) < 1e-11 * np.linalg.norm(eq.Sigma)
     ls = linear_stability(ctl, eq.Sigma)
     # finite-difference Jacobian eigenvalues agree
-    from gtcore.stability import _F, _sym_basis, _sym_coords
+    from gtcore.stability.equilibria import _F, _sym_basis, _sym_coords
     h = 1e-6
     cols = [(_sym_coords(_F(ctl, eq.Sigma + h * E)) - _sym_coords(_F(ctl, eq.Sigma - h * E))) / (2 * h)
             for E in _sym_basis(d)]
@@ -268,7 +268,7 @@ def test_classify_general_V_numerical(rng):
 
 
 def _residual(ctl, S):
-    from gtcore.stability import _F
+    from gtcore.stability.equilibria import _F
     return _F(ctl, S)
 
 
@@ -331,7 +331,7 @@ def test_bad_input_names_the_argument(call, name):
 
 
 def test_regime_boundary_and_rotating_family():
-    from gtcore.studies.stability import regime_boundary, rotating_controls as rc
+    from gtcore.studies.stability.harness import regime_boundary, rotating_controls as rc
 
     B = np.array([[1.0, 0.4], [-0.2, 0.6]])
     c = rc(-0.3, 0.5, B, omega=0.7)
@@ -445,7 +445,7 @@ def _true_threshold(A, B, t_max=150.0):
 
 
 def test_critical_gain_and_regime_boundary_refuse_indefinite_B_plus_BT():
-    from gtcore.studies.stability import regime_boundary
+    from gtcore.studies.stability.harness import regime_boundary
 
     with pytest.raises(ValueError, match=r"B \+ B\^T positive semidefinite"):
         critical_gain(A_IND, B_IND, np.eye(2))

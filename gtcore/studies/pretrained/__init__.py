@@ -1,0 +1,1 @@
+"""Chapter 5: pretrained Transformers fed Gaussian tokens."""
