@@ -252,7 +252,7 @@ class Controls:
         att = attention_of(self)
         return att.linear_part(Sigma, self.V, att.params(self))
 
-    def __call__(self, t: float) -> "Controls":
+    def __call__(self, t: float) -> Controls:
         """Constant controls: the same layer at every time."""
         return self
 

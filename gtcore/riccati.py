@@ -63,8 +63,8 @@ from gtcore.moments.ode import _moment_rhs
 
 __all__ = [
     "BlowupTime",
-    "blowup_time",
     "GainThreshold",
+    "blowup_time",
     "closed_form_covariance",
     "critical_gain",
     "gain_threshold",

@@ -80,12 +80,12 @@ import numpy as np
 from gtcore import Controls, gaussian_tokens, integrate_moments
 from gtcore.book import claim
 from gtcore.book.glue import glue
+from gtcore.particles import simulate
 from gtcore.stats.gaussianity import NoiseFloor
 from gtcore.stats.mixtures import GaussianMixture
 from gtcore.stats.sampling import moment_matched_tokens
-from gtcore.particles import simulate
-from gtcore.studies.beyond.harness import noise_floors, time_within, track_gaussianity
 from gtcore.studies.beyond import figures as figs
+from gtcore.studies.beyond.harness import noise_floors, time_within, track_gaussianity
 from gtcore.studies.beyond.relu import moment_departure, relu_departure_rate, relu_departure_rate_spread
 
 d = 2

@@ -84,13 +84,18 @@ import numpy as np
 from gtcore import Controls, PiecewiseControls, gaussian_tokens, integrate_moments
 from gtcore.book import claim
 from gtcore.book.glue import glue
-from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.particles import simulate
-from gtcore.studies.reachability import figures as figs
 from gtcore.reachability import (
-    RankMismatchError, control_path, endpoint_error, steer, steer_min_energy, steer_min_energy_starts,
+    RankMismatchError,
+    control_path,
+    endpoint_error,
+    steer,
+    steer_min_energy,
+    steer_min_energy_starts,
 )
+from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.studies.fits import loglog_slope
+from gtcore.studies.reachability import figures as figs
 from gtcore.studies.reachability.harness import rank_invariance, token_distances
 
 rng = np.random.default_rng(seed)

@@ -79,19 +79,19 @@ import numpy as np
 
 from gtcore import Controls
 from gtcore.book import claim
-from gtcore.stats.gaussianity import empirical_moments
 from gtcore.book.glue import glue
-from gtcore.particles import simulate
-from gtcore.studies.prescribed import figures as figs
 from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer
+from gtcore.particles import simulate
+from gtcore.riccati import blowup_time
+from gtcore.stability import equilibrium
+from gtcore.stats.gaussianity import empirical_moments
+from gtcore.studies.prescribed import figures as figs
 from gtcore.studies.prescribed.harness import (
     antithetic_gaussian_tokens,
     covariance_band,
     depth_convergence,
     run_prescribed,
 )
-from gtcore.riccati import blowup_time
-from gtcore.stability import equilibrium
 
 started = time.perf_counter()
 B0 = np.array(B0)

@@ -19,13 +19,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from browser import PAGE_REPORT, Browser, chromium_path
 from gtcore.book import build as book_build
 from gtcore.book import chapters as book_chapters
 from gtcore.book import cli as book_cli
 from gtcore.book import execute as book_execute
 from gtcore.book import provenance
 from gtcore.book.lock import TreeLock
-from browser import PAGE_REPORT, Browser, chromium_path
 from minibook import make_mini_book
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -473,7 +473,7 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
 
 
 # ---------------------------------------------------------------- the quick book, built once
-from conftest import snapshot as _snapshot  # noqa: E402,F401
+from conftest import snapshot as _snapshot  # noqa: E402
 
 
 @pytest.mark.slow

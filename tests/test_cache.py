@@ -5,8 +5,7 @@ import functools
 import numpy as np
 import pytest
 
-from gtcore.book import cache
-from gtcore.book import imports, provenance
+from gtcore.book import cache, imports, provenance
 
 CALLS = []
 

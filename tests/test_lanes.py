@@ -6,8 +6,8 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from gtcore import Controls, integrate_moments
-from gtcore.moments.lanes import integrate_lanes
 from gtcore.moments import integrate_moments_lanes
+from gtcore.moments.lanes import integrate_lanes
 from gtcore.riccati import blowup_time
 from gtcore.stability import observe_regime, observe_regimes
 from gtcore.studies.stability.harness import rotating_controls

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from scipy import integrate
 
+from conftest import random_spd
 from gtcore import Controls, gaussian_tokens
 from gtcore.stats.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
-from gtcore.studies.fits import loglog_slope
 from gtcore.stats.mixtures import GaussianMixture, per_label_noise_floor, per_label_statistic, statistic_path
 from gtcore.studies.beyond.harness import noise_floors, time_within, track_gaussianity
-from conftest import random_spd
+from gtcore.studies.fits import loglog_slope
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.linalg import expm, solve_continuous_lyapunov
 
-from gtcore import Controls, PiecewiseControls, integrate_moments, layer_map, layer_stack, moment_rhs
 from conftest import gauss_hermite_rule, random_psd, random_spd, softmax_average_by_quadrature
+from gtcore import Controls, PiecewiseControls, integrate_moments, layer_map, layer_stack, moment_rhs
 
 
 # ---------------------------------------------------------------- closed forms, d = 1

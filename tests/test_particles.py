@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import random_spd, softmax_average_by_quadrature
 from gtcore import Controls, PiecewiseControls, gaussian_tokens, integrate_moments
 from gtcore.particles import SOLVERS, simulate, velocity
-from conftest import random_spd, softmax_average_by_quadrature
 
 
 def naive_velocity(x, ctl, ff="identity"):

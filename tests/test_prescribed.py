@@ -7,8 +7,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gtcore import Controls, gaussian_tokens, layer_map  # noqa: E402
-from gtcore.stats.gaussianity import empirical_moments  # noqa: E402
-from gtcore.particles import simulate  # noqa: E402
 from gtcore.models.prescribed import (  # noqa: E402
     FAMILIES,
     head_dim,
@@ -17,6 +15,8 @@ from gtcore.models.prescribed import (  # noqa: E402
     prescribed_transformer,
     split_schedule,
 )
+from gtcore.particles import simulate  # noqa: E402
+from gtcore.stats.gaussianity import empirical_moments  # noqa: E402
 from gtcore.studies.prescribed.harness import layer_map_blowup_depth, run_prescribed
 
 D, HEADS, N, LAYERS, H = 4, 2, 64, 6, 0.25

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from scipy.linalg import expm
 from scipy.stats import special_ortho_group
 
+from conftest import random_psd
 from gtcore import Controls, PiecewiseControls, integrate_moments
 from gtcore.particles import simulate
 from gtcore.reachability import (
@@ -21,7 +22,6 @@ from gtcore.reachability import (
 from gtcore.reachability.steering import _rotation_log
 from gtcore.studies.fits import loglog_slope
 from gtcore.studies.reachability.harness import rank_invariance, token_distances
-from conftest import random_psd
 
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 from gtcore import Controls
+from gtcore.attention import max_sampling_strength
 from gtcore.studies.fits import loglog_slope
 from gtcore.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
-from gtcore.attention import max_sampling_strength
 
 
 def test_attention_strength_closed_form():

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from gtcore.attention.base import BLOCK, _check_method
 
+
 def _pad(x: torch.Tensor, width: int) -> torch.Tensor:
     return F.pad(x, (0, width - x.shape[1])) if x.shape[1] < width else x
 

@@ -56,8 +56,15 @@ import torch
 
 from gtcore.attention.base import BLOCK
 from gtcore.attention.kernels import attend, softmax_average
-from gtcore.attention.sinkhorn import (ANDERSON, MAX_ITER, SinkhornConvergenceWarning, _check_acceleration,
-                                      _check_stopping, _potential_hessian, default_tol)
+from gtcore.attention.sinkhorn import (
+    ANDERSON,
+    MAX_ITER,
+    SinkhornConvergenceWarning,
+    _check_acceleration,
+    _check_stopping,
+    _potential_hessian,
+    default_tol,
+)
 
 __all__ = ["SinkhornResult", "sinkhorn_average", "sinkhorn_potentials"]
 

@@ -11,7 +11,7 @@ from gtcore.book import files as _files
 from gtcore.book import gallery, provenance, report
 from gtcore.book.chapters import Book, BookError, _book
 
-__all__ = ["toc_chapters", "build_inputs", "build_key", "build"]
+__all__ = ["build", "build_inputs", "build_key", "toc_chapters"]
 
 
 # ---------------------------------------------------------------------------- build

@@ -29,8 +29,9 @@ import os
 import pickle
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def _environment_key(module: str) -> str:
     return modules_hash(module_closure([module])) + repr(sorted(key_versions().items()))
 
 
-def _feed(h: "hashlib._Hash", obj: Any) -> None:
+def _feed(h: hashlib._Hash, obj: Any) -> None:
     """Feed a faithful description of ``obj`` to the hash, or raise :class:`Uncacheable`."""
     if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
         h.update(f"{type(obj).__name__}:{obj!r};".encode())

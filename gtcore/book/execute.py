@@ -32,7 +32,7 @@ from gtcore.book.chapters import (
 from gtcore.book.lock import TreeLock
 from gtcore.book.root import ROOT_ENV
 
-__all__ = ["THREAD_ENVS", "KERNEL_WARNINGS", "Job", "make_job", "plan", "read_meta", "ChapterState", "chapter_state", "status", "status_table", "clean_scratch", "run_chapter", "run"]
+__all__ = ["KERNEL_WARNINGS", "THREAD_ENVS", "ChapterState", "Job", "chapter_state", "clean_scratch", "make_job", "plan", "read_meta", "run", "run_chapter", "status", "status_table"]
 
 
 #: thread-count variables set for each kernel under ``-j N`` (torch's intra-op pool follows OMP)

@@ -83,7 +83,7 @@ from torch import nn
 from gtcore.controls import Controls, PiecewiseControls
 from gtcore.moments import layer_stack
 
-__all__ = ["FAMILIES", "RANK_RTOL", "ATTN_IMPLEMENTATION", "head_dim", "PrescribedTransformer", "prescribed_transformer", "hidden_states", "split_controls", "split_schedule", "layer_moments"]
+__all__ = ["ATTN_IMPLEMENTATION", "FAMILIES", "RANK_RTOL", "PrescribedTransformer", "head_dim", "hidden_states", "layer_moments", "prescribed_transformer", "split_controls", "split_schedule"]
 
 
 #: supported families

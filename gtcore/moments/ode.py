@@ -26,7 +26,7 @@ from gtcore.controls import (
     evaluate_controls,
 )
 
-__all__ = ["moment_rhs", "MomentTrajectory", "MAX_NFEV", "integrate_moments"]
+__all__ = ["MAX_NFEV", "MomentTrajectory", "integrate_moments", "moment_rhs"]
 
 
 def moment_rhs(mu: Any, Sigma: Any, controls: Controls) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ from gtcore.controls import (
 from gtcore.moments import integrate_moments
 from gtcore.reachability.rank import RankMismatchError, covariance_rank
 
-__all__ = ["SteeringControls", "steer", "endpoint_error", "control_path"]
+__all__ = ["SteeringControls", "control_path", "endpoint_error", "steer"]
 
 
 # ------------------------------------------------------------------ matrix building blocks
@@ -225,7 +225,7 @@ class SteeringControls:
         b = base.b - att.mean_gain(S, V, B) @ mu
         return Controls(A=A, b=b, V=V, B=B)
 
-    def uncompensated(self, V: Any, B: Any) -> "_HeadsOn":
+    def uncompensated(self, V: Any, B: Any) -> _HeadsOn:
         r"""The attention-free stages with heads :math:`(V_h, B_h)` switched on and not compensated:
         :math:`t \mapsto (\tilde A(t), \tilde b(t), V, B)`, the contrast to the compensated controls."""
         return _HeadsOn(self, V, B)

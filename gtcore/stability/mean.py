@@ -16,7 +16,7 @@ from gtcore.riccati import (
     _check_controls,
 )
 
-__all__ = ["mean_matrix", "asymptotic_mean", "bias_for_mean_target"]
+__all__ = ["asymptotic_mean", "bias_for_mean_target", "mean_matrix"]
 
 
 # ------------------------------------------------------------------------------ the mean

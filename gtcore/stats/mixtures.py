@@ -24,7 +24,7 @@ import numpy as np
 from gtcore._linalg import psd_factor
 from gtcore._validation import as_float_array, check_covariance, check_finite, check_tokens
 from gtcore.attention import ATTENTION_TYPES
-from gtcore.stats.gaussianity import NoiseFloor, _STATISTICS, noise_floor
+from gtcore.stats.gaussianity import _STATISTICS, NoiseFloor, noise_floor
 
 #: tolerance on the sum of the mixture weights
 WEIGHT_ATOL = 1e-12
@@ -103,7 +103,7 @@ class GaussianMixture:
         S = np.einsum("k,kij->ij", self.weights, self.covariances) + np.einsum("k,ki,kj->ij", self.weights, dm, dm)
         return mu, 0.5 * (S + S.T)
 
-    def sample(self, n: int, seed: int | np.random.Generator | None = 0) -> "LabelledTokens":
+    def sample(self, n: int, seed: int | np.random.Generator | None = 0) -> LabelledTokens:
         r"""``n`` i.i.d. tokens with their component labels.
 
         Labels are drawn i.i.d. from ``weights`` (so component sizes are multinomial), then

@@ -30,9 +30,9 @@ import base64
 import hashlib
 import html as _html
 import re
-from io import BytesIO
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from io import BytesIO
 from typing import Any, Literal
 
 import numpy as np
@@ -40,8 +40,15 @@ from IPython.display import HTML
 
 from gtcore.studies.style import COLORS, STYLE, ellipse_points
 
-__all__ = ["AnimationBudgetError", "CloudAnimation", "CloudPanel", "DEFAULT_BUDGET", "animate_clouds", "frame_uris",
-           "moments_at"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "AnimationBudgetError",
+    "CloudAnimation",
+    "CloudPanel",
+    "animate_clouds",
+    "frame_uris",
+    "moments_at",
+]
 
 #: default size budget of one animation's HTML, in bytes (the page budget is ~2 MB)
 DEFAULT_BUDGET = 1_500_000

@@ -18,11 +18,12 @@ import torch
 from gtcore._linalg import empirical_moments
 from gtcore._validation import as_float_array, check_finite, check_positive, check_tokens
 from gtcore.controls import ControlsLike
-from gtcore.stats.gaussianity import bures_wasserstein, noise_floor
-from gtcore.stats.mixtures import _statistic, per_label_noise_floor, per_label_statistic, statistic_path
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
+from gtcore.stats.gaussianity import bures_wasserstein, noise_floor
+from gtcore.stats.mixtures import _statistic, per_label_noise_floor, per_label_statistic, statistic_path
 from gtcore.studies.precision import STUDY_KERNEL_DTYPE
+
 
 def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLike) -> np.ndarray:
     r"""Relative Bures–Wasserstein error of the moment ODE's Gaussian prediction along a cloud's path.

@@ -28,9 +28,9 @@ from gtcore.attention import max_sampling_strength
 from gtcore.controls import ControlsLike
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
-from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 from gtcore.stats.sampling import gaussian_tokens
 from gtcore.studies.fits import loglog_slope
+from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 
 
 def relative_moment_discrepancy(mu: np.ndarray, Sigma: np.ndarray, mu_ref: np.ndarray,

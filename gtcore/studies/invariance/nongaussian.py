@@ -18,11 +18,12 @@ import numpy as np
 
 from gtcore._progress import progress as progress_bar
 from gtcore.controls import ControlsLike, as_control_function, evaluate_controls
-from gtcore.studies.fits import loglog_slope
 from gtcore.moments import layer_stack
-from gtcore.stats.sampling import moment_matched_tokens
 from gtcore.particles import simulate
+from gtcore.stats.sampling import moment_matched_tokens
+from gtcore.studies.fits import loglog_slope
 from gtcore.studies.precision import STUDY_KERNEL_DTYPE
+
 
 @dataclass
 class StackStudy:

@@ -17,7 +17,7 @@ from gtcore.models.prescribed import (
 )
 from gtcore.moments import layer_map
 
-__all__ = ["BlowupDepth", "first_exceedance", "layer_map_blowup_depth", "antithetic_gaussian_tokens", "covariance_band", "PrescribedRun", "run_prescribed", "DepthConvergence", "depth_convergence"]
+__all__ = ["BlowupDepth", "DepthConvergence", "PrescribedRun", "antithetic_gaussian_tokens", "covariance_band", "depth_convergence", "first_exceedance", "layer_map_blowup_depth", "run_prescribed"]
 
 
 @dataclass(frozen=True)

@@ -32,18 +32,16 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from gtcore._linalg import whiten
+from gtcore._linalg import numerical_rank, whiten
+from gtcore.models import LoadedTransformer, iter_layers
 from gtcore.stats.gaussianity import (
     excess_kurtosis_per_coordinate,
     mardia_kurtosis_excess_of_whitened,
     sliced_w2_of_whitened,
 )
-from gtcore.models import LoadedTransformer, iter_layers
-from gtcore.studies.pretrained.statistics import STATISTICS
-from gtcore._linalg import numerical_rank
-from gtcore.studies.pretrained.statistics import _floor as _sequence_floor
-from gtcore.studies.pretrained.statistics import _statistics
 from gtcore.stats.sampling import gaussian_tokens
+from gtcore.studies.pretrained.statistics import STATISTICS, _statistics
+from gtcore.studies.pretrained.statistics import _floor as _sequence_floor
 
 #: the statistics computed within sequences (the between-sequence ratio is 0 there by design)
 WITHIN = ("sliced_w2", "mardia_excess", "coord_kurtosis")

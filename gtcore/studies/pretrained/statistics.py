@@ -30,6 +30,8 @@ from threadpoolctl import threadpool_limits
 
 from gtcore._linalg import numerical_rank, whiten
 from gtcore._validation import check_moments, check_positive
+from gtcore.models.forward import _check_mode, _check_tokens, iter_layers
+from gtcore.models.loading import LoadedTransformer, _as_loaded, load_transformer
 from gtcore.stats.gaussianity import (
     empirical_moments,
     excess_kurtosis_per_coordinate,
@@ -38,8 +40,6 @@ from gtcore.stats.gaussianity import (
     sliced_w2_of_whitened,
 )
 from gtcore.stats.sampling import gaussian_tokens
-from gtcore.models.forward import _check_mode, _check_tokens, iter_layers
-from gtcore.models.loading import LoadedTransformer, _as_loaded, load_transformer
 
 #: the per-layer statistics, in table order: name -> (column header, description)
 STATISTICS = {

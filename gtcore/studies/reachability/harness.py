@@ -11,10 +11,10 @@ import numpy as np
 from gtcore._progress import progress as progress_bar
 from gtcore._validation import check_moments, check_positive
 from gtcore.controls import ControlsLike
-from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
 from gtcore.reachability import covariance_rank, singular_values
+from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.stats.sampling import gaussian_tokens
 
 

@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 
 from gtcore._progress import progress as progress_bar
-from gtcore.controls import Controls
-from gtcore.stats.gaussianity import empirical_moments
 from gtcore.attention import max_sampling_strength
+from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
-from gtcore.studies.precision import STUDY_KERNEL_DTYPE
+from gtcore.stats.gaussianity import empirical_moments
 from gtcore.stats.sampling import gaussian_tokens
+from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 
 
 def particle_radius_bound(controls: Controls, R0: float, t: Any) -> np.ndarray:
