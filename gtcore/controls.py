@@ -87,7 +87,8 @@ def _maps(x: Any, name: str, d: int) -> np.ndarray | None:
 
 
 def _query_key(Q: Any, K: Any, B: Any, attention: str, d: int):
-    """Validate ``Q, K`` against ``B`` and ``attention``: returns ``(Q, K, B)``, ``B`` from ``Q, K`` when they are given."""
+    """Validate ``Q, K`` against ``B`` and ``attention``: returns ``(Q, K, B)``, ``B`` from ``Q, K`` when they
+    are given."""
     Q_arr, K_arr = _maps(Q, "Q", d), _maps(K, "K", d)
     if (Q_arr is None) != (K_arr is None):
         missing = "K" if K_arr is None else "Q"

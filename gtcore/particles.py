@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -264,13 +265,13 @@ def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None,
     """Intervals between consecutive nodes, each with its number of uniform steps."""
     edges = [t0, *[float(t) for t in np.unique(nodes) if t0 < t < t1], t1]
     out = []
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in pairwise(edges):
         if max_step is not None:
             n = int(np.ceil((b - a) / max_step - 1e-12))
         elif len(edges) == 2:
             n = steps
         else:
-            n = max(1, int(round(steps * (b - a) / (t1 - t0))))
+            n = max(1, round(steps * (b - a) / (t1 - t0)))
         out.append((a, b, n))
     return out
 
@@ -315,9 +316,10 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     progress : show a progress bar over steps
     kernel_dtype : torch.float32, torch.float64 or their names, optional
         Precision of the empirical attention kernel alone (the :math:`O(N^2)` softmax average), e.g.
-        ``torch.float32`` with a float64 state (lower precisions such as float16 are refused): the average then carries a relative round-off of
-        about :math:`10^{-7}` per evaluation (instead of :math:`10^{-16}`) for 2-3x less time; the
-        tokens, the integrator and the moments stay in ``dtype``. Default: ``dtype``.
+        ``torch.float32`` with a float64 state (lower precisions such as float16 are refused): the average
+        then carries a relative round-off of about :math:`10^{-7}` per evaluation (instead of
+        :math:`10^{-16}`) for 2-3x less time; the tokens, the integrator and the moments stay in ``dtype``.
+        Default: ``dtype``.
 
     Returns
     -------

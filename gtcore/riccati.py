@@ -98,7 +98,8 @@ def _scalar_values(controls: Controls) -> np.ndarray | None:
 
 
 def riccati_quadratic(controls: Controls) -> np.ndarray | None:
-    r"""The quadratic coefficient :math:`Q = \sum_h v_h (B_h + B_h^\top)` of the Riccati equation, when every :math:`V_h = v_h I`.
+    r"""The quadratic coefficient :math:`Q = \sum_h v_h (B_h + B_h^\top)` of the Riccati equation, when every
+    :math:`V_h = v_h I`.
 
     Then :math:`\Sigma' = A\Sigma + \Sigma A^\top + \Sigma Q \Sigma` and :math:`P = \Sigma^{-1}`
     solves :math:`P' = -(PA + A^\top P) - Q`. Returns None when some :math:`V_h` is not a
@@ -335,8 +336,8 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     .. math::
 
         \sigma' = 2a\sigma + q\sigma^2, \qquad
-        t^* = \frac{\log\big(1 + 2a/(q\sigma_0)\big)}{2a} \quad (q = 2\textstyle\sum_h v_h\beta_h > 0,\ 
-        1 + 2a/(q\sigma_0) > 0),
+        t^* = \frac{\log\big(1 + 2a/(q\sigma_0)\big)}{2a} \quad (q = 2\textstyle\sum_h v_h\beta_h > 0,
+        \ 1 + 2a/(q\sigma_0) > 0),
 
     and when every :math:`V_h = v_h I`: the first zero of
     :math:`\lambda_{\min}(I - KY(t)K)` (see the module docstring; equal to the first zero of

@@ -295,7 +295,7 @@ def test_controls_of_the_wrong_dimension():
         integrate_moments(np.zeros(2), np.eye(2), Controls(A=np.eye(3)), (0, 1))
     with pytest.raises(ValueError, match="controls"):
         integrate_moments(np.zeros(2), np.eye(2), lambda t: "nope", (0, 1))
-    with pytest.raises(ValueError, match="controls.*dimension"):
+    with pytest.raises(ValueError, match=r"controls.*dimension"):
         integrate_moments(np.zeros(2), np.eye(2), lambda t: Controls(A=np.eye(3)), (0, 1))
 
 

@@ -339,7 +339,7 @@ def test_regime_boundary_and_rotating_family():
     np.testing.assert_allclose(np.linalg.eigvals(c.A), [-0.3 + 0.7j, -0.3 - 0.7j])
     bd = regime_boundary([-0.6, -0.3, 0.2], B, S0_2, omega=0.7)
     np.testing.assert_array_equal(bd.a_curve, [-0.6, -0.3])
-    for a, vc in zip(bd.a_curve, bd.v_curve):
+    for a, vc in zip(bd.a_curve, bd.v_curve, strict=True):
         assert classify(rc(a, 0.97 * vc, B, omega=0.7), S0_2).verdict == "collapses to 0"
         assert classify(rc(a, 1.03 * vc, B, omega=0.7), S0_2).verdict == "blows up"
     with pytest.raises(ValueError, match="B"):

@@ -130,7 +130,7 @@ def max_sampling_strength(controls: Any, times: Any, Sigmas: Any) -> float:
 
     fn = as_control_function(controls)
     kappa = 0.0
-    for t, S in zip(times, Sigmas):
+    for t, S in zip(times, Sigmas, strict=True):
         ctl = evaluate_controls(fn, float(t))
         att = attention_of(ctl)
         params = att.params(ctl)

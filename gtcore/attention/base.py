@@ -97,7 +97,8 @@ class AttentionType(ABC):
         return stack([V[h] @ self.tilt(eye, Sigma, self.head(params, h))[0] for h in range(V.shape[0])])
 
     def linear_part(self, Sigma: Any, V: Any, params: Any) -> Any:
-        r""":math:`\sum_h V_hM_h`: the attention's linear drift on the query for a Gaussian with covariance :math:`\Sigma`."""
+        r""":math:`\sum_h V_hM_h`: the attention's linear drift on the query for a Gaussian with covariance
+        :math:`\Sigma`."""
         return self.value_responses(Sigma, V, params).sum(0)
 
     def mean_gain(self, Sigma: Any, V: Any, params: Any) -> Any:

@@ -53,7 +53,8 @@ class DotProduct(AttentionType):
         return F.scaled_dot_product_attention(q, kv, kv, scale=1.0)[0]
 
     def mixture_average(self, x, weights, means, covariances, B_h):
-        r""":math:`\sum_k \pi_k(x)(\mu_k + \Sigma_k B x)`, :math:`\pi_k(x) \propto w_k e^{\mu_k^\top Bx + \frac12 x^\top B^\top\Sigma_k Bx}`."""
+        r""":math:`\sum_k \pi_k(x)(\mu_k + \Sigma_k B x)`,
+        :math:`\pi_k(x) \propto w_k e^{\mu_k^\top Bx + \frac12 x^\top B^\top\Sigma_k Bx}`."""
         q = x @ B_h.T                                                   # B x
         logits = (np.log(np.where(weights > 0, weights, 1.0))[None, :]
                   + q @ means.T

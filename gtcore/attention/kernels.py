@@ -45,7 +45,7 @@ def softmax_average(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values
             w = torch.softmax(q[s:s + block] @ k.T + bias, dim=1)
             out[s:s + block] = w @ values
         return out
-    n, m, dv = q.shape[0], k.shape[0], values.shape[1]
+    n, dv = q.shape[0], values.shape[1]
     width = max(q.shape[1] + 1, dv)
     qa = _pad(torch.cat([q, q.new_ones(n, 1)], 1), width)
     ka = _pad(torch.cat([k, bias[:, None]], 1), width)

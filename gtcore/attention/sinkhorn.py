@@ -134,7 +134,8 @@ class Sinkhorn(AttentionType):
         return M, mu - M @ mu
 
     def kernel(self, x, B):
-        """Per head :func:`gtcore.attention.sinkhorn_scaling.sinkhorn_average` (warns when a scaling does not converge): (H, N, d)."""
+        """Per head :func:`gtcore.attention.sinkhorn_scaling.sinkhorn_average` (warns when a scaling does not
+        converge): (H, N, d)."""
         import torch
 
         from gtcore.attention.sinkhorn_scaling import sinkhorn_average
@@ -143,7 +144,8 @@ class Sinkhorn(AttentionType):
 
 
 def gaussian_conditional_gain(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
-    r"""The gain :math:`M` of Sinkhorn attention against :math:`N(\mu, \Sigma)`: :math:`\mathbb{E}_\pi[y\mid x] = \mu + M(x - \mu)`.
+    r"""The gain :math:`M` of Sinkhorn attention against :math:`N(\mu, \Sigma)`:
+    :math:`\mathbb{E}_\pi[y\mid x] = \mu + M(x - \mu)`.
 
     .. math::
 

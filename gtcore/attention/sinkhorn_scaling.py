@@ -97,12 +97,14 @@ class SinkhornResult:
 
 
 def _violation(u: torch.Tensor, v: torch.Tensor) -> float:
-    """:math:`\\max_k |e^{u_k - v_k} - 1|`: the relative marginal violation when the sums are :math:`a_k e^{u_k - v_k}`."""
+    """:math:`\\max_k |e^{u_k - v_k} - 1|`: the relative marginal violation when the sums are
+    :math:`a_k e^{u_k - v_k}`."""
     return float(torch.expm1(u - v).abs().max())
 
 
 def _gaussian_start(x, B, loga):
-    """The Gaussian column potential (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential`) at the tokens, as a tensor."""
+    """The Gaussian column potential (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential`) at the tokens,
+    as a tensor."""
     xd = x.detach()
     w = torch.exp(loga)
     mu = w @ xd
@@ -201,8 +203,8 @@ def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Ten
     block : int
         Rows per block of ``"blocked"``.
     init : ``"gaussian"`` or ``"zero"``
-        Starting column potential: the Gaussian problem's (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential` at the
-        tokens' empirical moments) or 0.
+        Starting column potential: the Gaussian problem's
+        (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential` at the tokens' empirical moments) or 0.
     anderson : int
         Depth of the Anderson acceleration; 0 for plain Sinkhorn.
     """

@@ -21,13 +21,14 @@ def toc_chapters(bk: Book | None = None) -> list[str]:
 
     toc = yaml.safe_load((_book(bk).root / "_toc.yml").read_text())
     files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
-    return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f not in ("executed/report", "executed/gallery")]
+    return [f.split("/", 1)[1] for f in files
+            if f.startswith("executed/") and f not in ("executed/report", "executed/gallery")]
 
 
 def build_inputs(bk: Book) -> list[Path]:
     """Every file Jupyter Book reads: the executed pages, the prose, the configuration, static files."""
     files = [bk.root / "_config.yml", bk.root / "_toc.yml"]
-    files += sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")) + [bk.executed / "report.md"]
+    files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md"]
     for folder in ("book", "_static"):
         files += sorted(p for p in (bk.root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return [p for p in files if p.exists()]

@@ -11,8 +11,8 @@ A call's key hashes the function's module and name, its arguments (NumPy arrays 
 bytes; dataclasses by their fields), the sources of the ``gtcore`` modules the function's module can
 run (the import graph of :mod:`gtcore.book.imports`) and the Python/numpy/scipy/torch/transformers
 versions. So editing any module the function depends on, or upgrading a key package, invalidates its
-entries; nothing is ever served stale. An argument the key cannot
-describe faithfully (an object whose repr is an address, a lambda or a closure, a random Generator) is not cached: the function just runs.
+entries; nothing is ever served stale. An argument the key cannot describe faithfully (an object whose
+repr is an address, a lambda or a closure, a random Generator) is not cached: the function just runs.
 Module-level functions passed as arguments are keyed by name.
 
 Entries live in ``$GTBOOK_CACHE`` if set, else ``<book root>/.cache/gtbook`` (git-ignored), else

@@ -1,4 +1,5 @@
-r"""Running chapters: cache keys and states, papermill kernels with a thread budget, serial and parallel runs, atomic publishing."""
+r"""Running chapters: cache keys and states, papermill kernels with a thread budget, serial and parallel runs,
+atomic publishing."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from gtcore.book.chapters import (
 from gtcore.book.lock import TreeLock
 from gtcore.book.root import ROOT_ENV
 
-__all__ = ["KERNEL_WARNINGS", "THREAD_ENVS", "ChapterState", "Job", "chapter_state", "clean_scratch", "make_job", "plan", "read_meta", "run", "run_chapter", "status", "status_table"]
+__all__ = ["KERNEL_WARNINGS", "THREAD_ENVS", "ChapterState", "Job", "chapter_state", "clean_scratch", "make_job",
+           "plan", "read_meta", "run", "run_chapter", "status", "status_table"]
 
 
 #: thread-count variables set for each kernel under ``-j N`` (torch's intra-op pool follows OMP)
@@ -122,7 +124,8 @@ def chapter_state(job: Job) -> ChapterState:
         return ChapterState(chap.name, "failed", reasons, "latest run failed; the page shows the last good output")
     if meta is None:
         return ChapterState(chap.name, "stale", ["unreadable"], "the executed notebook cannot be read")
-    where = f"{meta.get('profile', '?')}, {meta.get('runtime_s', float('nan')):.1f} s, key {meta.get('cache', {}).get('key', '?')}"
+    where = (f"{meta.get('profile', '?')}, {meta.get('runtime_s', float('nan')):.1f} s, "
+             f"key {meta.get('cache', {}).get('key', '?')}")
     if reasons:
         return ChapterState(chap.name, "stale", reasons, f"changed: {', '.join(reasons)} (was {where})")
     return ChapterState(chap.name, "fresh", [], where)
@@ -187,12 +190,9 @@ def _kernel_manager_class(log_path: Path, env: dict[str, str]):
     class GtbookKernelManager(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw["env"] = {**(kw.get("env") or os.environ), **env}
-            log = open(log_path, "ab")
-            kw["stdout"] = kw["stderr"] = log
-            try:
+            with open(log_path, "ab") as log:  # closed on return: the kernel holds its own descriptor
+                kw["stdout"] = kw["stderr"] = log
                 return await super()._async_launch_kernel(kernel_cmd, **kw)
-            finally:
-                log.close()  # the kernel holds its own descriptor
 
     return GtbookKernelManager
 
@@ -229,7 +229,7 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]]) -> 
             lines = cell.source.split("\n")
             head = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
             if head is not None:
-                cell.source = "\n".join(lines[:head + 1] + ["", box, ""] + lines[head + 1:])
+                cell.source = "\n".join([*lines[:head + 1], "", box, "", *lines[head + 1:]])
                 return
             break
     import nbformat
@@ -273,7 +273,7 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
                                 progress_bar={"desc": f"  cells of {chapter.name}", "leave": False}
                                 if progress else False, report_mode=False,
                                 kernel_manager_class=_kernel_manager_class(kernel_log, env))
-        except Exception as exc:  # a failed cell, a dead kernel, a timeout, a missing kernel
+        except Exception as exc:  # noqa: BLE001 - a failed cell, a dead kernel, a timeout, a missing kernel
             if out.exists():
                 _publish(bk, out, kept)
             log_kept = bk.failed / f"{chapter.name}.kernel.log"
@@ -355,10 +355,9 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, threads: int) -> dict[str, 
                                             "profile": job.profile, "injected": job.injected,
                                             "overrides": job.overrides, "components": job.components,
                                             "threads": threads}))
-                log = open(spec.with_suffix(".log"), "w")
-                proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "_worker", str(spec)],
-                                        cwd=bk.root, stdout=log, stderr=subprocess.STDOUT)
-                log.close()
+                with open(spec.with_suffix(".log"), "w") as log:  # the worker holds its own descriptor
+                    proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "_worker", str(spec)],
+                                            cwd=bk.root, stdout=log, stderr=subprocess.STDOUT)
                 active[job.chapter.name] = (proc, spec)
             if not pending or errors or len(active) >= n:
                 time.sleep(0.2)

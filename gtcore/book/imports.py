@@ -55,7 +55,8 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
 def _lazy_table(tree: ast.Module) -> dict[str, str]:
     """The ``_LAZY = {...}`` (or ``_LAZY: dict[...] = {...}``) literal of a module, if any."""
     for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+        target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  else getattr(node, "target", None))
         if isinstance(target, ast.Name) and target.id == "_LAZY" and getattr(node, "value", None) is not None:
             try:
                 table = ast.literal_eval(node.value)

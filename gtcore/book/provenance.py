@@ -33,7 +33,7 @@ from gtcore.book import imports
 #: the packages whose versions enter the cache key
 KEY_PACKAGES = ("numpy", "scipy", "torch", "transformers")
 #: reported on the report page besides KEY_PACKAGES
-REPORT_PACKAGES = KEY_PACKAGES + ("matplotlib", "safetensors", "jupyter-book", "myst-nb", "papermill")
+REPORT_PACKAGES = (*KEY_PACKAGES, "matplotlib", "safetensors", "jupyter-book", "myst-nb", "papermill")
 #: the components of a cache key, in the order ``gtbook status`` reports them
 COMPONENTS = ("source", "parameters", "library", "versions")
 

@@ -83,7 +83,8 @@ from torch import nn
 from gtcore.controls import Controls, PiecewiseControls
 from gtcore.moments import layer_stack
 
-__all__ = ["ATTN_IMPLEMENTATION", "FAMILIES", "RANK_RTOL", "PrescribedTransformer", "head_dim", "hidden_states", "layer_moments", "prescribed_transformer", "split_controls", "split_schedule"]
+__all__ = ["ATTN_IMPLEMENTATION", "FAMILIES", "RANK_RTOL", "PrescribedTransformer", "head_dim", "hidden_states",
+           "layer_moments", "prescribed_transformer", "split_controls", "split_schedule"]
 
 
 #: supported families
@@ -195,7 +196,7 @@ class PrescribedTransformer(nn.Module):
         out = [x]
         with self._rope_neutralised():
             if self.family == "modernbert":
-                S, N, _ = x.shape
+                _, N, _ = x.shape
                 rope = (torch.ones(1, N, self.head_dim, dtype=x.dtype, device=x.device),
                         torch.zeros(1, N, self.head_dim, dtype=x.dtype, device=x.device))
                 if self.layer_norm:
@@ -395,7 +396,7 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
     model = model.to(dtype).eval()
     wrapper = PrescribedTransformer(model, family, per_layer[0], n_layers, h, bool(layer_norm),
                                     bool(feed_forward), r)
-    for block, ctl in zip(wrapper.blocks, per_layer):
+    for block, ctl in zip(wrapper.blocks, per_layer, strict=True):
         _prescribe_block(block, family, ctl, h, r, bool(layer_norm), bool(feed_forward))
     return wrapper.eval()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -125,7 +126,7 @@ class MomentTrajectory:
 def _segments(t0: float, t1: float, breaks: Sequence[float]) -> list[tuple[float, float]]:
     inner = sorted(b for b in breaks if t0 < b < t1)
     edges = [t0, *inner, t1]
-    return list(zip(edges[:-1], edges[1:]))
+    return list(pairwise(edges))
 
 
 #: default cap on right-hand-side evaluations of :func:`integrate_moments` (about 15 s at d = 2)

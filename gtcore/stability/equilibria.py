@@ -24,7 +24,8 @@ from gtcore.riccati import (
     riccati_quadratic,
 )
 
-__all__ = ["ROOT_UNCERTAINTY_RATIO", "Equilibrium", "LinearStability", "NoEquilibriumError", "equilibrium", "linear_stability"]
+__all__ = ["ROOT_UNCERTAINTY_RATIO", "Equilibrium", "LinearStability", "NoEquilibriumError", "equilibrium",
+           "linear_stability"]
 
 
 class NoEquilibriumError(ValueError):

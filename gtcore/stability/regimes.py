@@ -102,7 +102,6 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)
     if t_max is not None:
         t_max = check_positive(t_max, "t_max")
-    d = controls.d
     A = controls.affine_A
     desc = _describe(controls)
     Q = riccati_quadratic(controls)
@@ -225,4 +224,4 @@ def observe_regimes(controls: Sequence[Controls], Sigma0: Any, t_max: float, *, 
     ends = integrate_moments_lanes(np.zeros(ctls[0].d), S0, ctls, (0.0, t_max), rtol=rtol,
                                    atol=1e-30 + 1e-14 * n0, blowup_norm=1e8 * max(n0, 1.0))
     return [_observed_verdict(c, st, S, n0, settle_tol, collapse_tol)
-            for c, st, S in zip(ctls, ends.status, ends.Sigma)]
+            for c, st, S in zip(ctls, ends.status, ends.Sigma, strict=True)]

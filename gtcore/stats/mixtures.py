@@ -122,7 +122,8 @@ class GaussianMixture:
         return LabelledTokens(tokens=x, labels=labels)
 
     def attention_average(self, x: Any, B: Any) -> np.ndarray:
-        r"""The exact dot-product attention average against the mixture (:meth:`gtcore.attention.DotProduct.mixture_average`).
+        r"""The exact dot-product attention average against the mixture
+        (:meth:`gtcore.attention.DotProduct.mixture_average`).
 
         See the module docstring for :math:`\pi_k`. For one component it is the Gaussian tilt.
 
@@ -212,7 +213,8 @@ def per_label_statistic(tokens: Any, labels: Any, statistic: Callable[[np.ndarra
     lab = _labels(labels, x.shape[-2])
     counts = np.bincount(lab)
     if np.any(counts < 2):
-        raise ValueError(f"labels: every label 0..{counts.size - 1} needs at least 2 tokens, got counts {counts.tolist()}")
+        raise ValueError(f"labels: every label 0..{counts.size - 1} needs at least 2 tokens, "
+                         f"got counts {counts.tolist()}")
     frames = x[None] if x.ndim == 2 else x
     out = np.array([[float(fn(f[lab == k])) for k in range(counts.size)] for f in frames])
     return out[0] if x.ndim == 2 else out

@@ -164,7 +164,7 @@ def moments_at(trajectory: Any, times: Any, *, name: str = "trajectory",
     out_S = np.full((times.size, *S.shape[1:]), np.inf)
     scale = max(1.0, float(np.abs(times).max(initial=0.0)))
     j = np.clip(np.searchsorted(t, times), 0, t.size - 1)
-    for i, (tt, jj) in enumerate(zip(times, j)):
+    for i, (tt, jj) in enumerate(zip(times, j, strict=True)):
         for k in (jj - 1, jj):
             if 0 <= k < t.size and abs(t[k] - tt) <= rtol * scale:
                 out_mu[i], out_S[i] = mu[k], S[k]
@@ -215,10 +215,8 @@ def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, int]) -> dict:
                 raise ValueError(f"{pre}target must be a (mu, Sigma) tuple or an (M, k) array of points "
                                  f"with k > {max(dims)}, got shape {pts.shape}")
             out["target"] = ("points", pts[:, list(dims)])
-    if p.annotations is not None and not callable(p.annotations):
-        if len(p.annotations) != T:
-            raise ValueError(f"{pre}annotations must have {T} entries (one per frame), "
-                             f"got {len(p.annotations)}")
+    if p.annotations is not None and not callable(p.annotations) and len(p.annotations) != T:
+        raise ValueError(f"{pre}annotations must have {T} entries (one per frame), got {len(p.annotations)}")
     if not (p.limits in ("fixed", "follow") or (isinstance(p.limits, tuple) and len(p.limits) == 4)):
         raise ValueError(f"{pre}limits must be 'fixed', 'follow' or (xmin, xmax, ymin, ymax), got {p.limits!r}")
     return out
@@ -272,7 +270,7 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
         if suptitle:
             fig.suptitle(suptitle)
         artists = []
-        for ax, P, spec, idx in zip(axes, panels, specs, index):
+        for ax, P, spec, idx in zip(axes, panels, specs, index, strict=True):
             ax.set_aspect("equal", adjustable="box")
             ax.set_xlabel(r"$x_1$")
             ax.set_ylabel(r"$x_2$")
@@ -311,7 +309,7 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
         fixed = [spec.limits != "follow" for spec in specs]
         blit = any(fixed)
         if blit:
-            for ax, still, (scat, ell, note) in zip(axes, fixed, artists):
+            for ax, still, (scat, ell, note) in zip(axes, fixed, artists, strict=True):
                 if still:
                     for a in (scat, ell, note, ax.get_legend(), ax.title):
                         a.set_animated(True)
@@ -322,8 +320,8 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
 
         frames = []
         for k in range(n_frames):
-            for ax, P, spec, idx, (scat, ell, note) in zip(axes, panels, specs, index, artists):
-                j = idx[int(round(k * (len(idx) - 1) / max(1, n_frames - 1)))]
+            for ax, P, spec, idx, (scat, ell, note) in zip(axes, panels, specs, index, artists, strict=True):
+                j = idx[round(k * (len(idx) - 1) / max(1, n_frames - 1))]
                 X = P["frames"][j]
                 scat.set_offsets(X)
                 pts = None
@@ -346,7 +344,7 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
                     note.set_text(spec.annotations(j) if callable(spec.annotations) else spec.annotations[j])
             if blit:
                 canvas.restore_region(background)
-                for ax, still, (scat, ell, note) in zip(axes, fixed, artists):
+                for ax, still, (scat, ell, note) in zip(axes, fixed, artists, strict=True):
                     if still:
                         for a in (scat, ell, note, ax.get_legend(), ax.title):
                             ax.draw_artist(a)

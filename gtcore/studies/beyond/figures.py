@@ -44,7 +44,7 @@ def relu_gaussianity(paths: Mapping, floors: Mapping, *, level: float = 0.99,
     fig, axes = figure(len(statistics), 1, width=4.4, height=3.5)
     axes = np.atleast_1d(axes)
     cols = _series_colors(list(paths))
-    for ax, name in zip(axes, statistics):
+    for ax, name in zip(axes, statistics, strict=True):
         t_all = None
         for key, p in paths.items():
             t, v = p.t[1:], p.statistics[name][1:]
@@ -120,7 +120,7 @@ def mixture_gaussianity(mixture_path, control_path, floors: Mapping, final_label
     ax.set_ylabel(r"$x_2$")
     ax.set_title(f"mixture tokens at $t = {mixture_path.t[-1]:g}$")
     ax.legend(loc="upper right", markerscale=4)
-    for ax, name in zip(axes[1:], statistics):
+    for ax, name in zip(axes[1:], statistics, strict=True):
         t = mixture_path.t[1:]
         for k, fl in enumerate(floors[name]):
             col = LABEL_COLORS[k % len(LABEL_COLORS)]

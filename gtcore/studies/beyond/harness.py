@@ -64,7 +64,8 @@ def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLik
 
 
 def time_within(t: Any, values: Any, tol: float) -> float:
-    r"""The last time before ``values`` first exceeds ``tol``: :math:`\max\{t_k : v_j \le \text{tol}\ \forall j \le k\}`.
+    r"""The last time before ``values`` first exceeds ``tol``:
+    :math:`\max\{t_k : v_j \le \text{tol}\ \forall j \le k\}`.
 
     Returns ``t[-1]`` when ``values`` never exceeds ``tol`` and ``nan`` when already ``values[0]`` does.
     """

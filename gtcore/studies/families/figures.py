@@ -14,7 +14,7 @@ def clouds_by_type(runs: Mapping[str, object], max_points: int = 1500):
     ellipses (solid, dashed) and the initial 2σ ellipse (dotted)."""
     fig, axes = figure(len(runs), 1, width=3.2, height=3.2, sharex=True, sharey=True)
     axes = np.atleast_1d(axes)
-    for ax, (label, run) in zip(axes, runs.items()):
+    for ax, (label, run) in zip(axes, runs.items(), strict=True):
         x = run.particles.tokens[-1][:max_points]
         ax.scatter(x[:, 0], x[:, 1], s=2, alpha=0.35, color=COLORS["particles"], rasterized=True, label="tokens")
         for r, ls in ((1, "-"), (2, "--")):
@@ -65,7 +65,7 @@ def discrepancy_table(labels: Sequence[str], matrix: np.ndarray, floor: Sequence
             ax.text(j, i, f"{matrix[i, j]:.3f}", ha="center", va="center",
                     color="white" if i == j else "black", fontsize=8)
     ax.set_xticks(range(len(labels)), [f"ODE {lab}" for lab in labels])
-    ax.set_yticks(range(len(labels)), [f"tokens {lab}\n(floor {f:.3f})" for lab, f in zip(labels, floor)])
+    ax.set_yticks(range(len(labels)), [f"tokens {lab}\n(floor {f:.3f})" for lab, f in zip(labels, floor, strict=True)])
     ax.grid(False)
     fig.colorbar(im, ax=ax, label="log10 discrepancy")
     return fig

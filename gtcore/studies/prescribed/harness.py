@@ -1,4 +1,5 @@
-r"""Chapter 6's harness: prescribed Transformers run on tokens against the exact Gaussian layer map, blow-up depth, depth convergence."""
+r"""Chapter 6's harness: prescribed Transformers run on tokens against the exact Gaussian layer map, blow-up
+depth, depth convergence."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from gtcore.models.prescribed import (
 )
 from gtcore.moments import layer_map
 
-__all__ = ["BlowupDepth", "DepthConvergence", "PrescribedRun", "antithetic_gaussian_tokens", "covariance_band", "depth_convergence", "first_exceedance", "layer_map_blowup_depth", "run_prescribed"]
+__all__ = ["BlowupDepth", "DepthConvergence", "PrescribedRun", "antithetic_gaussian_tokens", "covariance_band",
+           "depth_convergence", "first_exceedance", "layer_map_blowup_depth", "run_prescribed"]
 
 
 @dataclass(frozen=True)

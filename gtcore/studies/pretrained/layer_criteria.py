@@ -62,7 +62,7 @@ def first_block_departure(stats: Any, statistic: str) -> int | None:
     is skipped.
     """
     inside = stats.within_band(statistic)
-    for layer, ok in zip(stats.layers, inside):
+    for layer, ok in zip(stats.layers, inside, strict=True):
         if layer >= 1 and not ok:
             return int(layer)
     return None
@@ -241,9 +241,9 @@ def sample_statistics(x: Any, *, within: bool = False, n_projections: int = 128,
         r = numerical_rank(Z.T @ Z / (S * T))
         lo, hi = _band(kind, S, T, r, int(n_projections), int(repeats), int(seed), float(level))
     names = list(WITHIN) if within else list(STATISTICS)
-    return SampleStatistics(values=dict(zip(names, map(float, vals))),
-                            floor_low=dict(zip(names, map(float, lo))),
-                            floor_high=dict(zip(names, map(float, hi))))
+    return SampleStatistics(values=dict(zip(names, map(float, vals), strict=True)),
+                            floor_low=dict(zip(names, map(float, lo), strict=True)),
+                            floor_high=dict(zip(names, map(float, hi), strict=True)))
 
 
 def student_t_tokens(S: int, T: int, d: int, nu: float, *, seed: int = 0) -> np.ndarray:

@@ -40,7 +40,7 @@ def phase_line(a: float, qs: Sequence[float], runs: Sequence[dict]) -> plt.Figur
     ``runs`` holds dicts with keys ``label, t, closed, t_num, num`` and optionally ``t_star``.
     """
     fig, (ax0, ax1) = figure(2, 1, width=4.4)
-    for q, color in zip(qs, (COLORS["target"], COLORS["theory"], COLORS["alt"])):
+    for q, color in zip(qs, (COLORS["target"], COLORS["theory"], COLORS["alt"]), strict=False):
         star = -2 * a / q
         smax = 2.2 * abs(star) if star > 0 else 3.0
         s = np.linspace(0, smax, 200)
@@ -57,7 +57,7 @@ def phase_line(a: float, qs: Sequence[float], runs: Sequence[dict]) -> plt.Figur
     ax0.set_ylabel(r"$\sigma' = 2a\sigma + q\sigma^2$")
     ax0.set_title(fr"phase line, $a = {a:g}$")
     ax0.legend()
-    for run, color in zip(runs, (COLORS["target"], COLORS["theory"], COLORS["alt"], COLORS["particles"])):
+    for run, color in zip(runs, (COLORS["target"], COLORS["theory"], COLORS["alt"], COLORS["particles"]), strict=False):
         ax1.plot(run["t"], run["closed"], color=color, label=run["label"])
         ax1.plot(run["t_num"], run["num"], ".", color=color, ms=3)
         if run.get("t_star") is not None and np.isfinite(run["t_star"]):
@@ -79,7 +79,7 @@ def psd_cone(trajectories: Sequence[np.ndarray], labels: Sequence[str], *, z_max
     z = np.linspace(0, z_max, 12)
     Th, Z = np.meshgrid(th, z)
     ax.plot_surface(Z * np.cos(Th), Z * np.sin(Th), Z, color=COLORS["floor"], alpha=0.12, lw=0)
-    for S, label, color in zip(trajectories, labels, (COLORS["target"], COLORS["theory"], COLORS["alt"])):
+    for S, label, color in zip(trajectories, labels, (COLORS["target"], COLORS["theory"], COLORS["alt"]), strict=False):
         xyz = cone_coordinates(S)
         keep = xyz[:, 2] <= z_max
         cut = np.argmin(keep) if not keep.all() else len(keep)
@@ -216,7 +216,7 @@ def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: flo
                       title="opposite signs: to \u03a3*")
     right = CloudPanel(blow.tokens, blow.t, mu=mu_b, Sigma=S_b, limits="follow",
                        annotations=[f"{norm}: cloud {r:.3g}, ODE {o:.3g}\nt* \u2212 t = {t_star - t:.3f}"
-                                    for r, o, t in zip(n_b, o_b, blow.t)],
+                                    for r, o, t in zip(n_b, o_b, blow.t, strict=True)],
                        title="same signs: toward t*")
     kwargs.setdefault("caption", "Left: with opposite definiteness the cloud and the ODE's ellipse settle on "
                                  "$\\Sigma^*$ (dashed). Right: with the same definiteness the ODE's covariance "

@@ -142,7 +142,7 @@ class PoleStudy:
         for i, N in enumerate(self.Ns):
             m = self.ratio[i].mean(axis=0)
             se = self.ratio[i].std(axis=0, ddof=1) / np.sqrt(s) if s > 1 else np.zeros_like(m)
-            lines.append(f"{N:>7d} " + " ".join(f"{a:9.4f} +- {b:5.4f}" for a, b in zip(m, se)))
+            lines.append(f"{N:>7d} " + " ".join(f"{a:9.4f} +- {b:5.4f}" for a, b in zip(m, se, strict=True)))
         lines.append(f"{'ODE':>7} " + " ".join(f"{'|S|/|S0| = ' + format(x, '.3g'):>17}"
                                                 for x in self.ode_norm))
         lines.append(f"{'kappa':>7} " + " ".join(f"{x:17.3g}" for x in self.kappa))
@@ -202,7 +202,7 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
     if not np.isfinite(t_star):
         raise ValueError("controls: the moment ODE does not blow up from Sigma0")
     pop = integrate_moments(mu0, Sigma0, controls, (0.0, fr[-1] * t_star), t_eval=fr * t_star)
-    kappa = np.array([max_sampling_strength(controls, [t], [S]) for t, S in zip(pop.t, pop.Sigma)])
+    kappa = np.array([max_sampling_strength(controls, [t], [S]) for t, S in zip(pop.t, pop.Sigma, strict=True)])
     ode_norm = np.linalg.norm(pop.Sigma, axis=(1, 2)) / np.linalg.norm(np.asarray(Sigma0, float))
 
     k, S, m = Ns.size, int(seeds), fr.size
