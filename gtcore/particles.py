@@ -148,8 +148,8 @@ class _ControlCache:
 def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> torch.Tensor:
     v = x @ tc.A.T + tc.b
     if tc.U is not None:
-        pre = x @ tc.U.T + tc.c
-        v = v + (torch.relu(pre) if ff == "relu" else pre) @ tc.W.T
+        pre = x @ tc.U.T + tc.c  # type: ignore[operator]  # U, W, c come together
+        v = v + (torch.relu(pre) if ff == "relu" else pre) @ tc.W.T  # type: ignore[union-attr]
     if not tc.attention_on:
         return v
     att = tc.attention
@@ -269,9 +269,9 @@ def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None,
         if max_step is not None:
             n = int(np.ceil((b - a) / max_step - 1e-12))
         elif len(edges) == 2:
-            n = steps
+            n = steps  # type: ignore[assignment]  # simulate gives steps when max_step is None
         else:
-            n = max(1, round(steps * (b - a) / (t1 - t0)))
+            n = max(1, round(steps * (b - a) / (t1 - t0)))  # type: ignore[operator]
         out.append((a, b, n))
     return out
 

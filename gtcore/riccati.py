@@ -299,7 +299,8 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
                 return _blowup_numerical(Sigma0, controls, horizon, note="no clean sign change of g")
             check = integrate_moments(np.zeros(d), Sigma0, controls, (0.0, t_star * (1 + 1e-3) + 1e-9),
                                       blowup_norm=1e8 * max(float(np.linalg.norm(Sigma0)), 1.0))
-            if check.status != "blowup" or abs(check.crossing_time - t_star) > 1e-4 * t_star:
+            if (check.status != "blowup" or check.crossing_time is None
+                    or abs(check.crossing_time - t_star) > 1e-4 * t_star):
                 return _blowup_numerical(Sigma0, controls, horizon,
                                          note=f"candidate zero t = {t_star:.6g} of g not confirmed by "
                                               "integrate_moments")

@@ -87,6 +87,7 @@ class AttentionType(ABC):
 
     def value_responses(self, Sigma: Any, V: Any, params: Any) -> Any:
         r""":math:`V_hM_h` for every head, shape (H, d, d): the heads' linear responses to the query."""
+        stack: Any
         if isinstance(Sigma, np.ndarray):
             stack = np.stack
         else:

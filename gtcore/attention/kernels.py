@@ -63,7 +63,7 @@ def _attend_blocked(q, k, bias, values, block):
         E = S.sub_(top).exp_()                 # one exponential per entry, in place
         total = E.sum(dim=1)
         lse[s:s + block] = top[:, 0] + torch.log(total)
-        if values is not None:
+        if avg is not None:  # avg is None exactly when values is
             avg[s:s + block] = (E @ values) / total[:, None]
     return avg, lse
 
@@ -98,7 +98,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values: torch.T
     bad = ~torch.isfinite(lse) | ((lse - guess).abs() > margin)
     if bool(bad.any()):
         a, lse[bad] = _attend_blocked(q[bad], k, bias, values, block)
-        if values is not None:
+        if avg is not None:  # avg is None exactly when values is
             avg[bad] = a
     return avg, lse
 

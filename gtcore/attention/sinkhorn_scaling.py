@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -122,7 +123,9 @@ class _Anderson:
     """Type-II Anderson mixing of a fixed-point map :math:`g \\mapsto G(g)` with restarts."""
 
     def __init__(self, depth: int):
-        self.depth, self.gs, self.rs = depth, [], []
+        self.depth = depth
+        self.gs: list[torch.Tensor] = []
+        self.rs: list[torch.Tensor] = []
 
     def step(self, g, Gg, grew: bool):
         if self.depth == 0:
@@ -161,7 +164,10 @@ def _scale(x, B, log_weights, tol, max_iter, method, block, want_average, init, 
     g = _gaussian_start(x, B, loga) if init == "gaussian" else torch.zeros_like(loga)
     mixer = _Anderson(int(anderson))
     values = x if want_average else None
-    f = Gf = lse_rows = lse_cols = None       # the last pair's f and T_c(f)
+    # the last pair's f and T_c(f): set together at the first iteration (max_iter >= 1)
+    f: Any = None
+    Gf: Any = None
+    lse_rows = lse_cols = None
     err = last = math.inf
     for it in range(1, max_iter + 1):
         avg, lse_rows = attend(q, x, g, values, lse_rows, method, block)

@@ -344,6 +344,9 @@ def _run_serial(bk: Book, jobs: list[Job], threads: int | None) -> dict[str, flo
 def _run_parallel(bk: Book, jobs: list[Job], n: int, threads: int) -> dict[str, float]:
     """Run the jobs in ``n`` worker processes (each starting its own kernel)."""
     bk.running.mkdir(parents=True, exist_ok=True)
+    active: dict[str, tuple[subprocess.Popen, Path]]
+    times: dict[str, float]
+    errors: list[str]
     pending, active, times, errors = list(jobs), {}, {}, []
     print(f"running {len(jobs)} chapters, {n} at a time, {threads} thread(s) each", file=sys.stderr, flush=True)
     try:
@@ -437,9 +440,11 @@ def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] |
     times: dict[str, float] = {}
     if todo:
         jobs = max(1, min(jobs, len(todo)))
-        threads = max(1, _cores() // jobs) if jobs > 1 else None
         try:
-            times = _run_serial(bk, todo, threads) if jobs == 1 else _run_parallel(bk, todo, jobs, threads)
+            if jobs == 1:
+                times = _run_serial(bk, todo, None)
+            else:
+                times = _run_parallel(bk, todo, jobs, max(1, _cores() // jobs))
         finally:
             _write_report(bk)
     else:

@@ -57,9 +57,10 @@ def _lazy_table(tree: ast.Module) -> dict[str, str]:
     for node in tree.body:
         target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
                   else getattr(node, "target", None))
-        if isinstance(target, ast.Name) and target.id == "_LAZY" and getattr(node, "value", None) is not None:
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and target.id == "_LAZY" and value is not None:
             try:
-                table = ast.literal_eval(node.value)
+                table = ast.literal_eval(value)
             except ValueError:
                 return {}
             return {str(k): str(v) for k, v in table.items()}

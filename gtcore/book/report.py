@@ -242,7 +242,7 @@ def _environment_lines(metas: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["## How these chapters were made", ""]
     if not metas:
         return [*lines, "No executed chapters.", ""]
-    commits = {}
+    commits: dict[str, list[str]] = {}
     for chap, meta in metas.items():
         commits.setdefault(_commit(meta.get("git", {})), []).append(chap)
     if len(commits) == 1:

@@ -199,8 +199,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     def blowup_event(t, y):
         return max(np.linalg.norm(y[d:]), np.linalg.norm(y[:d])) - blowup_norm
 
-    blowup_event.terminal = True
-    blowup_event.direction = 1
+    blowup_event.terminal = True  # type: ignore[attr-defined]  # scipy's event attributes
+    blowup_event.direction = 1  # type: ignore[attr-defined]
 
     calls = [0]  # right-hand-side evaluations, all segments together
     budget = {"t_stop": np.inf}
@@ -211,8 +211,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             budget["t_stop"] = t
         return budget["t_stop"] - t
 
-    budget_event.terminal = True
-    budget_event.direction = -1
+    budget_event.terminal = True  # type: ignore[attr-defined]
+    budget_event.direction = -1  # type: ignore[attr-defined]
 
     ts, mus, Sigmas = [], [], []
     y = np.concatenate([mu0, Sigma0.ravel()])
@@ -226,7 +226,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
         else:
             inside = np.nextafter(b, a)
 
-            def at(t, a=a, inside=inside):
+            def at(t, a=a, inside=inside):  # type: ignore[misc]
                 return evaluate_controls(fn, min(max(t, a), inside), d=d)
 
         def rhs(t, y, at=at):

@@ -94,6 +94,7 @@ def bias_for_mean_target(controls: Controls, Sigma_star: Any, mu_target: Any, *,
                 f"controls: A + V + V Sigma* B is not Hurwitz (largest real part {abscissa:.3g}), so the "
                 "mean does not converge to mu_target; pass allow_unstable=True for the bias anyway")
     b = -M @ mu
-    if controls.has_feedforward:
-        b = b - controls.W @ controls.c
+    W, c = controls.W, controls.c
+    if W is not None and c is not None:  # the feed-forward block (U, W, c come together)
+        b = b - W @ c
     return b

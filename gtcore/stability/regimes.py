@@ -115,12 +115,13 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
         return Regime("blows up", f"{desc}; Q = sum v_h(B_h + B_h^T) {qd}: {bt.reason}",
                       t_star=bt.t_star, method=meth)
     cls, lam = _spectrum_class(A)
-    full_rank = np.linalg.eigvalsh(S0)[0] > 1e-12 * max(np.linalg.norm(S0), 1e-300)
+    full_rank = np.linalg.eigvalsh(S0)[0] > 1e-12 * max(float(np.linalg.norm(S0)), 1e-300)
     if cls == "anti-stable":
         if not full_rank:
             return Regime("undetermined", f"{desc}; rank(Sigma0) < d is invariant, so there is no "
                           "positive-definite limit", method=meth)
         P = _lyapunov_P(A, Q)
+        assert P is not None  # A anti-stable: the Lyapunov equation has a unique solution
         w = np.linalg.eigvalsh(P)
         if w[0] > 0:
             S = np.linalg.inv(P)

@@ -175,7 +175,7 @@ def moments_at(trajectory: Any, times: Any, *, name: str = "trajectory",
 
 
 # ----------------------------------------------------------------------------- validation
-def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, int]) -> dict:
+def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, ...]) -> dict:
     name = f"panels[{k}]" if k >= 0 else ""
     pre = f"{name}." if name else ""
     frames = np.asarray(p.frames, float)
@@ -190,7 +190,7 @@ def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, int]) -> dict:
         raise ValueError(f"{pre}times must have shape ({T},) to match {pre}frames, got {times.shape}")
     if not np.all(np.isfinite(times)) or np.any(np.diff(times) <= 0):
         raise ValueError(f"{pre}times must be finite and strictly increasing")
-    out = {"frames": frames[:, :, list(dims)], "times": times, "mu": None, "Sigma": None}
+    out: dict[str, Any] = {"frames": frames[:, :, list(dims)], "times": times, "mu": None, "Sigma": None}
     if (p.mu is None) != (p.Sigma is None):
         raise ValueError(f"{pre}mu and {pre}Sigma go together: give both or neither")
     if p.mu is not None:
@@ -290,14 +290,14 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
                 ax.set_xlim(spec.limits[:2])
                 ax.set_ylim(spec.limits[2:])
             elif spec.limits == "fixed":  # every drawn token, ellipse and the target stay in view
-                pts = [np.empty((0, 2))]
+                shown = [np.empty((0, 2))]
                 if P["mu"] is not None:
-                    pts += [ellipse_points(P["mu"][j], P["Sigma"][j], radius, n=24) for j in idx
-                            if np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j]))]
+                    shown += [ellipse_points(P["mu"][j], P["Sigma"][j], radius, n=24) for j in idx
+                              if np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j]))]
                 if P["target"] is not None:
-                    pts.append(ellipse_points(P["target"][1], P["target"][2], radius, n=24)
-                               if P["target"][0] == "gaussian" else P["target"][1])
-                box = _box(P["frames"][idx].reshape(-1, 2), np.vstack(pts))
+                    shown.append(ellipse_points(P["target"][1], P["target"][2], radius, n=24)
+                                 if P["target"][0] == "gaussian" else P["target"][1])
+                box = _box(P["frames"][idx].reshape(-1, 2), np.vstack(shown))
                 ax.set_xlim(box[:2])
                 ax.set_ylim(box[2:])
             ax.legend(loc="lower right", fontsize=7)
@@ -324,16 +324,16 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
                 j = idx[round(k * (len(idx) - 1) / max(1, n_frames - 1))]
                 X = P["frames"][j]
                 scat.set_offsets(X)
-                pts = None
+                outline = None
                 if P["mu"] is not None and np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j])):
-                    pts = ellipse_points(P["mu"][j], P["Sigma"][j], radius)
-                    ell.set_data(pts[:, 0], pts[:, 1])
+                    outline = ellipse_points(P["mu"][j], P["Sigma"][j], radius)
+                    ell.set_data(outline[:, 0], outline[:, 1])
                 else:
                     ell.set_data([], [])
                 if spec.limits == "follow":  # the tokens, and the ellipse unless it is far larger
                     box = _box(X)
-                    if pts is not None:
-                        both = _box(X, pts)
+                    if outline is not None:
+                        both = _box(X, outline)
                         if both[1] - both[0] <= 3 * (box[1] - box[0]):
                             box = both
                     ax.set_xlim(box[:2])

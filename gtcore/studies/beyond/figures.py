@@ -3,6 +3,7 @@ r"""Figures of the chapter *Where invariance ends*: ReLU feed-forward layers and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -24,7 +25,7 @@ def _series_colors(keys: Sequence[str]) -> dict:
     """Black for the identity control, a sequential colour map for the other runs."""
     others = [k for k in keys if k != "identity"]
     cmap = plt.get_cmap("plasma")
-    cols = {k: cmap(0.1 + 0.7 * i / max(len(others) - 1, 1)) for i, k in enumerate(others)}
+    cols: dict[str, Any] = {k: cmap(0.1 + 0.7 * i / max(len(others) - 1, 1)) for i, k in enumerate(others)}
     cols["identity"] = "k"
     return cols
 
@@ -45,7 +46,7 @@ def relu_gaussianity(paths: Mapping, floors: Mapping, *, level: float = 0.99,
     axes = np.atleast_1d(axes)
     cols = _series_colors(list(paths))
     for ax, name in zip(axes, statistics, strict=True):
-        t_all = None
+        t_all: Any = None
         for key, p in paths.items():
             t, v = p.t[1:], p.statistics[name][1:]
             t_all = t

@@ -149,6 +149,7 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
                     average=average, dtype=dtype, device=device, keep_tokens=True, progress=progress,
                     kernel_dtype=kernel_dtype)
     keep = np.isin(path.t, np.concatenate([[0.0], ts]))  # on blow-up: up to the last time reached
+    assert path.tokens is not None  # keep_tokens=True
     tokens = path.tokens[keep]
     mu, Sigma = empirical_moments(tokens)  # of the float64 tokens, one stack
     path = replace(path, t=path.t[keep], mu=mu, Sigma=Sigma, tokens=tokens)
@@ -158,14 +159,14 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
         stats = {name: per_label_statistic(path.tokens, labels, name) for name in statistics}
     err = gaussian_prediction_error(path.t, path.mu, path.Sigma, controls)
     return GaussianityPath(t=path.t, mu=path.mu, Sigma=path.Sigma, statistics=stats, prediction_error=err,
-                           final_tokens=path.tokens[-1], status=path.status, steps=path.steps)
+                           final_tokens=tokens[-1], status=path.status, steps=path.steps)
 
 
 def noise_floors(statistics: Sequence[str], n: int, d: int, *, labels: Any = None, repeats: int = 64,
                  seed: int = 0) -> dict:
     """Noise floors of several statistics: one :class:`NoiseFloor` each (size ``n``), or with
     ``labels`` a list with one per label (at that label's size; ``n`` is then ignored)."""
-    out = {}
+    out: dict[str, Any] = {}
     for i, name in enumerate(statistics):
         s = seed + 1000 * i
         if labels is None:

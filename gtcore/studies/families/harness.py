@@ -107,7 +107,7 @@ def predicted_rate(controls: Controls) -> float:
     A = controls.affine_A
     if controls.attention == "l2":
         Q, K = controls.Q, controls.K
-        if Q.shape[1] != controls.d or min(abs(np.linalg.det(k)) for k in K) == 0:
+        if Q is None or K is None or Q.shape[1] != controls.d or min(abs(np.linalg.det(k)) for k in K) == 0:
             raise ValueError("predicted_rate for 'l2' needs square invertible K_h")
         F = A + sum(V @ np.linalg.solve(k, q) for V, q, k in zip(controls.V, Q, K, strict=True))
         if np.linalg.eigvals(F).real.min() <= 0:

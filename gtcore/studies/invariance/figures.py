@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def cloud_with_ellipses(tokens: np.ndarray, times: Sequence[float], mus: np.ndar
     return fig
 
 
-def _errors_against_n(studies: Mapping[str, object], label, ylabel: str):
+def _errors_against_n(studies: Mapping[str, Any], label, ylabel: str):
     """Mean error over seeds (with its standard error) against N, log–log, one curve per study
     (``label(name, study)`` names it), and the N^(-1/2) reference line."""
     fig, ax = figure(1, 1, width=5.0, height=3.6)

@@ -74,7 +74,7 @@ class MeanFieldStudy:
 
 
 def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tuple[float, float],
-                     Ns: Sequence[int], seeds: int, steps: int, *, method: str = "rk4",
+                     Ns: Sequence[int] | np.ndarray, seeds: int, steps: int, *, method: str = "rk4",
                      progress: bool = True, kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> MeanFieldStudy:
     r"""Run the N-token Transformer from seeded Gaussian samples and compare with the moment ODE.
 

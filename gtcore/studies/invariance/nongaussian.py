@@ -49,7 +49,7 @@ class StackStudy:
 
 
 def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, n_layers: int,
-                        Ns: Sequence[int], seeds: int, *, law: str = "gaussian", seed: int = 0,
+                        Ns: Sequence[int] | np.ndarray, seeds: int, *, law: str = "gaussian", seed: int = 0,
                         progress: bool = False, kernel_dtype: Any = STUDY_KERNEL_DTYPE,
                         **law_kwargs) -> StackStudy:
     r"""How far the softmax residual stack is from the Gaussian layer map, as N grows.

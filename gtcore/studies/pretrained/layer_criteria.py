@@ -173,15 +173,15 @@ def within_sequence_statistics(model: LoadedTransformer, *, sequences: int = 8, 
         raise ValueError("model must be a LoadedTransformer (gtcore.models.load_transformer)")
     S, T, d = int(sequences), int(tokens), model.d
     x = gaussian_tokens(S * T, np.zeros(d), np.eye(d), seed=int(seed)).reshape(S, T, d)
-    layers, ranks, vals = [], [], []
+    layers, ranks, rows = [], [], []
     with threadpool_limits(limits=1, user_api="blas"):
         for layer, h in iter_layers(model, x, mode):
             X = h.reshape(S * T, d).double().cpu().numpy()
             Z = _centre_sequences(X, S, T)
             layers.append(layer)
             ranks.append(numerical_rank(Z.T @ Z / (S * T)))
-            vals.append(_within_values(X, S, T, int(n_projections), int(seed)))
-        vals = np.array(vals)
+            rows.append(_within_values(X, S, T, int(n_projections), int(seed)))
+        vals = np.array(rows)
         lo, hi = np.empty_like(vals), np.empty_like(vals)
         floor_ranks: list[int] = []
         for i, r in enumerate(ranks):

@@ -295,7 +295,7 @@ def _layer_statistics(lt, mu, Sigma, S, T, seed, mode, n_projections, repeats, l
     d = lt.d
     x = gaussian_tokens(S * T, mu, Sigma, seed=seed).reshape(S, T, d)
 
-    layers, mus, Sigmas, ranks, vals = [], [], [], [], []
+    layers, mus, Sigmas, ranks, rows = [], [], [], [], []
     for layer, h in iter_layers(lt, x, mode, progress=progress):
         X = h.reshape(S * T, d).double().cpu().numpy()
         m, C = empirical_moments(X)
@@ -303,8 +303,8 @@ def _layer_statistics(lt, mu, Sigma, S, T, seed, mode, n_projections, repeats, l
         mus.append(m)
         Sigmas.append(C)
         ranks.append(numerical_rank(C))
-        vals.append(_statistics(X, S, T, int(n_projections), int(seed)))
-    vals = np.array(vals)
+        rows.append(_statistics(X, S, T, int(n_projections), int(seed)))
+    vals = np.array(rows)
     lo, hi, mean = (np.empty_like(vals) for _ in range(3))
     floor_ranks: list[int] = []
     for i, r in enumerate(ranks):

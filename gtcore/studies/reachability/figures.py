@@ -91,7 +91,7 @@ def steering_figure(traj2, target2: tuple[Any, Any], traj3, target3: tuple[Any, 
     return fig
 
 
-def distance_vs_n_figure(ns: Sequence[int], distances: np.ndarray, slope: float) -> plt.Figure:
+def distance_vs_n_figure(ns: Sequence[int] | np.ndarray, distances: np.ndarray, slope: float) -> plt.Figure:
     r"""Bures–Wasserstein distance of the steered token cloud's moments to the target, against
     N (each repeat a dot, the geometric mean a line), with the :math:`N^{-1/2}` reference."""
     fig, ax = figure(1, 1, width=5.0, height=3.6)

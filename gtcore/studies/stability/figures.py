@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
@@ -145,7 +146,7 @@ def regime_map_figure(rm: RegimeMap, boundary: RegimeBoundary) -> plt.Figure:
     ax.set_ylim(rm.ys[0] - dy, rm.ys[-1] + dy)
     ax.set_xlabel(r"$a = \operatorname{Re}\,\lambda(A)$")
     ax.set_ylabel(r"$v$  ($V = vI$)")
-    handles = [Patch(color=c, label=k) for k, c in VERDICT_COLORS.items()]
+    handles: list[Artist] = [Patch(color=c, label=k) for k, c in VERDICT_COLORS.items()]
     handles.append(plt.Line2D([], [], color="k", label="theory boundary"))
     ax.legend(handles=handles, loc="upper left", fontsize=7, framealpha=0.9)
     ax.grid(False)

@@ -149,7 +149,7 @@ class PoleStudy:
         return "\n".join(lines)
 
 
-def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], seeds: int,
+def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int] | np.ndarray, seeds: int,
                fractions: Sequence[float], steps: int, *, method: str = "rk4",
                device: str = "auto", progress: bool = False,
                keep: tuple[int, int] | None = None,

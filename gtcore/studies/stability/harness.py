@@ -38,8 +38,8 @@ class RegimeMap:
     disagreements: list = field(default_factory=list)
 
 
-def regime_map(make_controls: Callable[[float, float], Controls], xs: Sequence[float],
-               ys: Sequence[float], Sigma0: Any, t_max: float, *, progress: bool = True) -> RegimeMap:
+def regime_map(make_controls: Callable[[float, float], Controls], xs: Sequence[float] | np.ndarray,
+               ys: Sequence[float] | np.ndarray, Sigma0: Any, t_max: float, *, progress: bool = True) -> RegimeMap:
     r"""Classify every :math:`(x, y)` of a grid by :func:`classify` (theory) and
     :func:`observe_regime` (integration to ``t_max``), and compare.
 
