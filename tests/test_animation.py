@@ -44,7 +44,7 @@ def test_frame_count_tokens_and_metadata():
 
 def test_frames_differ_and_first_last_are_kept():
     X, t, mu, S = _cloud(T=8)
-    uris = animate_clouds(CloudPanel(X, t, mu, S, limits="fixed"), max_frames=8, dpi=50).frames_base64
+    uris = frame_uris(animate_clouds(CloudPanel(X, t, mu, S, limits="fixed"), max_frames=8, dpi=50).data)
     first, last = _pixels(uris[0]), _pixels(uris[-1])
     assert first.shape == last.shape
     assert np.mean(np.any(first != last, axis=2)) > 0.01  # the cloud moved: many pixels changed

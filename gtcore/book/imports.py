@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import os
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -194,15 +193,3 @@ def modules_hash(modules: Iterable[str], root: Path | None = None) -> str:
             rel = file.relative_to(root).as_posix()
             h.update(rel.encode() + b"\0" + file.read_bytes() + b"\0")
     return h.hexdigest()
-
-
-def source_files(modules: Iterable[str], root: str | os.PathLike | None = None) -> list[str]:
-    """The files (relative to the package folder) that :func:`modules_hash` reads for ``modules``."""
-    root = package_dir() if root is None else Path(root)
-    out = []
-    for name in sorted(set(modules)):
-        path = module_path(name, root)
-        if path is not None:
-            out.append(path.relative_to(root).as_posix())
-            out.extend(DATA_FILES.get(name, ()))
-    return out

@@ -73,8 +73,6 @@ def executed_notebooks(executed: Path, names: list[str] | None = None) -> list[P
     return [p for p in paths if not names or p.stem in names]
 
 
-_executed_notebooks = executed_notebooks
-
 
 def read_executed(path: Path):
     """An executed notebook, or :class:`ReportError` naming the file when it is not readable."""
@@ -113,12 +111,6 @@ def collect_claims(executed: Path, names: list[str] | None = None) -> list[Claim
 def chapter_metadata(executed: Path) -> dict[str, dict[str, Any]]:
     """``{chapter: its gtbook metadata}`` of the executed chapters."""
     return {p.stem: dict(read_executed(p).metadata.get("gtbook", {})) for p in executed_notebooks(executed)}
-
-
-def chapter_runtimes(executed: Path) -> dict[str, tuple[str, float]]:
-    """``{chapter: (profile, run time in s)}`` of the executed chapters."""
-    return {name: (m.get("profile", "unknown"), m.get("runtime_s", float("nan")))
-            for name, m in chapter_metadata(executed).items()}
 
 
 def overrides_text(overrides: dict[str, Any]) -> str:

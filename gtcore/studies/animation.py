@@ -136,11 +136,6 @@ class CloudAnimation(HTML):
             meta["gtbook"]["alt"] = alt
         super().__init__(html, metadata=meta)
 
-    @property
-    def frames_base64(self) -> list[str]:
-        """The embedded frames as ``data:image/png;base64,...`` URIs, in order."""
-        return frame_uris(self.data)
-
 
 def frame_uris(html: str) -> list[str]:
     """The frames embedded in an animation's HTML (``frames[i] = "data:..."``), in order."""

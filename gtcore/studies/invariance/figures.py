@@ -65,21 +65,6 @@ def layer_errors(errors: Mapping[str, np.ndarray]):
     return fig
 
 
-def statistics_over_time(times: Sequence[float], stats: Mapping[str, np.ndarray],
-                         bands: Mapping[str, tuple[float, float]], level: float = 0.99):
-    """Each Gaussianity statistic of the cloud over time, inside the noise-floor band."""
-    fig, axes = figure(len(stats), 1, width=4.0, height=3.0)
-    axes = np.atleast_1d(axes)
-    for ax, (name, values) in zip(axes, stats.items(), strict=True):
-        lo, hi = bands[name]
-        noise_band(ax, times, lo, hi, label=f"{int(level * 100)}% band of a Gaussian sample")
-        ax.plot(times, values, marker="o", color=COLORS["particles"], label="token cloud")
-        ax.set_xlabel("time $t$")
-        ax.set_ylabel(name)
-    axes[0].legend()
-    return fig
-
-
 def stack_error_against_n(studies: Mapping[str, object]):
     """Softmax-stack error against N (log–log), one curve per law, with the N^(-1/2) line.
 

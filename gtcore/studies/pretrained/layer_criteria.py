@@ -68,12 +68,6 @@ def first_block_departure(stats: Any, statistic: str) -> int | None:
     return None
 
 
-def holds_early(stats: Any, statistic: str) -> bool:
-    r"""The criterion: ``statistic`` stays in its band over :func:`early_layers`."""
-    dep = first_block_departure(stats, statistic)
-    return dep is None or dep > math.ceil(int(stats.layers[-1]) / 2)
-
-
 def _centre_sequences(x: np.ndarray, S: int, T: int) -> np.ndarray:
     y = x.reshape(S, T, -1)
     return (y - y.mean(axis=1, keepdims=True)).reshape(S * T, -1)
@@ -282,7 +276,6 @@ __all__ = [
     "WithinSequenceStatistics",
     "early_layers",
     "first_block_departure",
-    "holds_early",
     "sample_statistics",
     "shared_component_tokens",
     "student_t_tokens",

@@ -169,26 +169,6 @@ class LayerStatistics:
         v = self.values[statistic]
         return (v >= self.floor_low[statistic]) & (v <= self.floor_high[statistic])
 
-    def band_margin(self, statistic: str, layers: Sequence[int] | None = None) -> float:
-        r"""Smallest margin to the band's nearer edge over ``layers``, in band widths.
-
-        .. math::
-
-            m = \min_{\ell} \frac{\min(v_\ell - \text{low}_\ell,\ \text{high}_\ell - v_\ell)}
-                                  {\text{high}_\ell - \text{low}_\ell},
-
-        positive when every listed layer lies inside its band (at most 1/2, at the centre),
-        negative when one lies outside. ``layers`` defaults to all.
-        """
-        self._check_stat(statistic)
-        where = {int(layer): i for i, layer in enumerate(self.layers)}
-        wanted = list(where) if layers is None else [int(layer) for layer in layers]
-        if not wanted or any(layer not in where for layer in wanted):
-            raise ValueError(f"layers must be among {list(where)}, got {layers!r}")
-        idx = np.array([where[layer] for layer in wanted])
-        v, lo, hi = (a[statistic][idx] for a in (self.values, self.floor_low, self.floor_high))
-        return float(np.min(np.minimum(v - lo, hi - v) / (hi - lo)))
-
     def first_departure(self, statistic: str) -> int | None:
         """The first layer at which ``statistic`` leaves its band (``None``: it never does)."""
         out = np.flatnonzero(~self.within_band(statistic))

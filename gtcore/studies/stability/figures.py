@@ -96,33 +96,6 @@ def psd_cone(trajectories: Sequence[np.ndarray], labels: Sequence[str], *, z_max
     return fig
 
 
-def blowup_panels(blow: dict, stab: dict) -> plt.Figure:
-    r""":math:`\|\Sigma(t)\|_F / \|\Sigma_0\|_F` for the moment ODE and the particle Transformer.
-
-    ``blow`` and ``stab`` hold ``t_ode, n_ode, t_part, n_part`` (norm ratios) and, for ``blow``,
-    ``t_pred`` (closed form) and ``t_det`` (the integrator's event); for ``stab``, ``n_star``.
-    """
-    fig, (ax0, ax1) = figure(2, 1, width=4.4)
-    ax0.semilogy(blow["t_ode"], blow["n_ode"], color=COLORS["theory"], label="moment ODE")
-    ax0.semilogy(blow["t_part"], blow["n_part"], color=COLORS["particles"], label="particles")
-    ax0.axvline(blow["t_pred"], color="k", ls="--", lw=1, label=r"predicted $t^*$")
-    ax0.plot([blow["t_det"]], [blow["n_ode"][-1]], "x", color=COLORS["theory"], ms=8,
-             label="detected (event)")
-    ax0.axhline(10, color=COLORS["floor"], ls=":", lw=1, label=r"$10\times$")
-    ax0.set_ylim(0.5, 1e4)
-    ax0.set_xlabel("$t$")
-    ax0.set_ylabel(r"$\|\Sigma(t)\|_F / \|\Sigma_0\|_F$")
-    ax0.set_title("same definiteness: blow-up")
-    ax0.legend()
-    ax1.plot(stab["t_ode"], stab["n_ode"], color=COLORS["theory"], label="moment ODE")
-    ax1.plot(stab["t_part"], stab["n_part"], color=COLORS["particles"], label="particles")
-    ax1.axhline(stab["n_star"], color="k", ls="--", lw=1, label=r"$\|\Sigma^*\|_F / \|\Sigma_0\|_F$")
-    ax1.set_xlabel("$t$")
-    ax1.set_title("opposite definiteness: bounded")
-    ax1.legend()
-    return fig
-
-
 def regime_map_figure(rm: RegimeMap, boundary: RegimeBoundary) -> plt.Figure:
     """The observed outcome on the grid, with the theory's boundary and every disagreement.
 
