@@ -210,3 +210,12 @@ def test_prescribed_layers_animation():
     assert anim.n_frames == 5 and anim.caption.startswith("bert")
     with pytest.raises(ValueError, match="9 hidden states but the run has 13"):
         layers_animation(Xd, rd, Xd, rs)
+
+
+def test_player_templates_are_matplotlibs():
+    """The copied player templates equal matplotlib's private ones (while matplotlib still has them)."""
+    from gtcore.studies import _jshtml
+
+    theirs = pytest.importorskip("matplotlib._animation_data")
+    for name in ("JS_INCLUDE", "STYLE_INCLUDE", "DISPLAY_TEMPLATE"):
+        assert getattr(_jshtml, name) == getattr(theirs, name), name

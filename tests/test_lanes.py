@@ -95,3 +95,29 @@ def test_observe_regimes_gives_the_verdicts_of_observe_regime():
     verdicts = observe_regimes(ctls, S0, 200.0)
     assert verdicts == [observe_regime(c, S0, 200.0) for c in ctls]
     assert {"converges", "collapses to 0", "blows up"} <= set(verdicts)
+
+
+def test_dop853_tables_are_scipys():
+    """The copied tables equal SciPy's private ones bit for bit (while SciPy still has them)."""
+    from gtcore.moments import _dop853
+
+    dop = pytest.importorskip("scipy.integrate._ivp.dop853_coefficients")
+    n = dop.N_STAGES
+    assert _dop853.N_STAGES == n == 12
+    for mine, theirs in ((_dop853.A, dop.A[:n, :n]), (_dop853.B, dop.B), (_dop853.C, dop.C[:n]),
+                         (_dop853.E3, dop.E3), (_dop853.E5, dop.E5)):
+        assert mine.shape == theirs.shape
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_dop853_tables_are_a_consistent_8th_order_method():
+    """Independent of SciPy: row sums of A are the nodes c, the weights sum to 1 and integrate t^k
+    exactly up to k = 7, and both error estimators annihilate constants (they are differences of weights)."""
+    from gtcore.moments import _dop853 as dop
+
+    np.testing.assert_allclose(dop.A.sum(axis=1), dop.C, rtol=0, atol=1e-14)
+    assert np.all(np.triu(dop.A) == 0)
+    for k in range(8):  # quadrature conditions b . c^k = 1/(k+1)
+        assert dop.B @ dop.C ** k == pytest.approx(1.0 / (k + 1), rel=1e-13, abs=1e-14)
+    assert dop.E3.sum() == pytest.approx(0.0, abs=1e-14)
+    assert dop.E5.sum() == pytest.approx(0.0, abs=1e-14)

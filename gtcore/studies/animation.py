@@ -356,8 +356,9 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
 
 
 def _player(frames: list[str], interval_ms: int, alt: str = "") -> str:
-    """matplotlib's JavaScript player (the template of ``Animation.to_jshtml``) around the frames."""
-    from matplotlib import _animation_data as tpl
+    """matplotlib's JavaScript player (the template of ``Animation.to_jshtml``, copied in
+    :mod:`gtcore.studies._jshtml`) around the frames."""
+    from gtcore.studies import _jshtml as tpl
 
     fill = "\n" + "".join(f'  frames[{i}] = "data:image/png;base64,{f}"\n' for i, f in enumerate(frames))
     ident = hashlib.sha1("".join(frames).encode()).hexdigest()[:16]  # stable across runs of the same frames
