@@ -244,6 +244,83 @@ def _box(points: np.ndarray, whole: np.ndarray | None = None,
 
 
 # ----------------------------------------------------------------------------- rendering
+def _fixed_box(P: dict, idx: np.ndarray, radius: float) -> tuple[float, float, float, float]:
+    """Limits that keep every drawn token, ellipse and the target of a panel in view."""
+    shown = [np.empty((0, 2))]
+    if P["mu"] is not None:
+        shown += [ellipse_points(P["mu"][j], P["Sigma"][j], radius, n=24) for j in idx
+                  if np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j]))]
+    if P["target"] is not None:
+        shown.append(ellipse_points(P["target"][1], P["target"][2], radius, n=24)
+                     if P["target"][0] == "gaussian" else P["target"][1])
+    return _box(P["frames"][idx].reshape(-1, 2), np.vstack(shown))
+
+
+def _panel_artists(ax: Any, P: dict, spec: CloudPanel, idx: np.ndarray, radius: float) -> tuple[Any, Any, Any]:
+    """Draw a panel's still parts (labels, target, limits, legend); return its moving artists:
+    the tokens' scatter, the ellipse's line and the note."""
+    ax.set_aspect("equal", adjustable="box")
+    ax.set_xlabel(r"$x_1$")
+    ax.set_ylabel(r"$x_2$")
+    if P["target"] is not None:
+        if P["target"][0] == "gaussian":
+            pts = ellipse_points(P["target"][1], P["target"][2], radius)
+            ax.plot(pts[:, 0], pts[:, 1], ls="--", color=COLORS["target"], lw=1.4, label="target")
+        else:
+            ax.plot(*P["target"][1].T, "x", color=COLORS["target"], ms=6, label="target")
+    scat = ax.scatter(*P["frames"][idx[0]].T, s=5, alpha=0.6, color=COLORS["particles"],
+                      lw=0, label="tokens")
+    (ell,) = ax.plot([], [], color=COLORS["theory"], lw=1.5,
+                     label=fr"${radius:g}\sigma$ ellipse" if P["mu"] is not None else None)
+    note = ax.text(0.03, 0.97, "", transform=ax.transAxes, va="top", ha="left", fontsize=8,
+                   bbox=dict(boxstyle="round", fc="white", ec="none", alpha=0.75))
+    if isinstance(spec.limits, tuple):
+        ax.set_xlim(spec.limits[:2])
+        ax.set_ylim(spec.limits[2:])
+    elif spec.limits == "fixed":
+        box = _fixed_box(P, idx, radius)
+        ax.set_xlim(box[:2])
+        ax.set_ylim(box[2:])
+    ax.legend(loc="lower right", fontsize=7)
+    return scat, ell, note
+
+
+def _show_frame(ax: Any, P: dict, spec: CloudPanel, j: int, artists: tuple[Any, Any, Any], radius: float) -> None:
+    """Set a panel's moving artists (tokens, ellipse, limits when following, title, note) to its frame ``j``."""
+    scat, ell, note = artists
+    X = P["frames"][j]
+    scat.set_offsets(X)
+    outline = None
+    if P["mu"] is not None and np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j])):
+        outline = ellipse_points(P["mu"][j], P["Sigma"][j], radius)
+        ell.set_data(outline[:, 0], outline[:, 1])
+    else:
+        ell.set_data([], [])
+    if spec.limits == "follow":  # the tokens, and the ellipse unless it is far larger
+        box = _box(X)
+        if outline is not None:
+            both = _box(X, outline)
+            if both[1] - both[0] <= 3 * (box[1] - box[0]):
+                box = both
+        ax.set_xlim(box[:2])
+        ax.set_ylim(box[2:])
+    head = f"{spec.title}, " if spec.title else ""
+    ax.set_title(f"{head}{spec.time_label} = {P['times'][j]:.3g}")
+    if spec.annotations is not None:
+        note.set_text(spec.annotations(j) if callable(spec.annotations) else spec.annotations[j])
+
+
+def _png_base64(canvas: Any) -> str:
+    """The canvas as a palette PNG, base64-encoded."""
+    from PIL import Image
+
+    img = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    buf = BytesIO()
+    # zlib level 7: about half the encoding time of level 9, frames about 9 % larger
+    img.convert("RGB").quantize(colors=PALETTE_COLORS).save(buf, format="png", compress_level=7)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
 def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray], n_frames: int, *,
             radius: float, dpi: int, width: float, height: float, interval_ms: int, suptitle: str,
             alt: str = "") -> str:
@@ -251,7 +328,6 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
     import matplotlib as mpl
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from PIL import Image
 
     n = len(panels)
     with mpl.rc_context(STYLE):
@@ -264,39 +340,8 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
         axes = fig.subplots(1, n, squeeze=False)[0]
         if suptitle:
             fig.suptitle(suptitle)
-        artists = []
-        for ax, P, spec, idx in zip(axes, panels, specs, index, strict=True):
-            ax.set_aspect("equal", adjustable="box")
-            ax.set_xlabel(r"$x_1$")
-            ax.set_ylabel(r"$x_2$")
-            if P["target"] is not None:
-                if P["target"][0] == "gaussian":
-                    pts = ellipse_points(P["target"][1], P["target"][2], radius)
-                    ax.plot(pts[:, 0], pts[:, 1], ls="--", color=COLORS["target"], lw=1.4, label="target")
-                else:
-                    ax.plot(*P["target"][1].T, "x", color=COLORS["target"], ms=6, label="target")
-            scat = ax.scatter(*P["frames"][idx[0]].T, s=5, alpha=0.6, color=COLORS["particles"],
-                              lw=0, label="tokens")
-            (ell,) = ax.plot([], [], color=COLORS["theory"], lw=1.5,
-                             label=fr"${radius:g}\sigma$ ellipse" if P["mu"] is not None else None)
-            note = ax.text(0.03, 0.97, "", transform=ax.transAxes, va="top", ha="left", fontsize=8,
-                           bbox=dict(boxstyle="round", fc="white", ec="none", alpha=0.75))
-            if isinstance(spec.limits, tuple):
-                ax.set_xlim(spec.limits[:2])
-                ax.set_ylim(spec.limits[2:])
-            elif spec.limits == "fixed":  # every drawn token, ellipse and the target stay in view
-                shown = [np.empty((0, 2))]
-                if P["mu"] is not None:
-                    shown += [ellipse_points(P["mu"][j], P["Sigma"][j], radius, n=24) for j in idx
-                              if np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j]))]
-                if P["target"] is not None:
-                    shown.append(ellipse_points(P["target"][1], P["target"][2], radius, n=24)
-                                 if P["target"][0] == "gaussian" else P["target"][1])
-                box = _box(P["frames"][idx].reshape(-1, 2), np.vstack(shown))
-                ax.set_xlim(box[:2])
-                ax.set_ylim(box[2:])
-            ax.legend(loc="lower right", fontsize=7)
-            artists.append((scat, ell, note))
+        artists = [_panel_artists(ax, P, spec, idx, radius)
+                   for ax, P, spec, idx in zip(axes, panels, specs, index, strict=True)]
 
         # Blitting: a panel with fixed limits keeps its axes, ticks, labels and target in a background
         # drawn once; only its tokens, ellipse, legend, note and title are drawn per frame. A panel that
@@ -315,28 +360,8 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
 
         frames = []
         for k in range(n_frames):
-            for ax, P, spec, idx, (scat, ell, note) in zip(axes, panels, specs, index, artists, strict=True):
-                j = idx[round(k * (len(idx) - 1) / max(1, n_frames - 1))]
-                X = P["frames"][j]
-                scat.set_offsets(X)
-                outline = None
-                if P["mu"] is not None and np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j])):
-                    outline = ellipse_points(P["mu"][j], P["Sigma"][j], radius)
-                    ell.set_data(outline[:, 0], outline[:, 1])
-                else:
-                    ell.set_data([], [])
-                if spec.limits == "follow":  # the tokens, and the ellipse unless it is far larger
-                    box = _box(X)
-                    if outline is not None:
-                        both = _box(X, outline)
-                        if both[1] - both[0] <= 3 * (box[1] - box[0]):
-                            box = both
-                    ax.set_xlim(box[:2])
-                    ax.set_ylim(box[2:])
-                head = f"{spec.title}, " if spec.title else ""
-                ax.set_title(f"{head}{spec.time_label} = {P['times'][j]:.3g}")
-                if spec.annotations is not None:
-                    note.set_text(spec.annotations(j) if callable(spec.annotations) else spec.annotations[j])
+            for ax, P, spec, idx, art in zip(axes, panels, specs, index, artists, strict=True):
+                _show_frame(ax, P, spec, idx[round(k * (len(idx) - 1) / max(1, n_frames - 1))], art, radius)
             if blit:
                 canvas.restore_region(background)
                 for ax, still, (scat, ell, note) in zip(axes, fixed, artists, strict=True):
@@ -347,11 +372,7 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
                         fig.draw_artist(ax)
             else:
                 canvas.draw()
-            img = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-            buf = BytesIO()
-            # zlib level 7: about half the encoding time of level 9, frames about 9 % larger
-            img.convert("RGB").quantize(colors=PALETTE_COLORS).save(buf, format="png", compress_level=7)
-            frames.append(base64.b64encode(buf.getvalue()).decode("ascii"))
+            frames.append(_png_base64(canvas))
     return _player(frames, interval_ms, alt)
 
 
