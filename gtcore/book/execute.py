@@ -237,6 +237,46 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]]) -> 
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(box))
 
 
+def _failure(bk: Book, name: str, exc: Exception, out: Path, kept: Path, kernel_log: Path) -> BookError:
+    """Keep a failed run's notebook and kernel log in ``executed/failed/``; the error that says where they are."""
+    import papermill as pm
+
+    if out.exists():
+        _publish(bk, out, kept)
+    log_kept = bk.failed / f"{name}.kernel.log"
+    if kernel_log.exists() and kernel_log.stat().st_size:
+        bk.failed.mkdir(parents=True, exist_ok=True)
+        shutil.copy(kernel_log, log_kept)
+    if isinstance(exc, pm.PapermillExecutionError):
+        where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
+    else:
+        where = f"({type(exc).__name__}: {exc})"
+    return BookError(
+        f"chapter {name} failed {where}\n  "
+        + (f"the failed notebook is kept at {bk.shown(kept)}; " if kept.exists() else "")
+        + (f"the kernel's log at {bk.shown(log_kept)}; " if log_kept.exists() else "")
+        + "the last good output is untouched"
+    )
+
+
+def _run_metadata(bk: Book, chapter: Chapter, job: Job, elapsed: float, threads: int | None) -> dict[str, Any]:
+    """What a run records in its notebook (``metadata.gtbook``): parameters, time, commit, environment, key."""
+    merged = job.merged
+    return {
+        "chapter": chapter.name,
+        "profile": job.profile,
+        "parameters": {k: v for k, v in merged.items() if _jsonable(v)},
+        "overrides": {k: v for k, v in job.overrides.items() if _jsonable(v)},
+        "changed": {k: v for k, v in merged.items() if _jsonable(v) and v != chapter.defaults.get(k)},
+        "runtime_s": round(elapsed, 2),
+        "date": provenance.now_utc(),
+        "threads": threads,
+        "git": provenance.git_state(bk.root),
+        "environment": provenance.environment(),
+        "cache": {"key": job.key, "components": job.components},
+    }
+
+
 def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile: str = "quick", *,
                 job: Job | None = None, threads: int | None = None, progress: bool = True) -> float:
     """Execute one chapter with papermill and publish it; return its wall time. Raises BookError.
@@ -274,38 +314,10 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
                                 if progress else False, report_mode=False,
                                 kernel_manager_class=_kernel_manager_class(kernel_log, env))
         except Exception as exc:  # noqa: BLE001 - a failed cell, a dead kernel, a timeout, a missing kernel
-            if out.exists():
-                _publish(bk, out, kept)
-            log_kept = bk.failed / f"{chapter.name}.kernel.log"
-            if kernel_log.exists() and kernel_log.stat().st_size:
-                bk.failed.mkdir(parents=True, exist_ok=True)
-                shutil.copy(kernel_log, log_kept)
-            if isinstance(exc, pm.PapermillExecutionError):
-                where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
-            else:
-                where = f"({type(exc).__name__}: {exc})"
-            raise BookError(
-                f"chapter {chapter.name} failed {where}\n  "
-                + (f"the failed notebook is kept at {bk.shown(kept)}; " if kept.exists() else "")
-                + (f"the kernel's log at {bk.shown(log_kept)}; " if log_kept.exists() else "")
-                + "the last good output is untouched"
-            ) from None
+            raise _failure(bk, chapter.name, exc, out, kept, kernel_log) from None
         elapsed = time.perf_counter() - start
         executed = nbformat.read(out, as_version=4)
-        merged = job.merged
-        meta = {
-            "chapter": chapter.name,
-            "profile": job.profile,
-            "parameters": {k: v for k, v in merged.items() if _jsonable(v)},
-            "overrides": {k: v for k, v in job.overrides.items() if _jsonable(v)},
-            "changed": {k: v for k, v in merged.items() if _jsonable(v) and v != chapter.defaults.get(k)},
-            "runtime_s": round(elapsed, 2),
-            "date": provenance.now_utc(),
-            "threads": threads,
-            "git": provenance.git_state(bk.root),
-            "environment": provenance.environment(),
-            "cache": {"key": job.key, "components": job.components},
-        }
+        meta = _run_metadata(bk, chapter, job, elapsed, threads)
         _fold_parameters(executed, meta, claims_in_notebook(executed))
         executed.metadata["gtbook"] = meta
         nbformat.write(executed, out)
