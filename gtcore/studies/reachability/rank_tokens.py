@@ -68,7 +68,7 @@ def excess_spread(x: Any, r: int) -> float:
 
 def random_rank_draw(d: int, r: int, rng: np.random.Generator, *, kappa: float = 0.15
                      ) -> tuple[Controls, np.ndarray]:
-    r"""Constant controls with non-zero :math:`A`, non-scalar :math:`V`, non-symmetric :math:`B`, and a factor :math:`F`.
+    r"""Constant controls (non-zero :math:`A`, non-scalar :math:`V`, non-symmetric :math:`B`) and a factor :math:`F`.
 
     :math:`A, V, B` are Ginibre matrices scaled by :math:`0.5/\sqrt d`, :math:`0.8/\sqrt d`,
     :math:`0.5/\sqrt d`, :math:`b \sim N(0, 0.09 I)`, and :math:`F` (d, r) Ginibre rescaled so that the
