@@ -22,7 +22,9 @@
 # learned by gradient descent through the tokens, and a loss that compares the output tokens with a sample
 # of the target $N(\mu_1, \Sigma_1)$ without assuming anything Gaussian. Reachability then becomes a
 # prediction about training (the loss can reach the noise floor of $N$ tokens), and rank invariance a second
-# one (from a rank-$r$ start the loss cannot go below the distance from the target to the reachable set).
+# one (from a rank-$r$ start the loss cannot go below the distance from the target to the reachable set). The
+# second holds exactly for networks without attention; with softmax attention at finite $N$ it need not, and
+# section (f) shows what training does with that.
 #
 # **The network.** Layer $l = 0, \dots, L-1$ has its own controls $(A_l, b_l, V_l, B_l)$ and step $h = T/L$:
 #
@@ -196,16 +198,20 @@ full_targets, low_targets
 # between the floor's 1% and 99% quantiles. Since $\bar\ell$ averages 32 pairs, a network whose output is
 # distributed exactly as the nearest reachable Gaussian gives $\bar\ell$ within about $\sigma/\sqrt{32}$ of
 # the floor's mean ($\sigma$ its standard deviation), far inside $[q_{1}, q_{99}]$ (about $\pm 2.3\sigma$):
-# these claims cannot fail by chance, and they fail when training leaves an excess of more than about
-# $2\sigma$ of the floor. They say "as close to the target as two independent samples of it", not "exact".
+# these claims are very unlikely to fail by chance (the quantiles themselves are estimated from
+# `null_repeats` draws), and they fail when training leaves an excess of more than about $2\sigma$ of the
+# floor. They say "as close to the target as two independent samples of it", not "exact".
 
 # %% [markdown]
 # ## (a) Training curves
 #
-# One full-rank target, trained from the full-rank start and from the rank-2 start (with attention, and with
-# $V = 0$).
+# Every training of the chapter runs in the next cell (cached on disk: a rerun with the same parameters
+# reads them back): the ensemble of targets from both starts, with attention and with $V = 0$; the first
+# full-rank target at every $N$ of `ladder_ns` and every depth of `depths`; and the noise floors. The figure
+# after it shows one full-rank target, trained from the full-rank start and from the rank-2 start (with
+# attention, and with $V = 0$).
 
-# %% mystnb={"figure": {"name": "fig-learning-curves", "caption": "Training on fresh tokens. Left: the loss $W_2^2$ at each Adam step (light) and its running mean (bold), from a full-rank start and from a rank-2 start (with attention, and with $V = 0$) to the same full-rank target; the bands at the right are the noise floors (1–99%) of the target and of its nearest rank-2 Gaussian, the dashed line the rank floor $F_2$. Right: the squared Bures–Wasserstein distance of the output moments, the Gaussian part of the loss."}, "image": {"alt": "Two panels of decreasing loss curves on a log scale. The full-rank curve falls below a dashed horizontal line and ends in its band; the two rank-2 curves level off above the dashed line, in their band. In the right panel the rank-2 curves level off near the dashed line."}}
+# %%
 t0 = full_targets[0]
 runs = {t.name: run_for(t, d, n_tokens, settings, seed=run_seed(1, k)) for k, t in enumerate(full_targets)}
 runs0 = {t.name: run_for(t, d, n_tokens, settings, seed=run_seed(1, k), attention=False)
@@ -222,6 +228,20 @@ null_wall = {t.name: null_losses(t.mu, t.Sigma, n_tokens=n_tokens, rank=r, repea
                                  seed=seed + 60_000 + k) for k, t in enumerate(full_targets)}
 null_low = {t.name: null_losses(t.mu, t.Sigma, n_tokens=n_tokens, rank=r, repeats=null_repeats,
                                 seed=seed + 70_000 + k) for k, t in enumerate(low_targets)}
+k0 = 0
+ladder_full = [run_for(t0, d, n, settings, seed=run_seed(1, k0, n)) for n in ladder_ns]
+ladder_wall = [run_for(t0, r, n, settings, seed=run_seed(2, k0, n)) for n in ladder_ns]
+ladder_wall0 = [run_for(t0, r, n, settings, seed=run_seed(2, k0, n), attention=False) for n in ladder_ns]
+ladder_null_full = [null_losses(t0.mu, t0.Sigma, n_tokens=n, rank=d, repeats=null_repeats,
+                                seed=seed + 50_000 + k0 if n == n_tokens else seed + 80_000 + n) for n in ladder_ns]
+ladder_null_wall = [null_losses(t0.mu, t0.Sigma, n_tokens=n, rank=r, repeats=null_repeats,
+                                seed=seed + 60_000 + k0 if n == n_tokens else seed + 90_000 + n) for n in ladder_ns]
+depth_full = [run_for(t0, d, n_tokens, settings, seed=run_seed(1, k0, L=L), layers=L) for L in depths]
+depth_wall = [run_for(t0, r, n_tokens, settings, seed=run_seed(2, k0, L=L), layers=L) for L in depths]
+depth_wall0 = [run_for(t0, r, n_tokens, settings, seed=run_seed(2, k0, L=L), layers=L, attention=False)
+               for L in depths]
+
+# %% mystnb={"figure": {"name": "fig-learning-curves", "caption": "Training on fresh tokens. Left: the loss $W_2^2$ at each Adam step (light) and its running mean (bold), from a full-rank start and from a rank-2 start (with attention, and with $V = 0$) to the same full-rank target; the bands at the right are the noise floors (1–99%) of the target and of its nearest rank-2 Gaussian, the dashed line the rank floor $F_2$. Right: the squared Bures–Wasserstein distance of the output moments, the Gaussian part of the loss."}, "image": {"alt": "Two panels of decreasing loss curves on a log scale. The full-rank curve falls below a dashed horizontal line and ends in its band; the two rank-2 curves level off above the dashed line, in their band. In the right panel the rank-2 curves level off near the dashed line."}}
 figs.training_curves({"full-rank start": runs[t0.name], "rank-2 start, V = 0": wall0[t0.name],
                       "rank-2 start, attention": wall[t0.name]},
                      {"full-rank start": null_full[t0.name], "rank-2 start, V = 0": null_wall[t0.name],
@@ -236,19 +256,7 @@ figs.training_curves({"full-rank start": runs[t0.name], "rank-2 start, V = 0": w
 # direction of its smallest variance the target sample spreads, the attention-free output from the rank-2
 # start cannot.
 
-# %% mystnb={"figure": {"name": "fig-wall-clouds", "caption": "Output tokens (blue) of trained networks on fresh inputs and a target sample (green), in the target's eigen-coordinates: largest variance horizontally, smallest vertically. Left: from the rank-2 start with $V = 0$: no spread along the smallest direction. Middle: from the full-rank start, covering the target. Right: of all networks trained from the rank-2 start with attention (sections c–f), the one with the lowest test loss relative to the wall."}, "image": {"alt": "Three scatter plots. Left: the green target cloud is an ellipse, the blue output lies on a horizontal segment through it. Middle: the blue and green clouds overlap as ellipses of the same shape. Right: the output of the deepest attention network behind the wall, which is either a segment like the left panel or spreads vertically as well."}}
-k0 = 0
-ladder_full = [run_for(t0, d, n, settings, seed=run_seed(1, k0, n)) for n in ladder_ns]
-ladder_wall = [run_for(t0, r, n, settings, seed=run_seed(2, k0, n)) for n in ladder_ns]
-ladder_wall0 = [run_for(t0, r, n, settings, seed=run_seed(2, k0, n), attention=False) for n in ladder_ns]
-ladder_null_full = [null_losses(t0.mu, t0.Sigma, n_tokens=n, rank=d, repeats=null_repeats,
-                                seed=seed + 50_000 + k0 if n == n_tokens else seed + 80_000 + n) for n in ladder_ns]
-ladder_null_wall = [null_losses(t0.mu, t0.Sigma, n_tokens=n, rank=r, repeats=null_repeats,
-                                seed=seed + 60_000 + k0 if n == n_tokens else seed + 90_000 + n) for n in ladder_ns]
-depth_full = [run_for(t0, d, n_tokens, settings, seed=run_seed(1, k0, L=L), layers=L) for L in depths]
-depth_wall = [run_for(t0, r, n_tokens, settings, seed=run_seed(2, k0, L=L), layers=L) for L in depths]
-depth_wall0 = [run_for(t0, r, n_tokens, settings, seed=run_seed(2, k0, L=L), layers=L, attention=False)
-               for L in depths]
+# %% mystnb={"figure": {"name": "fig-wall-clouds", "caption": "Output tokens (blue) of trained networks on fresh inputs and a target sample (green), in the target's eigen-coordinates: largest variance horizontally, smallest vertically. Left: from the rank-2 start with $V = 0$: no spread along the smallest direction. Middle: from the full-rank start, covering the target. Right: of all the networks this chapter trains from the rank-2 start with attention, the one with the lowest test loss relative to the wall."}, "image": {"alt": "Three scatter plots. Left: the green target cloud is an ellipse, the blue output lies on a horizontal segment through it. Middle: the blue and green clouds overlap as ellipses of the same shape. Right: the output of the deepest attention network behind the wall, which is either a segment like the left panel or spreads vertically as well."}}
 # every network trained from the rank-2 start to a full-rank target with attention, with its target and floor
 behind = ([(f"{n}", wall[n], t, null_wall[n]) for n, t in zip(wall, full_targets)]
           + [(f"{t0.name}, N = {n}", run, t0, nl) for n, run, nl in zip(ladder_ns, ladder_wall, ladder_null_wall)]
@@ -309,6 +317,10 @@ for name, run in low.items():
           run.test_loss / band(null_low[name])[1], lt=1.0, statement="reachability", kind="reproduces")
 
 # %% [markdown]
+# In {numref}`fig-learning-ensemble` every same-rank network, with and without attention, sits in its noise
+# floor (left and middle); behind the wall (right) the grey bars of the nearest rank-2 Gaussian lie above
+# $F_2$, and the networks are discussed in sections (c) and (f).
+#
 # The column "z of the mean" puts $\bar\ell$ on the scale of its own noise, $(\bar\ell - \text{floor mean})$
 # over $\sigma/\sqrt{32}$: negative values are runs that end *below* the floor's mean. That is not a flaw of
 # the floor. At finite $N$ the expected $W_2^2$ between two samples is not smallest when both come from the
@@ -428,6 +440,9 @@ claim("V = 0: every same-rank target reached (mean test W2^2 < q99)", bool(all(v
 gap = {name: round(runs[name].test_loss - runs0[name].test_loss, 4) for name in runs}
 gap.update({name: round(low[name].test_loss - low0[name].test_loss, 4) for name in low})
 glue("att_gap_max", float(max(abs(v) for v in gap.values())))
+depth_e = np.array([[a.training.energy, a.gaussian_energy] for a in depth_full]) / energies[t0.name].min_energy
+glue("depth_e_lo", float(depth_e.min()))
+glue("depth_e_hi", float(depth_e.max()))
 {"mean test loss, attention on minus V = 0 (same-rank targets)": gap,
  "depth": {f"L = {L}": {"full start": round(a.test_loss, 4), "rank-2 start, V = 0": round(b0.test_loss, 4),
                         "rank-2 start, attention": round(b.test_loss, 4), "energy (A, b)": round(a.training.energy, 3),
@@ -435,6 +450,10 @@ glue("att_gap_max", float(max(abs(v) for v in gap.values())))
            for L, a, b0, b in zip(depths, depth_full, depth_wall0, depth_wall)}}
 
 # %% [markdown]
+# In {numref}`fig-depth` (left) the test loss stays in its noise floor at every $L$ from either start; the
+# learned energies (right, both kinds) lie between {glue:text}`depth_e_lo:.2f` and {glue:text}`depth_e_hi:.2f`
+# times chapter 3's minimum energy for this target.
+#
 # For the same-rank targets the test losses with and without attention differ by at most
 # {glue:text}`att_gap_max:.3f`: to reach a Gaussian target, attention is not needed (for a Gaussian input the
 # attention layer is affine, and its effect is one an affine feed-forward layer has too).
