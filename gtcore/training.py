@@ -49,6 +49,7 @@ torch is imported by this module; ``import gtcore`` does not import it.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import os
@@ -77,6 +78,18 @@ from .gaussianity import bures_wasserstein
 from .moments import layer_stack
 
 _DOT = DotProduct()
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """torch on one thread inside (restored after): the tensors here are tiny, and a fixed thread count keeps
+    the floating-point reductions, hence a training run, the same whatever the caller's setting."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 # ------------------------------------------------------------------------------- distances
@@ -235,7 +248,7 @@ def apply_transformer(x0: Any, controls: tuple[Controls, ...], h: float) -> np.n
     """
     x0 = check_tokens(x0, "x0", min_n=2)
     A, b, V, B = _stack(controls, x0.shape[1])
-    with torch.no_grad():
+    with torch.no_grad(), _one_thread():
         t = (lambda a: None if a is None else torch.as_tensor(a, dtype=torch.float64))
         return transformer_tokens(t(x0), t(A), t(b), t(V), t(B), check_positive(h, "h")).numpy()
 
@@ -443,7 +456,21 @@ def train_transformer(x0: Tokens, target: Tokens, *, layers: int = 8, T: float =
     Returns
     -------
     TrainingResult
+
+    Notes
+    -----
+    torch runs on one thread during the training (the caller's setting is restored), so that a run does not
+    depend on the machine's thread count.
     """
+    with _one_thread():
+        return _train(x0, target, layers=layers, T=T, heads=heads, attention=attention, steps=steps, lr=lr,
+                      final_lr=final_lr, init_scale=init_scale, seed=seed, target_moments=target_moments,
+                      checkpoint=checkpoint, checkpoint_every=checkpoint_every, blowup_norm=blowup_norm,
+                      progress=progress)
+
+
+def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init_scale, seed, target_moments,
+           checkpoint, checkpoint_every, blowup_norm, progress) -> TrainingResult:
     draw_x, draw_y = _token_source(x0, "x0"), _token_source(target, "target")
     L = check_count(layers, "layers")
     H = check_count(heads, "heads")

@@ -217,6 +217,14 @@ def test_trainer_is_deterministic_and_seeded():
     np.testing.assert_array_equal(a.loss, b.loss)
     np.testing.assert_array_equal(a.controls[1].B, b.controls[1].B)
     assert not np.array_equal(train_transformer(x, y, seed=4, **kw).loss, a.loss)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        c = train_transformer(x, y, seed=3, **kw)  # torch runs on one thread inside, whatever the caller's
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    np.testing.assert_array_equal(c.loss, a.loss)
 
 
 def test_checkpoint_resumes_exactly(tmp_path, monkeypatch):
