@@ -63,19 +63,19 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from ._linalg import empirical_moments, psd_project
-from ._progress import progress as progress_bar
-from ._validation import (
+from gtcore._linalg import empirical_moments, psd_project
+from gtcore._progress import progress as progress_bar
+from gtcore._validation import (
     check_count,
     check_covariance,
     check_moments,
     check_positive,
     check_tokens,
 )
-from .attention import DotProduct, gaussian_velocity
-from .controls import Controls, PiecewiseControls
-from .gaussianity import bures_wasserstein
-from .moments import layer_stack
+from gtcore.attention import DotProduct, gaussian_velocity
+from gtcore.controls import Controls, PiecewiseControls
+from gtcore.stats.gaussianity import bures_wasserstein
+from gtcore.moments import layer_stack
 
 _DOT = DotProduct()
 
@@ -369,7 +369,7 @@ class TrainingResult:
 
 def _checkpoint_key(*parts: Any) -> str:
     """A key of the training problem and settings, or ValueError when a part has no faithful description."""
-    from .cache import Uncacheable, call_key
+    from gtcore._cache import Uncacheable, call_key
 
     try:
         return call_key(train_transformer, parts, {})

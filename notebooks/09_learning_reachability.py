@@ -145,9 +145,9 @@ n_boot = 2000
 # %%
 import numpy as np
 
-from gtcore.claims import claim
-from gtcore.glue import glue
-from gtcore.sampling import gaussian_tokens
+from gtcore.book import claim
+from gtcore.book.glue import glue
+from gtcore.stats.sampling import gaussian_tokens
 from gtcore.studies.learning import figures as figs
 from gtcore.studies.learning.harness import (
     TrainingSettings,

@@ -20,8 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "gtcore"
 LAYERS = ("core", "models", "studies", "book")
-#: core modules that are torch code by nature (the finite-N kernels): imported only when tokens move
-TORCH_MODULES = {"gtcore.particles", "gtcore.attention.kernels", "gtcore.attention.sinkhorn_scaling"}
+#: core modules that are torch code by nature (the finite-N kernels, the trainer): imported only when tokens move
+TORCH_MODULES = {"gtcore.particles", "gtcore.attention.kernels", "gtcore.attention.sinkhorn_scaling", "gtcore.training"}
 
 
 def module_name(path: Path) -> str:

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ...plotting import COLORS, figure
-from .harness import (
+from gtcore.studies.style import COLORS, figure
+from gtcore.studies.learning.harness import (
     EnergyComparison,
     LearningRun,
     PairLosses,

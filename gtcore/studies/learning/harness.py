@@ -1,7 +1,7 @@
 r"""Chapter 9 (reachability seen from learning): seeded targets, trained runs, noise floors and slacks.
 
 Every trained run and every noise floor here is a pure function of its arguments (seeds included) and
-is cached on disk (:func:`gtcore.cache.disk_cache`): a chapter rerun with the same parameters and the same
+is cached on disk (:func:`gtcore._cache.disk_cache`): a chapter rerun with the same parameters and the same
 ``gtcore`` sources reads them back instead of training again.
 
 The statistic throughout is the squared 2-Wasserstein distance :math:`\ell = W_2^2(X, Y)` between N output
@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from ..._progress import progress as progress_bar
-from ..._validation import check_count, check_moments
-from ...cache import disk_cache
-from ...gaussianity import NoiseFloor
-from ...reachability import covariance_rank, steer, steer_min_energy
-from ...sampling import gaussian_tokens
-from ...training import (
+from gtcore._progress import progress as progress_bar
+from gtcore._validation import check_count, check_moments
+from gtcore._cache import disk_cache
+from gtcore.stats.gaussianity import NoiseFloor
+from gtcore.reachability import covariance_rank, steer, steer_min_energy
+from gtcore.stats.sampling import gaussian_tokens
+from gtcore.training import (
     TrainingResult,
     apply_transformer,
     best_rank_approximation,
@@ -39,7 +39,7 @@ from ...training import (
     train_transformer,
     w2_squared,
 )
-from .. import loglog_slope
+from gtcore.studies.fits import loglog_slope
 
 
 # ------------------------------------------------------------------------------- targets
@@ -349,8 +349,8 @@ def max_sampling_strength(run: LearningRun) -> float:
     layer maps from the start (:meth:`gtcore.DotProduct.sampling_strength`; 0 without attention). The N-token
     softmax average is a self-normalised importance-sampling estimate of its Gaussian tilt, with
     finite-variance weights only while :math:`\kappa < 1/2` (chapter 1); ``inf`` if the Gaussian blows up."""
-    from ...attention import DotProduct
-    from ...moments import layer_stack
+    from gtcore.attention import DotProduct
+    from gtcore.moments import layer_stack
 
     t = run.training
     if not t.attention:
@@ -427,8 +427,8 @@ class MeanFieldDeparture:
 def mean_field_departure(run: LearningRun, mu1: Any, Sigma1: Any, *, clouds: int, repeats: int,
                          seed: int) -> MeanFieldDeparture:
     """:class:`MeanFieldDeparture` of ``run`` (``clouds`` fresh input clouds, a floor of ``repeats`` samples)."""
-    from ...gaussianity import bures_wasserstein, empirical_moments
-    from ...moments import layer_stack
+    from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
+    from gtcore.moments import layer_stack
 
     t = run.training
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1")
