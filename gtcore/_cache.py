@@ -16,8 +16,8 @@ repr is an address, a lambda or a closure, a random Generator) is not cached: th
 Module-level functions passed as arguments are keyed by name.
 
 Entries live in ``$GTBOOK_CACHE`` if set (``gtbook`` sets it for its kernels to
-``<book root>/.cache/gtbook``, git-ignored), else ``~/.cache/gtbook``. ``gtbook run --force`` clears them (:func:`clear`); ``GTBOOK_NO_CACHE=1``
-turns the cache off.
+``<book root>/.cache/gtbook``, git-ignored), else ``~/.cache/gtbook``. ``gtbook run --force`` clears them
+(:func:`clear`); ``GTBOOK_NO_CACHE=1`` turns the cache off.
 """
 
 from __future__ import annotations

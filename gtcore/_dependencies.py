@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import platform
 import re
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-import platform
 
 PACKAGE = "gtcore"
 #: the packages whose versions enter cache keys (with Python's)

@@ -24,7 +24,6 @@ import os
 import platform
 import shutil
 import subprocess
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
