@@ -311,7 +311,8 @@ glue("energy_ratio", best.constructive_energy / best.energy);
 print(f"constructive: energy {best.constructive_energy:.4f}, endpoint error {best.constructive_endpoint_error:.2e}")
 print(f"min-energy:   energy {best.energy:.4f}, endpoint error {best.endpoint_error:.2e} "
       f"({len(best.controls.pieces)} pieces, {best.nit} SLSQP iterations)")
-claim("min-energy controls endpoint error", best.endpoint_error, lt=1e-6, statement="beyond_min_energy", kind="consistency")
+claim("min-energy controls endpoint error", best.endpoint_error, lt=1e-6, statement="beyond_min_energy",
+      kind="consistency")
 claim("min-energy (started at the construction) / constructive energy", best.energy / best.constructive_energy,
       lt=1.0 + 1e-12, statement="beyond_min_energy", kind="consistency")
 
