@@ -25,7 +25,9 @@ eigenvalues decay like :math:`1/(2t\,\sigma^2)` for the singular values :math:`\
 
 **The exact rank** (:func:`exact_ranks`): for :math:`V = I` with softmax, the closed form above
 (:math:`\operatorname{rank}Q` certified by its smallest singular value); otherwise the doubling test
-of :func:`~gtcore.studies.atlas.regimes.classify_lanes` with a long horizon (:data:`EXACT_HORIZON`):
+of :func:`~gtcore.studies.atlas.regimes.classify_lanes` with a long horizon (:data:`EXACT_HORIZON`), on
+the layer with :math:`V` divided by its slowest rate (:func:`time_scale`: with :math:`A = 0` this only
+changes the clock, not the limit):
 an eigenvalue that decays like :math:`c/t` halves from :math:`T` to :math:`2T`
 (:math:`\alpha = -1`), one that tends to a positive limit does not (:math:`\alpha \to 0`), with the
 margins stated there.
@@ -43,8 +45,8 @@ from ...controls import Controls
 from .drift import LaneStack, covariance_drift, stack_controls
 from .regimes import Outcome, classify_lanes
 
-__all__ = ["EXACT_HORIZON", "PEER_SETTINGS", "PeerRun", "PeerSetting", "closed_form_rank", "exact_ranks",
-           "projected_euler_lanes"]
+__all__ = ["EXACT_HORIZON", "ExactRanks", "PEER_SETTINGS", "PeerRun", "PeerSetting", "closed_form_rank",
+           "exact_ranks", "projected_euler_lanes", "time_scale"]
 
 #: the horizon T of the doubling test for the peers' ensembles (decays like 1/t need t >> their offset)
 EXACT_HORIZON = 1e4
@@ -191,10 +193,41 @@ class ExactRanks:
     alpha: np.ndarray
 
 
+def time_scale(controls: Controls) -> float:
+    r"""The slowest rate the layer can give a decaying direction: :math:`\lambda_{\min}(V_s)\,\lambda^+_{\min}(W)`.
+
+    :math:`V_s` is the symmetric part of :math:`V`, :math:`W = -(B + B^	op)/2` (for L2, :math:`B` is the
+    logits' bilinear part), :math:`\lambda^+_{\min}` the smallest eigenvalue above round-off. With
+    :math:`A = 0` the covariance equation is homogeneous of degree one in :math:`V`: replacing :math:`V`
+    by :math:`cV` runs the same trajectory :math:`c` times faster, :math:`\Sigma_c(t) = \Sigma(ct)`, with
+    the same limit. :func:`exact_ranks` divides :math:`V` by this scale so that every draw's slow
+    directions decay on the same clock before the doubling test looks at them.
+    """
+    Vs = 0.5 * (controls.V[0] + controls.V[0].T)
+    B = controls.B[0]
+    w = np.linalg.eigvalsh(-0.5 * (B + B.T))
+    pos = w[w > 1e3 * controls.d * np.finfo(float).eps * max(w[-1], 1e-300)]
+    lv = float(np.linalg.eigvalsh(Vs)[0])
+    if lv <= 0 or pos.size == 0:
+        raise ValueError("controls: the time scale needs V with a positive definite symmetric part and B != 0")
+    return lv * float(pos[0])
+
+
 def exact_ranks(controls: Sequence[Controls], Sigma0, *, horizon: float = EXACT_HORIZON) -> ExactRanks:
-    """The rank of the limit of every draw: closed form where it applies, the doubling test otherwise (module docstring)."""
+    """The rank of the limit of every draw: closed form where it applies, the doubling test otherwise (module docstring).
+
+    The doubling test runs on the time-rescaled layers (:func:`time_scale`; the layers must have
+    :math:`A = 0` and one head).
+    """
     ctls = list(controls)
-    verdicts = classify_lanes(ctls, Sigma0, horizon=horizon)
+    rescaled = []
+    for k, c in enumerate(ctls):
+        if c.heads != 1 or np.any(c.affine_A != 0):
+            raise ValueError(f"controls[{k}]: exact_ranks needs one head and A = 0 (time rescaling)")
+        s = time_scale(c)
+        rescaled.append(Controls(V=c.V[0] / s, Q=c.Q, K=c.K, attention=c.attention) if c.Q is not None else
+                        Controls(V=c.V[0] / s, B=c.B[0], attention=c.attention))
+    verdicts = classify_lanes(rescaled, Sigma0, horizon=horizon)
     limit = np.isin(verdicts.outcome, [Outcome.EQUILIBRIUM.value, Outcome.LOWER_RANK.value, Outcome.COLLAPSE.value])
     doubling = np.where(limit, verdicts.rank, -1)
     rank, method = doubling.copy(), np.full(len(ctls), "doubling test", dtype=object)

@@ -29,8 +29,9 @@ form) the chapter compares them. Unlike a pole-time extrapolation, it does not "
 exponentially growing covariance.
 
 **Lanes float64 cannot follow** stop as "unresolved" (an outcome **other**): when
-:math:`\lambda_{\min}(\Sigma) < 10^3\epsilon\,\lambda_{\max}(\Sigma)` (the covariance collapses across
-some direction while it grows along others, faster than round-off can keep), or when the implicit
+:math:`\lambda_{\min}(\Sigma) < 10^3\epsilon\,\lambda_{\max}(\Sigma)` once its norm has grown a hundredfold
+(the covariance collapses across some direction while it grows along others, faster than round-off can
+keep), or when the implicit
 method that takes over from a stiff lane runs out of its budget.
 
 **Non-escaping lanes: the doubling test.** With :math:`\lambda_1 \le \dots \le \lambda_d` the
@@ -194,7 +195,7 @@ class _OutOfBudget(Exception):
 
 
 def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray, level: float, rtol: float,
-              atol: float, seen: np.ndarray, first: np.ndarray) -> tuple[float, np.ndarray, str]:
+              atol: float, seen: np.ndarray, first: np.ndarray, n0: float) -> tuple[float, np.ndarray, str]:
     """One stiff lane from ``t0`` with LSODA (stiff BDF once it detects stiffness), the two thresholds as events.
 
     At most :data:`IMPLICIT_NFEV` evaluations: past them the lane is "failed"; and it stops as
@@ -222,6 +223,8 @@ def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray,
 
     def unresolved(t, y):
         w = np.linalg.eigvalsh(0.5 * (y.reshape(d, d) + y.reshape(d, d).T))
+        if np.linalg.norm(y) < 100.0 * max(n0, 1.0):
+            return -1.0
         return w[-1] * np.finfo(float).eps * UNRESOLVED - w[0]
 
     passing.direction = escaping.direction = unresolved.direction = 1
@@ -296,7 +299,7 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
                 seen[g[new]] = True
             S = Yk.reshape(-1, d, d)
             w = np.linalg.eigvalsh(0.5 * (S + np.swapaxes(S, 1, 2)))
-            lost = w[:, 0] < UNRESOLVED * np.finfo(float).eps * w[:, -1]
+            lost = (w[:, 0] < UNRESOLVED * np.finfo(float).eps * w[:, -1]) & (norms >= 100.0 * np.maximum(n0[g], 1.0))
             unres[g[lost]] = True
             return (norms >= level[g]) | lost
 
@@ -307,7 +310,7 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
             g = lanes[j]
             stiff[g] = True
             t_out[j], y_out[j], st[j] = _implicit(stack, g, t_out[j], t1, y_out[j], level[g], rtol,
-                                                  atol * n0[g], seen, first)
+                                                  atol * n0[g], seen, first, float(n0[g]))
         return t_out, y_out, st.astype(str)
 
     all_lanes = np.arange(n)
