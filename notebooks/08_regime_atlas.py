@@ -59,7 +59,8 @@ seed = 0
 peer_ds = [3, 4, 5]
 peer_draws = 100
 ensemble_ds = [2, 3, 4, 5, 6, 7, 8]
-ensemble_draws = 40
+ensemble_draws = 24
+targeted = 10
 horizon = 100.0
 lanes = 128
 scheduler = "local"
@@ -84,7 +85,7 @@ from gtcore.claims import claim
 from gtcore.glue import glue
 from gtcore.stability import classify
 from gtcore.studies.atlas import figures as figs
-from gtcore.studies.atlas.ensembles import ATTENTIONS, ensemble_draws as make_ensemble, peer_draws as make_peer
+from gtcore.studies.atlas.ensembles import ATTENTIONS, ensemble_draws as make_ensemble, peer_draws as make_peer, targeted_draws
 from gtcore.studies.atlas.explorer import regime_explorer
 from gtcore.studies.atlas.maps import MAP_B0, MAP_SIGMA0, assemble_map, map_draws
 from gtcore.studies.atlas.peer import PEER_SETTINGS
@@ -182,6 +183,11 @@ fig = figs.rank_histograms(peer.rows, peer_ds)
 # anti-stable, predicted: finite-time blow-up. For $V = vI$ both are theorems (chapter 4); for
 # $V$ not a multiple of $I$ this is where the paper's conditions may stop being the whole story.
 #
+# Random kinds rarely satisfy a condition (both matrices definite and $A$ anti-stable), so `targeted`
+# further draws per $d$ and condition are built to satisfy it (`targeted_draws`: $A$ shifted to the
+# right, $V_h$ scalar or $\pm$Wishart, $B_h$ with a definite symmetric part of the required sign plus a
+# non-symmetric part); they enter the condition claims, not the fractions.
+#
 # **Claims, fixed before the ensembles were run:** (i) every dot-product draw (one or two heads) with
 # $V_h = v_hI$ that satisfies a condition is in the predicted regime (zero counterexamples); (ii) the
 # same for $V$ not a multiple of $I$: the count of counterexamples is reported, and if it is not zero
@@ -195,8 +201,13 @@ fig = figs.rank_histograms(peer.rows, peer_ds)
 
 # %%
 ens = make_ensemble(ensemble_ds, ensemble_draws, seed=seed)
-sweep = run_sweep(ens, f"{work}/ensembles", lanes=lanes, horizon=horizon, scheduler=scheduler, workers=workers)
-print(sweep)
+tgt = targeted_draws(ensemble_ds, targeted, seed=seed)
+full_sweep = run_sweep(ens + tgt, f"{work}/ensembles", lanes=lanes, horizon=horizon, scheduler=scheduler,
+                       workers=workers)
+print(full_sweep)
+sweep = type(full_sweep)(full_sweep.table.slice(0, len(ens)), full_sweep.computed, full_sweep.reused,
+                         full_sweep.seconds, full_sweep.where)
+targeted_sweep = type(full_sweep)(full_sweep.table.slice(len(ens)), 0, 0, 0.0, full_sweep.where)
 fr = regime_fractions(sweep, list(ATTENTIONS), ensemble_ds)
 display(Markdown(fr.markdown()))
 glue("ens_n", len(ens))
@@ -211,7 +222,7 @@ att_col = sweep.column("attention")
 results = {}
 for cond, predicted in (("stab", "equilibrium"), ("blow", "finite-time blow-up")):
     for scalar in (True, False):
-        n_cond, bad = counterexamples(sweep, cond, predicted, attentions=["dot", "multihead"], scalar=scalar)
+        n_cond, bad = counterexamples(full_sweep, cond, predicted, attentions=["dot", "multihead"], scalar=scalar)
         results[(cond, scalar)] = (n_cond, bad)
         label = "V = vI" if scalar else "V not a multiple of I"
         print(f"{cond} ({label}): {n_cond} draws satisfy it, {len(bad)} are not {predicted!r}")
@@ -272,6 +283,14 @@ glue("tstar_median", float(np.median(tp[dot_blow])))
 # started from the tokens' own moments. Claim, as in chapter 7: the moment discrepancy $D$ is below
 # the 99th percentile of $D$ for $N$ i.i.d. Gaussian tokens, on every verified draw; control: at least
 # half of the verified draws reject the ODE without attention.
+#
+# **Changed after a failure, said here:** the first run of this check failed (a $d = 8$ dot-product
+# draw that blows up, checked at half its escape time: $D$ was 1.36 times the floor). There the
+# softmax weights' strength $\kappa = \lambda_{\max}(B^\top\Sigma B\Sigma)$ is past $\tfrac12$, where
+# chapter 4 shows a finite cloud falls behind the ODE (the N-token average has infinite variance):
+# a known limit of the check, not of the reduction. Dot-product draws are now checked no later than
+# where $\kappa$ reaches $\tfrac14$ (the same tokens, seeds and floor); the failure is part of the
+# result: near a blow-up the finite-N check is not informative.
 
 # %%
 checks = finite_n_checks(sweep, ens, verify_per_type, verify_tokens, verify_steps, noise_repeats, seed=seed)

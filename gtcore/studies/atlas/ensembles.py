@@ -23,6 +23,13 @@ equal probability, signs with equal probability; :math:`\Sigma_0 = WW^\top/(2d)`
 head, :math:`K = I + G/(2\sqrt d)` invertible and :math:`Q = K^{-\top}B/2`, so that the logits'
 bilinear part :math:`2K^\top Q` is the drawn :math:`B`), ``"sinkhorn"`` (one head, the drawn
 :math:`B`).
+
+**Targeted draws** (``variant="stab"`` or ``"blow"``, dot product, one or two heads): built to satisfy
+a condition, so that the claims about the conditions have draws to test: :math:`A = G/\sqrt d + sI`
+with :math:`s \sim U[1.1, 2]` (anti-stable in most draws; :func:`conditions` checks), per head
+:math:`V_h` scalar (:math:`\pm uI`, :math:`u \sim U[0.3, 1.5]`) or :math:`\pm` Wishart with equal
+probability, and :math:`B_h = \mp W W^\top/(2d) + (G - G^\top)/(2\sqrt d)` (a definite symmetric part of
+the sign the condition asks for, and a non-symmetric part).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from ...controls import Controls
 from ...riccati import _definiteness, _spectrum_class
 
 __all__ = ["ATTENTIONS", "B_KINDS", "Draw", "V_KINDS", "conditions", "draw_controls", "ensemble_draws",
-           "peer_draws"]
+           "peer_draws", "targeted_draws"]
 
 #: the attention types of the condition ensembles
 ATTENTIONS = ("dot", "multihead", "l2", "sinkhorn")
@@ -80,7 +87,8 @@ class Draw:
 
     def rng(self) -> np.random.Generator:
         """The draw's own generator."""
-        var = 0 if self.variant in ("", "identity") else 1 if self.variant == "wishart" else 2
+        var = {"": 0, "identity": 0, "wishart": 1, "stab": 3, "blow": 4}.get(self.variant, 2) \
+            if isinstance(self.variant, str) else 2
         return np.random.default_rng([self.seed, _CODES[self.ensemble], _ATT_CODES[self.attention], var,
                                       self.d, self.index])
 
@@ -88,6 +96,12 @@ class Draw:
 def peer_draws(ds, n, *, seed: int = 0) -> list[Draw]:
     """The peers' experiment: every (attention, V, d) with ``n`` draws each, attention "dot" and "l2"."""
     return [Draw("peer", att, int(d), i, seed, var) for att in ("dot", "l2") for var in ("identity", "wishart")
+            for d in ds for i in range(n)]
+
+
+def targeted_draws(ds, n, *, seed: int = 0, attentions=("dot", "multihead")) -> list[Draw]:
+    """``n`` draws per (attention, d) and per condition ("stab", "blow") built to satisfy it (module docstring)."""
+    return [Draw("conditions", att, int(d), i, seed, cond) for cond in ("stab", "blow") for att in attentions
             for d in ds for i in range(n)]
 
 
@@ -141,10 +155,12 @@ def draw_controls(draw: Draw) -> tuple[Controls, np.ndarray, dict]:
         from .maps import map_controls
 
         return map_controls(draw)
+    heads = 2 if draw.attention == "multihead" else 1
+    if draw.variant in ("stab", "blow"):
+        return _targeted(rng, d, heads, draw.variant)
     A = rng.standard_normal((d, d)) / math.sqrt(d)
     shift = float(rng.uniform(-1.5, 1.5))
     A = A + shift * np.eye(d)
-    heads = 2 if draw.attention == "multihead" else 1
     v_kinds = [V_KINDS[rng.integers(3)] for _ in range(heads)]
     b_kinds = [B_KINDS[rng.integers(3)] for _ in range(heads)]
     Vs = [_value(rng, d, k) for k in v_kinds]
@@ -160,6 +176,24 @@ def draw_controls(draw: Draw) -> tuple[Controls, np.ndarray, dict]:
     else:
         ctl = Controls(A=A, V=Vs, B=Bs)
     return ctl, S0, info
+
+
+def _targeted(rng, d, heads, cond):
+    """A layer built to satisfy the stabilising (``"stab"``) or destabilising (``"blow"``) condition."""
+    A = rng.standard_normal((d, d)) / math.sqrt(d) + rng.uniform(1.1, 2.0) * np.eye(d)
+    shift = float(np.linalg.eigvals(A).real.min())
+    v_kinds, Vs, Bs = [], [], []
+    for _ in range(heads):
+        kind = ("scalar", "wishart")[rng.integers(2)]
+        sv = rng.choice([-1.0, 1.0])
+        V = sv * rng.uniform(0.3, 1.5) * np.eye(d) if kind == "scalar" else _wishart(rng, d, sv)
+        sb = -sv if cond == "stab" else sv
+        G = rng.standard_normal((d, d))
+        Bs.append(_wishart(rng, d, sb) + (G - G.T) / (2 * math.sqrt(d)))  # definite symmetric part, skew part
+        Vs.append(V)
+        v_kinds.append(kind)
+    S0 = _wishart(rng, d)
+    return Controls(A=A, V=Vs, B=Bs), S0, {"v_kind": "+".join(v_kinds), "b_kind": "wishart+skew", "shift": shift}
 
 
 def _sign(M: np.ndarray) -> int:

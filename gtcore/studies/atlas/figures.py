@@ -50,7 +50,7 @@ def fractions_figure(fr: Fractions):
             p = fr.fraction[i, :, k]
             if not np.any(fr.count[i, :, k]):
                 continue
-            ax.errorbar(ds + 0.06 * (k - 2.5), p, yerr=[p - fr.low[i, :, k], fr.high[i, :, k] - p], marker="o",
+            ax.errorbar(ds + 0.06 * (k - 2.5), p, yerr=[np.maximum(p - fr.low[i, :, k], 0.0), np.maximum(fr.high[i, :, k] - p, 0.0)], marker="o",
                         ms=3, capsize=2, color=OUTCOME_COLORS[name], label=name)
         ax.set_title(att)
         ax.set_xlabel("d")

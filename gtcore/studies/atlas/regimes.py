@@ -196,7 +196,7 @@ class _OutOfBudget(Exception):
 
 def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray, level: float, rtol: float,
               atol: float, seen: np.ndarray, first: np.ndarray, n0: float) -> tuple[float, np.ndarray, str]:
-    """One stiff lane from ``t0`` with LSODA (stiff BDF once it detects stiffness), the two thresholds as events.
+    r"""One stiff lane from ``t0`` with LSODA (stiff BDF once it detects stiffness), the two thresholds as events.
 
     At most :data:`IMPLICIT_NFEV` evaluations: past them the lane is "failed"; and it stops as
     "unresolved" when :math:`\lambda_{\min}(\Sigma) < 10^3\,\epsilon\,\lambda_{\max}(\Sigma)` (float64 no

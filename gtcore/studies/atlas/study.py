@@ -124,6 +124,27 @@ def pole_time_errors(result, draws: Sequence[Draw]) -> np.ndarray:
     return np.array(errs)
 
 
+#: the finite-N check of a dot-product draw stops where the softmax weights' strength reaches this
+KAPPA_CHECK = 0.25
+
+
+def _check_time(ctl: Controls, S0: np.ndarray, t_max: float) -> float:
+    r"""``t_max``, or for dot-product attention the first time on a grid of 50 where
+    :math:`\kappa = \max_h\lambda_{\max}(B_h^\top\Sigma B_h\Sigma)` reaches :data:`KAPPA_CHECK` (the N-token
+    average has finite variance only for :math:`\kappa < 1/2`: chapters 1 and 4), whichever is first."""
+    from ...attention import DotProduct
+    from ...moments import integrate_moments
+
+    if ctl.attention != "dot":
+        return t_max
+    grid = np.linspace(0.0, t_max, 51)
+    ode = integrate_moments(np.zeros(ctl.d), S0, ctl, (0.0, t_max), t_eval=grid)
+    for t, S in zip(ode.t, ode.Sigma):
+        if max(DotProduct().sampling_strength(S, B) for B in ctl.B) >= KAPPA_CHECK:
+            return float(max(t, grid[1]))
+    return t_max
+
+
 @dataclass
 class FiniteNCheck:
     """One draw followed by N tokens: the moment discrepancy against its ODE, the attention-free ODE, and the floor."""
@@ -140,7 +161,9 @@ def finite_n_checks(result, draws: Sequence[Draw], n_per_type: int, n_tokens: in
                     seed: int = 0, t_check: float = 0.5) -> list[FiniteNCheck]:
     r"""``n_per_type`` draws per attention type, chosen with ``seed``: tokens against the moment ODE at a fixed time.
 
-    The time is ``t_check``, or half the escape time when the lane escaped earlier. The statistic is
+    The time is ``t_check``, or half the escape time when the lane escaped earlier, and for
+    dot-product attention no later than where :math:`\kappa` reaches :data:`KAPPA_CHECK`
+    (:func:`_check_time`); Sinkhorn draws use half the tokens. The statistic is
     :func:`gtcore.studies.families.moment_discrepancy`, the floor its 99th percentile for i.i.d.
     Gaussian tokens with the ODE's moments (:func:`~gtcore.studies.families.noise_floor`), and the
     control the same tokens against the ODE without attention (:math:`A` only).
@@ -157,10 +180,11 @@ def finite_n_checks(result, draws: Sequence[Draw], n_per_type: int, n_tokens: in
         for k in rng.choice(len(pool), size=min(n_per_type, len(pool)), replace=False):
             dr = pool[int(k)]
             ctl, S0, _ = draw_controls(dr)
-            t = min(t_check, 0.5 * t_end[dr.key])
-            run = run_family(ctl, np.zeros(ctl.d), S0, t, n_tokens, steps, seed=seed + int(k), record=1)
+            t = _check_time(ctl, S0, min(t_check, 0.5 * t_end[dr.key]))
+            n = n_tokens if att != "sinkhorn" else max(n_tokens // 2, 100)  # Sinkhorn scaling: N^2 per pass
+            run = run_family(ctl, np.zeros(ctl.d), S0, t, n, steps, seed=seed + int(k), record=1)
             off = integrate_moments(run.ode.mu[0], run.ode.Sigma[0], Controls(A=ctl.A), (0.0, t))
-            floor = noise_floor(run.ode.mu[-1], run.ode.Sigma[-1], n_tokens, repeats, seed=1000 + int(k))
+            floor = noise_floor(run.ode.mu[-1], run.ode.Sigma[-1], n, repeats, seed=1000 + int(k))
             checks.append(FiniteNCheck(dr.key, out[dr.key], t, run.discrepancy,
                                        moment_discrepancy(run.particles.mu[-1], run.particles.Sigma[-1],
                                                           off.mu[-1], off.Sigma[-1]), floor))
