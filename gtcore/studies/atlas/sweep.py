@@ -35,7 +35,7 @@ from ..._progress import progress
 from .ensembles import Draw, conditions, draw_controls
 from .regimes import classify_lanes
 
-__all__ = ["COLUMNS", "Chunk", "SweepResult", "make_chunks", "run_chunk", "run_sweep"]
+__all__ = ["COLUMNS", "Chunk", "SweepResult", "atlas", "make_chunks", "run_chunk", "run_sweep"]
 
 #: one row per draw
 COLUMNS = ("key", "ensemble", "attention", "variant", "d", "index", "outcome", "rank", "t_end", "t_pole",
@@ -66,7 +66,7 @@ class Chunk:
         return f"Chunk({self.id}, {len(self.draws)} x {first.ensemble}/{first.attention}/d{first.d})"
 
 
-def make_chunks(draws: Sequence[Draw], lanes: int = 256, *, horizon: float = 200.0) -> list[Chunk]:
+def make_chunks(draws: Sequence[Draw], lanes: int = 256, *, horizon: float = 100.0) -> list[Chunk]:
     """Group ``draws`` (in their order) into chunks of at most ``lanes`` draws of one (ensemble, attention, d)."""
     if not isinstance(lanes, (int, np.integer)) or isinstance(lanes, bool) or lanes < 1:
         raise ValueError(f"lanes must be a positive integer, got {lanes!r}")
@@ -144,7 +144,7 @@ def _write(cols: dict[str, list], path: Path) -> None:
 
 
 def run_sweep(draws: Sequence[Draw], out: str | os.PathLike | None = None, *, lanes: int = 256,
-              horizon: float = 200.0, client: Any = None, scheduler: str | None = None, workers: int = 2,
+              horizon: float = 100.0, client: Any = None, scheduler: str | None = None, workers: int = 2,
               show_progress: bool = True) -> SweepResult:
     """Classify every draw, chunk by chunk, in this process or on a Dask cluster (module docstring).
 
@@ -222,3 +222,19 @@ def run_sweep(draws: Sequence[Draw], out: str | os.PathLike | None = None, *, la
     idx = np.argsort([order[k] for k in table.column("key").to_pylist()], kind="stable")
     return SweepResult(table=table.take(pa.array(idx)), computed=len(pending), reused=reused,
                        seconds=time.perf_counter() - t0, where=where)
+
+
+def atlas(out: str | os.PathLike, *, ds: Sequence[int] = (2, 3, 4, 5, 6, 7, 8), draws: int = 40, seed: int = 0,
+          lanes: int = 256, horizon: float = 100.0, client: Any = None, scheduler: str | None = None,
+          workers: int = 2) -> tuple[SweepResult, str]:
+    """The condition-ensemble atlas (``gtbook atlas``): ``draws`` per (attention type, d), written to ``out``.
+
+    Returns the sweep and a Markdown table of the regime fractions with Wilson 95 % intervals.
+    ``client``/``scheduler`` as in :func:`run_sweep` (None: in this process).
+    """
+    from .ensembles import ATTENTIONS, ensemble_draws
+    from .tables import regime_fractions
+
+    ens = ensemble_draws(list(ds), draws, seed=seed)
+    res = run_sweep(ens, out, lanes=lanes, horizon=horizon, client=client, scheduler=scheduler, workers=workers)
+    return res, regime_fractions(res, list(ATTENTIONS), list(ds)).markdown()
