@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gtcore.studies.atlas.ensembles import ensemble_draws, peer_draws
-from gtcore.studies.atlas.sweep import make_chunks, run_chunk, run_sweep
+from gtcore.studies.atlas.sweep import make_chunks, run_chunk, run_sweep, tables_identical
 
 DRAWS = ensemble_draws([2, 3], 5, attentions=["dot", "l2"]) + peer_draws([3], 3)[:3]
 
@@ -30,6 +30,7 @@ def test_local_cluster_equals_in_process_bit_for_bit(tmp_path):
     assert here.where == "in-process" and there.where.startswith("tcp://")
     assert here.table.num_rows == len(DRAWS) and here.column("key").tolist() == [d.key for d in DRAWS]
     _same(here, there)  # floats compared exactly
+    assert tables_identical(here.table, there.table)
 
 
 def test_an_interrupted_sweep_resumes(tmp_path):
@@ -43,6 +44,8 @@ def test_an_interrupted_sweep_resumes(tmp_path):
     again = run_sweep(DRAWS, tmp_path / "a", lanes=4, horizon=20.0, show_progress=False)
     assert again.reused == len(chunks) - len(files[1::2]) and again.computed == len(files[1::2])
     _same(whole, again)
+    assert tables_identical(whole.table, again.table)
+    assert not tables_identical(whole.table, whole.table.slice(1))
     # a changed sweep (another horizon) does not reuse the files: their digests differ
     other = run_sweep(DRAWS, tmp_path / "a", lanes=4, horizon=30.0, show_progress=False)
     assert other.reused == 0

@@ -35,7 +35,7 @@ from ..._progress import progress
 from .ensembles import Draw, conditions, draw_controls
 from .regimes import classify_lanes
 
-__all__ = ["COLUMNS", "Chunk", "SweepResult", "atlas", "make_chunks", "run_chunk", "run_sweep"]
+__all__ = ["COLUMNS", "Chunk", "SweepResult", "atlas", "make_chunks", "run_chunk", "run_sweep", "tables_identical"]
 
 #: one row per draw
 COLUMNS = ("key", "ensemble", "attention", "variant", "d", "index", "outcome", "rank", "t_end", "t_pole",
@@ -238,3 +238,17 @@ def atlas(out: str | os.PathLike, *, ds: Sequence[int] = (2, 3, 4, 5, 6, 7, 8), 
     ens = ensemble_draws(list(ds), draws, seed=seed)
     res = run_sweep(ens, out, lanes=lanes, horizon=horizon, client=client, scheduler=scheduler, workers=workers)
     return res, regime_fractions(res, list(ATTENTIONS), list(ds)).markdown()
+
+
+def tables_identical(a: Any, b: Any) -> bool:
+    """Whether two sweep tables hold the same columns and values bit for bit (NaN equal to NaN)."""
+    if a.column_names != b.column_names or a.num_rows != b.num_rows:
+        return False
+    for name in a.column_names:
+        x, y = np.array(a.column(name).to_pylist()), np.array(b.column(name).to_pylist())
+        if x.dtype.kind == "f":
+            if not np.array_equal(x.view(np.int64), y.view(np.int64)):
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
