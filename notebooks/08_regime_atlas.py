@@ -63,7 +63,7 @@ ensemble_draws = 24
 targeted = 10
 horizon = 100.0
 lanes = 128
-scheduler = "local"
+scheduler = "local"  # "" runs the chunks in this process
 workers = 2
 map_n = 24
 map_eps = [0.0, 0.75, 1.5]
@@ -95,6 +95,7 @@ from gtcore.studies.atlas.tables import counterexamples, regime_fractions
 from gtcore.studies.stability import rotating_controls
 
 work = tempfile.mkdtemp(prefix="gtbook-atlas-")
+scheduler = scheduler or None
 
 # %% [markdown]
 # ## (a) The peers' rank experiment, rerun exactly

@@ -141,7 +141,8 @@ def test_draws_are_reproducible_and_independent_of_their_company():
     np.testing.assert_array_equal(a[0].Q, b[0].Q)
     np.testing.assert_array_equal(a[1], b[1])
     c = draw_controls(Draw("conditions", "l2", 4, 7, 4))
-    assert not np.array_equal(a[0].Q, c[0].Q)
+    assert not np.array_equal(a[0].Q, c[0].Q)  # another seed
+    assert not np.array_equal(a[0].Q, draw_controls(Draw("conditions", "l2", 4, 8, 3))[0].Q)  # another index
     # L2 draws carry the drawn bilinear part: 2 K^T Q = B
     ctl = a[0]
     assert ctl.attention == "l2" and np.linalg.cond(ctl.K[0]) < 1e6
