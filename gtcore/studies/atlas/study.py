@@ -171,6 +171,22 @@ def finite_n_checks(result, draws: Sequence[Draw], n_per_type: int, n_tokens: in
     from ...moments import integrate_moments
     from ..families import moment_discrepancy, noise_floor, run_family
 
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # many small steps: one thread each (a loaded machine makes more threads slower)
+    try:
+        with threadpool_limits(limits=1):
+            return _finite_n_checks(result, draws, n_per_type, n_tokens, steps, repeats, seed, t_check)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _finite_n_checks(result, draws, n_per_type, n_tokens, steps, repeats, seed, t_check):
+    from ...moments import integrate_moments
+    from ..families import moment_discrepancy, noise_floor, run_family
+
     rng = np.random.default_rng(seed)
     t_end = dict(zip(result.column("key"), result.column("t_end")))
     out = dict(zip(result.column("key"), result.column("outcome")))
