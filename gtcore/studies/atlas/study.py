@@ -168,8 +168,6 @@ def finite_n_checks(result, draws: Sequence[Draw], n_per_type: int, n_tokens: in
     Gaussian tokens with the ODE's moments (:func:`~gtcore.studies.families.noise_floor`), and the
     control the same tokens against the ODE without attention (:math:`A` only).
     """
-    from ...moments import integrate_moments
-    from ..families import moment_discrepancy, noise_floor, run_family
 
     import torch
     from threadpoolctl import threadpool_limits
