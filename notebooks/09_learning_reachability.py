@@ -419,7 +419,7 @@ claim("V = 0: trained slack shrinks with N: (slope + 4 SE)", trained_slope.slope
 # reaches the target and the attention-free rank-2 start stops at the wall; every $V = 0$ network reaches its
 # same-rank target ($\bar\ell < q_{99}$).
 
-# %% mystnb={"figure": {"name": "fig-depth", "caption": "Left: the mean test loss against the number of layers $L$ at fixed $T$, from the full-rank start (blue) and the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with their noise floors (1–99%) and $F_2$ (dashed). Right: the energy of the learned controls from the full-rank start against $L$: the feed-forward part $h\\sum_l \\lVert A_l\\rVert_F^2 + \\lVert b_l\\rVert^2$ and the energy of the affine velocity the layers apply to the Gaussian (attention folded in), with chapter 3's constructive and minimum-energy controls."}, "image": {"alt": "Left: nearly flat lines of dots against the number of layers, each in its own band, the lowest one below a dashed line. Right: energy curves against the number of layers with two horizontal reference lines."}}
+# %% mystnb={"figure": {"name": "fig-learning-depth", "caption": "Left: the mean test loss against the number of layers $L$ at fixed $T$, from the full-rank start (blue) and the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with their noise floors (1–99%) and $F_2$ (dashed). Right: the energy of the learned controls from the full-rank start against $L$: the feed-forward part $h\\sum_l \\lVert A_l\\rVert_F^2 + \\lVert b_l\\rVert^2$ and the energy of the affine velocity the layers apply to the Gaussian (attention folded in), with chapter 3's constructive and minimum-energy controls."}, "image": {"alt": "Left: nearly flat lines of dots against the number of layers, each in its own band, the lowest one below a dashed line. Right: energy curves against the number of layers with two horizontal reference lines."}}
 energies = {t.name: energy_comparison(t, d, runs[t.name], runs0[t.name], pieces=energy_pieces) for t in full_targets}
 energies.update({t.name: energy_comparison(t, r, low[t.name], low0[t.name], pieces=energy_pieces)
                  for t in low_targets})
@@ -450,7 +450,7 @@ glue("depth_e_hi", float(depth_e.max()))
            for L, a, b0, b in zip(depths, depth_full, depth_wall0, depth_wall)}}
 
 # %% [markdown]
-# In {numref}`fig-depth` (left) the test loss stays in its noise floor at every $L$ from either start; the
+# In {numref}`fig-learning-depth` (left) the test loss stays in its noise floor at every $L$ from either start; the
 # learned energies (right, both kinds) lie between {glue:text}`depth_e_lo:.2f` and {glue:text}`depth_e_hi:.2f`
 # times chapter 3's minimum energy for this target.
 #
@@ -494,7 +494,9 @@ behind_all = [(name, run, t, nl, mean_field_departure(run, t.mu, t.Sigma, clouds
 figs.escape_figure([(m.kappa, run.test_loss / band(nl)[0], m.departed) for _, run, _, nl, m in behind_all],
                    [run.test_loss / band(null_wall[n])[0] for n, run in wall0.items()]
                    + [run.test_loss / band(nl)[0] for run, nl in zip(ladder_wall0, ladder_null_wall)]
-                   + [run.test_loss / band(null_wall[t0.name])[0] for run in depth_wall0])
+                   + [run.test_loss / band(null_wall[t0.name])[0] for run in depth_wall0]);
+
+# %%
 escape_table = [{"run": name, "mean test loss": round(run.test_loss, 4), "q01 of the wall": round(band(nl)[0], 4),
                  "F_2": round(rank_floor(t.Sigma, r), 4), "below the wall": bool(run.test_loss <= band(nl)[0]),
                  "kappa max": float(f"{m.kappa:.3g}"), "departure": float(f"{m.departure:.3g}"),
@@ -536,7 +538,9 @@ claim("attention on: the planarity statistic sees the finite-N bending, least si
 
 # %% mystnb={"figure": {"name": "fig-bending", "caption": "The network trained with attention from the rank-2 start that got lowest relative to the wall, run on fresh clouds of several sizes $N$ with its controls unchanged. Left: how far its output bends out of the plane, $\\sigma_3/\\sigma_1$ (dots: clouds; line: their mean; dashed: $N^{-1/2}$). Right: its loss against a fresh target sample of the same size, with $F_2$ (dashed) and the samples' floors $F_2(\\hat\\Sigma_Y)$."}, "image": {"alt": "Left: the bending of one network's output against the number of tokens on log-log axes, beside a dashed falling reference line. Right: its loss against the number of tokens beside a dashed horizontal line and a dotted line of floors."}}
 bending = thickness_against_n(deepest[1], bend_ns, clouds=bend_clouds, seed=seed + 8, target=t_deep)
-figs.bending_figure(bending, floors[t_deep.name])
+figs.bending_figure(bending, floors[t_deep.name]);
+
+# %%
 glue("bend_slope", bending.slope)
 glue("bend_name", deepest[0])
 glue("bend_loss_first", float(bending.losses[0].mean()))
