@@ -260,7 +260,7 @@ def _check_ff(ff: str, controls: Controls | None) -> None:
 # --------------------------------------------------------------------- simulation
 @dataclass
 class ParticleTrajectory:
-    """A simulated token cloud.
+    r"""A simulated token cloud.
 
     Attributes
     ----------
