@@ -123,7 +123,7 @@ class Controls:
     Q, K : (k, d) or (H, k, d) arrays, or sequences of H (k, d) arrays, optional
         Per-head query and key maps. For ``"dot"`` and ``"sinkhorn"`` they stand for
         :math:`B_h = K_h^\top Q_h` (give ``B`` or ``Q, K``, not both); ``"l2"`` needs them
-        (logits :math:`-\|Q_hx_i - K_hx_j\|^2`). Kept as :attr:`Q`, :attr:`K` (None when absent).
+        (logits :math:`-\|Q_hx_i - K_hx_j\|^2`). Kept as ``Q``, ``K`` (None when absent).
     U, W, c : arrays of shapes (m, d), (d, m), (m,), optional
         Optional feed-forward block :math:`W\sigma(Ux + c)`; all three or none.
     attention : str

@@ -282,7 +282,7 @@ class ParticleTrajectory:
         The end of the step at which the cloud crossed ``blowup_norm`` (or became non-finite), or
         None. A step-resolution detection, not the pole of the moment ODE
         (:func:`gtcore.riccati.blowup_time`) nor its event time
-        (:attr:`gtcore.moments.MomentTrajectory.crossing_time`).
+        (the ``crossing_time`` of :class:`~gtcore.moments.MomentTrajectory`).
     method : str
         The integrator's name.
     steps : int

@@ -182,7 +182,7 @@ class Sinkhorn(AttentionType):
         return sinkhorn_average(xk, B_h, log_weights, queries=xq, **self._options())[0]
 
     def tilt(self, mu, Sigma, B_h):
-        r"""The Gaussian tilt :math:`\mu + M(x - \mu)` (:func:`gaussian_conditional_gain`): :math:`C = I - M`.
+        r"""The Gaussian tilt :math:`\mu + M(x - \mu)` (:func:`~gtcore.attention.sinkhorn.gaussian_conditional_gain`): :math:`C = I - M`.
 
         Parameters
         ----------

@@ -139,7 +139,7 @@ def _segments(t0: float, t1: float, breaks: Sequence[float]) -> list[tuple[float
     return list(zip(edges[:-1], edges[1:]))
 
 
-#: default cap on right-hand-side evaluations of :func:`integrate_moments` (about 15 s at d = 2)
+#: default cap on right-hand-side evaluations of :func:`~gtcore.moments.integrate_moments` (about 15 s at d = 2)
 MAX_NFEV = 1_000_000
 
 

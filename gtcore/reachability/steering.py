@@ -213,7 +213,7 @@ class SteeringControls:
 
     @property
     def attention(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Deprecated alias of :attr:`heads`."""
+        """Deprecated alias of ``heads``."""
         warnings.warn("SteeringControls.attention is deprecated; use .heads", DeprecationWarning,
                       stacklevel=2)
         return self.heads
@@ -459,7 +459,7 @@ def endpoint_error(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigm
     ``inf`` if the solution blows up: :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` beyond
     :math:`10^8` times the size of the problem, the largest of 1 and the norms of the four given
     moments (so that steering to a large target is not mistaken for blow-up), or the integration
-    stops short of ``T`` (:attr:`gtcore.moments.MomentTrajectory.status`).
+    stops short of ``T`` (the ``status`` of :class:`~gtcore.moments.MomentTrajectory`).
 
     Parameters
     ----------

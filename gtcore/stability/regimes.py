@@ -38,7 +38,7 @@ from gtcore.stability.equilibria import (
 __all__ = ["VERDICTS", "Regime", "classify", "observe_regime", "observe_regimes"]
 
 
-#: the outcomes of :func:`classify` and :func:`observe_regime`
+#: the outcomes of :func:`~gtcore.stability.classify` and :func:`~gtcore.stability.observe_regime`
 VERDICTS = ("converges", "collapses to 0", "blows up", "undetermined")
 
 
