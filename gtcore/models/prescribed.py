@@ -1,6 +1,6 @@
 r"""Transformers with prescribed attention, built from the real Hugging Face ``transformers`` classes.
 
-:func:`prescribed_transformer` builds a BERT, ViT (the DeiT/ViT encoder) or ModernBERT encoder
+:func:`~gtcore.models.prescribed_transformer` builds a BERT, ViT (the DeiT/ViT encoder) or ModernBERT encoder
 from a configuration only (no weights are downloaded) and overwrites every layer's weights so that
 one block is the residual layer of the book's particle model (the conventions of :mod:`gtcore.controls`),
 
@@ -192,7 +192,7 @@ class PrescribedTransformer(nn.Module):
     feed_forward : bool
         Whether the MLP realises :math:`h(Ax + b)`.
     head_size : int
-        The head size (:func:`head_dim`).
+        The head size (:func:`~gtcore.models.prescribed.head_dim`).
 
     Attributes
     ----------
@@ -464,7 +464,7 @@ def hidden_states(model: PrescribedTransformer, tokens: Any) -> np.ndarray:
     Parameters
     ----------
     model : PrescribedTransformer
-        The model (:func:`prescribed_transformer`).
+        The model (:func:`~gtcore.models.prescribed_transformer`).
     tokens : (N, d) array or tensor
         One sequence (the token cloud), no special tokens, no mask. A batch (S, N, d) of
         independent sequences is accepted too.
