@@ -39,7 +39,7 @@
 # $$
 #
 # so the blow-up time $t^*$ is the first zero of $\lambda_{\min}(P(t))$
-# (`gtcore.riccati.blowup_time`, exact through one augmented matrix exponential), and the
+# ({py:func}`gtcore.riccati.blowup_time`, exact through one augmented matrix exponential), and the
 # positive-definite equilibria are $\Sigma^* = (P^*)^{-1}$ with $P^*A + A^\top P^* = -v(B + B^\top)$.
 #
 # **The exact conditions this chapter checks** (proved by the formula for $P(t)$ and verified
@@ -232,11 +232,11 @@ glue("t_star_gap", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star);
 
 # %% [markdown]
 # **A finite token cloud cannot blow up.** Run the same prescribed matrices on $N$ tokens
-# (`gtcore.particles.simulate`, softmax attention, RK4). Each token moves with
+# ({py:func}`gtcore.particles.simulate`, softmax attention, RK4). Each token moves with
 # $Ax_i + b + V\bar x_i$, where $\bar x_i$ (the softmax average) is a convex combination of the
 # tokens, so the radius $R(t) = \max_i|x_i(t)|$ obeys $R' \le LR + |b|$ with
 # $L = \|A\|_2 + \|V\|_2$, and $\operatorname{tr}\hat\Sigma(t) \le R(t)^2 \le
-# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ (`gtcore.studies.stability.finite_n.particle_radius_bound`): finite at
+# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ ({py:func}`gtcore.studies.stability.finite_n.particle_radius_bound`): finite at
 # every time, for every $N$. So near $t^*$, where the moment ODE diverges, the ratio
 # $\|\hat\Sigma_N(t)\|_F / \|\Sigma(t)\|_F$ must go to $0$ at any fixed $N$; the mean-field limit
 # is only reached at fixed $t < t^*$ as $N \to \infty$.
@@ -486,7 +486,7 @@ claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer,
 # into the constant $C^\top R^{-1}C$ and the linear terms into $-(PA + A^\top P)$, so the Fisher
 # information obeys a linear Lyapunov equation, solvable by one matrix exponential. Without process
 # noise nothing re-quadratises it; a general $V$ breaks the structure ($V\Sigma B\Sigma$ is no longer
-# a congruence of $\Sigma$), and `gtcore.stability` falls back to Newton's method and numerical
+# a congruence of $\Sigma$), and {py:mod}`gtcore.stability` falls back to Newton's method and numerical
 # integration there.
 #
 # **What the reader saw.** For $V = vI$ the whole asymptotic picture follows from one linear
