@@ -153,8 +153,18 @@ def status_table(states: list[ChapterState]) -> str:
 
 
 # ------------------------------------------------------------------------------ run
+def cache_folder(bk: Book) -> Path:
+    """The on-disk cache of the book's kernels (:mod:`gtcore._cache`): ``$GTBOOK_CACHE`` or ``<root>/.cache/gtbook``."""
+    from gtcore._cache import CACHE_ENV
+
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else bk.root / ".cache" / "gtbook"
+
+
 def _kernel_env(bk: Book, profile: str, threads: int | None) -> dict[str, str]:
-    env = {"GTBOOK_PROFILE": profile, QUIET_ENV: "1", ROOT_ENV: str(bk.root),
+    from gtcore._cache import CACHE_ENV
+
+    env = {"GTBOOK_PROFILE": profile, QUIET_ENV: "1", ROOT_ENV: str(bk.root), CACHE_ENV: str(cache_folder(bk)),
            "PYTHONWARNINGS": ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), KERNEL_WARNINGS) if w),
            "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
@@ -424,9 +434,9 @@ def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] |
     if bk.executed.is_dir():
         _files.remove_stale_temporaries(bk.executed)  # an atomic write cut short (we hold the tree's lock)
     if force:
-        from gtcore.book import cache
+        from gtcore import _cache
 
-        cache.clear()
+        _cache.clear(cache_folder(bk))
     else:
         fresh = []
         for job in list(todo):
