@@ -569,6 +569,9 @@ API_LINKS = {
     "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed", "particles.html#gtcore.particles.simulate"),
     "07_attention_families": ("attention.html#module-gtcore.attention", "riccati.html#gtcore.riccati.blowup_time",
                               "attention.html#gtcore.attention.sinkhorn.gaussian_conditional_gain"),
+    "09_learning_reachability": ("training.html#gtcore.training.transformer_tokens", "training.html#module-gtcore.training",
+                                 "particles.html#gtcore.particles.simulate", "training.html#gtcore.training.rank_floor",
+                                 "studies.html#gtcore.studies.learning.harness.null_losses"),
 }
 
 def api_reference_problems(html: Path) -> list[str]:
