@@ -9,7 +9,9 @@ Every claim names the statement it checks (an id of the statement registry (``gt
 :mod:`gtcore.book.statements`) and its kind (:data:`KINDS`):
 
 * ``"reproduces"``: a number the paper's statement predicts, which could come out otherwise;
-* ``"consistency"``: the code agrees with itself or with a closed form;
+* ``"derivation"``: a closed form derived from the statement (by the paper or by this book) agrees
+  with a direct integration of eq. (1.1): it checks the mathematics, not the model;
+* ``"consistency"``: the code agrees with itself;
 * ``"control"``: a power check: the same statistic detects a departure where one exists.
 
 Criteria (exactly one family per claim):
@@ -33,7 +35,7 @@ from gtcore.book.statements import StatementError, load_statements
 #: the MIME type under which a claim is recorded in the cell's output
 CLAIM_MIME = "application/vnd.gtbook.claim+json"
 #: the kinds of evidence a claim can be
-KINDS = ("reproduces", "consistency", "control")
+KINDS = ("reproduces", "derivation", "consistency", "control")
 
 
 class ClaimFailed(AssertionError):
