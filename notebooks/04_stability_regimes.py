@@ -522,7 +522,7 @@ claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer,
 # $[0, T]$), and use the gain $K(t) = \Sigma(t)C^\top$ with $\Sigma(t)$ from eq. (1.1)
 # (`integrate_moments`). Whatever the gain, the error $X - \hat x$ has a covariance that solves a
 # Lyapunov equation; it equals $\Sigma(t)$ **only if** $\Sigma(t)$ is the filter's Riccati solution
-# (`gtcore.studies.stability.kalman`). So a wrong covariance equation, or a wrong identification,
+# ({py:mod}`gtcore.studies.stability.kalman`). So a wrong covariance equation, or a wrong identification,
 # would show as a measured error covariance that departs from $\Sigma(t)$.
 #
 # The ensemble: `filter_draws` draws in $d = 3$ with a general $A$ (Ginibre), $v = \pm u$
@@ -566,14 +566,14 @@ claim("misidentified information (x0.5): smallest of the draws' largest LRT abov
 # ## (h) Mean steering with a general $V$
 #
 # For $V \ne vI$ neither the precision equation nor the closed-form equilibrium applies: the
-# equilibrium comes from Newton's method (`gtcore.stability.equilibrium`) and the bias
+# equilibrium comes from Newton's method ({py:func}`gtcore.stability.equilibrium`) and the bias
 # $b = -(A + V + V\Sigma^*B)\mu_{\rm target}$ from `bias_for_mean_target`. We check both against a
 # direct integration of eq. (1.1) over `general_draws` draws in $d = 3$ (seed `general_seed`, never
 # used before): $A$ anti-stable (a Ginibre matrix shifted right, scaled by 0.3), $V$ negative
 # definite and not a multiple of $I$, $B$ non-symmetric with a positive-definite symmetric part
 # (opposite definiteness), each kept when Newton certifies a positive-definite equilibrium that is
 # linearly stable, the mean matrix has spectral abscissa below $-0.5$ and the sampling strength at
-# $\Sigma^*$ is below 0.45 (`gtcore.studies.stability.general_v`). From $\mu_0 \sim N(0, I)$,
+# $\Sigma^*$ is below 0.45 ({py:mod}`gtcore.studies.stability.general_v`). From $\mu_0 \sim N(0, I)$,
 # $\Sigma_0 = I$ the ODE runs 30 relaxation times. *Thresholds*: the integrator's tolerances are
 # $10^{-12}$, so both endpoint errors must be below $10^{-8}$ in every draw (a derivation check:
 # closed forms against a direct integration). **Control**: the bias computed from $\Sigma_0$ instead
