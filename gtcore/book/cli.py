@@ -98,6 +98,16 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--sequences", type=int, default=16, help="number of sequences")
     pr.add_argument("--seed", type=int, default=0)
     pr.add_argument("--figure", default=None, metavar="PATH", help="save the figure here")
+    at = add_parser("atlas", help="the regime atlas sweep (chapter 8) on Dask: in-process, local, or a cluster")
+    at.add_argument("--scheduler", default=None, metavar="ADDR",
+                    help="a dask.distributed scheduler (tcp://host:8786), or 'local' for a LocalCluster; "
+                         "default: in this process")
+    at.add_argument("--out", default="atlas", metavar="DIR", help="folder of the parquet chunks (resumes)")
+    at.add_argument("--ds", type=int, nargs="+", default=[2, 3, 4, 5, 6, 7, 8], help="dimensions")
+    at.add_argument("--draws", type=int, default=40, help="draws per (attention type, d)")
+    at.add_argument("--lanes", type=int, default=256, help="draws per chunk")
+    at.add_argument("--workers", type=int, default=2, help="workers of --scheduler local")
+    at.add_argument("--seed", type=int, default=0)
     return p
 
 
@@ -147,6 +157,17 @@ def main(argv: list[str] | None = None) -> int:
             print(result.table())
             if args.figure:
                 print(f"figure: {args.figure}")
+            return 0
+        if args.command == "atlas":
+            from gtcore.studies.atlas.sweep import atlas
+
+            try:
+                res, table = atlas(args.out, ds=args.ds, draws=args.draws, seed=args.seed, lanes=args.lanes,
+                                   scheduler=args.scheduler, workers=args.workers)
+            except (ValueError, OSError) as exc:
+                raise BookError(str(exc)) from None
+            print(table)
+            print(res)
             return 0
         bk = open_book(args.root)
         os.environ[ROOT_ENV] = str(bk.root)  # this process's statement registry (the report) is the book's

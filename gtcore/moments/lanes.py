@@ -18,8 +18,10 @@ systems costs a few thousand NumPy calls instead of millions of Python calls. Re
 
 A lane stops at ``t_span[1]`` ("completed"), when ``stop`` becomes true after an accepted step
 ("stopped": the analogue of a terminal event with direction +1, detected at the end of the step, so the
-reported time is the end of that step, not a located root), or when its step falls below ten units in
-the last place of :math:`t` ("failed").
+reported time is the end of that step, not a located root), when its step falls below ten units in
+the last place of :math:`t` ("failed"), or, with ``max_nfev``, once it has used that many
+right-hand-side evaluations ("budget", at the end of its last accepted step: a stiff lane, whose
+explicit steps stay tiny, no longer holds the others up).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class LaneSolution:
     y : (n, m) ndarray
         The state there.
     status : (n,) ndarray of str
-        ``"completed"``, ``"stopped"`` or ``"failed"``.
+        ``"completed"``, ``"stopped"``, ``"failed"`` or ``"budget"``.
     steps : (n,) ndarray of int
         The accepted steps of each lane.
     nfev : (n,) ndarray of int
@@ -93,7 +95,7 @@ def _initial_step(fun, t0, y0, f0, lanes, t_bound, rtol, atol):
 
 def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, rtol: float = 1e-10,
                     atol: Any = 1e-12, stop: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-                    max_iterations: int = 1_000_000) -> LaneSolution:
+                    max_iterations: int = 1_000_000, max_nfev: int | None = None) -> LaneSolution:
     r"""Integrate ``n`` independent systems :math:`y_k' = f(t, y_k)` with DOP853, each with its own step.
 
     Parameters
@@ -113,6 +115,9 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
         Checked after every accepted step; a lane where it is true stops (``"stopped"``).
     max_iterations : int
         A guard on the number of trial steps of the slowest lane.
+    max_nfev : int, optional
+        Per-lane budget of right-hand-side evaluations: a lane that has used it stops with status
+        ``"budget"`` at its last accepted step (``t`` and ``y`` are that step's). None: no budget.
 
     Returns
     -------
@@ -134,6 +139,9 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
         raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {t_span!r}")
     if not 0 < rtol < 1:
         raise ValueError(f"rtol must lie in (0, 1), got {rtol!r}")
+    if max_nfev is not None and (isinstance(max_nfev, bool) or not isinstance(max_nfev, (int, np.integer))
+                                 or max_nfev < 1):
+        raise ValueError(f"max_nfev must be a positive integer or None, got {max_nfev!r}")
     n, m = y.shape
     atol_all = np.broadcast_to(as_float_array(atol, "atol"), (n,)).astype(float)
     if np.any(atol_all < 0) or not np.all(np.isfinite(atol_all)):
@@ -202,6 +210,10 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
             ended[np.flatnonzero(accept)[hit]] = True
         finished = accept & ~ended & (t_new >= t_bound)
         status[active[finished]] = "completed"
+        if max_nfev is not None:
+            spent = ~(ended | finished) & (nfev[active] >= max_nfev)
+            status[active[spent]] = "budget"
+            finished = finished | spent
         active = active[~(ended | finished)]
     else:
         raise RuntimeError(f"integrate_lanes: {active.size} lane(s) still running after "
