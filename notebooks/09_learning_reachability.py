@@ -33,8 +33,8 @@
 #   \frac{e^{x_j^{l\top} B_l x_i^l}}{\sum_m e^{x_m^{l\top} B_l x_i^l}}\, x_j^l\Big),
 # $$
 #
-# explicit Euler with $L$ steps for the particle system of the book (`gtcore.training.transformer_tokens`;
-# a test checks it against `gtcore.simulate(..., method="euler")` to round-off). For a Gaussian input the
+# explicit Euler with $L$ steps for the particle system of the book ({py:func}`gtcore.training.transformer_tokens`;
+# a test checks it against {py:func}`gtcore.simulate(..., method="euler") <gtcore.particles.simulate>` to round-off). For a Gaussian input the
 # layer map is exact (chapter 1): $N(\mu, \Sigma) \mapsto N(\mu^+, M\Sigma M^\top)$ with
 # $M = I + h(A_l + V_l\Sigma B_l)$.
 #
@@ -45,7 +45,7 @@
 #   = \min_{\sigma} \frac1N\sum_i \lVert x_i - y_{\sigma(i)}\rVert^2,
 # $$
 #
-# an optimal assignment, differentiated with the optimal $\sigma$ held fixed (`gtcore.training`). Adam runs
+# an optimal assignment, differentiated with the optimal $\sigma$ held fixed ({py:mod}`gtcore.training`). Adam runs
 # on **fresh samples at every step** (new input tokens, a new target sample), so each recorded loss is
 # measured on tokens the network has not been trained on. The squared Bures–Wasserstein distance of the
 # output's moments to $(\mu_1, \Sigma_1)$ is recorded beside it: the Gaussian part of the loss.
@@ -53,7 +53,7 @@
 # **The noise floor of $N$ tokens.** Even a perfect network leaves a loss: two independent $N$-samples of
 # the same Gaussian are at a positive $W_2^2$. The floor is therefore *computed*: the distribution of
 # $\ell(X', Y')$ over independent pairs, $X'$ drawn from the best distribution the network can reach and
-# $Y'$ from the target (`gtcore.studies.learning.harness.null_losses`).
+# $Y'$ from the target ({py:func}`gtcore.studies.learning.harness.null_losses`).
 #
 # ## The rank floor
 #
@@ -77,8 +77,8 @@
 #   = \min_{\nu \text{ on an } r\text{-dim. affine subspace}} W_2^2\big(\nu, N(\mu_1, \Sigma_1)\big),
 # $$
 #
-# attained by the **nearest reachable Gaussian** $N(\mu_1, P_E\Sigma_1P_E)$ (`gtcore.training.rank_floor`,
-# `best_rank_approximation`; a test checks $F_r$ against a brute-force minimisation over rank-$r$ Gaussians).
+# attained by the **nearest reachable Gaussian** $N(\mu_1, P_E\Sigma_1P_E)$ ({py:func}`gtcore.training.rank_floor`,
+# {py:func}`best_rank_approximation <gtcore.training.best_rank_approximation>`; a test checks $F_r$ against a brute-force minimisation over rank-$r$ Gaussians).
 #
 # *Why the network meets it.* From a rank-$r$ start the Gaussian never gains rank (chapter 3: the covariance
 # moves by congruence; one layer maps $\Sigma$ to $M\Sigma M^\top$, of rank at most $r$). Without attention
