@@ -35,7 +35,7 @@
 # rank are congruent, $\Sigma_1 = M\Sigma_0M^\top$ with $\det M > 0$. Splitting $M = RP$ (polar
 # decomposition) and choosing $A = \log P/\tau$ then $A = \log R/\tau$ on two sub-intervals, with a
 # bias $b$ that moves the mean, reaches $N(\mu_1, \Sigma_1)$ exactly at time $T$
-# (`gtcore.reachability.steer`). With attention heads held fixed, the controls absorb them along the
+# ({py:func}`gtcore.reachability.steer`). With attention heads held fixed, the controls absorb them along the
 # reference trajectory: $A(t) = \tilde A(t) - V\Sigma(t)B$, $b(t) = \tilde b(t) - V\mu(t)$.
 #
 # This chapter checks (a) the invariance, (b) exact steering on the moment ODE, (c) the same controls
@@ -188,7 +188,7 @@ claim("rank-changing target raises RankMismatchError", refused, statement="rank_
 # ## (c) The same controls on $N$ tokens
 #
 # The controls from the $d = 2$ example are applied to $N$ tokens sampled from $N(\mu_0, \Sigma_0)$
-# (`gtcore.particles.simulate`, RK4, piece by piece). Without attention the token flow is affine,
+# ({py:func}`gtcore.particles.simulate`, RK4, piece by piece). Without attention the token flow is affine,
 # so the cloud is mapped exactly as the Gaussian is, and the only error left is the sampling error
 # of the initial cloud: the Bures–Wasserstein distance of the final empirical moments to the
 # target should fall like $N^{-1/2}$. We fit the slope of the geometric mean over

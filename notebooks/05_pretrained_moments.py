@@ -51,7 +51,7 @@
 # rank (a normal-approximation 99% band). A value inside the band is indistinguishable from
 # Gaussian at this sample size.
 #
-# **The criterion, fixed before looking** (`gtcore.studies.pretrained.layer_criteria`). The abstract's words are
+# **The criterion, fixed before looking** ({py:mod}`gtcore.studies.pretrained.layer_criteria`). The abstract's words are
 # turned into a test as follows, for an $L$-block model:
 #
 # * *early and intermediate layers* are the block outputs $\ell = 1, \dots, \lceil L/2\rceil$
@@ -68,7 +68,7 @@
 # Gaussian tokens sharing a per-sequence component of variance $c^2 = 1/T$ (between-sequence
 # ratio about $1 + Tc^2 = 2$).
 #
-# Two input modes (`gtcore.models`):
+# Two input modes ({py:mod}`gtcore.models`):
 # **pure**, the first block sees exactly the Gaussian tokens (no embedding LayerNorm, no
 # positions: the model is then permutation equivariant, like the paper's mean-field flow), and
 # **embedding**, the Gaussian vectors replace the word-embedding lookup and pass through the

@@ -18,7 +18,7 @@
 # blow-up in destabilizing ones." Chapter 4 showed the regimes on gtcore's own particle model. Here
 # the Transformers are the encoders people run: Hugging Face `transformers`' `BertModel`,
 # `ViTModel` (the DeiT/ViT encoder) and `ModernBertModel`, built from a config, with every block's
-# weights set so that (module `gtcore.models.prescribed`)
+# weights set so that (module {py:mod}`gtcore.models.prescribed`)
 #
 # $$
 # x_i \mapsto x_i + h\,V\sum_j \operatorname{softmax}_j(x_j^\top B x_i)\,x_j
@@ -113,7 +113,7 @@ print(f"d = {d}, N = {n_tokens}, t* (Sigma0) = {t_star0:.4f}, h = {h:.4f}, L = {
 # ## (a) The bridge: real encoders are the particle model
 #
 # For each family, $N = $ `bridge_tokens` tokens through `bridge_layers` blocks of the
-# destabilising configuration, against `gtcore.particles.simulate(..., method="euler")` with the
+# destabilising configuration, against {py:func}`gtcore.particles.simulate(..., method="euler") <gtcore.particles.simulate>` with the
 # same number of steps. Float64; the tolerance $10^{-10}$ is round-off accumulated over a few
 # layers with margin (the test suite checks the same with random two-head, rank-2 controls).
 

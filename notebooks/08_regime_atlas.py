@@ -24,9 +24,9 @@
 # check which draws satisfy the paper's sign conditions and whether they fall in the predicted regime;
 # then on a wider regime map, explored in the page.
 #
-# **How a regime is decided** (`gtcore.studies.atlas.regimes`, thresholds fixed before any ensemble
+# **How a regime is decided** ({py:mod}`gtcore.studies.atlas.regimes`, thresholds fixed before any ensemble
 # was run). Every layer is integrated (DOP853, each layer its own steps, many layers side by side:
-# `gtcore.moments.lanes`) on $[0, T]$ and $[T, 2T]$, stopping when $\lVert\Sigma\rVert_F$ reaches $10^6$ times
+# {py:mod}`gtcore.moments.lanes`) on $[0, T]$ and $[T, 2T]$, stopping when $\lVert\Sigma\rVert_F$ reaches $10^6$ times
 # its start.
 #
 # * *Escapes* are told apart by the **blow-up exponent** $\kappa = \log(q_2/q_1)/\log(\lVert\Sigma_2\rVert/\lVert\Sigma_1\rVert)$,
@@ -36,7 +36,7 @@
 #   $\kappa < -1$. **Finite-time blow-up** iff $\kappa > -\tfrac12$, **exponential growth** iff
 #   $-\tfrac32 < \kappa \le -\tfrac12$. Exponential growth is its own verdict: a pole-time
 #   extrapolation $t_e + \lVert\Sigma\rVert/\lVert\Sigma\rVert'$ is finite for *any* growth, which is how
-#   `gtcore.riccati.blowup_time` outside its closed form "finds" poles in exponentially growing
+#   {py:func}`gtcore.riccati.blowup_time` outside its closed form "finds" poles in exponentially growing
 #   covariances (the book's issue 24); we never use it to decide.
 # * *Non-escaping* layers get the **doubling test**: $\alpha_i = \log_2(\lambda_i(2T)/\lambda_i(T))$ is
 #   $\approx 0$ for an eigenvalue with a positive limit, $-1$ for one decaying like $1/t$, $\ll -1$ for
@@ -51,7 +51,7 @@
 #   counted, not hidden.
 #
 # These are tests of asymptotic forms, not proofs. Where a proof exists the chapter compares with it:
-# the closed form of the peers' $V = I$ case, the exact $V = vI$ verdicts of `gtcore.stability.classify`,
+# the closed form of the peers' $V = I$ case, the exact $V = vI$ verdicts of {py:func}`gtcore.stability.classify`,
 # and the theorem that L2 (invertible keys) and Sinkhorn attention grow at most exponentially (chapter 7).
 
 # %% tags=["parameters"]
@@ -110,7 +110,7 @@ scheduler = scheduler or None
 # 0.02–0.15, eigenvalues clipped at 0 after each step, stop when the change falls below
 # $5\cdot10^{-5}$–$10^{-4}$ or after $5\cdot10^4$–$9\cdot10^4$ steps) and histogram the rank of the last
 # $\Sigma$, counted as the eigenvalues above 0.1. We do not have their numbers, only this description,
-# so their scheme is rerun here (`gtcore.studies.atlas.peer`, the reimplementation of
+# so their scheme is rerun here ({py:mod}`gtcore.studies.atlas.peer`, the reimplementation of
 # `benchmarks/peer_castin.py` batched over draws) at the two ends of the published ranges: *fine*
 # ($h = 0.02$, tolerance $5\cdot10^{-5}$, $9\cdot10^4$ steps) and *coarse* ($h = 0.15$, $10^{-4}$,
 # $5\cdot10^4$). $\Sigma_0 = I$ (their initial covariance is not in the description).
@@ -171,11 +171,11 @@ fig = figs.rank_histograms(peer.rows, peer_ds)
 # ## (b) Ensembles over the paper's sign conditions
 #
 # For every $d = 2, \dots, 8$ and attention type we draw `ensemble_draws` layers
-# (`gtcore.studies.atlas.ensembles`): $A = G/\sqrt d + sI$ (Ginibre $G$, shift $s \sim U[-1.5, 1.5]$, so
+# ({py:mod}`gtcore.studies.atlas.ensembles`): $A = G/\sqrt d + sI$ (Ginibre $G$, shift $s \sim U[-1.5, 1.5]$, so
 # $A$ is Hurwitz, mixed or anti-stable), value matrices $vI$, $\pm$Wishart or GOE, bilinear parts
 # $\pm$Wishart, GOE or non-symmetric Ginibre, $\Sigma_0$ Wishart. Two-head layers draw both heads
 # independently; L2 layers take an invertible $K$ and $Q = K^{-\top}B/2$ (bilinear part $B$); Sinkhorn
-# layers the drawn $B$. The sweep runs on Dask (`gtcore.studies.atlas.sweep`; here a local cluster of
+# layers the drawn $B$. The sweep runs on Dask ({py:mod}`gtcore.studies.atlas.sweep`; here a local cluster of
 # `workers` processes), chunk by chunk, each chunk written to parquet as it completes.
 #
 # **The conditions tested.** A head has *opposite definiteness* when the symmetric parts of $V_h$ and
@@ -195,7 +195,7 @@ fig = figs.rank_histograms(peer.rows, peer_ds)
 # $V_h = v_hI$ that satisfies a condition is in the predicted regime (zero counterexamples); (ii) the
 # same for $V$ not a multiple of $I$: the count of counterexamples is reported, and if it is not zero
 # the chapter lists them and claims only what holds; (iii) the lane verdicts agree with the exact
-# verdicts of `gtcore.stability.classify` on at least 99 % of the one-head $V = vI$ dot draws that
+# verdicts of {py:func}`gtcore.stability.classify` on at least 99 % of the one-head $V = vI$ dot draws that
 # `classify` decides by its closed form (**this claim failed in the first full-profile run**: 42 of 43,
 # 97.7 %, the one disagreement a $d = 7$ blow-up that the lanes left as *other*, unresolved in float64;
 # it is replaced by what holds, set after that run: no lane verdict *contradicts* `classify`, the
@@ -268,7 +268,7 @@ claim("control: the same test calls L2 / Sinkhorn draws exponential growth", int
 # %% [markdown]
 # **The counterexamples, checked independently.** Each draw that satisfies the stabilising condition
 # with $V$ not a multiple of $I$ and does not reach an equilibrium is integrated again with
-# `gtcore.integrate_moments` (scipy's DOP853, one system at a time, a path independent of the lanes) to
+# {py:func}`gtcore.integrate_moments <gtcore.moments.integrate_moments>` (scipy's DOP853, one system at a time, a path independent of the lanes) to
 # $t = 4T$. **Threshold, set after seeing the counterexamples but before this check:** the
 # counterexample is confirmed when $\lambda_{\min}(\Sigma(4T)) < 10^{-4}\lambda_{\max}(\Sigma(4T))$ (a
 # positive-definite equilibrium keeps this ratio fixed and away from 0). What the condition then needs:

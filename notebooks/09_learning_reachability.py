@@ -33,8 +33,8 @@
 #   \frac{e^{x_j^{l\top} B_l x_i^l}}{\sum_m e^{x_m^{l\top} B_l x_i^l}}\, x_j^l\Big),
 # $$
 #
-# explicit Euler with $L$ steps for the particle system of the book (`gtcore.training.transformer_tokens`;
-# a test checks it against `gtcore.simulate(..., method="euler")` to round-off). For a Gaussian input the
+# explicit Euler with $L$ steps for the particle system of the book ({py:func}`gtcore.training.transformer_tokens`;
+# a test checks it against {py:func}`gtcore.simulate(..., method="euler") <gtcore.particles.simulate>` to round-off). For a Gaussian input the
 # layer map is exact (chapter 1): $N(\mu, \Sigma) \mapsto N(\mu^+, M\Sigma M^\top)$ with
 # $M = I + h(A_l + V_l\Sigma B_l)$.
 #
@@ -45,7 +45,7 @@
 #   = \min_{\sigma} \frac1N\sum_i \lVert x_i - y_{\sigma(i)}\rVert^2,
 # $$
 #
-# an optimal assignment, differentiated with the optimal $\sigma$ held fixed (`gtcore.training`). Adam runs
+# an optimal assignment, differentiated with the optimal $\sigma$ held fixed ({py:mod}`gtcore.training`). Adam runs
 # on **fresh samples at every step** (new input tokens, a new target sample), so each recorded loss is
 # measured on tokens the network has not been trained on. The squared Bures–Wasserstein distance of the
 # output's moments to $(\mu_1, \Sigma_1)$ is recorded beside it: the Gaussian part of the loss.
@@ -53,7 +53,7 @@
 # **The noise floor of $N$ tokens.** Even a perfect network leaves a loss: two independent $N$-samples of
 # the same Gaussian are at a positive $W_2^2$. The floor is therefore *computed*: the distribution of
 # $\ell(X', Y')$ over independent pairs, $X'$ drawn from the best distribution the network can reach and
-# $Y'$ from the target (`gtcore.studies.learning.harness.null_losses`).
+# $Y'$ from the target ({py:func}`gtcore.studies.learning.harness.null_losses`).
 #
 # ## The rank floor
 #
@@ -77,8 +77,8 @@
 #   = \min_{\nu \text{ on an } r\text{-dim. affine subspace}} W_2^2\big(\nu, N(\mu_1, \Sigma_1)\big),
 # $$
 #
-# attained by the **nearest reachable Gaussian** $N(\mu_1, P_E\Sigma_1P_E)$ (`gtcore.training.rank_floor`,
-# `best_rank_approximation`; a test checks $F_r$ against a brute-force minimisation over rank-$r$ Gaussians).
+# attained by the **nearest reachable Gaussian** $N(\mu_1, P_E\Sigma_1P_E)$ ({py:func}`gtcore.training.rank_floor`,
+# {py:func}`best_rank_approximation <gtcore.training.best_rank_approximation>`; a test checks $F_r$ against a brute-force minimisation over rank-$r$ Gaussians).
 #
 # *Why the network meets it.* From a rank-$r$ start the Gaussian never gains rank (chapter 3: the covariance
 # moves by congruence; one layer maps $\Sigma$ to $M\Sigma M^\top$, of rank at most $r$). Without attention
@@ -421,7 +421,7 @@ claim("V = 0: trained slack shrinks with N: (slope + 4 SE)", trained_slope.slope
 # reaches the target and the attention-free rank-2 start stops at the wall; every $V = 0$ network reaches its
 # same-rank target ($\bar\ell < q_{99}$).
 
-# %% mystnb={"figure": {"name": "fig-depth", "caption": "Left: the mean test loss against the number of layers $L$ at fixed $T$, from the full-rank start (blue) and the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with their noise floors (1–99%) and $F_2$ (dashed). Right: the energy of the learned controls from the full-rank start against $L$: the feed-forward part $h\\sum_l \\lVert A_l\\rVert_F^2 + \\lVert b_l\\rVert^2$ and the energy of the affine velocity the layers apply to the Gaussian (attention folded in), with chapter 3's constructive and minimum-energy controls."}, "image": {"alt": "Left: nearly flat lines of dots against the number of layers, each in its own band, the lowest one below a dashed line. Right: energy curves against the number of layers with two horizontal reference lines."}}
+# %% mystnb={"figure": {"name": "fig-learning-depth", "caption": "Left: the mean test loss against the number of layers $L$ at fixed $T$, from the full-rank start (blue) and the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with their noise floors (1–99%) and $F_2$ (dashed). Right: the energy of the learned controls from the full-rank start against $L$: the feed-forward part $h\\sum_l \\lVert A_l\\rVert_F^2 + \\lVert b_l\\rVert^2$ and the energy of the affine velocity the layers apply to the Gaussian (attention folded in), with chapter 3's constructive and minimum-energy controls."}, "image": {"alt": "Left: nearly flat lines of dots against the number of layers, each in its own band, the lowest one below a dashed line. Right: energy curves against the number of layers with two horizontal reference lines."}}
 energies = {t.name: energy_comparison(t, d, runs[t.name], runs0[t.name], pieces=energy_pieces) for t in full_targets}
 energies.update({t.name: energy_comparison(t, r, low[t.name], low0[t.name], pieces=energy_pieces)
                  for t in low_targets})
@@ -452,7 +452,7 @@ glue("depth_e_hi", float(depth_e.max()))
            for L, a, b0, b in zip(depths, depth_full, depth_wall0, depth_wall, strict=True)}}
 
 # %% [markdown]
-# In {numref}`fig-depth` (left) the test loss stays in its noise floor at every $L$ from either start; the
+# In {numref}`fig-learning-depth` (left) the test loss stays in its noise floor at every $L$ from either start; the
 # learned energies (right, both kinds) lie between {glue:text}`depth_e_lo:.2f` and {glue:text}`depth_e_hi:.2f`
 # times chapter 3's minimum energy for this target.
 #
@@ -496,7 +496,9 @@ behind_all = [(name, run, t, nl, mean_field_departure(run, t.mu, t.Sigma, clouds
 figs.escape_figure([(m.kappa, run.test_loss / band(nl)[0], m.departed) for _, run, _, nl, m in behind_all],
                    [run.test_loss / band(null_wall[n])[0] for n, run in wall0.items()]
                    + [run.test_loss / band(nl)[0] for run, nl in zip(ladder_wall0, ladder_null_wall, strict=True)]
-                   + [run.test_loss / band(null_wall[t0.name])[0] for run in depth_wall0])
+                   + [run.test_loss / band(null_wall[t0.name])[0] for run in depth_wall0]);
+
+# %%
 escape_table = [{"run": name, "mean test loss": round(run.test_loss, 4), "q01 of the wall": round(band(nl)[0], 4),
                  "F_2": round(rank_floor(t.Sigma, r), 4), "below the wall": bool(run.test_loss <= band(nl)[0]),
                  "kappa max": float(f"{m.kappa:.3g}"), "departure": float(f"{m.departure:.3g}"),
@@ -538,7 +540,9 @@ claim("attention on: the planarity statistic sees the finite-N bending, least si
 
 # %% mystnb={"figure": {"name": "fig-bending", "caption": "The network trained with attention from the rank-2 start that got lowest relative to the wall, run on fresh clouds of several sizes $N$ with its controls unchanged. Left: how far its output bends out of the plane, $\\sigma_3/\\sigma_1$ (dots: clouds; line: their mean; dashed: $N^{-1/2}$). Right: its loss against a fresh target sample of the same size, with $F_2$ (dashed) and the samples' floors $F_2(\\hat\\Sigma_Y)$."}, "image": {"alt": "Left: the bending of one network's output against the number of tokens on log-log axes, beside a dashed falling reference line. Right: its loss against the number of tokens beside a dashed horizontal line and a dotted line of floors."}}
 bending = thickness_against_n(deepest[1], bend_ns, clouds=bend_clouds, seed=seed + 8, target=t_deep)
-figs.bending_figure(bending, floors[t_deep.name])
+figs.bending_figure(bending, floors[t_deep.name]);
+
+# %%
 glue("bend_slope", bending.slope)
 glue("bend_name", deepest[0])
 glue("bend_loss_first", float(bending.losses[0].mean()))

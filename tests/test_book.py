@@ -559,6 +559,90 @@ def test_chapter_pages_open_with_their_provenance_box(built_book):
     assert re.search(r'fitted slope <span class="pasted-text">-0\.\d\d</span>', ch1)
 
 
+#: the chapters' prose names that link to the API reference ({py:func} and {py:mod} roles in notebooks/*.py)
+API_LINKS = {
+    "03_rank_and_reachability": ("reachability.html#gtcore.reachability.steer",
+                                 "particles.html#gtcore.particles.simulate"),
+    "04_stability_regimes": ("riccati.html#gtcore.riccati.blowup_time", "particles.html#gtcore.particles.simulate",
+                             "studies.html#gtcore.studies.stability.finite_n.particle_radius_bound",
+                             "stability.html#module-gtcore.stability", "stability.html#gtcore.stability.equilibrium",
+                             "studies.html#module-gtcore.studies.stability.kalman",
+                             "studies.html#module-gtcore.studies.stability.general_v"),
+    "05_pretrained_moments": ("studies.html#module-gtcore.studies.pretrained.layer_criteria",
+                              "models.html#module-gtcore.models"),
+    "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed", "particles.html#gtcore.particles.simulate"),
+    "07_attention_families": ("attention.html#module-gtcore.attention", "riccati.html#gtcore.riccati.blowup_time",
+                              "attention.html#gtcore.attention.sinkhorn.gaussian_conditional_gain"),
+    "08_regime_atlas": ("studies.html#module-gtcore.studies.atlas.regimes", "moments.html#module-gtcore.moments.lanes",
+                        "riccati.html#gtcore.riccati.blowup_time", "stability.html#gtcore.stability.classify",
+                        "moments.html#gtcore.moments.integrate_moments"),
+    "09_learning_reachability": ("training.html#gtcore.training.transformer_tokens", "training.html#module-gtcore.training",
+                                 "particles.html#gtcore.particles.simulate", "training.html#gtcore.training.rank_floor",
+                                 "studies.html#gtcore.studies.learning.harness.null_losses"),
+}
+
+def api_reference_problems(html: Path) -> list[str]:
+    """What the rendered API reference (``html/book/api``) lacks: a page of the toc's "gtcore API" part,
+    an object of the public API (:mod:`public_api`) in the Sphinx inventory, a name of ``gtcore.__all__``
+    in the index's table, or a link (a reference to a gtcore name rendered as code with no link: the build
+    resolves every one, with ``-n``, and this says so even without it)."""
+    import zlib
+
+    import yaml
+
+    import gtcore
+    from public_api import api_data, api_objects
+
+    problems = []
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    part = [p for p in toc["parts"] if p["caption"] == "gtcore API"]
+    files = [c["file"] for c in part[0]["chapters"]] if part else []
+    if not files:
+        problems.append('_toc.yml has no "gtcore API" part')
+    for f in files:
+        if not (html / f"{f}.html").exists():
+            problems.append(f"{f}.html was not rendered")
+    # Sphinx's inventory: four header lines, then zlib-compressed lines "name domain:role priority uri dispname"
+    body = zlib.decompress((html / "objects.inv").read_bytes().split(b"\n", 4)[4]).decode()
+    names = {line.split(" ", 1)[0] for line in body.splitlines() if line.strip()}
+    problems += [f"{q} is not in the API reference" for q in api_objects() if q not in names]
+    for module, constants in api_data().items():
+        for c in constants:
+            if not any(n.startswith(module + ".") and n.endswith("." + c) for n in names):
+                problems.append(f"{module}.{c} is not in the API reference")
+    index = (html / "book" / "api" / "index.html").read_text() if files else ""
+    problems += [f"the API index does not list gtcore.{n}" for n in gtcore.__all__ if f">{n}</span>" not in index]
+    ours = {n.rsplit(".", 1)[-1] for n in names if n.startswith("gtcore")}
+    for page in sorted((html / "book" / "api").glob("*.html")):  # a reference to gtcore shown without a link
+        text = page.read_text()
+        for m in re.finditer(r'<code class="xref py py-\w+ docutils literal notranslate">(.*?)</code>', text):
+            shown = re.sub(r"<[^>]+>", "", m.group(1)).removesuffix("()")
+            linked = re.search(r"<a [^>]*>\s*$", text[max(0, m.start() - 400):m.start()])
+            if not linked and (shown.startswith("gtcore") or shown.split(".")[-1] in ours):
+                problems.append(f"{page.name}: {shown} is not linked")
+    return problems
+
+
+@pytest.mark.slow
+def test_the_api_reference_documents_the_public_api_and_the_chapters_link_to_it(built_book):
+    tree, _ = built_book
+    html = tree / "_build" / "html"
+    problems = api_reference_problems(html)
+    for chapter, targets in API_LINKS.items():
+        text = (html / "executed" / f"{chapter}.html").read_text()
+        problems += [f"{chapter} does not link to {t}" for t in targets if f'href="../book/api/{t}"' not in text]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_docstring_edit_rebuilds_the_book():
+    """The API part renders gtcore's docstrings: its sources are inputs of the build's cache key."""
+    import gtcore
+
+    inputs = set(book_build.build_inputs(book_chapters.open_book(ROOT)))
+    sources = set(Path(gtcore.__file__).parent.rglob("*.py"))
+    assert sources and sources <= inputs
+
+
 @pytest.mark.slow
 def test_rendered_pages_in_a_browser(built_book):
     tree, _ = built_book

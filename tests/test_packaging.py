@@ -19,7 +19,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 META = PYPROJECT["project"]
 SOURCES = sorted([*(ROOT / "gtcore").rglob("*.py"), *(ROOT / "tests").glob("*.py"), *(ROOT / "notebooks").glob("*.py"),
                   *(ROOT / "benchmarks").glob("*.py")])
-LOCAL = {"gtcore", "browser", "conftest", "minibook"}
+LOCAL = {"gtcore", "browser", "conftest", "minibook", "public_api"}
 
 
 def _name(req: str) -> str:

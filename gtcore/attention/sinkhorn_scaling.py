@@ -22,7 +22,7 @@ iteration stops at the first pair whose relative violation
 :math:`\max(\max_i|\sum_jP_{ij}/a_i - 1|, \max_j|\sum_iP_{ij}/a_j - 1|)` is at most ``tol``,
 returns that pair and the attention average of the pass that computed it, or stops after
 ``max_iter`` row updates (then ``converged=False`` and :func:`sinkhorn_average` warns with
-:class:`SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way whatever
+:class:`~gtcore.attention.sinkhorn.SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way whatever
 the starting point and acceleration, which change only how many passes it takes.
 
 **Speed-ups** (each pass costs about one dot-product attention kernel).
@@ -94,6 +94,7 @@ class SinkhornResult:
 
     @property
     def status(self) -> str:
+        """``"converged"``, or ``"max_iter"`` when the scaling stopped at ``max_iter`` above ``tol``."""
         return "converged" if self.converged else "max_iter"
 
 
@@ -197,12 +198,14 @@ def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Ten
     Parameters
     ----------
     x : (N, d) tensor
+        The tokens.
     B : (d, d) tensor
+        The query-key matrix (logits :math:`x_j^\top Bx_i`).
     log_weights : (N,) tensor, optional
         :math:`\log a_j` (normalised to sum 1 here); uniform when omitted.
     tol, max_iter : float, int
         Stop when the relative violation of both marginals is at most ``tol`` (default
-        :func:`default_tol` of ``x``'s dtype), or after
+        :func:`~gtcore.attention.sinkhorn.default_tol` of ``x``'s dtype), or after
         ``max_iter`` row updates.
     method : ``"sdpa"`` or ``"blocked"``
         How the log-sum-exps run (:mod:`gtcore.attention.kernels`).
@@ -213,6 +216,16 @@ def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Ten
         (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential` at the tokens' empirical moments) or 0.
     anderson : int
         Depth of the Anderson acceleration; 0 for plain Sinkhorn.
+
+    Returns
+    -------
+    SinkhornResult
+        The potentials :math:`f, g` of the certified pair, the iterations and the marginal error.
+
+    Raises
+    ------
+    ValueError
+        A ``tol``, ``max_iter``, ``init`` or ``anderson`` out of range, or an unknown ``method``.
     """
     return _scale(x, B, log_weights, tol, max_iter, method, block, False, init, anderson)[0]
 
@@ -228,9 +241,39 @@ def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor
         a(x_q) = \sum_j \operatorname{softmax}_j(x_j^\top B x_q + g_j)\, x_j,
 
     with :math:`g` from :func:`sinkhorn_potentials` (same arguments); for the tokens themselves
-    the average comes out of the pass that certified the returned pair. Warns with :class:`SinkhornConvergenceWarning`
-    when the scaling did not converge (``warn=True``); the returned :class:`SinkhornResult`
-    carries the status either way.
+    the average comes out of the pass that certified the returned pair. Warns with
+    :class:`~gtcore.attention.sinkhorn.SinkhornConvergenceWarning` when the scaling did not converge
+    (``warn=True``); the returned :class:`SinkhornResult` carries the status either way.
+
+    Parameters
+    ----------
+    x : (N, d) tensor
+        The tokens, the keys and values (and the queries when ``queries`` is omitted).
+    B : (d, d) tensor
+        The query-key matrix.
+    log_weights : (N,) tensor, optional
+        The tokens' log-weights :math:`\log a_j`; uniform when omitted.
+    queries : (n, d) tensor, optional
+        Where to evaluate the average; the tokens themselves when omitted.
+    tol, max_iter : float, int
+        The stopping rule of :func:`sinkhorn_potentials`.
+    method : ``"sdpa"`` or ``"blocked"``
+        How the log-sum-exps run (:mod:`gtcore.attention.kernels`).
+    block : int
+        Rows per block of ``"blocked"``.
+    warn : bool
+        Warn when the scaling did not converge.
+    init : ``"gaussian"`` or ``"zero"``
+        The starting column potential (:func:`sinkhorn_potentials`).
+    anderson : int
+        Depth of the Anderson acceleration; 0 for plain Sinkhorn.
+
+    Returns
+    -------
+    average : (N, d) or (n, d) tensor
+        The Sinkhorn attention average at each token (or query).
+    result : SinkhornResult
+        The scaling's potentials and status.
     """
     if tol is None:
         tol = default_tol(x.dtype)

@@ -26,11 +26,15 @@ def toc_chapters(bk: Book | None = None) -> list[str]:
 
 
 def build_inputs(bk: Book) -> list[Path]:
-    """Every file Jupyter Book reads: the executed pages, the prose, the configuration, static files."""
+    """Every file Jupyter Book reads: the executed pages, the prose, the configuration, static files,
+    and gtcore's sources (the API part, ``book/api/``, renders their docstrings)."""
+    import gtcore
+
     files = [bk.root / "_config.yml", bk.root / "_toc.yml"]
     files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md"]
     for folder in ("book", "_static"):
         files += sorted(p for p in (bk.root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files += sorted(Path(gtcore.__file__).parent.rglob("*.py"))
     return [p for p in files if p.exists()]
 
 

@@ -16,7 +16,7 @@ holding the full (paper-scale) values; the ``quick`` profile's overrides live in
 **Cache.** A chapter runs only when its executed notebook's key differs from the current one: the key
 hashes the chapter's source, its resolved parameters and profile, the ``gtcore`` sources and the
 versions of Python, numpy, scipy, torch and transformers (:mod:`gtcore.book.provenance`). ``--force``
-reruns (and clears the on-disk cache of :mod:`gtcore._cache`). ``gtbook build`` likewise skips Jupyter
+reruns (and clears the on-disk cache of ``gtcore._cache``). ``gtbook build`` likewise skips Jupyter
 Book when none of its inputs changed.
 
 **Safety.** One ``gtbook run``/``build``/``all`` at a time per tree: a second one waits (or, with

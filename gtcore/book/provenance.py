@@ -7,7 +7,7 @@ which one changed:
 * ``parameters``: the profile and every parameter value the kernel sees (defaults, profile overrides,
   ``--set`` values);
 * ``library``: the sources of the ``gtcore`` modules the chapter imports, directly or through other
-  modules (the static import graph of :mod:`gtcore._dependencies`): editing one chapter's study reruns
+  modules (the static import graph of ``gtcore._dependencies``): editing one chapter's study reruns
   that chapter only;
 * ``versions``: Python, numpy, scipy, torch and transformers.
 

@@ -24,6 +24,7 @@ class ReportError(ValueError):
     """An executed notebook cannot be read; the message names the file and how to recover."""
 
 
+#: the status of a statement in the report (see the module docstring)
 STATUSES = ("reproduced", "failed", "consistency checks only", "not reproducible here", "not checked")
 
 

@@ -1,6 +1,6 @@
 r"""Transformers with prescribed attention, built from the real Hugging Face ``transformers`` classes.
 
-:func:`prescribed_transformer` builds a BERT, ViT (the DeiT/ViT encoder) or ModernBERT encoder
+:func:`~gtcore.models.prescribed_transformer` builds a BERT, ViT (the DeiT/ViT encoder) or ModernBERT encoder
 from a configuration only (no weights are downloaded) and overwrites every layer's weights so that
 one block is the residual layer of the book's particle model (the conventions of :mod:`gtcore.controls`),
 
@@ -111,6 +111,20 @@ def head_dim(family: str, d: int, heads: int) -> int:
 
     ``"vit"``: ``d`` (its config's ``head_dim`` override); ``"bert"``, ``"modernbert"``: ``d / heads``.
 
+    Parameters
+    ----------
+    family : {"bert", "vit", "modernbert"}
+        The encoder family.
+    d : int
+        The hidden size.
+    heads : int
+        The number of heads.
+
+    Returns
+    -------
+    int
+        The head size.
+
     Raises
     ------
     ValueError
@@ -162,11 +176,33 @@ class PrescribedTransformer(nn.Module):
     Built by :func:`prescribed_transformer`; calling it on tokens of shape (N, d) or (S, N, d)
     returns the hidden states (L + 1, N, d) or (L + 1, S, N, d) as a tensor.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The ``transformers`` base model (``BertModel``, ``ViTModel`` or ``ModernBertModel``).
+    family : {"bert", "vit", "modernbert"}
+        Its family.
+    controls : Controls
+        The layer's parameters (those of the first layer when they vary).
+    n_layers : int
+        The number of blocks L.
+    h : float
+        The layer size.
+    layer_norm : bool
+        Whether the family's LayerNorms are kept.
+    feed_forward : bool
+        Whether the MLP realises :math:`h(Ax + b)`.
+    head_size : int
+        The head size (:func:`~gtcore.models.prescribed.head_dim`).
+
     Attributes
     ----------
-    model : the ``transformers`` base model (``BertModel``, ``ViTModel`` or ``ModernBertModel``)
-    family, controls, n_layers, h, layer_norm, feed_forward : as given
-    head_dim : the head size
+    model : torch.nn.Module
+        The ``transformers`` base model.
+    family, controls, n_layers, h, layer_norm, feed_forward
+        As given.
+    head_dim : int
+        The head size.
     """
 
     def __init__(self, model: nn.Module, family: str, controls: Controls, n_layers: int, h: float,
@@ -188,9 +224,22 @@ class PrescribedTransformer(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
+        """The dtype of the weights."""
         return next(self.model.parameters()).dtype
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The residual stream through the L blocks (no special tokens, no mask, RoPE neutralised).
+
+        Parameters
+        ----------
+        tokens : (N, d) or (S, N, d) tensor
+            One sequence, or S independent ones, in the model's dtype.
+
+        Returns
+        -------
+        (L + 1, N, d) or (L + 1, S, N, d) tensor
+            The input, then the output of each block.
+        """
         single = tokens.ndim == 2
         x = tokens.unsqueeze(0) if single else tokens
         out = [x]
@@ -225,6 +274,13 @@ class PrescribedTransformer(nn.Module):
             yield
 
     def extra_repr(self) -> str:
+        """The line ``torch.nn.Module``'s repr shows for this module.
+
+        Returns
+        -------
+        str
+            Family, dimension, heads, head size, layers, layer size and options.
+        """
         return (f"family={self.family!r}, d={self.controls.d}, heads={self.controls.heads}, "
                 f"head_dim={self.head_dim}, n_layers={self.n_layers}, h={self.h:g}, "
                 f"layer_norm={self.layer_norm}, feed_forward={self.feed_forward}")
@@ -350,13 +406,15 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
     controls : Controls, or a sequence of ``n_layers`` Controls (one per layer)
         Heads :math:`(V_{h'}, B_{h'})` and, with ``feed_forward=True``, :math:`A, b`.
     n_layers : int >= 1
+        The number of blocks L.
     h : float > 0
         Layer size.
     layer_norm : bool
         Keep the family's LayerNorms (unit gain, zero bias) or replace them by the identity.
     feed_forward : bool
         Realise :math:`h(Ax + b)` in the MLP, or make the MLP exactly zero.
-    dtype : torch dtype of the weights (float64 for round-off agreement)
+    dtype : torch.dtype
+        The dtype of the weights (float64 for round-off agreement).
 
     Returns
     -------
@@ -407,13 +465,20 @@ def hidden_states(model: PrescribedTransformer, tokens: Any) -> np.ndarray:
     Parameters
     ----------
     model : PrescribedTransformer
+        The model (:func:`~gtcore.models.prescribed_transformer`).
     tokens : (N, d) array or tensor
         One sequence (the token cloud), no special tokens, no mask. A batch (S, N, d) of
         independent sequences is accepted too.
 
     Returns
     -------
-    (L + 1, N, d) numpy array (or (L + 1, S, N, d)), in the model's dtype.
+    (L + 1, N, d) or (L + 1, S, N, d) ndarray
+        The residual stream, in the model's dtype.
+
+    Raises
+    ------
+    ValueError
+        ``model`` is not a :class:`PrescribedTransformer`, or tokens of the wrong shape or not finite.
     """
     if not isinstance(model, PrescribedTransformer):
         raise ValueError(f"model must be a PrescribedTransformer, got {type(model).__name__}")
@@ -429,7 +494,25 @@ def hidden_states(model: PrescribedTransformer, tokens: Any) -> np.ndarray:
 
 # ============================================================================== the Gaussian side
 def split_controls(controls: Controls) -> tuple[Controls, Controls]:
-    """The two sub-layers of a block: ``(attention: V, B only; feed-forward: A, b only)``."""
+    """The two sub-layers of a block: ``(attention: V, B only; feed-forward: A, b only)``.
+
+    Parameters
+    ----------
+    controls : Controls
+        One layer's parameters.
+
+    Returns
+    -------
+    attention : Controls
+        ``Controls(V=controls.V, B=controls.B)``.
+    feed_forward : Controls
+        ``Controls(A=controls.A, b=controls.b)``.
+
+    Raises
+    ------
+    ValueError
+        ``controls`` is not a :class:`~gtcore.controls.Controls`.
+    """
     if not isinstance(controls, Controls):
         raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
     return Controls(V=controls.V, B=controls.B), Controls(A=controls.A, b=controls.b)
@@ -442,6 +525,20 @@ def split_schedule(controls: Controls, n_layers: int, h: float) -> PiecewiseCont
     sub-layer (:func:`split_controls`), so ``simulate(x0, split_schedule(c, L, h), (0, 2*L*h),
     2*L, method="euler")`` recorded at even steps is the prescribed Transformer with
     ``feed_forward=True``.
+
+    Parameters
+    ----------
+    controls : Controls
+        One layer's parameters (the same in every block).
+    n_layers : int
+        The number of blocks L.
+    h : float
+        The layer size.
+
+    Returns
+    -------
+    PiecewiseControls
+        2L pieces of length h, alternating the two sub-layers.
     """
     att, ff = split_controls(controls)
     breaks = h * np.arange(2 * n_layers + 1)
@@ -452,24 +549,32 @@ def layer_moments(mu0: Any, Sigma0: Any, controls: Controls, n_layers: int, h: f
                   feed_forward: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     r"""Exact moments of a Gaussian input after each block of the prescribed Transformer.
 
-    Without LayerNorm each sub-layer is an affine map on a Gaussian (:func:`gtcore.layer_map`):
+    Without LayerNorm each sub-layer is an affine map on a Gaussian (:func:`gtcore.moments.layer_map`):
     the attention sub-layer :math:`\Sigma \mapsto M\Sigma M^\top`,
     :math:`M = I + h\sum_{h'} V_{h'}\Sigma B_{h'}`, then the feed-forward sub-layer
     :math:`\Sigma \mapsto (I + hA)\Sigma(I + hA)^\top`. With :math:`A = 0, b = 0` this is
-    :func:`gtcore.layer_stack` of ``controls``.
+    :func:`gtcore.moments.layer_stack` of ``controls``.
 
     Parameters
     ----------
-    mu0, Sigma0 : the input Gaussian's moments
-    controls : Controls (the same in every layer)
+    mu0, Sigma0 : (d,) and (d, d) arrays
+        The input Gaussian's moments.
+    controls : Controls
+        The layer's parameters (the same in every layer).
     n_layers : int >= 1
+        The number of blocks L.
     h : float > 0
-    feed_forward : whether the feed-forward sub-layer is applied (default: when A or b is nonzero)
+        The layer size.
+    feed_forward : bool, optional
+        Whether the feed-forward sub-layer is applied (default: when A or b is nonzero).
 
     Returns
     -------
-    mus : (L + 1, d), Sigmas : (L + 1, d, d)
-        Fewer rows when a norm passes :func:`gtcore.layer_stack`'s ``blowup_norm`` (1e8).
+    mus : (L + 1, d) ndarray
+        The means after each block (the input first).
+    Sigmas : (L + 1, d, d) ndarray
+        The covariances. Fewer rows when a norm passes :func:`gtcore.moments.layer_stack`'s
+        ``blowup_norm`` (1e8).
     """
     if feed_forward is None:
         feed_forward = bool(np.any(controls.A) or np.any(controls.b))

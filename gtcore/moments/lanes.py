@@ -55,11 +55,16 @@ class LaneSolution:
 
     Attributes
     ----------
-    t : (n,) the last time of each lane (``t_span[1]`` when completed)
-    y : (n, m) the state there
-    status : (n,) array of "completed", "stopped", "failed" or "budget"
-    steps : (n,) accepted steps
-    nfev : (n,) right-hand-side evaluations per lane
+    t : (n,) ndarray
+        The last time of each lane (``t_span[1]`` when completed).
+    y : (n, m) ndarray
+        The state there.
+    status : (n,) ndarray of str
+        ``"completed"``, ``"stopped"``, ``"failed"`` or ``"budget"``.
+    steps : (n,) ndarray of int
+        The accepted steps of each lane.
+    nfev : (n,) ndarray of int
+        The right-hand-side evaluations of each lane.
     """
 
     t: np.ndarray
@@ -98,20 +103,31 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
     fun : callable ``fun(t, Y, lanes)``
         ``t`` (k,) times, ``Y`` (k, m) states and ``lanes`` (k,) the indices (into ``y0``) of the
         rows, for the lanes still running; returns the (k, m) derivatives.
-    t_span : (t0, t1), t1 > t0, common to all lanes
-    y0 : (n, m) initial states
-    rtol : relative tolerance
-    atol : absolute tolerance, a scalar or one per lane (n,)
+    t_span : (float, float)
+        ``(t0, t1)`` with ``t1 > t0``, common to all lanes.
+    y0 : (n, m) array
+        The initial states.
+    rtol : float
+        The relative tolerance, in (0, 1).
+    atol : float or (n,) array
+        The absolute tolerance, a scalar or one per lane.
     stop : callable ``stop(Y, lanes) -> (k,) bool``, optional
-        Checked after every accepted step; a lane where it is true stops ("stopped").
-    max_iterations : guard on the number of trial steps of the slowest lane
+        Checked after every accepted step; a lane where it is true stops (``"stopped"``).
+    max_iterations : int
+        A guard on the number of trial steps of the slowest lane.
     max_nfev : int, optional
         Per-lane budget of right-hand-side evaluations: a lane that has used it stops with status
-        "budget" at its last accepted step (``t`` and ``y`` are that step's). None: no budget.
+        ``"budget"`` at its last accepted step (``t`` and ``y`` are that step's). None: no budget.
 
     Returns
     -------
     LaneSolution
+        Where each lane ended, its status, steps and evaluations.
+
+    Raises
+    ------
+    ValueError
+        A bad ``y0``, ``t_span``, ``rtol`` or ``atol``.
     """
     y = as_float_array(y0, "y0").copy()
     if y.ndim != 2 or y.shape[0] < 1 or y.shape[1] < 1:

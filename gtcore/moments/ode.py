@@ -43,15 +43,19 @@ def moment_rhs(mu: Any, Sigma: Any, controls: Controls) -> tuple[np.ndarray, np.
     Parameters
     ----------
     mu : (d,) array
+        The mean.
     Sigma : (d, d) symmetric array
+        The covariance (positive semidefinite).
     controls : Controls
-        With a feed-forward block, its identity-activation fold
-        (:attr:`Controls.affine_A`, :attr:`Controls.affine_b`) is used.
+        One layer's parameters. With a feed-forward block, its identity-activation fold
+        (:attr:`~gtcore.controls.Controls.affine_A`, :attr:`~gtcore.controls.Controls.affine_b`) is used.
 
     Returns
     -------
-    dmu : (d,) array
-    dSigma : (d, d) array, exactly symmetric
+    dmu : (d,) ndarray
+        :math:`\mu'`.
+    dSigma : (d, d) ndarray
+        :math:`\Sigma'`, exactly symmetric.
 
     Raises
     ------
@@ -96,17 +100,24 @@ class MomentTrajectory:
 
     Attributes
     ----------
-    t : (n,) array of times
-    mu : (n, d) array of means
-    Sigma : (n, d, d) array of covariances, each exactly symmetric
-    status : "completed"; "blowup" (:math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed
-        ``blowup_norm``); "budget" (stopped after ``max_nfev`` right-hand-side evaluations, before
-        the end of ``t_span``); or "failed" (the solver gave up)
-    crossing_time : the time at which :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed
-        ``blowup_norm`` (located by a terminal event), or None. For :math:`\Sigma` it precedes the
-        pole :math:`t^*` of the solution (:func:`gtcore.riccati.blowup_time`)
-    message : what the solver said, or which norm crossed, or where the budget ran out
-    nfev : number of right-hand-side evaluations
+    t : (n,) ndarray
+        The times.
+    mu : (n, d) ndarray
+        The means.
+    Sigma : (n, d, d) ndarray
+        The covariances, each exactly symmetric.
+    status : str
+        ``"completed"``; ``"blowup"`` (:math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed
+        ``blowup_norm``); ``"budget"`` (stopped after ``max_nfev`` right-hand-side evaluations, before
+        the end of ``t_span``); or ``"failed"`` (the solver gave up).
+    crossing_time : float or None
+        The time at which :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed ``blowup_norm`` (located by a
+        terminal event), or None. For :math:`\Sigma` it precedes the pole :math:`t^*` of the solution
+        (:func:`gtcore.riccati.blowup_time`).
+    message : str
+        What the solver said, or which norm crossed, or where the budget ran out.
+    nfev : int
+        The number of right-hand-side evaluations.
     """
 
     t: np.ndarray
@@ -129,7 +140,7 @@ def _segments(t0: float, t1: float, breaks: Sequence[float]) -> list[tuple[float
     return list(pairwise(edges))
 
 
-#: default cap on right-hand-side evaluations of :func:`integrate_moments` (about 15 s at d = 2)
+#: default cap on right-hand-side evaluations of :func:`~gtcore.moments.integrate_moments` (about 15 s at d = 2)
 MAX_NFEV = 1_000_000
 
 
@@ -158,21 +169,28 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     Parameters
     ----------
     mu0 : (d,) array
-    Sigma0 : (d, d) array, symmetric positive semidefinite (rank-deficient allowed)
+        The initial mean.
+    Sigma0 : (d, d) array
+        The initial covariance, symmetric positive semidefinite (rank-deficient allowed).
     controls : Controls, PiecewiseControls or callable ``t -> Controls``
-    t_span : (t0, t1) with t1 > t0
+        The layer's parameters over time.
+    t_span : (float, float)
+        ``(t0, t1)`` with ``t1 > t0``.
     t_eval : array, optional
         Times at which to report the solution (within ``t_span``, increasing). By default the
         solver's own steps.
-    rtol, atol : tolerances passed to the solver, finite and positive (scipy raises an ``rtol``
-        below 100 machine epsilons to that value, with a warning)
-    blowup_norm : threshold on :math:`\|\Sigma\|_F` and on :math:`\|\mu\|_2` that counts as blow-up
+    rtol, atol : float
+        Tolerances passed to the solver, finite and positive (scipy raises an ``rtol`` below 100
+        machine epsilons to that value, with a warning).
+    blowup_norm : float
+        The threshold on :math:`\|\Sigma\|_F` and on :math:`\|\mu\|_2` that counts as blow-up.
     max_nfev : int
-        Budget of right-hand-side evaluations (default :data:`MAX_NFEV`).
+        Budget of right-hand-side evaluations (default :data:`~gtcore.moments.ode.MAX_NFEV`).
 
     Returns
     -------
     MomentTrajectory
+        The times, means and covariances, with the status of the integration.
 
     Raises
     ------

@@ -40,8 +40,9 @@ class GaussianMixture:
     weights : (K,) array
         Non-negative, summing to 1 (to 1e-12).
     means : (K, d) array, or a sequence of K (d,) vectors
-    covariances : (K, d, d) array, or a sequence of K (d, d) symmetric PSD matrices
-        (rank-deficient allowed)
+        The components' means :math:`\mu_k`.
+    covariances : (K, d, d) array, or a sequence of K (d, d) matrices
+        The components' covariances :math:`\Sigma_k`, symmetric PSD (rank-deficient allowed).
 
     Raises
     ------
@@ -97,6 +98,13 @@ class GaussianMixture:
 
             \mu = \sum_k w_k \mu_k, \qquad
             \Sigma = \sum_k w_k \big(\Sigma_k + (\mu_k - \mu)(\mu_k - \mu)^\top\big).
+
+        Returns
+        -------
+        mu : (d,) ndarray
+            The mixture's mean.
+        Sigma : (d, d) ndarray
+            Its covariance, exactly symmetric.
         """
         mu = self.weights @ self.means
         dm = self.means - mu
@@ -109,6 +117,18 @@ class GaussianMixture:
         Labels are drawn i.i.d. from ``weights`` (so component sizes are multinomial), then
         :math:`x_i = \mu_{k_i} + L_{k_i} z_i` with :math:`L_k L_k^\top = \Sigma_k`,
         :math:`z_i \sim N(0, I)`. The same seed gives the same tokens and labels.
+
+        Parameters
+        ----------
+        n : int
+            The number of tokens (at least 1).
+        seed : int or numpy Generator
+            The seed of the labels and tokens.
+
+        Returns
+        -------
+        LabelledTokens
+            The (n, d) tokens and their (n,) component labels.
         """
         if isinstance(n, bool) or int(n) != n or n < 1:
             raise ValueError(f"n must be a positive integer, got {n!r}")
@@ -129,12 +149,15 @@ class GaussianMixture:
 
         Parameters
         ----------
-        x : (n, d) array of query tokens
-        B : (d, d) query-key matrix (logits :math:`y^\top B x`)
+        x : (n, d) array
+            The query tokens.
+        B : (d, d) array
+            The query-key matrix (logits :math:`y^\top B x`).
 
         Returns
         -------
-        (n, d) array
+        (n, d) ndarray
+            The attention average at each query.
         """
         x = check_tokens(x, "x", self.d)
         B = as_float_array(B, "B")
@@ -163,13 +186,27 @@ def _components(x: Any, name: str, K: int, ndim: int) -> list[np.ndarray]:
 
 @dataclass(frozen=True)
 class LabelledTokens:
-    """Tokens (N, d) with an integer label per token (N,)."""
+    """Tokens (N, d) with an integer label per token (N,).
+
+    Attributes
+    ----------
+    tokens : (N, d) ndarray
+        The tokens.
+    labels : (N,) ndarray of int
+        The component (or group) of each token, 0..K-1.
+    """
 
     tokens: np.ndarray
     labels: np.ndarray
 
     def counts(self) -> np.ndarray:
-        """Number of tokens per label 0..K-1."""
+        """Number of tokens per label 0..K-1.
+
+        Returns
+        -------
+        (K,) ndarray of int
+            ``numpy.bincount(labels)``.
+        """
         return np.bincount(self.labels)
 
 
@@ -198,13 +235,17 @@ def per_label_statistic(tokens: Any, labels: Any, statistic: Callable[[np.ndarra
 
     Parameters
     ----------
-    tokens : (N, d) array, or (T, N, d) for the same tokens at T times
-    labels : (N,) non-negative integers (every label 0..K-1 must hold at least 2 tokens)
-    statistic : callable or the name of a :mod:`gtcore.stats.gaussianity` statistic
+    tokens : (N, d) or (T, N, d) array
+        One cloud, or the same tokens at T times.
+    labels : (N,) array of int
+        Non-negative labels (every label 0..K-1 must hold at least 2 tokens).
+    statistic : callable or str
+        A statistic (N, d) -> float, or the name of a :mod:`gtcore.stats.gaussianity` statistic.
 
     Returns
     -------
-    (K,) array, or (T, K) for a time series of clouds
+    (K,) or (T, K) ndarray
+        The statistic of each label's tokens (at each time).
     """
     fn = _statistic(statistic)
     x = as_float_array(tokens, "tokens")
@@ -226,6 +267,24 @@ def per_label_noise_floor(statistic: Callable[[np.ndarray], Any] | str, labels: 
 
     Label ``k`` with :math:`n_k` tokens gets ``noise_floor(statistic, n_k, d, repeats=repeats,
     seed=seed + k)``: the band a true Gaussian sample of the same size would give.
+
+    Parameters
+    ----------
+    statistic : callable or str
+        As in :func:`~gtcore.stats.gaussianity.noise_floor`.
+    labels : (N,) array of int
+        The tokens' labels.
+    d : int
+        The dimension.
+    repeats : int
+        The number of Gaussian samples per label.
+    seed : int
+        Label ``k`` uses ``seed + k``.
+
+    Returns
+    -------
+    list of NoiseFloor
+        One per label 0..K-1.
     """
     lab = _labels(labels, np.asarray(labels).shape[0])
     counts = np.bincount(lab)
@@ -233,7 +292,20 @@ def per_label_noise_floor(statistic: Callable[[np.ndarray], Any] | str, labels: 
 
 
 def statistic_path(tokens: Any, statistic: Callable[[np.ndarray], Any] | str) -> np.ndarray:
-    """A statistic of the whole cloud at each time: ``tokens`` (T, N, d) -> (T,) array."""
+    """A statistic of the whole cloud at each time: ``tokens`` (T, N, d) -> (T,) array.
+
+    Parameters
+    ----------
+    tokens : (T, N, d) array
+        The cloud at T times.
+    statistic : callable or str
+        A statistic (N, d) -> float, or the name of a :mod:`gtcore.stats.gaussianity` statistic.
+
+    Returns
+    -------
+    (T,) ndarray
+        The statistic at each time.
+    """
     fn = _statistic(statistic)
     x = as_float_array(tokens, "tokens")
     if x.ndim != 3:

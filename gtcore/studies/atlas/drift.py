@@ -18,7 +18,7 @@ stacked arrays (missing heads are zero heads), and :func:`covariance_drift` eval
 :math:`F\Sigma + \Sigma F^\top` for any subset of them in one vectorised call: the right-hand side
 that :func:`gtcore.moments.lanes.integrate_lanes` steps. The formulas are those of
 :mod:`gtcore.attention` written for stacks; ``tests/test_atlas_drift.py`` checks every lane against
-:func:`gtcore.moment_rhs`.
+:func:`gtcore.moments.moment_rhs`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class LaneStack:
 
 
 def stack_controls(controls: Sequence[Controls]) -> LaneStack:
-    """Stack constant :class:`~gtcore.Controls` of one dimension and one attention type.
+    """Stack constant :class:`~gtcore.controls.Controls` of one dimension and one attention type.
 
     Raises
     ------

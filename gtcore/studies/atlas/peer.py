@@ -205,7 +205,7 @@ class ExactRanks:
 def time_scale(controls: Controls) -> float:
     r"""The slowest rate the layer can give a decaying direction: :math:`\lambda_{\min}(V_s)\,\lambda^+_{\min}(W)`.
 
-    :math:`V_s` is the symmetric part of :math:`V`, :math:`W = -(B + B^	op)/2` (for L2, :math:`B` is the
+    :math:`V_s` is the symmetric part of :math:`V`, :math:`W = -(B + B^\top)/2` (for L2, :math:`B` is the
     logits' bilinear part), :math:`\lambda^+_{\min}` the smallest eigenvalue above round-off. With
     :math:`A = 0` the covariance equation is homogeneous of degree one in :math:`V`: replacing :math:`V`
     by :math:`cV` runs the same trajectory :math:`c` times faster, :math:`\Sigma_c(t) = \Sigma(ct)`, with

@@ -319,7 +319,7 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
 
     Parameters
     ----------
-    controls : n constant :class:`~gtcore.Controls` of one dimension and attention type, or their
+    controls : n constant :class:`~gtcore.controls.Controls` of one dimension and attention type, or their
         :class:`~gtcore.studies.atlas.drift.LaneStack`
     Sigma0 : (d, d) or (n, d, d) initial covariances, symmetric positive definite
     horizon : :math:`T`; lanes are integrated to :math:`2T`

@@ -164,8 +164,8 @@ def finite_n_checks(result, draws: Sequence[Draw], n_per_type: int, n_tokens: in
     r"""``n_per_type`` draws per attention type, chosen with ``seed``: tokens against the moment ODE at a fixed time.
 
     The time is ``t_check``, or half the escape time when the lane escaped earlier, and for
-    dot-product attention no later than where :math:`\kappa` reaches :data:`KAPPA_CHECK`
-    (:func:`_check_time`); Sinkhorn draws use half the tokens. The statistic is
+    dot-product attention no later than where :math:`\kappa` reaches ``KAPPA_CHECK``
+    (``_check_time``); Sinkhorn draws use half the tokens. The statistic is
     :func:`gtcore.studies.families.harness.moment_discrepancy`, the floor its 99th percentile for i.i.d.
     Gaussian tokens with the ODE's moments (:func:`~gtcore.studies.families.harness.noise_floor`), and the
     control the same tokens against the ODE without attention (:math:`A` only).

@@ -36,7 +36,7 @@ def relu_gaussianity(paths: Mapping, floors: Mapping, *, level: float = 0.99,
 
     Parameters
     ----------
-    paths : dict label -> :class:`gtcore.stats.mixtures.GaussianityPath` (whole-cloud statistics);
+    paths : dict label -> :class:`gtcore.studies.beyond.harness.GaussianityPath` (whole-cloud statistics);
         the key ``"identity"`` is drawn in black as the control
     floors : dict statistic name -> :class:`gtcore.stats.gaussianity.NoiseFloor`
     level : band level
@@ -68,7 +68,7 @@ def prediction_error(paths: Mapping, tol: float, *, slope_until: float | None = 
 
     Parameters
     ----------
-    paths : dict label -> :class:`gtcore.stats.mixtures.GaussianityPath`
+    paths : dict label -> :class:`gtcore.studies.beyond.harness.GaussianityPath`
     tol : the tolerance (horizontal line)
     slope_until : draw a slope-1 reference line from the first time up to this time
     """
@@ -105,7 +105,7 @@ def mixture_gaussianity(mixture_path, control_path, floors: Mapping, final_label
 
     Parameters
     ----------
-    mixture_path, control_path : :class:`gtcore.stats.mixtures.GaussianityPath` with per-label statistics
+    mixture_path, control_path : :class:`gtcore.studies.beyond.harness.GaussianityPath` with per-label statistics
     floors : dict statistic name -> list of :class:`gtcore.stats.gaussianity.NoiseFloor`, one per label
     final_labels : (N,) labels of the mixture's tokens
     """

@@ -29,7 +29,7 @@ def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLik
     r"""Relative Bures–Wasserstein error of the moment ODE's Gaussian prediction along a cloud's path.
 
     The prediction :math:`(\bar\mu(t), \bar\Sigma(t))` integrates eq. (1.1) with the layer's affine
-    fold (:attr:`Controls.affine_A`, :attr:`Controls.affine_b`: the identity-activation, i.e.
+    fold (:attr:`~gtcore.controls.Controls.affine_A`, :attr:`~gtcore.controls.Controls.affine_b`: the identity-activation, i.e.
     linearised, feed-forward) from the cloud's initial moments; the error is
 
     .. math::
@@ -119,7 +119,7 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
     each time, with :math:`\lceil (t_k - t_{k-1}) / \text{max\_step} \rceil` steps between two,
     so log-spaced times cost few extra steps), evaluates each named statistic of :mod:`gtcore.stats.gaussianity`
     on the whole cloud (``labels=None``) or on each labelled sub-cloud
-    (:func:`per_label_statistic`), and the error of the linearised moment ODE's prediction
+    (:func:`~gtcore.stats.mixtures.per_label_statistic`), and the error of the linearised moment ODE's prediction
     (:func:`gaussian_prediction_error`).
 
     Parameters
@@ -164,7 +164,7 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
 
 def noise_floors(statistics: Sequence[str], n: int, d: int, *, labels: Any = None, repeats: int = 64,
                  seed: int = 0) -> dict:
-    """Noise floors of several statistics: one :class:`NoiseFloor` each (size ``n``), or with
+    """Noise floors of several statistics: one :class:`~gtcore.stats.gaussianity.NoiseFloor` each (size ``n``), or with
     ``labels`` a list with one per label (at that label's size; ``n`` is then ignored)."""
     out: dict[str, Any] = {}
     for i, name in enumerate(statistics):

@@ -117,7 +117,7 @@ def relu_departure_rate_spread(controls: Any, n: int, repeats: int, *, mu: Any =
     r""":func:`relu_departure_rate_tokens` on ``repeats`` Gaussian samples of size ``n``, for each layer.
 
     Vectorised over the samples (``chunk`` at a time); every layer of ``controls`` (one
-    :class:`Controls` or a sequence) is evaluated on the same samples, drawn from
+    :class:`~gtcore.controls.Controls` or a sequence) is evaluated on the same samples, drawn from
     :math:`N(\mu, \Sigma)` (default :math:`N(0, I)`). Its quantiles are the sampling band of the
     measured rate of a finite Gaussian cloud.
 

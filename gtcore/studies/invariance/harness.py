@@ -80,7 +80,7 @@ def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tupl
 
     For each :math:`N` in ``Ns`` and each seed :math:`s < \text{seeds}`, tokens are drawn from
     :math:`N(\mu_0, \Sigma_0)` (seed ``s``), moved with empirical attention by ``steps`` steps of
-    ``method``, and the final moments compared with :func:`gtcore.integrate_moments`. The softmax
+    ``method``, and the final moments compared with :func:`gtcore.moments.integrate_moments`. The softmax
     kernel runs in ``kernel_dtype`` (:data:`gtcore.studies.precision.STUDY_KERNEL_DTYPE`: float32, see there).
     """
     Ns = np.asarray(Ns, dtype=int)

@@ -1,7 +1,7 @@
 r"""Chapter 9 (reachability seen from learning): seeded targets, trained runs, noise floors and slacks.
 
 Every trained run and every noise floor here is a pure function of its arguments (seeds included) and
-is cached on disk (:func:`gtcore._cache.disk_cache`): a chapter rerun with the same parameters and the same
+is cached on disk (``gtcore._cache.disk_cache``): a chapter rerun with the same parameters and the same
 ``gtcore`` sources reads them back instead of training again.
 
 The statistic throughout is the squared 2-Wasserstein distance :math:`\ell = W_2^2(X, Y)` between N output
@@ -140,7 +140,7 @@ class PairLosses:
         return self.losses - self.floors
 
     def noise_floor(self) -> NoiseFloor:
-        """The losses as a :class:`gtcore.NoiseFloor` (its ``band`` and ``contains``)."""
+        """The losses as a :class:`gtcore.stats.gaussianity.NoiseFloor` (its ``band`` and ``contains``)."""
         return NoiseFloor(values=self.losses, n=self.n_tokens, d=0)
 
     def __repr__(self) -> str:
@@ -307,7 +307,7 @@ class Thickness:
     kappa : float
         The largest sampling strength :math:`\kappa = \lambda_{\max}(B^\top\Sigma B\Sigma)` of the trained
         layers along the exact layer maps (finite-variance softmax weights, and the :math:`N^{-1/2}` rate,
-        need :math:`\kappa < 1/2`; :meth:`gtcore.DotProduct.sampling_strength`).
+        need :math:`\kappa < 1/2`; :meth:`gtcore.attention.DotProduct.sampling_strength`).
     """
 
     n_tokens: np.ndarray
@@ -349,7 +349,7 @@ def thickness_against_n(run: LearningRun, ns: Sequence[int], *, clouds: int, see
 
 def max_sampling_strength(run: LearningRun) -> float:
     r"""The largest :math:`\kappa = \lambda_{\max}(B^\top\Sigma_lB\Sigma_l)` of the trained layers along the exact
-    layer maps from the start (:meth:`gtcore.DotProduct.sampling_strength`; 0 without attention). The N-token
+    layer maps from the start (:meth:`gtcore.attention.DotProduct.sampling_strength`; 0 without attention). The N-token
     softmax average is a self-normalised importance-sampling estimate of its Gaussian tilt, with
     finite-variance weights only while :math:`\kappa < 1/2` (chapter 1); ``inf`` if the Gaussian blows up."""
     from gtcore.attention import DotProduct
@@ -392,7 +392,7 @@ def attended_tokens(run: LearningRun, *, seed: int) -> np.ndarray:
 class MeanFieldDeparture:
     r"""How far a trained network's N tokens are from its own Gaussian (mean-field) dynamics.
 
-    The exact layer maps of the learned controls (:func:`gtcore.layer_stack`) move the start
+    The exact layer maps of the learned controls (:func:`gtcore.moments.layer_stack`) move the start
     :math:`N(\mu_0, \Sigma_0)` to :math:`N(\mu_L, \Sigma_L)`: what the layers do to the Gaussian, the mean-field
     limit of the N-token network.
 
@@ -469,7 +469,7 @@ class EnergyComparison:
     learned_no_attention : float
         The trained layers' energy with :math:`V = 0`.
     constructive, min_energy : float
-        :func:`gtcore.steer` and :func:`gtcore.reachability.steer_min_energy` (``pieces`` equal pieces)
+        :func:`gtcore.reachability.steer` and :func:`gtcore.reachability.steer_min_energy` (``pieces`` equal pieces)
         to the reached Gaussian: the target, or its nearest Gaussian of the start's rank behind the wall.
     min_energy_error : float
         The minimum-energy controls' endpoint error.

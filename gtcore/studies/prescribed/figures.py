@@ -26,7 +26,7 @@ def regimes_figure(destab: Sequence, stab: Sequence, *, layer_norm: Sequence = (
     threshold ``factor`` (dotted) and, when given, the LayerNorm model (orange) and the unscaled
     matrices (grey). Bottom: the stabilising configuration, with :math:`\|\Sigma^*_h\|_F` of the
     layer map (dashed) and the model without :math:`A` (grey). Arguments are sequences of
-    :class:`gtcore.models.prescribed.PrescribedRun`, one per family, in the same order.
+    :class:`gtcore.studies.prescribed.harness.PrescribedRun`, one per family, in the same order.
     """
     n = len(destab)
     fig, axes = figure(n, 2, width=3.5, height=3.0, squeeze=False)
@@ -97,7 +97,7 @@ def layers_animation(tokens_destab: np.ndarray, destab, tokens_stab: np.ndarray,
     ----------
     tokens_destab, tokens_stab : (L + 1, N, d) arrays
         Hidden states (:func:`gtcore.models.prescribed.hidden_states`) of the two models on the same input.
-    destab, stab : :class:`gtcore.models.prescribed.PrescribedRun`
+    destab, stab : :class:`gtcore.studies.prescribed.harness.PrescribedRun`
         The runs of the same models (their ``Sigma_map`` and norm ratios are drawn).
     max_frames, max_tokens, **kwargs : passed to :func:`gtcore.studies.animation.animate_clouds`
 

@@ -31,7 +31,7 @@ def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = No
 
     Parameters
     ----------
-    results : sequence of :class:`gtcore.models.LayerStatistics`
+    results : sequence of :class:`gtcore.studies.pretrained.statistics.LayerStatistics`
     labels : sequence of str, optional
         Legend entries (default ``"<model>, <mode>"``).
     relative_depth : bool

@@ -8,7 +8,7 @@ intermediate layers". This module turns it into a criterion fixed before any mod
   :math:`\ell = 1, \dots, \lceil L/2 \rceil` (:func:`early_layers`);
 * **close to Gaussian** for a statistic means inside its 99% noise band, the band of the same
   statistic over true Gaussian samples of the same shape and rank
-  (:class:`gtcore.models.LayerStatistics`);
+  (:class:`gtcore.studies.pretrained.statistics.LayerStatistics`);
 * the statement holds for a statistic iff its first block out of band
   (:func:`first_block_departure`) comes after :math:`\lceil L/2 \rceil` (or never).
 
@@ -57,7 +57,7 @@ def early_layers(n_layers: int) -> list[int]:
 def first_block_departure(stats: Any, statistic: str) -> int | None:
     r"""The first block :math:`\ell \ge 1` at which ``statistic`` leaves its band (``None``: never).
 
-    ``stats`` is a :class:`~gtcore.models.LayerStatistics` or a
+    ``stats`` is a :class:`~gtcore.studies.pretrained.statistics.LayerStatistics` or a
     :class:`WithinSequenceStatistics`. Layer 0 (the input of block 1) is not a block output and
     is skipped.
     """
@@ -156,7 +156,7 @@ def within_sequence_statistics(model: LoadedTransformer, *, sequences: int = 8, 
                                seed: int = 0, mode: str = "pure", n_projections: int = 128,
                                repeats: int = 32, level: float = 0.99
                                ) -> WithinSequenceStatistics:
-    r"""As :func:`gtcore.models.layer_statistics` (same seeded tokens), centred per sequence.
+    r"""As :func:`gtcore.studies.pretrained.statistics.layer_statistics` (same seeded tokens), centred per sequence.
 
     At each layer the tokens :math:`y_{s,t}` are replaced by :math:`y_{s,t} - \bar y_s` and the
     three statistics of :data:`WITHIN` are computed on the pooled :math:`ST` centred tokens. The
@@ -218,8 +218,8 @@ class SampleStatistics:
 
 def sample_statistics(x: Any, *, within: bool = False, n_projections: int = 128, repeats: int = 32,
                       level: float = 0.99, seed: int = 0) -> SampleStatistics:
-    r"""The four statistics of :data:`gtcore.models.STATISTICS` on an :math:`(S, T, d)`
-    sample, with the same bands as :func:`gtcore.models.layer_statistics` (mean
+    r"""The four statistics of :data:`gtcore.studies.pretrained.statistics.STATISTICS` on an :math:`(S, T, d)`
+    sample, with the same bands as :func:`gtcore.studies.pretrained.statistics.layer_statistics` (mean
     :math:`\pm z` std over ``repeats`` Gaussian samples of the same shape and rank); with
     ``within=True``, the three of :data:`WITHIN` after centring each sequence, with the bands of
     :func:`within_sequence_statistics`."""

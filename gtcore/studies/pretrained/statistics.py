@@ -131,7 +131,7 @@ class LayerStatistics:
     Sigma : (L+1, d, d) array
         Pooled :math:`1/n` covariance per layer.
     rank : (L+1,) int array
-        Numerical rank of :attr:`Sigma` (LayerNorm outputs: :math:`d-1`).
+        Numerical rank of ``Sigma`` (LayerNorm outputs: :math:`d-1`).
     values : dict name -> (L+1,) array
         The statistics of :data:`STATISTICS`.
     floor_mean, floor_low, floor_high : dict name -> (L+1,) array
@@ -212,7 +212,7 @@ def layer_statistics(model: LoadedTransformer | str | os.PathLike, mu: Any = Non
 
     Draws :math:`x_{s,t} \sim N(\mu, \Sigma)` i.i.d. for :math:`S` sequences of :math:`T`
     tokens (:func:`gtcore.stats.sampling.gaussian_tokens`, one seeded draw of :math:`ST` tokens),
-    passes them through the model in ``mode`` (:func:`iter_layers`) and, at each layer
+    passes them through the model in ``mode`` (:func:`~gtcore.models.iter_layers`) and, at each layer
     :math:`\ell = 0..L`, on the pooled :math:`n = ST` tokens: mean :math:`\hat\mu_\ell`,
     covariance :math:`\hat\Sigma_\ell` and its rank, sliced :math:`W_2` to the moment-matched
     Gaussian in whitened coordinates, Mardia's kurtosis relative excess
@@ -369,7 +369,7 @@ def probe(name_or_path: str | os.PathLike = "minilm", *, mode: str = "pure", tok
     Parameters
     ----------
     name_or_path : str or path
-        As :func:`load_transformer` (``"minilm"``, ``"modernbert"``, ``"deit-tiny"`` or a local
+        As :func:`~gtcore.models.load_transformer` (``"minilm"``, ``"modernbert"``, ``"deit-tiny"`` or a local
         model directory).
     mode : {"pure", "embedding"}
         See the module docstring.

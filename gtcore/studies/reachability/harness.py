@@ -46,7 +46,7 @@ def rank_invariance(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, *, 
                     rtols: Sequence[float] = (1e-8, 1e-10, 1e-12, 2.5e-14)) -> RankInvariance:
     r"""Singular values of :math:`\Sigma(t)` along the moment ODE, at several solver tolerances.
 
-    Integrates eq. (1.1) with :func:`gtcore.integrate_moments` on ``n_times`` times in
+    Integrates eq. (1.1) with :func:`gtcore.moments.integrate_moments` on ``n_times`` times in
     :math:`[0, T]` once per tolerance in ``rtols`` (``atol = 1e-4 * rtol``), and measures the
     largest relative "null" singular value
 

@@ -122,7 +122,7 @@ class RankOnTokens:
     slope: float
 
     def slope_standard_error(self, n_boot: int = 2000, seed: int = 0) -> float:
-        """Bootstrap standard error of :attr:`slope` (seeds resampled within each draw and N)."""
+        """Bootstrap standard error of ``slope`` (seeds resampled within each draw and N)."""
         rng = np.random.default_rng(seed)
         D, n, S = self.excess.shape
         slopes = np.empty(n_boot)

@@ -73,7 +73,7 @@ def random_steering_draw(d: int, r: int, rng: np.random.Generator, *, head_scale
 
 
 class _TransposedHead:
-    """The controls ``ctl`` with every head's :math:`B_h` replaced by :math:`B_h^\top` (the control's error)."""
+    r"""The controls ``ctl`` with every head's :math:`B_h` replaced by :math:`B_h^\top` (the control's error)."""
 
     def __init__(self, ctl) -> None:
         self.ctl, self.d, self.breaks = as_control_function(ctl), ctl.d, getattr(ctl, "breaks", ())
@@ -120,7 +120,7 @@ class SteeredTokens:
     dynamic_slope: float
 
     def slope_standard_error(self, which: str = "distance", n_boot: int = 2000, seed: int = 0) -> float:
-        """Bootstrap standard error of :attr:`slope` (``which="distance"``) or :attr:`dynamic_slope`
+        """Bootstrap standard error of ``slope`` (``which="distance"``) or ``dynamic_slope``
         (``"dynamic"``): seeds resampled within each draw and N."""
         values = {"distance": self.distance, "dynamic": self.dynamic}[which]
         rng = np.random.default_rng(seed)

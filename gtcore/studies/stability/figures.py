@@ -150,7 +150,7 @@ def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: flo
     Left: the stabilising particle run with the moment ODE's :math:`2\sigma` ellipse and the
     equilibrium's (dashed, centred at the ODE's final mean), and
     :math:`\|\hat\Sigma(t)\|_F / \|\hat\Sigma(0)\|_F` on each frame. Right: the destabilising run
-    up to a fraction of :math:`t^*` (the chapter's pole study, :func:`gtcore.studies.stability.finite_n.pole_cloud`),
+    up to a fraction of :math:`t^*` (the chapter's pole study, :class:`gtcore.studies.stability.finite_n.PoleCloud`),
     axes following the cloud, the ODE's ellipse (drawn while finite, and while at most 3 times the
     cloud's box), and on each frame the covariance norm relative to its start for the cloud and for
     the ODE, and :math:`t^* - t`: the ODE's diverges, the cloud's cannot.

@@ -178,7 +178,7 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int] | np
         :data:`gtcore.studies.precision.STUDY_KERNEL_DTYPE`, float32, by default: see there)
     keep : (N, seed), optional
         Keep that cloud's tokens at every step, with its reference ODE at the same times
-        (:attr:`PoleStudy.kept`); ``N`` one of ``Ns``, ``seed`` in ``range(seeds)``. The run is the
+        (``PoleStudy.kept``); ``N`` one of ``Ns``, ``seed`` in ``range(seeds)``. The run is the
         one the study makes anyway: keeping it costs only the ODE at every step.
 
     Returns

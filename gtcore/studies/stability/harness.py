@@ -40,11 +40,11 @@ class RegimeMap:
 
 def regime_map(make_controls: Callable[[float, float], Controls], xs: Sequence[float] | np.ndarray,
                ys: Sequence[float] | np.ndarray, Sigma0: Any, t_max: float, *, progress: bool = True) -> RegimeMap:
-    r"""Classify every :math:`(x, y)` of a grid by :func:`classify` (theory) and
-    :func:`observe_regime` (integration to ``t_max``), and compare.
+    r"""Classify every :math:`(x, y)` of a grid by :func:`~gtcore.stability.classify` (theory) and
+    :func:`~gtcore.stability.observe_regime` (integration to ``t_max``), and compare.
 
     The observations are made by :func:`gtcore.stability.observe_regimes`: the same integrations and
-    verdicts as :func:`observe_regime`, all grid points stepped side by side.
+    verdicts as :func:`~gtcore.stability.observe_regime`, all grid points stepped side by side.
 
     Parameters
     ----------
@@ -112,8 +112,8 @@ class RegimeBoundary:
 def regime_boundary(a_values: Any, B: Any, Sigma0: Any, *, omega: float = 0.0) -> RegimeBoundary:
     r"""The theory's boundary of the planar family in the :math:`(a, v)` plane (:math:`B + B^\top \succeq 0`).
 
-    For :math:`a < 0` it is the curve :math:`v = v_c(a)` of :func:`critical_gain` (collapse below,
-    blow-up above), exact only when :math:`B + B^\top \succeq 0` (see :func:`critical_gain`:
+    For :math:`a < 0` it is the curve :math:`v = v_c(a)` of :func:`~gtcore.riccati.critical_gain` (collapse below,
+    blow-up above), exact only when :math:`B + B^\top \succeq 0` (see :func:`~gtcore.riccati.critical_gain`:
     with an indefinite :math:`B + B^\top` a transient can blow up below :math:`v_c`), so any
     other ``B`` is refused. When moreover :math:`B + B^\top \succ 0`, the rest of the boundary is
     :math:`v = 0` for :math:`a > 0` (converges below, blows up above) and :math:`a = 0` for

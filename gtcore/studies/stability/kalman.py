@@ -20,7 +20,7 @@ Euler–Maruyama with step :math:`\delta = T/\text{steps}`
     \hat x_{k+1} = \hat x_k + \delta A\hat x_k + K_k(\Delta Y_k - \delta C\hat x_k),
 
 with :math:`\xi_k \sim N(0, I)` and the gain :math:`K_k = \Sigma(t_k)\, C^\top`, where
-:math:`\Sigma(t)` is eq. (1.1) integrated by :func:`gtcore.integrate_moments` with the controls
+:math:`\Sigma(t)` is eq. (1.1) integrated by :func:`gtcore.moments.integrate_moments` with the controls
 :math:`(A, V = vI, B)`. Whatever the gain, the error :math:`e = X - \hat x` has zero mean and a
 covariance :math:`\Pi(t)` that solves the Lyapunov equation
 :math:`\Pi' = (A - KC)\Pi + \Pi(A - KC)^\top + KK^\top` from :math:`\Pi(0) = \Sigma_0`; substituting
