@@ -235,7 +235,8 @@ def transformer_tokens(x0: torch.Tensor, A: torch.Tensor, b: torch.Tensor, V: to
 
 
 def layer_controls(A: Any, b: Any, V: Any = None, B: Any = None) -> tuple[Controls, ...]:
-    """Per-layer :class:`~gtcore.controls.Controls` from stacked arrays ``A`` (L, d, d), ``b`` (L, d), ``V``, ``B`` (L, H, d, d).
+    """Per-layer :class:`~gtcore.controls.Controls` from stacked arrays ``A`` (L, d, d), ``b`` (L, d), ``V``,
+    ``B`` (L, H, d, d).
 
     Parameters
     ----------

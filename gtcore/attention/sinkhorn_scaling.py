@@ -22,8 +22,8 @@ iteration stops at the first pair whose relative violation
 :math:`\max(\max_i|\sum_jP_{ij}/a_i - 1|, \max_j|\sum_iP_{ij}/a_j - 1|)` is at most ``tol``,
 returns that pair and the attention average of the pass that computed it, or stops after
 ``max_iter`` row updates (then ``converged=False`` and :func:`sinkhorn_average` warns with
-:class:`~gtcore.attention.sinkhorn.SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way whatever
-the starting point and acceleration, which change only how many passes it takes.
+:class:`~gtcore.attention.sinkhorn.SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way
+whatever the starting point and acceleration, which change only how many passes it takes.
 
 **Speed-ups** (each pass costs about one dot-product attention kernel).
 

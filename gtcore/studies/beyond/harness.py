@@ -29,8 +29,8 @@ def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLik
     r"""Relative Bures–Wasserstein error of the moment ODE's Gaussian prediction along a cloud's path.
 
     The prediction :math:`(\bar\mu(t), \bar\Sigma(t))` integrates eq. (1.1) with the layer's affine
-    fold (:attr:`~gtcore.controls.Controls.affine_A`, :attr:`~gtcore.controls.Controls.affine_b`: the identity-activation, i.e.
-    linearised, feed-forward) from the cloud's initial moments; the error is
+    fold (:attr:`~gtcore.controls.Controls.affine_A`, :attr:`~gtcore.controls.Controls.affine_b`: the
+    identity-activation, i.e. linearised, feed-forward) from the cloud's initial moments; the error is
 
     .. math::
 
