@@ -298,7 +298,7 @@ tp = sweep.column("t_pole")
 dd = sweep.column("d")
 dot_blow = np.isin(att_col, ["dot", "multihead"]) & (outcomes == "finite-time blow-up")
 fig = figs.blowup_times_figure({d: tp[dot_blow & (dd == d)] for d in ensemble_ds})
-glue("tstar_median", float(np.median(tp[dot_blow])))
+glue("tstar_median", float(np.median(tp[dot_blow])));
 
 # %% [markdown]
 # With $V_h = v_hI$ the conditions decide the regime on every draw that satisfies them
