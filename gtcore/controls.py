@@ -87,12 +87,13 @@ def _maps(x: Any, name: str, d: int) -> np.ndarray | None:
 
 
 def _query_key(Q: Any, K: Any, B: Any, attention: str, d: int):
-    """Validate ``Q, K`` against ``B`` and ``attention``: returns ``(Q, K, B)``, ``B`` from ``Q, K`` when they are given."""
+    """Validate ``Q, K`` against ``B`` and ``attention``: returns ``(Q, K, B)``, ``B`` from ``Q, K`` when they
+    are given."""
     Q_arr, K_arr = _maps(Q, "Q", d), _maps(K, "K", d)
     if (Q_arr is None) != (K_arr is None):
         missing = "K" if K_arr is None else "Q"
         raise ValueError(f"Q and K go together: {missing} is missing")
-    if Q_arr is None:
+    if Q_arr is None or K_arr is None:  # both or neither (checked above)
         if attention == "l2":
             raise ValueError("attention='l2' needs Q and K (its logits -||Q x_i - K x_j||^2 are not a function of B)")
         return None, None, B
@@ -186,12 +187,9 @@ class Controls:
             check_finite(b_arr, "b")
         V_arr = _heads(V, "V", d)
         B_arr = _heads(B, "B", d)
-        if V_arr is None and B_arr is None:
-            V_arr = np.zeros((1, d, d))
-            B_arr = np.zeros((1, d, d))
-        elif V_arr is None:
-            V_arr = np.zeros_like(B_arr)
-        elif B_arr is None:
+        if V_arr is None:
+            V_arr = np.zeros((1, d, d)) if B_arr is None else np.zeros_like(B_arr)
+        if B_arr is None:
             B_arr = np.zeros_like(V_arr)
         if V_arr.shape[0] != B_arr.shape[0]:
             raise ValueError(
@@ -203,7 +201,9 @@ class Controls:
         if given and len(given) != 3:
             missing = sorted(set(ff) - set(given))
             raise ValueError(f"the feed-forward block needs U, W and c together; missing {missing}")
-        U_arr = W_arr = c_arr = None
+        U_arr: np.ndarray | None = None
+        W_arr: np.ndarray | None = None
+        c_arr: np.ndarray | None = None
         if given:
             U_arr = as_float_array(U, "U")
             W_arr = as_float_array(W, "W")
@@ -220,11 +220,11 @@ class Controls:
         if Q_arr is not None and Q_arr.shape[0] != V_arr.shape[0]:
             raise ValueError(f"V and Q, K must have the same number of heads, got V with {V_arr.shape[0]} "
                              f"and Q with {Q_arr.shape[0]}")
-        for name, arr in (("A", A_arr), ("b", b_arr), ("V", V_arr), ("B", B_arr),
-                          ("U", U_arr), ("W", W_arr), ("c", c_arr), ("Q", Q_arr), ("K", K_arr)):
-            if arr is not None:
-                arr.setflags(write=False)
-            object.__setattr__(self, name, arr)
+        for name, value in (("A", A_arr), ("b", b_arr), ("V", V_arr), ("B", B_arr),
+                            ("U", U_arr), ("W", W_arr), ("c", c_arr), ("Q", Q_arr), ("K", K_arr)):
+            if value is not None:
+                value.setflags(write=False)
+            object.__setattr__(self, name, value)
         object.__setattr__(self, "d", d)
 
     @property
@@ -240,12 +240,12 @@ class Controls:
     @property
     def affine_A(self) -> np.ndarray:
         """:math:`A + WU`: the linear part of the feed-forward with identity activation."""
-        return self.A if self.U is None else self.A + self.W @ self.U
+        return self.A if self.U is None or self.W is None else self.A + self.W @ self.U
 
     @property
     def affine_b(self) -> np.ndarray:
         """:math:`b + Wc`: the bias of the feed-forward with identity activation."""
-        return self.b if self.U is None else self.b + self.W @ self.c
+        return self.b if self.U is None or self.W is None or self.c is None else self.b + self.W @ self.c
 
     def attention_drift(self, Sigma: np.ndarray) -> np.ndarray:
         r""":math:`\sum_h V_h M_h(\Sigma)`, the attention's linear response to a Gaussian (:mod:`gtcore.attention`).
@@ -270,7 +270,7 @@ class Controls:
         att = attention_of(self)
         return att.linear_part(Sigma, self.V, att.params(self))
 
-    def __call__(self, t: float) -> "Controls":
+    def __call__(self, t: float) -> Controls:
         """Constant controls: the same layer at every time.
 
         Parameters
@@ -331,7 +331,7 @@ class PiecewiseControls:
     piece by piece, so breaks are honoured exactly.
     """
 
-    def __init__(self, breaks: Sequence[float], pieces: Sequence[Controls]) -> None:
+    def __init__(self, breaks: Sequence[float] | np.ndarray, pieces: Sequence[Controls]) -> None:
         pieces = list(pieces)
         if not pieces:
             raise ValueError("pieces must hold at least one Controls")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -165,8 +166,8 @@ class _ControlCache:
 def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> torch.Tensor:
     v = x @ tc.A.T + tc.b
     if tc.U is not None:
-        pre = x @ tc.U.T + tc.c
-        v = v + (torch.relu(pre) if ff == "relu" else pre) @ tc.W.T
+        pre = x @ tc.U.T + tc.c  # type: ignore[operator]  # U, W, c come together
+        v = v + (torch.relu(pre) if ff == "relu" else pre) @ tc.W.T  # type: ignore[union-attr]
     if not tc.attention_on:
         return v
     att = tc.attention
@@ -308,13 +309,13 @@ def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None,
     """Intervals between consecutive nodes, each with its number of uniform steps."""
     edges = [t0, *[float(t) for t in np.unique(nodes) if t0 < t < t1], t1]
     out = []
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in pairwise(edges):
         if max_step is not None:
             n = int(np.ceil((b - a) / max_step - 1e-12))
         elif len(edges) == 2:
-            n = steps
+            n = steps  # type: ignore[assignment]  # simulate gives steps when max_step is None
         else:
-            n = max(1, int(round(steps * (b - a) / (t1 - t0))))
+            n = max(1, round(steps * (b - a) / (t1 - t0)))  # type: ignore[operator]
         out.append((a, b, n))
     return out
 
@@ -368,9 +369,10 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
         Show a progress bar over steps.
     kernel_dtype : torch.float32, torch.float64 or their names, optional
         Precision of the empirical attention kernel alone (the :math:`O(N^2)` softmax average), e.g.
-        ``torch.float32`` with a float64 state (lower precisions such as float16 are refused): the average then carries a relative round-off of
-        about :math:`10^{-7}` per evaluation (instead of :math:`10^{-16}`) for 2-3x less time; the
-        tokens, the integrator and the moments stay in ``dtype``. Default: ``dtype``.
+        ``torch.float32`` with a float64 state (lower precisions such as float16 are refused): the average
+        then carries a relative round-off of about :math:`10^{-7}` per evaluation (instead of
+        :math:`10^{-16}`) for 2-3x less time; the tokens, the integrator and the moments stay in ``dtype``.
+        Default: ``dtype``.
 
     Returns
     -------

@@ -63,8 +63,8 @@ from gtcore.moments.ode import _moment_rhs
 
 __all__ = [
     "BlowupTime",
-    "blowup_time",
     "GainThreshold",
+    "blowup_time",
     "closed_form_covariance",
     "critical_gain",
     "gain_threshold",
@@ -98,7 +98,8 @@ def _scalar_values(controls: Controls) -> np.ndarray | None:
 
 
 def riccati_quadratic(controls: Controls) -> np.ndarray | None:
-    r"""The quadratic coefficient :math:`Q = \sum_h v_h (B_h + B_h^\top)` of the Riccati equation, when every :math:`V_h = v_h I`.
+    r"""The quadratic coefficient :math:`Q = \sum_h v_h (B_h + B_h^\top)` of the Riccati equation, when every
+    :math:`V_h = v_h I`.
 
     Then :math:`\Sigma' = A\Sigma + \Sigma A^\top + \Sigma Q \Sigma` and :math:`P = \Sigma^{-1}`
     solves :math:`P' = -(PA + A^\top P) - Q`. Returns None when some :math:`V_h` is not a
@@ -310,7 +311,8 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
                 return _blowup_numerical(Sigma0, controls, horizon, note="no clean sign change of g")
             check = integrate_moments(np.zeros(d), Sigma0, controls, (0.0, t_star * (1 + 1e-3) + 1e-9),
                                       blowup_norm=1e8 * max(float(np.linalg.norm(Sigma0)), 1.0))
-            if check.status != "blowup" or abs(check.crossing_time - t_star) > 1e-4 * t_star:
+            if (check.status != "blowup" or check.crossing_time is None
+                    or abs(check.crossing_time - t_star) > 1e-4 * t_star):
                 return _blowup_numerical(Sigma0, controls, horizon,
                                          note=f"candidate zero t = {t_star:.6g} of g not confirmed by "
                                               "integrate_moments")
@@ -347,8 +349,8 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     .. math::
 
         \sigma' = 2a\sigma + q\sigma^2, \qquad
-        t^* = \frac{\log\big(1 + 2a/(q\sigma_0)\big)}{2a} \quad (q = 2\textstyle\sum_h v_h\beta_h > 0,\ 
-        1 + 2a/(q\sigma_0) > 0),
+        t^* = \frac{\log\big(1 + 2a/(q\sigma_0)\big)}{2a} \quad (q = 2\textstyle\sum_h v_h\beta_h > 0,
+        \ 1 + 2a/(q\sigma_0) > 0),
 
     and when every :math:`V_h = v_h I`: the first zero of
     :math:`\lambda_{\min}(I - KY(t)K)` (see the module docstring; equal to the first zero of

@@ -74,8 +74,8 @@ from gtcore._validation import (
 )
 from gtcore.attention import DotProduct, gaussian_velocity
 from gtcore.controls import Controls, PiecewiseControls
-from gtcore.stats.gaussianity import bures_wasserstein
 from gtcore.moments import layer_stack
+from gtcore.stats.gaussianity import bures_wasserstein
 
 _DOT = DotProduct()
 
@@ -227,7 +227,7 @@ def transformer_tokens(x0: torch.Tensor, A: torch.Tensor, b: torch.Tensor, V: to
     x = x0
     for layer in range(A.shape[0]):
         v = x @ A[layer].T + b[layer]
-        if V is not None:
+        if V is not None and B is not None:  # both or neither
             avg = _DOT.kernel(x, B[layer])                     # (H, N, d)
             v = v + torch.einsum("hnj,hij->ni", avg, V[layer])
         x = x + h * v
@@ -235,7 +235,8 @@ def transformer_tokens(x0: torch.Tensor, A: torch.Tensor, b: torch.Tensor, V: to
 
 
 def layer_controls(A: Any, b: Any, V: Any = None, B: Any = None) -> tuple[Controls, ...]:
-    """Per-layer :class:`~gtcore.controls.Controls` from stacked arrays ``A`` (L, d, d), ``b`` (L, d), ``V``, ``B`` (L, H, d, d).
+    """Per-layer :class:`~gtcore.controls.Controls` from stacked arrays ``A`` (L, d, d), ``b`` (L, d), ``V``,
+    ``B`` (L, H, d, d).
 
     Parameters
     ----------
@@ -293,7 +294,9 @@ def apply_transformer(x0: Any, controls: tuple[Controls, ...], h: float) -> np.n
     x0 = check_tokens(x0, "x0", min_n=2)
     A, b, V, B = _stack(controls, x0.shape[1])
     with torch.no_grad(), _one_thread():
-        t = (lambda a: None if a is None else torch.as_tensor(a, dtype=torch.float64))
+        def t(a):
+            return None if a is None else torch.as_tensor(a, dtype=torch.float64)
+
         return transformer_tokens(t(x0), t(A), t(b), t(V), t(B), check_positive(h, "h")).numpy()
 
 
@@ -365,7 +368,7 @@ def gaussian_energy(controls: tuple[Controls, ...], h: float, mu0: Any, Sigma0: 
     if traj.status != "completed":
         return float("inf")
     total = 0.0
-    for c, mu, S in zip(controls, traj.mu[:-1], traj.Sigma[:-1]):
+    for c, mu, S in zip(controls, traj.mu[:-1], traj.Sigma[:-1], strict=True):
         F, G = gaussian_velocity(S, c)
         total += np.sum(F ** 2) + np.sum((G @ mu + c.affine_b) ** 2)
     return float(h * total)
@@ -562,7 +565,8 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
     N, d = probe_x.shape
     moments_given = None
     if target_moments is not None:
-        moments_given = check_moments(*target_moments, "target_moments[0]", "target_moments[1]", d)
+        mu_target, Sigma_target = target_moments
+        moments_given = check_moments(mu_target, Sigma_target, "target_moments[0]", "target_moments[1]", d)
     h = T / L
 
     dt = torch.float64
@@ -589,7 +593,7 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
             raise ValueError(f"checkpoint {str(path)!r} belongs to another problem or other settings; "
                              "remove it or give another path")
         with torch.no_grad():
-            for p, saved in zip(params, state["params"]):
+            for p, saved in zip(params, state["params"], strict=True):
                 p.copy_(saved)
         opt.load_state_dict(state["optimizer"])
         rng.bit_generator.state = state["rng"]
@@ -652,7 +656,7 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
             status = TrainingStatus.DIVERGED
         save(steps)
     with torch.no_grad():
-        for p, good in zip(params, last_good):
+        for p, good in zip(params, last_good, strict=True):
             p.copy_(good)
     controls = layer_controls(A.detach().numpy(), b.detach().numpy(),
                               None if V is None else V.detach().numpy(), None if B is None else B.detach().numpy())

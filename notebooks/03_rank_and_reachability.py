@@ -84,13 +84,18 @@ import numpy as np
 from gtcore import Controls, PiecewiseControls, gaussian_tokens, integrate_moments
 from gtcore.book import claim
 from gtcore.book.glue import glue
-from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.particles import simulate
-from gtcore.studies.reachability import figures as figs
 from gtcore.reachability import (
-    RankMismatchError, control_path, endpoint_error, steer, steer_min_energy, steer_min_energy_starts,
+    RankMismatchError,
+    control_path,
+    endpoint_error,
+    steer,
+    steer_min_energy,
+    steer_min_energy_starts,
 )
+from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.studies.fits import loglog_slope
+from gtcore.studies.reachability import figures as figs
 from gtcore.studies.reachability.harness import rank_invariance, token_distances
 
 rng = np.random.default_rng(seed)
@@ -306,7 +311,8 @@ glue("energy_ratio", best.constructive_energy / best.energy);
 print(f"constructive: energy {best.constructive_energy:.4f}, endpoint error {best.constructive_endpoint_error:.2e}")
 print(f"min-energy:   energy {best.energy:.4f}, endpoint error {best.endpoint_error:.2e} "
       f"({len(best.controls.pieces)} pieces, {best.nit} SLSQP iterations)")
-claim("min-energy controls endpoint error", best.endpoint_error, lt=1e-6, statement="beyond_min_energy", kind="consistency")
+claim("min-energy controls endpoint error", best.endpoint_error, lt=1e-6, statement="beyond_min_energy",
+      kind="consistency")
 claim("min-energy (started at the construction) / constructive energy", best.energy / best.constructive_energy,
       lt=1.0 + 1e-12, statement="beyond_min_energy", kind="consistency")
 

@@ -104,15 +104,11 @@ general_token_seeds = 2
 import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
-from gtcore.book import claim
-from gtcore.studies.stability.finite_n import pole_study
-from gtcore.book.glue import glue
-from gtcore.studies.fits import loglog_slope
 from gtcore.attention import max_sampling_strength
+from gtcore.book import claim
+from gtcore.book.glue import glue
 from gtcore.particles import simulate
-from gtcore.studies.stability import figures as figs
 from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold
-from gtcore.studies.stability.pole_figures import pole_figure
 from gtcore.stability import (
     bias_for_mean_target,
     classify,
@@ -120,10 +116,14 @@ from gtcore.stability import (
     linear_stability,
     mean_matrix,
 )
-from gtcore.studies.stability.harness import regime_boundary, regime_map, rotating_controls
+from gtcore.studies.fits import loglog_slope
+from gtcore.studies.stability import figures as figs
 from gtcore.studies.stability.filter_figures import filter_figure, mean_steering_tokens_figure
+from gtcore.studies.stability.finite_n import pole_study
 from gtcore.studies.stability.general_v import mean_steering_draws, mean_steering_tokens
+from gtcore.studies.stability.harness import regime_boundary, regime_map, rotating_controls
 from gtcore.studies.stability.kalman import filter_ensemble
+from gtcore.studies.stability.pole_figures import pole_figure
 
 B = np.array(B)
 Sigma0 = np.array(Sigma0)

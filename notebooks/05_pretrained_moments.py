@@ -91,12 +91,18 @@ control_shared = 1.0
 import math
 
 from gtcore.book import claim
-from gtcore.studies.pretrained.layer_criteria import (WITHIN, early_layers, first_block_departure, sample_statistics,
-                                   shared_component_tokens, student_t_tokens,
-                                   within_sequence_statistics)
 from gtcore.book.glue import glue
-from gtcore.studies.pretrained.figures import layer_statistics_figure
 from gtcore.models import load_or_random_init, load_transformer
+from gtcore.studies.pretrained.figures import layer_statistics_figure
+from gtcore.studies.pretrained.layer_criteria import (
+    WITHIN,
+    early_layers,
+    first_block_departure,
+    sample_statistics,
+    shared_component_tokens,
+    student_t_tokens,
+    within_sequence_statistics,
+)
 from gtcore.studies.pretrained.statistics import departure_table, layer_statistics
 
 settings = dict(n_projections=n_projections, repeats=repeats, level=level, seed=seed)

@@ -79,19 +79,19 @@ import numpy as np
 
 from gtcore import Controls
 from gtcore.book import claim
-from gtcore.stats.gaussianity import empirical_moments
 from gtcore.book.glue import glue
-from gtcore.particles import simulate
-from gtcore.studies.prescribed import figures as figs
 from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer
+from gtcore.particles import simulate
+from gtcore.riccati import blowup_time
+from gtcore.stability import equilibrium
+from gtcore.stats.gaussianity import empirical_moments
+from gtcore.studies.prescribed import figures as figs
 from gtcore.studies.prescribed.harness import (
     antithetic_gaussian_tokens,
     covariance_band,
     depth_convergence,
     run_prescribed,
 )
-from gtcore.riccati import blowup_time
-from gtcore.stability import equilibrium
 
 started = time.perf_counter()
 B0 = np.array(B0)
@@ -159,7 +159,7 @@ for fam in families:
 # round-off, which the layer map's mean recursion, |1 + h v| > 1 here, would amplify to a blow-up)
 Sigma_star_h = layer_moments(np.zeros(d), S_hat, stab, int(40 / h_stable), h_stable)[1][-1]
 Sigma_star_ode = equilibrium(stab).Sigma
-L_stab = int(round(t_stable / h_stable))
+L_stab = round(t_stable / h_stable)
 runs = {key: [] for key in ("destab", "ln", "unscaled", "stab", "no_A")}
 for fam in families:
     runs["destab"].append(run_prescribed(fam, destab, x0, n_layers, h, keep_tokens=fam == families[0]))
@@ -295,7 +295,7 @@ for k, fam in enumerate(families):
 # %% mystnb={"figure": {"name": "fig-depth", "caption": "The layer map's blow-up depth as $h \\to 0$: the error $|\\ell^* h - t^*|$ against the step $h$ on log-log axes, with the fitted order."}, "image": {"alt": "Log-log plot of the depth error against the step size, falling along a straight line of slope about one."}}
 hs_conv = depth_over_tstar * t_star0 / np.array(conv_layers, float)
 dc = depth_convergence(np.zeros(d), Sigma0, destab, hs_conv, factor=conv_factor)
-for hh, dd, err in zip(dc.hs, dc.depths, dc.errors):
+for hh, dd, err in zip(dc.hs, dc.depths, dc.errors, strict=True):
     print(f"h = {hh:.5f}: depth {dd:6.0f}, depth*h = {dd * hh:.5f}, t* = {dc.t_star:.5f}, error {err:.2e}")
 fig = figs.depth_convergence_figure(dc)
 glue("depth_order", dc.order);

@@ -75,11 +75,18 @@ import numpy as np
 from gtcore import Controls, integrate_moments
 from gtcore.book import claim
 from gtcore.book.glue import glue
-from gtcore.studies.families import figures as figs
 from gtcore.riccati import blowup_time
 from gtcore.stats.sampling import gaussian_tokens
-from gtcore.studies.families.harness import (growth_bound_excess, growth_rate, head_cancellation, moment_discrepancy,
-                                     noise_floor, predicted_rate, run_family)
+from gtcore.studies.families import figures as figs
+from gtcore.studies.families.harness import (
+    growth_bound_excess,
+    growth_rate,
+    head_cancellation,
+    moment_discrepancy,
+    noise_floor,
+    predicted_rate,
+    run_family,
+)
 
 TYPES = ["dot", "l2", "sinkhorn"]
 mu0, Sigma0 = np.array(mu0), np.array(Sigma0)

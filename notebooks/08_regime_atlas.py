@@ -87,10 +87,11 @@ from gtcore.book.glue import glue
 from gtcore.stability import classify
 from gtcore.studies.atlas import figures as figs
 from gtcore.studies.atlas.ensembles import ATTENTIONS, draw_controls, targeted_draws
-from gtcore.studies.atlas.ensembles import ensemble_draws as make_ensemble, peer_draws as make_peer
+from gtcore.studies.atlas.ensembles import ensemble_draws as make_ensemble
+from gtcore.studies.atlas.ensembles import peer_draws as make_peer
 from gtcore.studies.atlas.explorer import regime_explorer
 from gtcore.studies.atlas.maps import MAP_B0, MAP_SIGMA0, assemble_map, map_draws
-from gtcore.studies.atlas.study import (classify_agreement, finite_n_checks, peer_comparison, pole_time_errors)
+from gtcore.studies.atlas.study import classify_agreement, finite_n_checks, peer_comparison, pole_time_errors
 from gtcore.studies.atlas.sweep import run_sweep
 from gtcore.studies.atlas.tables import counterexamples, regime_fractions
 from gtcore.studies.stability.harness import rotating_controls
@@ -239,7 +240,7 @@ claim("V = vI, opposite definiteness, A anti-stable: every draw reaches an equil
       len(results[("stab", True)][1]), lt=0.5, statement="stabilising", kind="reproduces")
 claim("V = vI, same definiteness, A anti-stable: every draw blows up in finite time",
       len(results[("blow", True)][1]), lt=0.5, statement="blowup", kind="reproduces")
-for cond, statement in (("stab", "stabilising"), ("blow", "blowup")):
+for cond in ("stab", "blow"):
     n_cond, bad = results[(cond, False)]
     glue(f"cond_{cond}_general_frac", (n_cond - len(bad)) / max(n_cond, 1))
 

@@ -258,9 +258,10 @@ figs.training_curves({"full-rank start": runs[t0.name], "rank-2 start, V = 0": w
 
 # %% mystnb={"figure": {"name": "fig-wall-clouds", "caption": "Output tokens (blue) of trained networks on fresh inputs and a target sample (green), in the target's eigen-coordinates: largest variance horizontally, smallest vertically. Left: from the rank-2 start with $V = 0$: no spread along the smallest direction. Middle: from the full-rank start, covering the target. Right: of all the networks this chapter trains from the rank-2 start with attention, the one with the lowest test loss relative to the wall."}, "image": {"alt": "Three scatter plots. Left: the green target cloud is an ellipse, the blue output lies on a horizontal segment through it. Middle: the blue and green clouds overlap as ellipses of the same shape. Right: the output of the deepest attention network behind the wall, which is either a segment like the left panel or spreads vertically as well."}}
 # every network trained from the rank-2 start to a full-rank target with attention, with its target and floor
-behind = ([(f"{n}", wall[n], t, null_wall[n]) for n, t in zip(wall, full_targets)]
-          + [(f"{t0.name}, N = {n}", run, t0, nl) for n, run, nl in zip(ladder_ns, ladder_wall, ladder_null_wall)]
-          + [(f"{t0.name}, L = {L}", run, t0, null_wall[t0.name]) for L, run in zip(depths, depth_wall)])
+behind = ([(f"{n}", wall[n], t, null_wall[n]) for n, t in zip(wall, full_targets, strict=True)]
+          + [(f"{t0.name}, N = {n}", run, t0, nl)
+             for n, run, nl in zip(ladder_ns, ladder_wall, ladder_null_wall, strict=True)]
+          + [(f"{t0.name}, L = {L}", run, t0, null_wall[t0.name]) for L, run in zip(depths, depth_wall, strict=True)])
 deepest = min(behind, key=lambda row: row[1].test_loss / band(row[3])[0])
 t_deep = deepest[2]
 figs.wall_clouds(t_deep, {"rank-2 start, V = 0": output_tokens(wall0[t_deep.name], n_tokens, seed=seed + 4)[1],
@@ -396,10 +397,11 @@ glue("null_slope_se", null_slope.se);
 
 # %%
 claim("full-rank start reaches the target at every N: max over N of mean test W2^2 / q99",
-      max(run.test_loss / band(nl)[1] for run, nl in zip(ladder_full, ladder_null_full)), lt=1.0,
+      max(run.test_loss / band(nl)[1] for run, nl in zip(ladder_full, ladder_null_full, strict=True)), lt=1.0,
       statement="reachability", kind="reproduces")
 claim("V = 0: rank-2 start inside the wall's noise floor [q01, q99] at every N",
-      bool(all(band(nl)[0] < run.test_loss < band(nl)[1] for run, nl in zip(ladder_wall0, ladder_null_wall))),
+      bool(all(band(nl)[0] < run.test_loss < band(nl)[1]
+               for run, nl in zip(ladder_wall0, ladder_null_wall, strict=True))),
       statement="rank_invariance", kind="reproduces")
 claim("V = 0: slack slope, trained minus nearest rank-2 Gaussian, in units of its standard error",
       (trained_slope.slope - null_slope.slope) / slope_se, gt=-4.0, lt=4.0, statement="beyond_learning",
@@ -447,7 +449,7 @@ glue("depth_e_hi", float(depth_e.max()))
  "depth": {f"L = {L}": {"full start": round(a.test_loss, 4), "rank-2 start, V = 0": round(b0.test_loss, 4),
                         "rank-2 start, attention": round(b.test_loss, 4), "energy (A, b)": round(a.training.energy, 3),
                         "energy (Gaussian velocity)": round(a.gaussian_energy, 3)}
-           for L, a, b0, b in zip(depths, depth_full, depth_wall0, depth_wall)}}
+           for L, a, b0, b in zip(depths, depth_full, depth_wall0, depth_wall, strict=True)}}
 
 # %% [markdown]
 # In {numref}`fig-learning-depth` (left) the test loss stays in its noise floor at every $L$ from either start; the
@@ -493,7 +495,7 @@ behind_all = [(name, run, t, nl, mean_field_departure(run, t.mu, t.Sigma, clouds
               for i, (name, run, t, nl) in enumerate(behind)]
 figs.escape_figure([(m.kappa, run.test_loss / band(nl)[0], m.departed) for _, run, _, nl, m in behind_all],
                    [run.test_loss / band(null_wall[n])[0] for n, run in wall0.items()]
-                   + [run.test_loss / band(nl)[0] for run, nl in zip(ladder_wall0, ladder_null_wall)]
+                   + [run.test_loss / band(nl)[0] for run, nl in zip(ladder_wall0, ladder_null_wall, strict=True)]
                    + [run.test_loss / band(null_wall[t0.name])[0] for run in depth_wall0]);
 
 # %%

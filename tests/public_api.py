@@ -12,8 +12,9 @@ import enum
 import importlib
 import inspect
 import pkgutil
+from collections.abc import Iterator
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import gtcore
 

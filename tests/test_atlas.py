@@ -149,7 +149,7 @@ def test_draws_are_reproducible_and_independent_of_their_company():
 
 
 def test_peer_draws_follow_the_published_recipe():
-    ctl, S, info = draw_controls(Draw("peer", "dot", 5, 0, 0, "identity"))
+    ctl, _, info = draw_controls(Draw("peer", "dot", 5, 0, 0, "identity"))
     Q = -ctl.K[0]
     assert Q.shape == (2, 5) and info["rank_Q"] == 2
     np.testing.assert_allclose(ctl.B[0], -Q.T @ Q / math.sqrt(5))

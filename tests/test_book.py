@@ -19,13 +19,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from browser import PAGE_REPORT, Browser, chromium_path
 from gtcore.book import build as book_build
 from gtcore.book import chapters as book_chapters
 from gtcore.book import cli as book_cli
 from gtcore.book import execute as book_execute
 from gtcore.book import provenance
 from gtcore.book.lock import TreeLock
-from browser import PAGE_REPORT, Browser, chromium_path
 from minibook import make_mini_book
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,22 +116,24 @@ def test_set_values_of_the_right_type_are_converted(mini):
 
 
 def test_repeated_only_keeps_every_chapter_once_in_book_order():
-    args = book_cli._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance", "03_rank_and_reachability"])
+    args = book_cli._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance",
+                                          "03_rank_and_reachability"])
     assert args.only == ["03", "01_gaussian_invariance", "03_rank_and_reachability"]
     picked = book_chapters.select(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), args.only)
     assert [c.name for c in picked] == ["01_gaussian_invariance", "03_rank_and_reachability"]
 
 
 def test_profile_table_naming_no_chapter_is_an_error(monkeypatch):
-    monkeypatch.setattr(book_chapters, "load_profiles", lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
-    with pytest.raises(book_chapters.BookError, match="01_gausian_invariance.*names no chapter"):
+    monkeypatch.setattr(book_chapters, "load_profiles",
+                        lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
+    with pytest.raises(book_chapters.BookError, match=r"01_gausian_invariance.*names no chapter"):
         book_chapters.resolve_parameters(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), "quick", [])
 
 
 def test_missing_parameters_tag_names_the_file(tmp_path):
     path = tmp_path / "09_untagged.py"
     path.write_text("# %%\nseed = 0\n")
-    with pytest.raises(book_chapters.BookError, match="09_untagged.py.*parameters"):
+    with pytest.raises(book_chapters.BookError, match=r"09_untagged\.py.*parameters"):
         book_chapters.chapter_defaults(path)
 
 
@@ -311,7 +313,7 @@ def test_a_second_run_fails_clearly_with_no_wait_and_waits_without(mini):
         assert waiting.poll() is None and not (mini / "executed" / "01_tiny.ipynb").exists()
     finally:
         lock.release()
-    out, err = waiting.communicate(timeout=120)
+    _, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0 and "waiting for" in err
     assert (mini / "executed" / "01_tiny.ipynb").exists()
 
@@ -381,7 +383,7 @@ def test_ctrl_c_stops_cleanly_with_one_line_and_keeps_the_last_good_output(mini)
         time.sleep(0.2)
     time.sleep(4)  # the kernel is inside the chapter's cells
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert err.strip().splitlines()[-1].startswith("gtbook: interrupted")
@@ -442,7 +444,7 @@ def test_ctrl_c_under_j_keeps_every_notebook_whole(ran):
         time.sleep(0.2)
     time.sleep(4)  # both kernels are inside the chapter's cells
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=90)
+    _, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, err[-3000:]
     assert {p.name: p.read_bytes() for p in executed.glob("*.ipynb")} == before
     for name in before:
@@ -473,7 +475,7 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
 
 
 # ---------------------------------------------------------------- the quick book, built once
-from conftest import snapshot as _snapshot  # noqa: E402,F401
+from conftest import snapshot as _snapshot  # noqa: E402
 
 
 @pytest.mark.slow
@@ -568,13 +570,15 @@ API_LINKS = {
                              "studies.html#module-gtcore.studies.stability.general_v"),
     "05_pretrained_moments": ("studies.html#module-gtcore.studies.pretrained.layer_criteria",
                               "models.html#module-gtcore.models"),
-    "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed", "particles.html#gtcore.particles.simulate"),
+    "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed",
+                                "particles.html#gtcore.particles.simulate"),
     "07_attention_families": ("attention.html#module-gtcore.attention", "riccati.html#gtcore.riccati.blowup_time",
                               "attention.html#gtcore.attention.sinkhorn.gaussian_conditional_gain"),
     "08_regime_atlas": ("studies.html#module-gtcore.studies.atlas.regimes", "moments.html#module-gtcore.moments.lanes",
                         "riccati.html#gtcore.riccati.blowup_time", "stability.html#gtcore.stability.classify",
                         "moments.html#gtcore.moments.integrate_moments"),
-    "09_learning_reachability": ("training.html#gtcore.training.transformer_tokens", "training.html#module-gtcore.training",
+    "09_learning_reachability": ("training.html#gtcore.training.transformer_tokens",
+                                 "training.html#module-gtcore.training",
                                  "particles.html#gtcore.particles.simulate", "training.html#gtcore.training.rank_floor",
                                  "studies.html#gtcore.studies.learning.harness.null_losses"),
 }

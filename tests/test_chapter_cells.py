@@ -21,7 +21,7 @@ PLAYERS = re.compile(r"(animation|explorer)$")
 
 def figure_cells(path: Path):
     parts = re.split(r"(?m)^(# %%.*)$", path.read_text())
-    for head, body in zip(parts[1::2], parts[2::2]):
+    for head, body in zip(parts[1::2], parts[2::2], strict=True):  # re.split with one group: heads and bodies pair up
         if '"figure"' in head and "[markdown]" not in head:
             yield re.search(r'"name": "([^"]+)"', head).group(1), body
 

@@ -80,7 +80,7 @@ def docstring_problems(qualname: str, obj: Any, ours=is_ours) -> list[str]:
         return [f"{qualname}: no docstring"]
     try:
         parsed = parse(doc)
-    except Exception as exc:  # numpydoc's warnings and parse errors alike
+    except Exception as exc:  # noqa: BLE001 - numpydoc's warnings and parse errors alike
         return [f"{qualname}: the docstring does not parse as numpydoc: {exc}"]
     problems = []
     if not parsed["Summary"]:

@@ -6,8 +6,8 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from gtcore import Controls, integrate_moments
-from gtcore.moments.lanes import integrate_lanes
 from gtcore.moments import integrate_moments_lanes
+from gtcore.moments.lanes import integrate_lanes
 from gtcore.riccati import blowup_time
 from gtcore.stability import observe_regime, observe_regimes
 from gtcore.studies.stability.harness import rotating_controls
@@ -118,3 +118,29 @@ def test_a_lane_out_of_budget_stops_without_holding_up_the_others():
     np.testing.assert_allclose(sol.y[1], free.y[0], rtol=1e-12)
     with pytest.raises(ValueError, match="max_nfev must be a positive integer"):
         integrate_lanes(rhs, (0.0, 1.0), y0, max_nfev=0)
+
+
+def test_dop853_tables_are_scipys():
+    """The copied tables equal SciPy's private ones bit for bit (while SciPy still has them)."""
+    from gtcore.moments import _dop853
+
+    dop = pytest.importorskip("scipy.integrate._ivp.dop853_coefficients")
+    n = dop.N_STAGES
+    assert _dop853.N_STAGES == n == 12
+    for mine, theirs in ((_dop853.A, dop.A[:n, :n]), (_dop853.B, dop.B), (_dop853.C, dop.C[:n]),
+                         (_dop853.E3, dop.E3), (_dop853.E5, dop.E5)):
+        assert mine.shape == theirs.shape
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_dop853_tables_are_a_consistent_8th_order_method():
+    """Independent of SciPy: row sums of A are the nodes c, the weights sum to 1 and integrate t^k
+    exactly up to k = 7, and both error estimators annihilate constants (they are differences of weights)."""
+    from gtcore.moments import _dop853 as dop
+
+    np.testing.assert_allclose(dop.A.sum(axis=1), dop.C, rtol=0, atol=1e-14)
+    assert np.all(np.triu(dop.A) == 0)
+    for k in range(8):  # quadrature conditions b . c^k = 1/(k+1)
+        assert dop.B @ dop.C ** k == pytest.approx(1.0 / (k + 1), rel=1e-13, abs=1e-14)
+    assert dop.E3.sum() == pytest.approx(0.0, abs=1e-14)
+    assert dop.E5.sum() == pytest.approx(0.0, abs=1e-14)

@@ -56,8 +56,17 @@ from gtcore.attention.dot import DotProduct
 from gtcore.attention.l2 import L2
 from gtcore.attention.sinkhorn import Sinkhorn
 
-__all__ = ["ATTENTION_TYPES", "AttentionType", "DotProduct", "L2", "Sinkhorn", "attention_of", "gaussian_velocity",
-           "max_sampling_strength", "register"]
+__all__ = [
+    "ATTENTION_TYPES",
+    "L2",
+    "AttentionType",
+    "DotProduct",
+    "Sinkhorn",
+    "attention_of",
+    "gaussian_velocity",
+    "max_sampling_strength",
+    "register",
+]
 
 
 #: the one registry of attention types, by name
@@ -163,7 +172,7 @@ def max_sampling_strength(controls: Any, times: Any, Sigmas: Any) -> float:
 
     fn = as_control_function(controls)
     kappa = 0.0
-    for t, S in zip(times, Sigmas):
+    for t, S in zip(times, Sigmas, strict=True):
         ctl = evaluate_controls(fn, float(t))
         att = attention_of(ctl)
         params = att.params(ctl)

@@ -201,6 +201,7 @@ class AttentionType(ABC):
         (H, d, d) array or tensor
             :math:`V_hM_h(\Sigma)`, :math:`M_h` from :meth:`tilt`.
         """
+        stack: Any
         if isinstance(Sigma, np.ndarray):
             stack = np.stack
         else:
@@ -211,7 +212,8 @@ class AttentionType(ABC):
         return stack([V[h] @ self.tilt(eye, Sigma, self.head(params, h))[0] for h in range(V.shape[0])])
 
     def linear_part(self, Sigma: Any, V: Any, params: Any) -> Any:
-        r""":math:`\sum_h V_hM_h`: the attention's linear drift on the query for a Gaussian with covariance :math:`\Sigma`.
+        r""":math:`\sum_h V_hM_h`: the attention's linear drift on the query for a Gaussian with covariance
+        :math:`\Sigma`.
 
         Parameters
         ----------

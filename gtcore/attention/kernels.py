@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from gtcore.attention.base import BLOCK, _check_method
 
+
 def _pad(x: torch.Tensor, width: int) -> torch.Tensor:
     return F.pad(x, (0, width - x.shape[1])) if x.shape[1] < width else x
 
@@ -70,7 +71,7 @@ def softmax_average(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values
             w = torch.softmax(q[s:s + block] @ k.T + bias, dim=1)
             out[s:s + block] = w @ values
         return out
-    n, m, dv = q.shape[0], k.shape[0], values.shape[1]
+    n, dv = q.shape[0], values.shape[1]
     width = max(q.shape[1] + 1, dv)
     qa = _pad(torch.cat([q, q.new_ones(n, 1)], 1), width)
     ka = _pad(torch.cat([k, bias[:, None]], 1), width)
@@ -88,7 +89,7 @@ def _attend_blocked(q, k, bias, values, block):
         E = S.sub_(top).exp_()                 # one exponential per entry, in place
         total = E.sum(dim=1)
         lse[s:s + block] = top[:, 0] + torch.log(total)
-        if values is not None:
+        if avg is not None:  # avg is None exactly when values is
             avg[s:s + block] = (E @ values) / total[:, None]
     return avg, lse
 
@@ -149,7 +150,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values: torch.T
     bad = ~torch.isfinite(lse) | ((lse - guess).abs() > margin)
     if bool(bad.any()):
         a, lse[bad] = _attend_blocked(q[bad], k, bias, values, block)
-        if values is not None:
+        if avg is not None:  # avg is None exactly when values is
             avg[bad] = a
     return avg, lse
 

@@ -159,7 +159,8 @@ class Sinkhorn(AttentionType):
         return xq @ B_h.T @ xk.T + res.g[None, :]
 
     def average(self, xq, xk, B_h, log_weights=None):
-        """One head's Sinkhorn average of the weighted keys at the queries (:func:`~gtcore.attention.sinkhorn_scaling.sinkhorn_average`).
+        """One head's Sinkhorn average of the weighted keys at the queries
+        (:func:`~gtcore.attention.sinkhorn_scaling.sinkhorn_average`).
 
         Parameters
         ----------
@@ -182,7 +183,8 @@ class Sinkhorn(AttentionType):
         return sinkhorn_average(xk, B_h, log_weights, queries=xq, **self._options())[0]
 
     def tilt(self, mu, Sigma, B_h):
-        r"""The Gaussian tilt :math:`\mu + M(x - \mu)` (:func:`~gtcore.attention.sinkhorn.gaussian_conditional_gain`): :math:`C = I - M`.
+        r"""The Gaussian tilt :math:`\mu + M(x - \mu)` (:func:`~gtcore.attention.sinkhorn.gaussian_conditional_gain`):
+        :math:`C = I - M`.
 
         Parameters
         ----------
@@ -208,7 +210,8 @@ class Sinkhorn(AttentionType):
         return M, mu - M @ mu
 
     def kernel(self, x, B):
-        """Per head :func:`gtcore.attention.sinkhorn_scaling.sinkhorn_average` (warns when a scaling does not converge): (H, N, d).
+        """Per head :func:`gtcore.attention.sinkhorn_scaling.sinkhorn_average` (warns when a scaling does not
+        converge): (H, N, d).
 
         Parameters
         ----------
@@ -230,7 +233,8 @@ class Sinkhorn(AttentionType):
 
 
 def gaussian_conditional_gain(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
-    r"""The gain :math:`M` of Sinkhorn attention against :math:`N(\mu, \Sigma)`: :math:`\mathbb{E}_\pi[y\mid x] = \mu + M(x - \mu)`.
+    r"""The gain :math:`M` of Sinkhorn attention against :math:`N(\mu, \Sigma)`:
+    :math:`\mathbb{E}_\pi[y\mid x] = \mu + M(x - \mu)`.
 
     .. math::
 
@@ -323,8 +327,8 @@ def gaussian_column_potential(y: np.ndarray, mu: np.ndarray, Sigma: np.ndarray, 
     = 2(I + R)^{-1}G^\top G` by the defining relation :math:`K(I - K^\top K)^{-1} = G` and
     :math:`K = 2G(I + R)^{-1}`.
 
-    The finite-N solver starts from it (:func:`~gtcore.attention.sinkhorn_scaling.sinkhorn_potentials` with ``init="gaussian"``,
-    moments of the tokens); a discretised Gaussian is scaled to it up to the quadrature error.
+    The finite-N solver starts from it (:func:`~gtcore.attention.sinkhorn_scaling.sinkhorn_potentials` with
+    ``init="gaussian"``, moments of the tokens); a discretised Gaussian is scaled to it up to the quadrature error.
 
     Parameters
     ----------

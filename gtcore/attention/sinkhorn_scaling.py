@@ -22,8 +22,8 @@ iteration stops at the first pair whose relative violation
 :math:`\max(\max_i|\sum_jP_{ij}/a_i - 1|, \max_j|\sum_iP_{ij}/a_j - 1|)` is at most ``tol``,
 returns that pair and the attention average of the pass that computed it, or stops after
 ``max_iter`` row updates (then ``converged=False`` and :func:`sinkhorn_average` warns with
-:class:`~gtcore.attention.sinkhorn.SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way whatever
-the starting point and acceleration, which change only how many passes it takes.
+:class:`~gtcore.attention.sinkhorn.SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way
+whatever the starting point and acceleration, which change only how many passes it takes.
 
 **Speed-ups** (each pass costs about one dot-product attention kernel).
 
@@ -50,14 +50,22 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from gtcore.attention.base import BLOCK
 from gtcore.attention.kernels import attend, softmax_average
-from gtcore.attention.sinkhorn import (ANDERSON, MAX_ITER, SinkhornConvergenceWarning, _check_acceleration,
-                                      _check_stopping, _potential_hessian, default_tol)
+from gtcore.attention.sinkhorn import (
+    ANDERSON,
+    MAX_ITER,
+    SinkhornConvergenceWarning,
+    _check_acceleration,
+    _check_stopping,
+    _potential_hessian,
+    default_tol,
+)
 
 __all__ = ["SinkhornResult", "sinkhorn_average", "sinkhorn_potentials"]
 
@@ -91,12 +99,14 @@ class SinkhornResult:
 
 
 def _violation(u: torch.Tensor, v: torch.Tensor) -> float:
-    """:math:`\\max_k |e^{u_k - v_k} - 1|`: the relative marginal violation when the sums are :math:`a_k e^{u_k - v_k}`."""
+    """:math:`\\max_k |e^{u_k - v_k} - 1|`: the relative marginal violation when the sums are
+    :math:`a_k e^{u_k - v_k}`."""
     return float(torch.expm1(u - v).abs().max())
 
 
 def _gaussian_start(x, B, loga):
-    """The Gaussian column potential (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential`) at the tokens, as a tensor."""
+    """The Gaussian column potential (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential`) at the tokens,
+    as a tensor."""
     xd = x.detach()
     w = torch.exp(loga)
     mu = w @ xd
@@ -114,7 +124,9 @@ class _Anderson:
     """Type-II Anderson mixing of a fixed-point map :math:`g \\mapsto G(g)` with restarts."""
 
     def __init__(self, depth: int):
-        self.depth, self.gs, self.rs = depth, [], []
+        self.depth = depth
+        self.gs: list[torch.Tensor] = []
+        self.rs: list[torch.Tensor] = []
 
     def step(self, g, Gg, grew: bool):
         if self.depth == 0:
@@ -153,7 +165,10 @@ def _scale(x, B, log_weights, tol, max_iter, method, block, want_average, init, 
     g = _gaussian_start(x, B, loga) if init == "gaussian" else torch.zeros_like(loga)
     mixer = _Anderson(int(anderson))
     values = x if want_average else None
-    f = Gf = lse_rows = lse_cols = None       # the last pair's f and T_c(f)
+    # the last pair's f and T_c(f): set together at the first iteration (max_iter >= 1)
+    f: Any = None
+    Gf: Any = None
+    lse_rows = lse_cols = None
     err = last = math.inf
     for it in range(1, max_iter + 1):
         avg, lse_rows = attend(q, x, g, values, lse_rows, method, block)
@@ -197,8 +212,8 @@ def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Ten
     block : int
         Rows per block of ``"blocked"``.
     init : ``"gaussian"`` or ``"zero"``
-        Starting column potential: the Gaussian problem's (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential` at the
-        tokens' empirical moments) or 0.
+        Starting column potential: the Gaussian problem's
+        (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential` at the tokens' empirical moments) or 0.
     anderson : int
         Depth of the Anderson acceleration; 0 for plain Sinkhorn.
 

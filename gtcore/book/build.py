@@ -11,7 +11,7 @@ from gtcore.book import files as _files
 from gtcore.book import gallery, provenance, report
 from gtcore.book.chapters import Book, BookError, _book
 
-__all__ = ["toc_chapters", "build_inputs", "build_key", "build"]
+__all__ = ["build", "build_inputs", "build_key", "toc_chapters"]
 
 
 # ---------------------------------------------------------------------------- build
@@ -21,7 +21,8 @@ def toc_chapters(bk: Book | None = None) -> list[str]:
 
     toc = yaml.safe_load((_book(bk).root / "_toc.yml").read_text())
     files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
-    return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f not in ("executed/report", "executed/gallery")]
+    return [f.split("/", 1)[1] for f in files
+            if f.startswith("executed/") and f not in ("executed/report", "executed/gallery")]
 
 
 def build_inputs(bk: Book) -> list[Path]:
@@ -30,7 +31,7 @@ def build_inputs(bk: Book) -> list[Path]:
     import gtcore
 
     files = [bk.root / "_config.yml", bk.root / "_toc.yml"]
-    files += sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")) + [bk.executed / "report.md"]
+    files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md"]
     for folder in ("book", "_static"):
         files += sorted(p for p in (bk.root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     files += sorted(Path(gtcore.__file__).parent.rglob("*.py"))

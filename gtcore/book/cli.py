@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--root", default=argparse.SUPPRESS, metavar="PATH", help="the book's folder")
         return sp
 
-    sub.add_parser = add_book_parser
+    sub.add_parser = add_book_parser  # type: ignore[method-assign]  # every subcommand takes --root
 
     def add_select_args(sp):
         sp.add_argument("--only", nargs="+", action="extend", metavar="NAME",

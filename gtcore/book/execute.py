@@ -1,4 +1,5 @@
-r"""Running chapters: cache keys and states, papermill kernels with a thread budget, serial and parallel runs, atomic publishing."""
+r"""Running chapters: cache keys and states, papermill kernels with a thread budget, serial and parallel runs,
+atomic publishing."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from gtcore.book.chapters import (
 from gtcore.book.lock import TreeLock
 from gtcore.book.root import ROOT_ENV
 
-__all__ = ["THREAD_ENVS", "KERNEL_WARNINGS", "Job", "make_job", "plan", "read_meta", "ChapterState", "chapter_state", "status", "status_table", "clean_scratch", "run_chapter", "run"]
+__all__ = ["KERNEL_WARNINGS", "THREAD_ENVS", "ChapterState", "Job", "chapter_state", "clean_scratch", "make_job",
+           "plan", "read_meta", "run", "run_chapter", "status", "status_table"]
 
 
 #: thread-count variables set for each kernel under ``-j N`` (torch's intra-op pool follows OMP)
@@ -122,7 +124,8 @@ def chapter_state(job: Job) -> ChapterState:
         return ChapterState(chap.name, "failed", reasons, "latest run failed; the page shows the last good output")
     if meta is None:
         return ChapterState(chap.name, "stale", ["unreadable"], "the executed notebook cannot be read")
-    where = f"{meta.get('profile', '?')}, {meta.get('runtime_s', float('nan')):.1f} s, key {meta.get('cache', {}).get('key', '?')}"
+    where = (f"{meta.get('profile', '?')}, {meta.get('runtime_s', float('nan')):.1f} s, "
+             f"key {meta.get('cache', {}).get('key', '?')}")
     if reasons:
         return ChapterState(chap.name, "stale", reasons, f"changed: {', '.join(reasons)} (was {where})")
     return ChapterState(chap.name, "fresh", [], where)
@@ -197,12 +200,9 @@ def _kernel_manager_class(log_path: Path, env: dict[str, str]):
     class GtbookKernelManager(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw["env"] = {**(kw.get("env") or os.environ), **env}
-            log = open(log_path, "ab")
-            kw["stdout"] = kw["stderr"] = log
-            try:
+            with open(log_path, "ab") as log:  # closed on return: the kernel holds its own descriptor
+                kw["stdout"] = kw["stderr"] = log
                 return await super()._async_launch_kernel(kernel_cmd, **kw)
-            finally:
-                log.close()  # the kernel holds its own descriptor
 
     return GtbookKernelManager
 
@@ -239,12 +239,52 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]]) -> 
             lines = cell.source.split("\n")
             head = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
             if head is not None:
-                cell.source = "\n".join(lines[:head + 1] + ["", box, ""] + lines[head + 1:])
+                cell.source = "\n".join([*lines[:head + 1], "", box, "", *lines[head + 1:]])
                 return
             break
     import nbformat
 
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(box))
+
+
+def _failure(bk: Book, name: str, exc: Exception, out: Path, kept: Path, kernel_log: Path) -> BookError:
+    """Keep a failed run's notebook and kernel log in ``executed/failed/``; the error that says where they are."""
+    import papermill as pm
+
+    if out.exists():
+        _publish(bk, out, kept)
+    log_kept = bk.failed / f"{name}.kernel.log"
+    if kernel_log.exists() and kernel_log.stat().st_size:
+        bk.failed.mkdir(parents=True, exist_ok=True)
+        shutil.copy(kernel_log, log_kept)
+    if isinstance(exc, pm.PapermillExecutionError):
+        where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
+    else:
+        where = f"({type(exc).__name__}: {exc})"
+    return BookError(
+        f"chapter {name} failed {where}\n  "
+        + (f"the failed notebook is kept at {bk.shown(kept)}; " if kept.exists() else "")
+        + (f"the kernel's log at {bk.shown(log_kept)}; " if log_kept.exists() else "")
+        + "the last good output is untouched"
+    )
+
+
+def _run_metadata(bk: Book, chapter: Chapter, job: Job, elapsed: float, threads: int | None) -> dict[str, Any]:
+    """What a run records in its notebook (``metadata.gtbook``): parameters, time, commit, environment, key."""
+    merged = job.merged
+    return {
+        "chapter": chapter.name,
+        "profile": job.profile,
+        "parameters": {k: v for k, v in merged.items() if _jsonable(v)},
+        "overrides": {k: v for k, v in job.overrides.items() if _jsonable(v)},
+        "changed": {k: v for k, v in merged.items() if _jsonable(v) and v != chapter.defaults.get(k)},
+        "runtime_s": round(elapsed, 2),
+        "date": provenance.now_utc(),
+        "threads": threads,
+        "git": provenance.git_state(bk.root),
+        "environment": provenance.environment(),
+        "cache": {"key": job.key, "components": job.components},
+    }
 
 
 def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile: str = "quick", *,
@@ -283,39 +323,11 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
                                 progress_bar={"desc": f"  cells of {chapter.name}", "leave": False}
                                 if progress else False, report_mode=False,
                                 kernel_manager_class=_kernel_manager_class(kernel_log, env))
-        except Exception as exc:  # a failed cell, a dead kernel, a timeout, a missing kernel
-            if out.exists():
-                _publish(bk, out, kept)
-            log_kept = bk.failed / f"{chapter.name}.kernel.log"
-            if kernel_log.exists() and kernel_log.stat().st_size:
-                bk.failed.mkdir(parents=True, exist_ok=True)
-                shutil.copy(kernel_log, log_kept)
-            if isinstance(exc, pm.PapermillExecutionError):
-                where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
-            else:
-                where = f"({type(exc).__name__}: {exc})"
-            raise BookError(
-                f"chapter {chapter.name} failed {where}\n  "
-                + (f"the failed notebook is kept at {bk.shown(kept)}; " if kept.exists() else "")
-                + (f"the kernel's log at {bk.shown(log_kept)}; " if log_kept.exists() else "")
-                + "the last good output is untouched"
-            ) from None
+        except Exception as exc:  # noqa: BLE001 - a failed cell, a dead kernel, a timeout, a missing kernel
+            raise _failure(bk, chapter.name, exc, out, kept, kernel_log) from None
         elapsed = time.perf_counter() - start
         executed = nbformat.read(out, as_version=4)
-        merged = job.merged
-        meta = {
-            "chapter": chapter.name,
-            "profile": job.profile,
-            "parameters": {k: v for k, v in merged.items() if _jsonable(v)},
-            "overrides": {k: v for k, v in job.overrides.items() if _jsonable(v)},
-            "changed": {k: v for k, v in merged.items() if _jsonable(v) and v != chapter.defaults.get(k)},
-            "runtime_s": round(elapsed, 2),
-            "date": provenance.now_utc(),
-            "threads": threads,
-            "git": provenance.git_state(bk.root),
-            "environment": provenance.environment(),
-            "cache": {"key": job.key, "components": job.components},
-        }
+        meta = _run_metadata(bk, chapter, job, elapsed, threads)
         _fold_parameters(executed, meta, claims_in_notebook(executed))
         executed.metadata["gtbook"] = meta
         nbformat.write(executed, out)
@@ -354,6 +366,9 @@ def _run_serial(bk: Book, jobs: list[Job], threads: int | None) -> dict[str, flo
 def _run_parallel(bk: Book, jobs: list[Job], n: int, threads: int) -> dict[str, float]:
     """Run the jobs in ``n`` worker processes (each starting its own kernel)."""
     bk.running.mkdir(parents=True, exist_ok=True)
+    active: dict[str, tuple[subprocess.Popen, Path]]
+    times: dict[str, float]
+    errors: list[str]
     pending, active, times, errors = list(jobs), {}, {}, []
     print(f"running {len(jobs)} chapters, {n} at a time, {threads} thread(s) each", file=sys.stderr, flush=True)
     try:
@@ -365,10 +380,9 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, threads: int) -> dict[str, 
                                             "profile": job.profile, "injected": job.injected,
                                             "overrides": job.overrides, "components": job.components,
                                             "threads": threads}))
-                log = open(spec.with_suffix(".log"), "w")
-                proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "_worker", str(spec)],
-                                        cwd=bk.root, stdout=log, stderr=subprocess.STDOUT)
-                log.close()
+                with open(spec.with_suffix(".log"), "w") as log:  # the worker holds its own descriptor
+                    proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "_worker", str(spec)],
+                                            cwd=bk.root, stdout=log, stderr=subprocess.STDOUT)
                 active[job.chapter.name] = (proc, spec)
             if not pending or errors or len(active) >= n:
                 time.sleep(0.2)
@@ -448,9 +462,11 @@ def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] |
     times: dict[str, float] = {}
     if todo:
         jobs = max(1, min(jobs, len(todo)))
-        threads = max(1, _cores() // jobs) if jobs > 1 else None
         try:
-            times = _run_serial(bk, todo, threads) if jobs == 1 else _run_parallel(bk, todo, jobs, threads)
+            if jobs == 1:
+                times = _run_serial(bk, todo, None)
+            else:
+                times = _run_parallel(bk, todo, jobs, max(1, _cores() // jobs))
         finally:
             _write_report(bk)
     else:

@@ -79,7 +79,7 @@ class TreeLock:
                 os.close(self._fd)
                 self._fd = None
 
-    def __enter__(self) -> "TreeLock":
+    def __enter__(self) -> TreeLock:
         self.acquire()
         return self
 

@@ -24,7 +24,6 @@ import os
 import platform
 import shutil
 import subprocess
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from gtcore import _dependencies as imports
 from gtcore._dependencies import KEY_PACKAGES, key_versions, package_version
 
 #: reported on the report page besides KEY_PACKAGES
-REPORT_PACKAGES = KEY_PACKAGES + ("matplotlib", "safetensors", "jupyter-book", "myst-nb", "papermill")
+REPORT_PACKAGES = (*KEY_PACKAGES, "matplotlib", "safetensors", "jupyter-book", "myst-nb", "papermill")
 #: the components of a cache key, in the order ``gtbook status`` reports them
 COMPONENTS = ("source", "parameters", "library", "versions")
 

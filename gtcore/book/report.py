@@ -74,8 +74,6 @@ def executed_notebooks(executed: Path, names: list[str] | None = None) -> list[P
     return [p for p in paths if not names or p.stem in names]
 
 
-_executed_notebooks = executed_notebooks
-
 
 def read_executed(path: Path):
     """An executed notebook, or :class:`ReportError` naming the file when it is not readable."""
@@ -83,7 +81,7 @@ def read_executed(path: Path):
 
     try:
         return nbformat.read(path, as_version=4)
-    except Exception as exc:  # NotJSONError, a JSON error, a validation error, a truncated file
+    except Exception as exc:  # noqa: BLE001 - NotJSONError, a JSON error, a validation error, a truncated file
         raise ReportError(f"{path}: not a readable notebook ({type(exc).__name__}); rerun it with "
                           f"`gtbook run --only {Path(path).stem} --force`, or delete it") from None
 
@@ -116,12 +114,6 @@ def chapter_metadata(executed: Path) -> dict[str, dict[str, Any]]:
     return {p.stem: dict(read_executed(p).metadata.get("gtbook", {})) for p in executed_notebooks(executed)}
 
 
-def chapter_runtimes(executed: Path) -> dict[str, tuple[str, float]]:
-    """``{chapter: (profile, run time in s)}`` of the executed chapters."""
-    return {name: (m.get("profile", "unknown"), m.get("runtime_s", float("nan")))
-            for name, m in chapter_metadata(executed).items()}
-
-
 def overrides_text(overrides: dict[str, Any]) -> str:
     """``--set`` overrides as ``name=value`` pairs (empty when none)."""
     import json
@@ -152,8 +144,8 @@ def claims_table(rows: list[ClaimRow]) -> str:
              "PASS" if r.passed else "FAIL", r.profile, str(r.seed), overrides_text(r.overrides) or "-"]
             for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
     return "\n".join(lines)
 
 
@@ -212,7 +204,7 @@ def report_markdown(executed: Path) -> str:
                 lines += [st.note, ""]
             shown = [c for c in s.claims if c.kind in ("reproduces", "control")]
             if shown:
-                lines += _claim_lines(shown) + [""]
+                lines += [*_claim_lines(shown), ""]
     consistency = [r for r in rows if r.kind == "consistency"]
     lines += ["## Consistency checks", "",
               "These check the code against itself or a closed form; they support the reproductions above "
@@ -228,7 +220,7 @@ def report_markdown(executed: Path) -> str:
         sets = overrides_text(meta.get("overrides", {}))
         lines.append(f"| {chap} | {meta.get('profile', 'unknown')} | {seed} | {_esc(sets) or '-'} | "
                      f"{meta.get('runtime_s', float('nan')):.1f} | {len(mine)} |")
-    lines += [""] + _environment_lines(metas)
+    lines += ["", *_environment_lines(metas)]
     return "\n".join(lines) + "\n"
 
 
@@ -242,8 +234,8 @@ def _environment_lines(metas: dict[str, dict[str, Any]]) -> list[str]:
     """The commit(s) and environment(s) the chapters were run in (one table when all agree)."""
     lines = ["## How these chapters were made", ""]
     if not metas:
-        return lines + ["No executed chapters.", ""]
-    commits = {}
+        return [*lines, "No executed chapters.", ""]
+    commits: dict[str, list[str]] = {}
     for chap, meta in metas.items():
         commits.setdefault(_commit(meta.get("git", {})), []).append(chap)
     if len(commits) == 1:
@@ -256,7 +248,7 @@ def _environment_lines(metas: dict[str, dict[str, Any]]) -> list[str]:
         if env:
             envs.setdefault(repr(sorted(env.items(), key=str)), (env, []))[1].append(chap)
     if not envs:
-        return lines + ["The executed chapters record no environment (run by an older gtbook).", ""]
+        return [*lines, "The executed chapters record no environment (run by an older gtbook).", ""]
     for env, chaps in envs.values():
         if len(envs) > 1:
             lines += [f"**Environment of {', '.join(chaps)}:**", ""]

@@ -1,4 +1,5 @@
-r"""Layer-by-layer forward passes of a loaded Transformer fed Gaussian tokens (the two input modes of :mod:`gtcore.models`)."""
+r"""Layer-by-layer forward passes of a loaded Transformer fed Gaussian tokens (the two input modes of
+:mod:`gtcore.models`)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def _embed(lt: LoadedTransformer, x, mode: str):
             special = [emb.cls_token.expand(B, -1, -1)]
             if fam == "deit":
                 special.append(emb.distillation_token.expand(B, -1, -1))
-            h = torch.cat(special + [x], dim=1)
+            h = torch.cat([*special, x], dim=1)
             side = math.isqrt(T) * emb.patch_size
             if T == emb.position_embeddings.shape[1] - len(special):
                 h = h + emb.position_embeddings
@@ -181,7 +182,7 @@ def iter_layers(model: LoadedTransformer, x: Any, mode: str = "pure", *, progres
     yield 0, out
     for i in it:
         with torch.no_grad():
-            hs = [_step(lt, blocks[i], h, ctx) for h, ctx in zip(hs, ctxs)]
+            hs = [_step(lt, blocks[i], h, ctx) for h, ctx in zip(hs, ctxs, strict=True)]
             out = torch.cat(hs)[:, k:]
         yield i + 1, out
 

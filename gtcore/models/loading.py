@@ -130,7 +130,7 @@ def _resolve_known(key: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
-        snapshot_download = None
+        snapshot_download = None  # type: ignore[assignment]
     if snapshot_download is not None:
         for repo in repo_ids:
             try:
@@ -314,14 +314,16 @@ def reference_config(name: str, *, vocab_size: int = 50368):
     if key == "modernbert":
         special = {} if vocab_size > 50283 else dict(pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                                      cls_token_id=1, sep_token_id=2)
-        return ModernBertConfig(vocab_size=vocab_size, **special, hidden_size=768,
-                                num_hidden_layers=22, num_attention_heads=12,
-                                intermediate_size=1152, global_attn_every_n_layers=3,
-                                local_attention=128, attn_implementation="sdpa")
+        # transformers 5 takes global_attn_every_n_layers and attn_implementation through **kwargs
+        modern: dict[str, Any] = dict(**special, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
+                                      intermediate_size=1152, global_attn_every_n_layers=3, local_attention=128,
+                                      attn_implementation="sdpa")
+        return ModernBertConfig(vocab_size=vocab_size, **modern)
     if key == "deit-tiny":
-        return DeiTConfig(hidden_size=192, num_hidden_layers=12, num_attention_heads=3,
-                          intermediate_size=768, image_size=224, patch_size=16,
-                          attn_implementation="sdpa")
+        deit: dict[str, Any] = dict(hidden_size=192, num_hidden_layers=12, num_attention_heads=3,
+                                    intermediate_size=768, image_size=224, patch_size=16,
+                                    attn_implementation="sdpa")
+        return DeiTConfig(**deit)
     raise ValueError(f"name must be 'modernbert' or 'deit-tiny', got {name!r}")
 
 

@@ -83,7 +83,8 @@ from torch import nn
 from gtcore.controls import Controls, PiecewiseControls
 from gtcore.moments import layer_stack
 
-__all__ = ["FAMILIES", "RANK_RTOL", "ATTN_IMPLEMENTATION", "head_dim", "PrescribedTransformer", "prescribed_transformer", "hidden_states", "split_controls", "split_schedule", "layer_moments"]
+__all__ = ["ATTN_IMPLEMENTATION", "FAMILIES", "RANK_RTOL", "PrescribedTransformer", "head_dim", "hidden_states",
+           "layer_moments", "prescribed_transformer", "split_controls", "split_schedule"]
 
 
 #: supported families
@@ -207,7 +208,7 @@ class PrescribedTransformer(nn.Module):
     def __init__(self, model: nn.Module, family: str, controls: Controls, n_layers: int, h: float,
                  layer_norm: bool, feed_forward: bool, head_size: int) -> None:
         super().__init__()
-        self.model = model
+        self.model: Any = model  # a transformers model: its submodules are not visible to the type checker
         self.family = family
         self.controls = controls
         self.n_layers = n_layers
@@ -244,7 +245,7 @@ class PrescribedTransformer(nn.Module):
         out = [x]
         with self._rope_neutralised():
             if self.family == "modernbert":
-                S, N, _ = x.shape
+                _, N, _ = x.shape
                 rope = (torch.ones(1, N, self.head_dim, dtype=x.dtype, device=x.device),
                         torch.zeros(1, N, self.head_dim, dtype=x.dtype, device=x.device))
                 if self.layer_norm:
@@ -288,15 +289,15 @@ class PrescribedTransformer(nn.Module):
 def _config(family: str, d: int, H: int, n_layers: int, width: int):
     import transformers
 
-    common = dict(hidden_size=d, num_hidden_layers=n_layers, num_attention_heads=H,
-                  intermediate_size=width, attn_implementation=ATTN_IMPLEMENTATION)
+    common: dict[str, Any] = dict(hidden_size=d, num_hidden_layers=n_layers, num_attention_heads=H,
+                                  intermediate_size=width, attn_implementation=ATTN_IMPLEMENTATION)
     if family == "bert":
         return transformers.BertConfig(vocab_size=4, max_position_embeddings=4, type_vocab_size=1,
                                        hidden_act="linear", hidden_dropout_prob=0.0,
                                        attention_probs_dropout_prob=0.0, **common)
     if family == "vit":
-        return transformers.ViTConfig(head_dim=d, image_size=1, patch_size=1, num_channels=1,
-                                      hidden_act="linear", hidden_dropout_prob=0.0,
+        vit: dict[str, Any] = dict(head_dim=d, image_size=1, patch_size=1, num_channels=1)  # head_dim: **kwargs
+        return transformers.ViTConfig(**vit, hidden_act="linear", hidden_dropout_prob=0.0,
                                       attention_probs_dropout_prob=0.0, qkv_bias=False, **common)
     return transformers.ModernBertConfig(
         vocab_size=4, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
@@ -312,7 +313,7 @@ def _set(param: torch.Tensor | None, value: np.ndarray | float) -> None:
         param.copy_(torch.as_tensor(np.broadcast_to(value, tuple(param.shape)).copy(), dtype=param.dtype))
 
 
-def _layer_norms(block: nn.Module, family: str) -> list[tuple[nn.Module, str]]:
+def _layer_norms(block: Any, family: str) -> list[tuple[nn.Module, str]]:
     """(parent, attribute) of every LayerNorm inside one block."""
     if family == "bert":
         return [(block.attention.output, "LayerNorm"), (block.output, "LayerNorm")]
@@ -321,7 +322,7 @@ def _layer_norms(block: nn.Module, family: str) -> list[tuple[nn.Module, str]]:
     return [(block, "attn_norm"), (block, "mlp_norm")]
 
 
-def _prescribe_block(block: nn.Module, family: str, ctl: Controls, h: float, r: int,
+def _prescribe_block(block: Any, family: str, ctl: Controls, h: float, r: int,
                      layer_norm: bool, feed_forward: bool) -> None:
     d, H = ctl.d, ctl.heads
     Wq = np.zeros((H * r, d))
@@ -434,10 +435,10 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
     if not isinstance(h, (int, float, np.floating, np.integer)) or not math.isfinite(h) or h <= 0:
         raise ValueError(f"h must be a finite number > 0, got {h!r}")
     h = float(h)
-    per_layer = list(controls) if isinstance(controls, (list, tuple)) else [controls] * n_layers
-    if len(per_layer) != n_layers:
-        raise ValueError(f"controls: a sequence must hold n_layers={n_layers} Controls, got {len(per_layer)}")
-    per_layer = [_check_controls(c, feed_forward) for c in per_layer]
+    given: list[Any] = list(controls) if isinstance(controls, (list, tuple)) else [controls] * n_layers
+    if len(given) != n_layers:
+        raise ValueError(f"controls: a sequence must hold n_layers={n_layers} Controls, got {len(given)}")
+    per_layer = [_check_controls(c, feed_forward) for c in given]
     d, H = per_layer[0].d, per_layer[0].heads
     if any(c.d != d or c.heads != H for c in per_layer):
         raise ValueError("controls: every layer must have the same dimension d and head count H")
@@ -453,7 +454,7 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
     model = model.to(dtype).eval()
     wrapper = PrescribedTransformer(model, family, per_layer[0], n_layers, h, bool(layer_norm),
                                     bool(feed_forward), r)
-    for block, ctl in zip(wrapper.blocks, per_layer):
+    for block, ctl in zip(wrapper.blocks, per_layer, strict=True):
         _prescribe_block(block, family, ctl, h, r, bool(layer_norm), bool(feed_forward))
     return wrapper.eval()
 

@@ -1,4 +1,5 @@
-r"""Many moment ODEs side by side (the regime map): eq. (1.1) for a list of constant controls, stepped by the lanes integrator."""
+r"""Many moment ODEs side by side (the regime map): eq. (1.1) for a list of constant controls, stepped by the
+lanes integrator."""
 
 from __future__ import annotations
 

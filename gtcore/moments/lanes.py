@@ -2,9 +2,9 @@ r"""Many independent ODEs at once: the DOP853 method of ``scipy.integrate.solve_
 
 A *lane* is one initial-value problem :math:`y_k' = f_k(t, y_k)`, :math:`y_k(t_0) = y_{k,0}`.
 :func:`integrate_lanes` advances every lane with the explicit Runge–Kutta 8(5,3) pair of Dormand and
-Prince (the coefficients of :mod:`scipy.integrate`'s ``DOP853``) and **its own adaptive step**: the
-initial-step heuristic, the step-size controller (safety 0.9, factors in :math:`[0.2, 10]`, no
-growth right after a rejection), the error norm
+Prince (the coefficients of :mod:`scipy.integrate`'s ``DOP853``, copied in :mod:`gtcore.moments._dop853`)
+and **its own adaptive step**: the initial-step heuristic, the step-size controller (safety 0.9, factors
+in :math:`[0.2, 10]`, no growth right after a rejection), the error norm
 
 .. math::
 
@@ -31,16 +31,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.integrate._ivp import dop853_coefficients as _dop
 
 from gtcore._validation import as_float_array
+from gtcore.moments import _dop853 as _dop  # SciPy's DOP853 tables, copied (a private SciPy module)
 
 __all__ = ["LaneSolution", "integrate_lanes"]
 
 _N_STAGES = _dop.N_STAGES
-_A = _dop.A[:_N_STAGES, :_N_STAGES]
+_A = _dop.A
 _B = _dop.B
-_C = _dop.C[:_N_STAGES]
+_C = _dop.C
 _E3, _E5 = _dop.E3, _dop.E5
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order 7 + 1)

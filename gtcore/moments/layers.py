@@ -19,7 +19,7 @@ from gtcore.controls import (
 )
 from gtcore.moments.ode import _check_below_blowup, _checked_moments
 
-__all__ = ["layer_map", "LayerTrajectory", "layer_stack"]
+__all__ = ["LayerTrajectory", "layer_map", "layer_stack"]
 
 
 def layer_map(mu: Any, Sigma: Any, controls: Controls, h: float) -> tuple[np.ndarray, np.ndarray]:

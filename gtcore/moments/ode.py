@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from gtcore.controls import (
     evaluate_controls,
 )
 
-__all__ = ["moment_rhs", "MomentTrajectory", "MAX_NFEV", "integrate_moments"]
+__all__ = ["MAX_NFEV", "MomentTrajectory", "integrate_moments", "moment_rhs"]
 
 
 def moment_rhs(mu: Any, Sigma: Any, controls: Controls) -> tuple[np.ndarray, np.ndarray]:
@@ -136,7 +137,7 @@ class MomentTrajectory:
 def _segments(t0: float, t1: float, breaks: Sequence[float]) -> list[tuple[float, float]]:
     inner = sorted(b for b in breaks if t0 < b < t1)
     edges = [t0, *inner, t1]
-    return list(zip(edges[:-1], edges[1:]))
+    return list(pairwise(edges))
 
 
 #: default cap on right-hand-side evaluations of :func:`~gtcore.moments.integrate_moments` (about 15 s at d = 2)
@@ -216,8 +217,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     def blowup_event(t, y):
         return max(np.linalg.norm(y[d:]), np.linalg.norm(y[:d])) - blowup_norm
 
-    blowup_event.terminal = True
-    blowup_event.direction = 1
+    blowup_event.terminal = True  # type: ignore[attr-defined]  # scipy's event attributes
+    blowup_event.direction = 1  # type: ignore[attr-defined]
 
     calls = [0]  # right-hand-side evaluations, all segments together
     budget = {"t_stop": np.inf}
@@ -228,8 +229,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             budget["t_stop"] = t
         return budget["t_stop"] - t
 
-    budget_event.terminal = True
-    budget_event.direction = -1
+    budget_event.terminal = True  # type: ignore[attr-defined]
+    budget_event.direction = -1  # type: ignore[attr-defined]
 
     ts, mus, Sigmas = [], [], []
     y = np.concatenate([mu0, Sigma0.ravel()])
@@ -243,7 +244,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
         else:
             inside = np.nextafter(b, a)
 
-            def at(t, a=a, inside=inside):
+            def at(t, a=a, inside=inside):  # type: ignore[misc]
                 return evaluate_controls(fn, min(max(t, a), inside), d=d)
 
         def rhs(t, y, at=at):

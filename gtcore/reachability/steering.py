@@ -25,7 +25,7 @@ from gtcore.controls import (
 from gtcore.moments import integrate_moments
 from gtcore.reachability.rank import RankMismatchError, covariance_rank
 
-__all__ = ["SteeringControls", "steer", "endpoint_error", "control_path"]
+__all__ = ["SteeringControls", "control_path", "endpoint_error", "steer"]
 
 
 # ------------------------------------------------------------------ matrix building blocks
@@ -204,7 +204,7 @@ class SteeringControls:
         self.heads = heads
         mus, Sigmas = [np.asarray(mu0, float)], [np.asarray(Sigma0, float)]
         self._flows = tuple(_NormalFlow(c.A, c.b) for c in self.stages)
-        for flow, tau in zip(self._flows, self.durations):
+        for flow, tau in zip(self._flows, self.durations, strict=True):
             F, g = flow(tau)
             mus.append(F @ mus[-1] + g)
             S = F @ Sigmas[-1] @ F.T
@@ -266,7 +266,7 @@ class SteeringControls:
         b = base.b - att.mean_gain(S, V, B) @ mu
         return Controls(A=A, b=b, V=V, B=B)
 
-    def uncompensated(self, V: Any, B: Any) -> "_HeadsOn":
+    def uncompensated(self, V: Any, B: Any) -> _HeadsOn:
         r"""The attention-free stages with heads :math:`(V_h, B_h)` switched on and not compensated:
         :math:`t \mapsto (\tilde A(t), \tilde b(t), V, B)`, the contrast to the compensated controls.
 
@@ -302,11 +302,11 @@ class SteeringControls:
         """
         if self.heads is None:
             return float(sum(tau * (np.sum(c.A ** 2) + np.sum(c.b ** 2))
-                             for c, tau in zip(self.stages, self.durations)))
+                             for c, tau in zip(self.stages, self.durations, strict=True)))
         x, w = np.polynomial.legendre.leggauss(int(nodes))
         total = 0.0
-        for a, tau in zip(self._starts, self.durations):
-            for xi, wi in zip(x, w):
+        for a, tau in zip(self._starts, self.durations, strict=True):
+            for xi, wi in zip(x, w, strict=True):
                 c = self(a + 0.5 * tau * (xi + 1))
                 total += 0.5 * tau * wi * (np.sum(c.A ** 2) + np.sum(c.b ** 2))
         return float(total)

@@ -24,7 +24,8 @@ from gtcore.riccati import (
     riccati_quadratic,
 )
 
-__all__ = ["NoEquilibriumError", "Equilibrium", "ROOT_UNCERTAINTY_RATIO", "equilibrium", "LinearStability", "linear_stability"]
+__all__ = ["ROOT_UNCERTAINTY_RATIO", "Equilibrium", "LinearStability", "NoEquilibriumError", "equilibrium",
+           "linear_stability"]
 
 
 class NoEquilibriumError(ValueError):
@@ -220,8 +221,9 @@ def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-
     :math:`V = -I`, :math:`B = I`: :math:`\Sigma(t) = I/(1 + 2t)`). A Newton limit is therefore
     accepted only when every matrix within its distance to the exact root (first order:
     :math:`\|F\|/\sigma_{\min}(DF)`, with the round-off of :math:`F` as a floor) is positive
-    definite, with a factor :data:`~gtcore.stability.equilibria.ROOT_UNCERTAINTY_RATIO` to spare: :math:`\lambda_{\min}(\Sigma^*)
-    > 10^3\,\delta`. Near a singular root :math:`\delta` is of the order of :math:`\|\Sigma\|`.
+    definite, with a factor :data:`~gtcore.stability.equilibria.ROOT_UNCERTAINTY_RATIO` to spare:
+    :math:`\lambda_{\min}(\Sigma^*) > 10^3\,\delta`. Near a singular root :math:`\delta` is of the order of
+    :math:`\|\Sigma\|`.
 
     Parameters
     ----------

@@ -16,7 +16,7 @@ from gtcore.riccati import (
     _check_controls,
 )
 
-__all__ = ["mean_matrix", "asymptotic_mean", "bias_for_mean_target"]
+__all__ = ["asymptotic_mean", "bias_for_mean_target", "mean_matrix"]
 
 
 # ------------------------------------------------------------------------------ the mean
@@ -130,6 +130,7 @@ def bias_for_mean_target(controls: Controls, Sigma_star: Any, mu_target: Any, *,
                 f"controls: A + V + V Sigma* B is not Hurwitz (largest real part {abscissa:.3g}), so the "
                 "mean does not converge to mu_target; pass allow_unstable=True for the bias anyway")
     b = -M @ mu
-    if controls.has_feedforward:
-        b = b - controls.W @ controls.c
+    W, c = controls.W, controls.c
+    if W is not None and c is not None:  # the feed-forward block (U, W, c come together)
+        b = b - W @ c
     return b

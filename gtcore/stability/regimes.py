@@ -111,7 +111,6 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)
     if t_max is not None:
         t_max = check_positive(t_max, "t_max")
-    d = controls.d
     A = controls.affine_A
     desc = _describe(controls)
     Q = riccati_quadratic(controls)
@@ -125,12 +124,13 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
         return Regime("blows up", f"{desc}; Q = sum v_h(B_h + B_h^T) {qd}: {bt.reason}",
                       t_star=bt.t_star, method=meth)
     cls, lam = _spectrum_class(A)
-    full_rank = np.linalg.eigvalsh(S0)[0] > 1e-12 * max(np.linalg.norm(S0), 1e-300)
+    full_rank = np.linalg.eigvalsh(S0)[0] > 1e-12 * max(float(np.linalg.norm(S0)), 1e-300)
     if cls == "anti-stable":
         if not full_rank:
             return Regime("undetermined", f"{desc}; rank(Sigma0) < d is invariant, so there is no "
                           "positive-definite limit", method=meth)
         P = _lyapunov_P(A, Q)
+        assert P is not None  # A anti-stable: the Lyapunov equation has a unique solution
         w = np.linalg.eigvalsh(P)
         if w[0] > 0:
             S = np.linalg.inv(P)
@@ -270,4 +270,4 @@ def observe_regimes(controls: Sequence[Controls], Sigma0: Any, t_max: float, *, 
     ends = integrate_moments_lanes(np.zeros(ctls[0].d), S0, ctls, (0.0, t_max), rtol=rtol,
                                    atol=1e-30 + 1e-14 * n0, blowup_norm=1e8 * max(n0, 1.0))
     return [_observed_verdict(c, st, S, n0, settle_tol, collapse_tol)
-            for c, st, S in zip(ctls, ends.status, ends.Sigma)]
+            for c, st, S in zip(ctls, ends.status, ends.Sigma, strict=True)]

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from gtcore._linalg import psd_sqrt, whiten
 from gtcore._linalg import empirical_moments as _empirical_moments
+from gtcore._linalg import psd_sqrt, whiten
 from gtcore._progress import progress as progress_bar
 from gtcore._validation import check_moments, check_tokens
 
@@ -512,10 +512,10 @@ __all__ = [
     "excess_kurtosis_per_coordinate",
     "mardia_kurtosis",
     "mardia_kurtosis_excess",
+    "mardia_kurtosis_excess_of_whitened",
     "mardia_skewness",
     "noise_floor",
     "sliced_w2",
     "sliced_w2_of_whitened",
-    "mardia_kurtosis_excess_of_whitened",
     "w2_to_standard_normal",
 ]

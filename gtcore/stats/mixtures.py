@@ -24,7 +24,7 @@ import numpy as np
 from gtcore._linalg import psd_factor
 from gtcore._validation import as_float_array, check_covariance, check_finite, check_tokens
 from gtcore.attention import ATTENTION_TYPES
-from gtcore.stats.gaussianity import NoiseFloor, _STATISTICS, noise_floor
+from gtcore.stats.gaussianity import _STATISTICS, NoiseFloor, noise_floor
 
 #: tolerance on the sum of the mixture weights
 WEIGHT_ATOL = 1e-12
@@ -111,7 +111,7 @@ class GaussianMixture:
         S = np.einsum("k,kij->ij", self.weights, self.covariances) + np.einsum("k,ki,kj->ij", self.weights, dm, dm)
         return mu, 0.5 * (S + S.T)
 
-    def sample(self, n: int, seed: int | np.random.Generator | None = 0) -> "LabelledTokens":
+    def sample(self, n: int, seed: int | np.random.Generator | None = 0) -> LabelledTokens:
         r"""``n`` i.i.d. tokens with their component labels.
 
         Labels are drawn i.i.d. from ``weights`` (so component sizes are multinomial), then
@@ -142,7 +142,8 @@ class GaussianMixture:
         return LabelledTokens(tokens=x, labels=labels)
 
     def attention_average(self, x: Any, B: Any) -> np.ndarray:
-        r"""The exact dot-product attention average against the mixture (:meth:`gtcore.attention.DotProduct.mixture_average`).
+        r"""The exact dot-product attention average against the mixture
+        (:meth:`gtcore.attention.DotProduct.mixture_average`).
 
         See the module docstring for :math:`\pi_k`. For one component it is the Gaussian tilt.
 
@@ -253,7 +254,8 @@ def per_label_statistic(tokens: Any, labels: Any, statistic: Callable[[np.ndarra
     lab = _labels(labels, x.shape[-2])
     counts = np.bincount(lab)
     if np.any(counts < 2):
-        raise ValueError(f"labels: every label 0..{counts.size - 1} needs at least 2 tokens, got counts {counts.tolist()}")
+        raise ValueError(f"labels: every label 0..{counts.size - 1} needs at least 2 tokens, "
+                         f"got counts {counts.tolist()}")
     frames = x[None] if x.ndim == 2 else x
     out = np.array([[float(fn(f[lab == k])) for k in range(counts.size)] for f in frames])
     return out[0] if x.ndim == 2 else out

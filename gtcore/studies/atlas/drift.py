@@ -90,7 +90,7 @@ def stack_controls(controls: Sequence[Controls]) -> LaneStack:
     for i, c in enumerate(ctls):
         V[i, :c.heads] = c.V
     if att == "l2":
-        shapes = {c.Q.shape[1] for c in ctls}
+        shapes = {c.Q.shape[1] for c in ctls}  # type: ignore[union-attr]  # L2 controls hold Q, K
         if len(shapes) != 1:
             raise ValueError(f"controls: L2 lanes need one key width k, got {sorted(shapes)}")
         k = shapes.pop()
@@ -125,14 +125,14 @@ def drift_matrix(Sigma: np.ndarray, stack: LaneStack, lanes: np.ndarray) -> np.n
     V = stack.V[lanes]
     S = Sigma[:, None]  # (k, 1, d, d): broadcast over heads
     if stack.attention == "dot":
-        M = S @ stack.B[lanes]
+        M = S @ stack.B[lanes]  # type: ignore[index]  # set for this attention
     elif stack.attention == "l2":
-        Q, K = stack.Q[lanes], stack.K[lanes]
+        Q, K = stack.Q[lanes], stack.K[lanes]  # type: ignore[index]  # set for this attention
         Kt = np.swapaxes(K, -1, -2)
         eye = np.eye(stack.d)
         M = 2.0 * np.linalg.solve(eye + 2.0 * S @ Kt @ K, S @ Kt @ Q)
     else:  # sinkhorn
-        B = stack.B[lanes]
+        B = stack.B[lanes]  # type: ignore[index]  # set for this attention
         Sh = _psd_sqrt(0.5 * (S + np.swapaxes(S, -1, -2)))
         T = Sh @ B @ S @ np.swapaxes(B, -1, -2) @ Sh
         R = _psd_sqrt(np.eye(stack.d) + 2.0 * (T + np.swapaxes(T, -1, -2)))
@@ -141,6 +141,7 @@ def drift_matrix(Sigma: np.ndarray, stack: LaneStack, lanes: np.ndarray) -> np.n
 
 
 def covariance_drift(Sigma: np.ndarray, stack: LaneStack, lanes: np.ndarray) -> np.ndarray:
-    r""":math:`\Sigma' = F\Sigma + \Sigma F^\top` for the lanes ``lanes`` (see :func:`drift_matrix`), shape (k, d, d)."""
+    r""":math:`\Sigma' = F\Sigma + \Sigma F^\top` for the lanes ``lanes`` (see :func:`drift_matrix`),
+    shape (k, d, d)."""
     FS = drift_matrix(Sigma, stack, lanes) @ Sigma
     return FS + np.swapaxes(FS, -1, -2)

@@ -43,8 +43,17 @@ from gtcore._linalg import psd_sqrt  # noqa: F401  (re-exported for the figures)
 from gtcore.controls import Controls
 from gtcore.riccati import _definiteness, _spectrum_class
 
-__all__ = ["ATTENTIONS", "B_KINDS", "Draw", "V_KINDS", "conditions", "draw_controls", "ensemble_draws",
-           "peer_draws", "targeted_draws"]
+__all__ = [
+    "ATTENTIONS",
+    "B_KINDS",
+    "V_KINDS",
+    "Draw",
+    "conditions",
+    "draw_controls",
+    "ensemble_draws",
+    "peer_draws",
+    "targeted_draws",
+]
 
 #: the attention types of the condition ensembles
 ATTENTIONS = ("dot", "multihead", "l2", "sinkhorn")
@@ -212,7 +221,7 @@ def conditions(controls: Controls) -> dict:
     with :math:`A` anti-stable. For L2 attention :math:`B_h` is the logits' bilinear part
     :math:`2K_h^\top Q_h`.
     """
-    signs = [(_sign(V), _sign(B)) for V, B in zip(controls.V, controls.B)]
+    signs = [(_sign(V), _sign(B)) for V, B in zip(controls.V, controls.B, strict=True)]
     opposite = all(v * b == -1 for v, b in signs)
     same = all(v * b == 1 for v, b in signs)
     d = controls.d

@@ -16,6 +16,7 @@ import hashlib
 import html as _html
 import json
 from io import BytesIO
+from typing import Any
 
 import numpy as np
 from IPython.display import HTML
@@ -37,7 +38,7 @@ OUTCOME_COLORS = {
 
 
 def _rgb(hexcolor: str) -> tuple[int, int, int]:
-    return tuple(int(hexcolor[i:i + 2], 16) for i in (1, 3, 5))
+    return int(hexcolor[1:3], 16), int(hexcolor[3:5], 16), int(hexcolor[5:7], 16)
 
 
 def map_png(outcome: np.ndarray, cell: int = 8) -> bytes:
@@ -117,7 +118,7 @@ def regime_explorer(atlas: AtlasMap, *, caption: str, alt: str, cell: int = 8) -
             rank.append(atlas.rank[e, b].astype(int).tolist())
             tpole.append([[f"{x:.3g}" if np.isfinite(x) else "" for x in row] for row in atlas.t_pole[e, b]])
     hint = "move the pointer over the map to read a point's outcome"
-    data = {"a": [f"{x:.3g}" for x in atlas.a], "v": [f"{x:.3g}" for x in atlas.v],
+    data: dict[str, Any] = {"a": [f"{x:.3g}" for x in atlas.a], "v": [f"{x:.3g}" for x in atlas.v],
             "eps": [f"{x:g}" for x in atlas.eps], "beta": [f"{x:g}" for x in atlas.beta], "names": names,
             "frames": frames, "outcome": outcome, "rank": rank, "tpole": tpole, "hint": hint}
     uid = "gt-explorer-" + hashlib.sha256(json.dumps(data["outcome"]).encode()).hexdigest()[:10]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gtcore.studies.style import COLORS, figure
 from gtcore.studies.atlas.explorer import OUTCOME_COLORS
 from gtcore.studies.atlas.maps import AtlasMap
 from gtcore.studies.atlas.tables import Fractions
+from gtcore.studies.style import COLORS, figure
 
 __all__ = ["blowup_times_figure", "fractions_figure", "map_panels", "rank_histograms"]
 
@@ -19,7 +19,7 @@ def rank_histograms(rows, ds):
     axes = np.atleast_1d(axes)
     styles = [dict(fill=False, edgecolor=COLORS["alt"], lw=1.2, hatch="//"),
               dict(fill=False, edgecolor=COLORS["particles"], lw=1.2, hatch="\\\\")]
-    for ax, (att, var) in zip(axes, keys):
+    for ax, (att, var) in zip(axes, keys, strict=True):
         sel = [r for r in rows if r.attention == att and r.variant == var]
         for j, r in enumerate(sorted(sel, key=lambda r: r.d)):
             base = 8 * j
@@ -45,13 +45,14 @@ def fractions_figure(fr: Fractions):
     fig, axes = figure(len(fr.attentions), 1, width=2.6, height=2.8, sharey=True)
     axes = np.atleast_1d(axes)
     ds = np.array(fr.ds)
-    for i, (ax, att) in enumerate(zip(axes, fr.attentions)):
+    for i, (ax, att) in enumerate(zip(axes, fr.attentions, strict=True)):
         for k, name in enumerate(fr.outcomes):
             p = fr.fraction[i, :, k]
             if not np.any(fr.count[i, :, k]):
                 continue
-            ax.errorbar(ds + 0.06 * (k - 2.5), p, yerr=[np.maximum(p - fr.low[i, :, k], 0.0), np.maximum(fr.high[i, :, k] - p, 0.0)], marker="o",
-                        ms=3, capsize=2, color=OUTCOME_COLORS[name], label=name)
+            ax.errorbar(ds + 0.06 * (k - 2.5), p,
+                        yerr=[np.maximum(p - fr.low[i, :, k], 0.0), np.maximum(fr.high[i, :, k] - p, 0.0)],
+                        marker="o", ms=3, capsize=2, color=OUTCOME_COLORS[name], label=name)
         ax.set_title(att)
         ax.set_xlabel("d")
         ax.set_ylim(-0.02, 1.02)
@@ -81,7 +82,7 @@ def map_panels(atlas: AtlasMap, frames: list[tuple[int, int]]):
     cmap = ListedColormap([OUTCOME_COLORS[n] for n in names])
     fig, axes = figure(len(frames), 1, width=2.9, height=2.9, sharey=True)
     axes = np.atleast_1d(axes)
-    for ax, (e, b) in zip(axes, frames):
+    for ax, (e, b) in zip(axes, frames, strict=True):
         codes = np.vectorize({n: k for k, n in enumerate(names)}.get)(atlas.outcome[e, b])
         ax.imshow(codes, origin="lower", cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5, aspect="auto",
                   extent=(atlas.a[0], atlas.a[-1], atlas.v[0], atlas.v[-1]), interpolation="nearest")

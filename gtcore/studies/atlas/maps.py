@@ -34,7 +34,7 @@ def map_draws(a_values, v_values, eps_values, beta_values, *, omega: float = 0.7
     """One draw per grid point, in the order (eps, beta, v, a) (the last index fastest)."""
     from gtcore.studies.atlas.ensembles import Draw
 
-    out = []
+    out: list[Draw] = []
     for e in eps_values:
         for b in beta_values:
             for v in v_values:

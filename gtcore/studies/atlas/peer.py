@@ -35,7 +35,6 @@ margins stated there.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,8 +44,17 @@ from gtcore.controls import Controls
 from gtcore.studies.atlas.drift import LaneStack, covariance_drift, stack_controls
 from gtcore.studies.atlas.regimes import Outcome, classify_lanes
 
-__all__ = ["EXACT_HORIZON", "ExactRanks", "PEER_SETTINGS", "PeerRun", "PeerSetting", "closed_form_rank",
-           "exact_ranks", "projected_euler_lanes", "time_scale"]
+__all__ = [
+    "EXACT_HORIZON",
+    "PEER_SETTINGS",
+    "ExactRanks",
+    "PeerRun",
+    "PeerSetting",
+    "closed_form_rank",
+    "exact_ranks",
+    "projected_euler_lanes",
+    "time_scale",
+]
 
 #: the horizon T of the doubling test for the peers' ensembles (decays like 1/t need t >> their offset)
 EXACT_HORIZON = 1e4
@@ -144,7 +152,8 @@ def projected_euler_lanes(controls: Sequence[Controls] | LaneStack, Sigma0, sett
 
 
 def closed_form_rank(controls: Controls) -> int:
-    r"""The rank of :math:`\lim\Sigma(t)` for :math:`V = I`, softmax, :math:`A = 0`, :math:`B = -W`, :math:`W \succeq 0`: :math:`d - \operatorname{rank}W`.
+    r"""The rank of :math:`\lim\Sigma(t)` for :math:`V = I`, softmax, :math:`A = 0`, :math:`B = -W`,
+    :math:`W \succeq 0`: :math:`d - \operatorname{rank}W`.
 
     :math:`\Sigma(t) = (P_0 + 2tW)^{-1}` (module docstring) for every :math:`\Sigma_0 \succ 0`.
     :math:`\operatorname{rank}W` is certified by its eigenvalues: the count above
@@ -214,7 +223,8 @@ def time_scale(controls: Controls) -> float:
 
 
 def exact_ranks(controls: Sequence[Controls], Sigma0, *, horizon: float = EXACT_HORIZON) -> ExactRanks:
-    """The rank of the limit of every draw: closed form where it applies, the doubling test otherwise (module docstring).
+    """The rank of the limit of every draw: closed form where it applies, the doubling test otherwise (module
+    docstring).
 
     The doubling test runs on the time-rescaled layers (:func:`time_scale`; the layers must have
     :math:`A = 0` and one head).
@@ -240,6 +250,3 @@ def exact_ranks(controls: Sequence[Controls], Sigma0, *, horizon: float = EXACT_
     return ExactRanks(rank=rank, method=method.astype(str), doubling_rank=doubling, outcome=verdicts.outcome,
                       alpha=verdicts.alpha)
 
-
-def _ceil_half(d: int) -> int:
-    return math.ceil(d / 2)

@@ -43,9 +43,9 @@ and :math:`\alpha_i \ge -\tfrac14`, *decays* if :math:`\lambda_i(2T) < \eta\|\Si
 :math:`\alpha_i \le -\tfrac34` (margins of a quarter on either side of the midpoint
 :math:`-\tfrac12`); anything in between, a growing eigenvalue (:math:`\alpha_i > \tfrac14`) or a
 covariance still moving, :math:`2T\,\|\Sigma'(2T)\|/\|\Sigma(2T)\| > 2` while some eigenvalue
-persists (algebraic decay gives 1, a rotating covariance grows with :math:`T`), is **other**. The rank of the limit is the number of
-persisting eigenvalues: :math:`d` is an **equilibrium**, :math:`0 < r < d` a **lower-rank limit**, 0 a
-**collapse to 0**.
+persists (algebraic decay gives 1, a rotating covariance grows with :math:`T`), is **other**. The rank of
+the limit is the number of persisting eigenvalues: :math:`d` is an **equilibrium**, :math:`0 < r < d` a
+**lower-rank limit**, 0 a **collapse to 0**.
 """
 
 from __future__ import annotations
@@ -165,17 +165,17 @@ def _one_lane(stack: LaneStack, lane: int):
         return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
 
     if stack.attention == "dot":
-        B = stack.B[lane]
+        B = stack.B[lane]  # type: ignore[index]  # set for this attention
 
         def gain(S, h):
             return S @ B[h]
     elif stack.attention == "l2":
-        Q, K = stack.Q[lane], stack.K[lane]
+        Q, K = stack.Q[lane], stack.K[lane]  # type: ignore[index]  # set for this attention
 
         def gain(S, h):
             return 2.0 * np.linalg.solve(eye + 2.0 * S @ K[h].T @ K[h], S @ K[h].T @ Q[h])
     else:
-        B = stack.B[lane]
+        B = stack.B[lane]  # type: ignore[index]  # set for this attention
 
         def gain(S, h):
             Sh = sqrt(S)
@@ -227,8 +227,8 @@ def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray,
             return -1.0
         return w[-1] * np.finfo(float).eps * UNRESOLVED - w[0]
 
-    passing.direction = escaping.direction = unresolved.direction = 1
-    escaping.terminal = unresolved.terminal = True
+    passing.direction = escaping.direction = unresolved.direction = 1  # type: ignore[attr-defined]  # scipy events
+    escaping.terminal = unresolved.terminal = True  # type: ignore[attr-defined]
     try:
         with np.errstate(over="ignore", invalid="ignore"):
             sol = solve_ivp(f, (t0, t1), y0, method="LSODA", rtol=rtol, atol=atol,
@@ -243,6 +243,73 @@ def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray,
     if sol.status == 1:
         return float(sol.t_events[2][0]), sol.y_events[2][0], "unresolved"
     return float(sol.t[-1]), sol.y[:, -1], "completed" if sol.status == 0 else "failed"
+
+
+def _initial_covariances(Sigma0: Any, n: int, d: int, horizon: float, escape: float) -> np.ndarray:
+    """``Sigma0`` as (n, d, d), checked (finite, symmetric, positive definite), with ``horizon`` and ``escape``."""
+    S0 = np.broadcast_to(np.asarray(Sigma0, float), (n, d, d)).copy()
+    if not np.all(np.isfinite(S0)) or not np.allclose(S0, np.swapaxes(S0, 1, 2), rtol=0, atol=1e-12):
+        raise ValueError("Sigma0 must be finite and symmetric")
+    if np.any(np.linalg.eigvalsh(S0)[:, 0] <= 0):
+        raise ValueError("Sigma0 must be positive definite (the rank of the limit is read against d)")
+    if not (horizon > 0 and math.isfinite(horizon)):
+        raise ValueError(f"horizon must be positive and finite, got {horizon!r}")
+    if not escape > 1e2:
+        raise ValueError(f"escape must exceed 100 (two thresholds, escape/100 and escape), got {escape!r}")
+    return S0
+
+
+def _escaped_verdicts(stack: LaneStack, esc: np.ndarray, S_end: np.ndarray, t_end: np.ndarray, seen: np.ndarray,
+                      first: np.ndarray, outcome: np.ndarray, t_pole: np.ndarray, kappa: np.ndarray,
+                      rate: np.ndarray) -> None:
+    """The lanes that escaped: growth rate, pole time, growth exponent and outcome (written in place)."""
+    S2 = S_end[esc]
+    n2, r2 = _norm_rate(S2, covariance_drift(S2, stack, esc))
+    ok = seen[esc]
+    S1 = np.where(ok[:, None, None], first[esc], S2)
+    S1 = 0.5 * (S1 + np.swapaxes(S1, 1, 2))
+    n1, r1 = _norm_rate(S1, covariance_drift(S1, stack, esc))
+    for j, lane in enumerate(esc):
+        rate[lane] = r2[j] / n2[j]
+        if r2[j] > 0:
+            t_pole[lane] = t_end[lane] + n2[j] / r2[j]
+        kappa[lane] = growth_exponent(n1[j], r1[j] / n1[j] ** 2, n2[j], r2[j] / n2[j] ** 2)
+        if kappa[lane] > KAPPA_BLOWUP:
+            outcome[lane] = Outcome.BLOWUP.value
+        elif kappa[lane] > KAPPA_EXPONENTIAL:
+            outcome[lane] = Outcome.EXPONENTIAL.value
+
+
+def _settled_verdicts(stack: LaneStack, done: np.ndarray, Y_T: np.ndarray, S_end: np.ndarray, n0: np.ndarray,
+                      horizon: float, outcome: np.ndarray, rank: np.ndarray, alpha: np.ndarray,
+                      moving: np.ndarray) -> None:
+    """The lanes that completed both stages: eigenvalue exponents, motion, rank and outcome (written in place)."""
+    d = stack.d
+    ST = Y_T[done].reshape(-1, d, d)
+    ST = 0.5 * (ST + np.swapaxes(ST, 1, 2))
+    S2 = S_end[done]
+    lam1, lam2 = np.linalg.eigvalsh(ST), np.linalg.eigvalsh(S2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.log2(lam2 / lam1)
+    a = np.where((lam1 > 0) & (lam2 > 0), a, -np.inf)
+    alpha[done] = a
+    dS = covariance_drift(S2, stack, done)
+    norm2 = np.linalg.norm(S2, axis=(1, 2))
+    mv = 2 * horizon * np.linalg.norm(dS, axis=(1, 2)) / np.where(norm2 > 0, norm2, 1.0)
+    moving[done] = mv
+    tiny = lam2 < ETA * n0[done, None]
+    persist = ~tiny & (a >= ALPHA_PERSIST)
+    decay = tiny | (a <= ALPHA_DECAY)
+    # a covariance that has vanished (every eigenvalue below eta ||Sigma0||) is not tested for motion
+    still = (mv <= MOVING) | ~np.any(persist, axis=1)
+    decided = np.all(persist | decay, axis=1) & ~np.any(~tiny & (a > ALPHA_GROW), axis=1) & still
+    for j, lane in enumerate(done):
+        if not decided[j]:
+            continue
+        r = int(persist[j].sum())
+        rank[lane] = r
+        outcome[lane] = (Outcome.EQUILIBRIUM if r == d else
+                         Outcome.COLLAPSE if r == 0 else Outcome.LOWER_RANK).value
 
 
 def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, horizon: float = 100.0,
@@ -269,15 +336,7 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
     """
     stack = controls if isinstance(controls, LaneStack) else stack_controls(controls)
     n, d = stack.n, stack.d
-    S0 = np.broadcast_to(np.asarray(Sigma0, float), (n, d, d)).copy()
-    if not np.all(np.isfinite(S0)) or not np.allclose(S0, np.swapaxes(S0, 1, 2), rtol=0, atol=1e-12):
-        raise ValueError("Sigma0 must be finite and symmetric")
-    if np.any(np.linalg.eigvalsh(S0)[:, 0] <= 0):
-        raise ValueError("Sigma0 must be positive definite (the rank of the limit is read against d)")
-    if not (horizon > 0 and math.isfinite(horizon)):
-        raise ValueError(f"horizon must be positive and finite, got {horizon!r}")
-    if not escape > 1e2:
-        raise ValueError(f"escape must exceed 100 (two thresholds, escape/100 and escape), got {escape!r}")
+    S0 = _initial_covariances(Sigma0, n, d, horizon, escape)
     n0 = np.linalg.norm(S0, axis=(1, 2))
     level = escape * np.maximum(n0, 1.0)
     first = np.full((n, d, d), np.nan)  # the state where the norm first passes level / 100
@@ -334,49 +393,10 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
 
     esc = np.flatnonzero(status == "stopped")
     if esc.size:
-        S2 = S_end[esc]
-        n2, r2 = _norm_rate(S2, covariance_drift(S2, stack, esc))
-        ok = seen[esc]
-        S1 = np.where(ok[:, None, None], first[esc], S2)
-        S1 = 0.5 * (S1 + np.swapaxes(S1, 1, 2))
-        n1, r1 = _norm_rate(S1, covariance_drift(S1, stack, esc))
-        for j, lane in enumerate(esc):
-            rate[lane] = r2[j] / n2[j]
-            if r2[j] > 0:
-                t_pole[lane] = t_end[lane] + n2[j] / r2[j]
-            kappa[lane] = growth_exponent(n1[j], r1[j] / n1[j] ** 2, n2[j], r2[j] / n2[j] ** 2)
-            if kappa[lane] > KAPPA_BLOWUP:
-                outcome[lane] = Outcome.BLOWUP.value
-            elif kappa[lane] > KAPPA_EXPONENTIAL:
-                outcome[lane] = Outcome.EXPONENTIAL.value
-
+        _escaped_verdicts(stack, esc, S_end, t_end, seen, first, outcome, t_pole, kappa, rate)
     done = np.flatnonzero(status == "completed")
     if done.size:
-        ST = Y_T[done].reshape(-1, d, d)
-        ST = 0.5 * (ST + np.swapaxes(ST, 1, 2))
-        S2 = S_end[done]
-        lam1, lam2 = np.linalg.eigvalsh(ST), np.linalg.eigvalsh(S2)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.log2(lam2 / lam1)
-        a = np.where((lam1 > 0) & (lam2 > 0), a, -np.inf)
-        alpha[done] = a
-        dS = covariance_drift(S2, stack, done)
-        norm2 = np.linalg.norm(S2, axis=(1, 2))
-        mv = 2 * horizon * np.linalg.norm(dS, axis=(1, 2)) / np.where(norm2 > 0, norm2, 1.0)
-        moving[done] = mv
-        tiny = lam2 < ETA * n0[done, None]
-        persist = ~tiny & (a >= ALPHA_PERSIST)
-        decay = tiny | (a <= ALPHA_DECAY)
-        # a covariance that has vanished (every eigenvalue below eta ||Sigma0||) is not tested for motion
-        still = (mv <= MOVING) | ~np.any(persist, axis=1)
-        decided = np.all(persist | decay, axis=1) & ~np.any(~tiny & (a > ALPHA_GROW), axis=1) & still
-        for j, lane in enumerate(done):
-            if not decided[j]:
-                continue
-            r = int(persist[j].sum())
-            rank[lane] = r
-            outcome[lane] = (Outcome.EQUILIBRIUM if r == d else
-                             Outcome.COLLAPSE if r == 0 else Outcome.LOWER_RANK).value
+        _settled_verdicts(stack, done, Y_T, S_end, n0, horizon, outcome, rank, alpha, moving)
     return LaneVerdicts(outcome=outcome.astype(str), rank=rank, t_end=t_end, t_pole=t_pole, kappa=kappa,
                         rate=rate, alpha=alpha, moving=moving, Sigma=S_end, failed=failed, stiff=stiff,
                         unresolved=unresolved)

@@ -51,7 +51,8 @@ def peer_comparison(draws: Sequence[Draw], settings: Sequence[PeerSetting] = PEE
     groups: dict[tuple, list[Draw]] = {}
     for dr in draws:
         groups.setdefault((dr.attention, dr.variant, dr.d), []).append(dr)
-    rows, cf_dis, examples = [], 0, []
+    examples: list[dict] = []
+    rows, cf_dis = [], 0
     for (att, var, d), group in sorted(groups.items()):
         ctls = [draw_controls(dr)[0] for dr in group]
         ex = exact_ranks(ctls, np.eye(d))
@@ -86,7 +87,7 @@ def classify_agreement(result, draws: Sequence[Draw]) -> tuple[int, int, list[di
     """
     from gtcore.stability import classify
 
-    out = dict(zip(result.column("key"), result.column("outcome")))
+    out = dict(zip(result.column("key"), result.column("outcome"), strict=True))
     agree, total, dis = 0, 0, []
     for dr in draws:
         if dr.attention != "dot":
@@ -106,11 +107,12 @@ def classify_agreement(result, draws: Sequence[Draw]) -> tuple[int, int, list[di
 
 
 def pole_time_errors(result, draws: Sequence[Draw]) -> np.ndarray:
-    """Relative gaps between the lanes' pole times and :func:`gtcore.riccati.blowup_time`'s closed form (one-head dot, :math:`V = vI`)."""
+    """Relative gaps between the lanes' pole times and :func:`gtcore.riccati.blowup_time`'s closed form (one-head
+    dot, :math:`V = vI`)."""
     from gtcore.riccati import blowup_time
 
-    tp = dict(zip(result.column("key"), result.column("t_pole")))
-    out = dict(zip(result.column("key"), result.column("outcome")))
+    tp = dict(zip(result.column("key"), result.column("t_pole"), strict=True))
+    out = dict(zip(result.column("key"), result.column("outcome"), strict=True))
     errs = []
     for dr in draws:
         if dr.attention != "dot" or out[dr.key] != "finite-time blow-up":
@@ -139,7 +141,7 @@ def _check_time(ctl: Controls, S0: np.ndarray, t_max: float) -> float:
         return t_max
     grid = np.linspace(0.0, t_max, 51)
     ode = integrate_moments(np.zeros(ctl.d), S0, ctl, (0.0, t_max), t_eval=grid)
-    for t, S in zip(ode.t, ode.Sigma):
+    for t, S in zip(ode.t, ode.Sigma, strict=True):
         if max(DotProduct().sampling_strength(S, B) for B in ctl.B) >= KAPPA_CHECK:
             return float(max(t, grid[1]))
     return t_max
@@ -186,8 +188,8 @@ def _finite_n_checks(result, draws, n_per_type, n_tokens, steps, repeats, seed, 
     from gtcore.studies.families.harness import moment_discrepancy, noise_floor, run_family
 
     rng = np.random.default_rng(seed)
-    t_end = dict(zip(result.column("key"), result.column("t_end")))
-    out = dict(zip(result.column("key"), result.column("outcome")))
+    t_end = dict(zip(result.column("key"), result.column("t_end"), strict=True))
+    out = dict(zip(result.column("key"), result.column("outcome"), strict=True))
     checks = []
     for att in sorted({dr.attention for dr in draws}):
         pool = [dr for dr in draws if dr.attention == att]

@@ -75,7 +75,7 @@ def make_chunks(draws: Sequence[Draw], lanes: int = 256, *, horizon: float = 100
         if not isinstance(dr, Draw):
             raise ValueError(f"draws must be Draw records, got {type(dr).__name__}")
         groups.setdefault((dr.ensemble, dr.attention, dr.d), []).append(dr)
-    chunks = []
+    chunks: list[Chunk] = []
     for group in groups.values():
         for k in range(0, len(group), lanes):
             chunks.append(Chunk(len(chunks), tuple(group[k:k + lanes]), float(horizon)))
@@ -92,7 +92,7 @@ def run_chunk(chunk: Chunk) -> dict[str, list]:
         v = classify_lanes(ctls, np.stack([b[1] for b in built]), horizon=chunk.horizon)
         lam = np.linalg.eigvalsh(v.Sigma)
     cols: dict[str, list] = {c: [] for c in COLUMNS}
-    for i, (dr, (ctl, _, info)) in enumerate(zip(chunk.draws, built)):
+    for i, (dr, (ctl, _, info)) in enumerate(zip(chunk.draws, built, strict=True)):
         cond = conditions(ctl)
         row = dict(key=dr.key, ensemble=dr.ensemble, attention=dr.attention, variant=str(dr.variant), d=dr.d,
                    index=dr.index, outcome=str(v.outcome[i]), rank=int(v.rank[i]), t_end=float(v.t_end[i]),

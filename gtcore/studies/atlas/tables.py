@@ -71,7 +71,8 @@ class Fractions:
         return "\n".join(rows)
 
     def __repr__(self) -> str:
-        return f"Fractions({len(self.attentions)} attention types x {len(self.ds)} dimensions, {int(self.n.sum())} draws)"
+        return (f"Fractions({len(self.attentions)} attention types x {len(self.ds)} dimensions, "
+                f"{int(self.n.sum())} draws)")
 
 
 def regime_fractions(result, attentions: Sequence[str], ds: Sequence[int]) -> Fractions:
@@ -104,7 +105,7 @@ def counterexamples(result, condition: str, predicted: str, *, attentions: Seque
     Returns the number of draws satisfying the condition and the list of counterexamples (their rows).
     """
     cols = result.table.to_pydict()
-    rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+    rows = [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
     keep = [r for r in rows if r[condition] and (attentions is None or r["attention"] in attentions)
             and (scalar is None or r["scalar_V"] == scalar)]
     return len(keep), [r for r in keep if r["outcome"] != predicted]
@@ -128,6 +129,6 @@ class PeerRow:
 
         cells = [self.attention, "I" if self.variant == "identity" else "MᵀM", str(self.d),
                  hist(self.exact) + (f" (undecided {self.undecided})" if self.undecided else "")]
-        for name, s in self.schemes.items():
+        for s in self.schemes.values():
             cells += [hist(s["hist"]), f"{s['miscount']}", f"{s['unconverged']}"]
         return cells

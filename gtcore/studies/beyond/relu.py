@@ -162,7 +162,7 @@ def moment_departure(mu_a: Any, Sigma_a: Any, mu_b: Any, Sigma_b: Any) -> np.nda
     if not (mu_a.shape == mu_b.shape and Sigma_a.shape == Sigma_b.shape and mu_a.ndim == 2):
         raise ValueError("mu_a, mu_b must be (T, d) and Sigma_a, Sigma_b (T, d, d) of matching shapes")
     return np.array([bures_wasserstein(ma, Sa, mb, Sb) / np.sqrt(np.trace(Sb))
-                     for ma, Sa, mb, Sb in zip(mu_a, Sigma_a, mu_b, Sigma_b)])
+                     for ma, Sa, mb, Sb in zip(mu_a, Sigma_a, mu_b, Sigma_b, strict=True)])
 
 
 __all__ = ["first_order_w2", "moment_departure", "relu_departure_rate", "relu_departure_rate_spread",

@@ -28,9 +28,9 @@ from gtcore.attention import max_sampling_strength
 from gtcore.controls import ControlsLike
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
-from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 from gtcore.stats.sampling import gaussian_tokens
 from gtcore.studies.fits import loglog_slope
+from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 
 
 def relative_moment_discrepancy(mu: np.ndarray, Sigma: np.ndarray, mu_ref: np.ndarray,
@@ -74,7 +74,7 @@ class MeanFieldStudy:
 
 
 def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tuple[float, float],
-                     Ns: Sequence[int], seeds: int, steps: int, *, method: str = "rk4",
+                     Ns: Sequence[int] | np.ndarray, seeds: int, steps: int, *, method: str = "rk4",
                      progress: bool = True, kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> MeanFieldStudy:
     r"""Run the N-token Transformer from seeded Gaussian samples and compare with the moment ODE.
 

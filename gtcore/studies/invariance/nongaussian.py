@@ -18,11 +18,12 @@ import numpy as np
 
 from gtcore._progress import progress as progress_bar
 from gtcore.controls import ControlsLike, as_control_function, evaluate_controls
-from gtcore.studies.fits import loglog_slope
 from gtcore.moments import layer_stack
-from gtcore.stats.sampling import moment_matched_tokens
 from gtcore.particles import simulate
+from gtcore.stats.sampling import moment_matched_tokens
+from gtcore.studies.fits import loglog_slope
 from gtcore.studies.precision import STUDY_KERNEL_DTYPE
+
 
 @dataclass
 class StackStudy:
@@ -48,7 +49,7 @@ class StackStudy:
 
 
 def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, n_layers: int,
-                        Ns: Sequence[int], seeds: int, *, law: str = "gaussian", seed: int = 0,
+                        Ns: Sequence[int] | np.ndarray, seeds: int, *, law: str = "gaussian", seed: int = 0,
                         progress: bool = False, kernel_dtype: Any = STUDY_KERNEL_DTYPE,
                         **law_kwargs) -> StackStudy:
     r"""How far the softmax residual stack is from the Gaussian layer map, as N grows.

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from gtcore._progress import progress as progress_bar
-from gtcore._validation import check_count, check_moments
 from gtcore._cache import disk_cache
-from gtcore.stats.gaussianity import NoiseFloor
+from gtcore._validation import check_count, check_moments
 from gtcore.reachability import covariance_rank, steer, steer_min_energy
+from gtcore.stats.gaussianity import NoiseFloor
 from gtcore.stats.sampling import gaussian_tokens
+from gtcore.studies.fits import loglog_slope
 from gtcore.training import (
     TrainingResult,
     apply_transformer,
@@ -39,7 +39,6 @@ from gtcore.training import (
     train_transformer,
     w2_squared,
 )
-from gtcore.studies.fits import loglog_slope
 
 
 # ------------------------------------------------------------------------------- targets
@@ -77,7 +76,8 @@ def random_targets(count: int, d: int, rank: int, *, seed: int, eigenvalue_range
 
     .. math::
 
-        \mu \sim N(0, s^2 I_d), \qquad \Sigma = Q_{:, 1:r}\operatorname{diag}(\lambda_1, \dots, \lambda_r)Q_{:, 1:r}^\top,
+        \mu \sim N(0, s^2 I_d), \qquad
+        \Sigma = Q_{:, 1:r}\operatorname{diag}(\lambda_1, \dots, \lambda_r)Q_{:, 1:r}^\top,
 
     :math:`Q` Haar on :math:`SO(d)` (general orientations: no eigenvector along a coordinate axis),
     :math:`\log\lambda_k` uniform on :math:`\log` ``eigenvalue_range``, :math:`s` = ``mean_scale``.
@@ -217,7 +217,8 @@ class LearningRun:
 def learning_run(mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigma1: np.ndarray, *, n_tokens: int,
                  layers: int, T: float, attention: bool, steps: int, lr: float, final_lr: float,
                  init_scale: float, seed: int, test_repeats: int, test_seed: int) -> LearningRun:
-    r"""Train the L-layer Transformer from :math:`N(\mu_0, \Sigma_0)` to :math:`N(\mu_1, \Sigma_1)` on N tokens, then test it.
+    r"""Train the L-layer Transformer from :math:`N(\mu_0, \Sigma_0)` to :math:`N(\mu_1, \Sigma_1)` on N tokens,
+    then test it.
 
     Training: :func:`gtcore.training.train_transformer` with fresh samples of both at every step.
     Test: ``test_repeats`` pairs drawn with ``test_seed`` (input tokens from the start moved by the trained
@@ -261,7 +262,8 @@ class TrainingSettings:
 
 def run_for(target: Target, start_rank: int, n_tokens: int, settings: TrainingSettings, *, seed: int,
             attention: bool = True, layers: int | None = None) -> LearningRun:
-    """:func:`learning_run` from :func:`standard_start` of ``start_rank`` to ``target`` (test pairs seeded by ``seed + 7919``)."""
+    """:func:`learning_run` from :func:`standard_start` of ``start_rank`` to ``target`` (test pairs seeded by
+    ``seed + 7919``)."""
     mu0, Sigma0 = standard_start(target.mu.shape[0], start_rank)
     return learning_run(mu0, Sigma0, target.mu, target.Sigma, n_tokens=int(n_tokens),
                         layers=int(settings.layers if layers is None else layers), T=settings.T,
@@ -271,7 +273,8 @@ def run_for(target: Target, start_rank: int, n_tokens: int, settings: TrainingSe
 
 
 def output_tokens(run: LearningRun, n_tokens: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(inputs, outputs)``: ``n_tokens`` fresh tokens from the run's start (seeded) and the trained network's output."""
+    """``(inputs, outputs)``: ``n_tokens`` fresh tokens from the run's start (seeded) and the trained network's
+    output."""
     t = run.training
     d = t.controls[0].d
     x0 = gaussian_tokens(check_count(n_tokens, "n_tokens", 2), *standard_start(d, run.start_rank), seed=seed)
@@ -336,7 +339,7 @@ def thickness_against_n(run: LearningRun, ns: Sequence[int], *, clouds: int, see
         for k in range(clouds):
             out = apply_transformer(gaussian_tokens(n, mu0, Sigma0, seed=rng), t.controls, t.h)
             ratios[i, k] = off_subspace_ratio(out, run.start_rank)
-            if target is not None:
+            if target is not None and losses is not None and floors is not None:  # all three or none
                 y = gaussian_tokens(n, target.mu, target.Sigma, seed=rng)
                 losses[i, k] = w2_squared(out, y)
                 floors[i, k] = empirical_rank_floor(y, run.start_rank)
@@ -360,7 +363,8 @@ def max_sampling_strength(run: LearningRun) -> float:
     if traj.status != "completed":
         return float("inf")
     dot = DotProduct()
-    return float(max(dot.sampling_strength(S, B) for c, S in zip(t.controls, traj.Sigma[:-1]) for B in c.B))
+    return float(max(dot.sampling_strength(S, B)
+                     for c, S in zip(t.controls, traj.Sigma[:-1], strict=True) for B in c.B))
 
 
 def attended_tokens(run: LearningRun, *, seed: int) -> np.ndarray:
@@ -427,8 +431,8 @@ class MeanFieldDeparture:
 def mean_field_departure(run: LearningRun, mu1: Any, Sigma1: Any, *, clouds: int, repeats: int,
                          seed: int) -> MeanFieldDeparture:
     """:class:`MeanFieldDeparture` of ``run`` (``clouds`` fresh input clouds, a floor of ``repeats`` samples)."""
-    from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
     from gtcore.moments import layer_stack
+    from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 
     t = run.training
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1")
@@ -549,11 +553,6 @@ def slack_slope(pairs: Sequence[PairLosses], *, n_boot: int = 2000, seed: int = 
         m = np.array([s[rng.integers(0, s.size, s.size)].mean() for s in slacks])
         boot[i] = np.polyfit(np.log(ns), np.log(np.maximum(m, 1e-300)), 1)[0]
     return SlackSlope(n_tokens=ns.astype(int), mean_slack=means, slope=slope, boot=boot)
-
-
-def progress_over(items: Sequence[Any], desc: str, enabled: bool = True):
-    """A progress bar over a list of jobs (silent inside book builds)."""
-    return progress_bar(items, desc, enabled=enabled, total=len(items))
 
 
 __all__ = [

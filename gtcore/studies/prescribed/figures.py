@@ -115,7 +115,7 @@ def layers_animation(tokens_destab: np.ndarray, destab, tokens_stab: np.ndarray,
                              f"{run.Sigma_map.shape[0]} layers (L + 1)")
         mr, pr = run.model_ratio, run.map_ratio
         notes = [f"\u2016\u03a3\u2113\u2016/\u2016\u03a3\u2080\u2016: model {m:.3g}, map {p:.3g}"
-                 for m, p in zip(mr, pr)]  # plain text: mathtext per frame is slow
+                 for m, p in zip(mr, pr, strict=True)]  # plain text: mathtext per frame is slow
         mu = np.zeros((X.shape[0], X.shape[2]))
         panels.append(CloudPanel(X, np.arange(X.shape[0]), mu=mu, Sigma=run.Sigma_map, annotations=notes,
                                  title=f"{run.family}, {name}", time_label="layer \u2113",

@@ -1,4 +1,5 @@
-r"""Chapter 6's harness: prescribed Transformers run on tokens against the exact Gaussian layer map, blow-up depth, depth convergence."""
+r"""Chapter 6's harness: prescribed Transformers run on tokens against the exact Gaussian layer map, blow-up
+depth, depth convergence."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from gtcore.models.prescribed import (
 )
 from gtcore.moments import layer_map
 
-__all__ = ["BlowupDepth", "first_exceedance", "layer_map_blowup_depth", "antithetic_gaussian_tokens", "covariance_band", "PrescribedRun", "run_prescribed", "DepthConvergence", "depth_convergence"]
+__all__ = ["BlowupDepth", "DepthConvergence", "PrescribedRun", "antithetic_gaussian_tokens", "covariance_band",
+           "depth_convergence", "first_exceedance", "layer_map_blowup_depth", "run_prescribed"]
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,7 @@ class DepthConvergence:
     order: float
 
 
-def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[float], *,
+def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[float] | np.ndarray, *,
                       factor: float = 1e8) -> DepthConvergence:
     r"""Blow-up depth of the exact layer map for each ``h`` (:func:`layer_map_blowup_depth`)
     and its convergence to the ODE's :math:`t^*`; ``factor`` large so that the ODE's own crossing
@@ -251,12 +253,12 @@ def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[fl
 
     t_star = float(blowup_time(Sigma0, controls).t_star)
     hs = np.asarray(hs, float)
-    depths = []
+    found: list[float] = []
     for h in hs:
         bd = layer_map_blowup_depth(mu0, Sigma0, controls, float(h), factor=factor,
                                     max_layers=int(10 * t_star / h) + 10)
-        depths.append(np.nan if bd.depth is None else bd.depth)
-    depths = np.array(depths, float)
+        found.append(np.nan if bd.depth is None else bd.depth)
+    depths = np.array(found, float)
     errors = np.abs(depths * hs - t_star)
     order = float(np.polyfit(np.log(hs), np.log(errors), 1)[0])
     return DepthConvergence(hs, depths, t_star, float(factor), errors, order)

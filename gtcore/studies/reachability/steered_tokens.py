@@ -137,9 +137,9 @@ class SteeredTokens:
                 f"ode_error={self.ode_error:.2g}, kappa_max={self.kappa_max:.3f})")
 
 
-def steered_tokens(d: int, r: int, Ns: Sequence[int], *, draws: int, seeds: int, steps: int, T: float = 1.0,
-                   law: str = "gaussian", transposed: bool = False, seed: int = 0, head_scale: float = 0.5,
-                   kappa_cap: float = 0.45, max_tries: int = 100) -> SteeredTokens:
+def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int, seeds: int, steps: int,
+                   T: float = 1.0, law: str = "gaussian", transposed: bool = False, seed: int = 0,
+                   head_scale: float = 0.5, kappa_cap: float = 0.45, max_tries: int = 100) -> SteeredTokens:
     r"""Steer rank-r token clouds to random same-rank targets with a head on (module docstring).
 
     Parameters

@@ -63,8 +63,8 @@ class MeanSteeringDraw:
     T : float
         The horizon :math:`12/\\text{rate}`.
     ode_mean_error, ode_cov_error : float
-        :math:`\\|\\mu(T) - \\mu_{\\text{target}}\\|` and :math:`\\|\\Sigma(T) - \\Sigma^*\\|_F/\\|\\Sigma^*\\|_F` of eq. (1.1)
-        integrated directly (tolerances 1e-12).
+        :math:`\\|\\mu(T) - \\mu_{\\text{target}}\\|` and :math:`\\|\\Sigma(T) - \\Sigma^*\\|_F/\\|\\Sigma^*\\|_F` of
+        eq. (1.1) integrated directly (tolerances 1e-12).
     """
 
     controls: Controls
@@ -179,8 +179,8 @@ class MeanSteeringTokens:
                 f"seeds={self.error.shape[2]}, slope={self.slope:.3f})")
 
 
-def mean_steering_tokens(draws: Sequence[MeanSteeringDraw], Ns: Sequence[int], *, seeds: int, step: float = 0.1,
-                         seed: int = 0, wrong: bool = False) -> MeanSteeringTokens:
+def mean_steering_tokens(draws: Sequence[MeanSteeringDraw], Ns: Sequence[int] | np.ndarray, *, seeds: int,
+                         step: float = 0.1, seed: int = 0, wrong: bool = False) -> MeanSteeringTokens:
     r"""Move N tokens from :math:`N(\mu_0, \Sigma^*)` with each draw's controls to :math:`T` (RK4, step about ``step``).
 
     Parameters

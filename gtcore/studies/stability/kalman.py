@@ -252,7 +252,7 @@ def kalman_bucy_error(A: Any, v: float, B: Any, Sigma0: Any, T: float, *, paths:
             covs.append(e.T @ e / paths)
             preds.append(ode.Sigma[k + 1])
     covs_a, preds_a = np.array(covs), np.array(preds)
-    lrt = np.array([0.0] + [covariance_lrt(S, P, paths) for S, P in zip(covs_a[1:], preds_a[1:])])
+    lrt = np.array([0.0] + [covariance_lrt(S, P, paths) for S, P in zip(covs_a[1:], preds_a[1:], strict=True)])
     return FilterRun(np.array(t_rec), covs_a, preds_a, lrt, int(paths), int(steps), float(gain_scale))
 
 
