@@ -2,7 +2,7 @@ r"""Many independent ODEs at once: the DOP853 method of ``scipy.integrate.solve_
 
 A *lane* is one initial-value problem :math:`y_k' = f_k(t, y_k)`, :math:`y_k(t_0) = y_{k,0}`.
 :func:`integrate_lanes` advances every lane with the explicit Runge–Kutta 8(5,3) pair of Dormand and
-Prince (the coefficients of :mod:`scipy.integrate`'s ``DOP853``, copied in :mod:`gtcore.moments._dop853`)
+Prince (the coefficients of :mod:`scipy.integrate`'s ``DOP853``, copied in ``gtcore.moments._dop853``)
 and **its own adaptive step**: the initial-step heuristic, the step-size controller (safety 0.9, factors
 in :math:`[0.2, 10]`, no growth right after a rejection), the error norm
 
