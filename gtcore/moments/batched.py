@@ -15,6 +15,7 @@ from gtcore._validation import (
 from gtcore.controls import (
     Controls,
 )
+from gtcore.status import Status
 
 __all__ = ["LaneMoments", "integrate_moments_lanes"]
 
@@ -29,7 +30,8 @@ class LaneMoments:
         which :math:`\|\Sigma\|_F` crossed ``blowup_norm``)
     mu : (n, d) means there
     Sigma : (n, d, d) covariances there, exactly symmetric
-    status : (n,) "completed", "blowup" or "failed"
+    status : (n,) object array of :class:`~gtcore.status.Status`: ``COMPLETED``, ``BLOWUP`` (the lanes'
+        ``STOPPED``: the blow-up condition is their stop condition) or ``FAILED``
     """
 
     t: np.ndarray
@@ -108,5 +110,5 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls],
     sol = integrate_lanes(rhs, t_span, np.concatenate([mus, Sigmas.reshape(n, d * d)], axis=1),
                           rtol=rtol, atol=atol, stop=crossed)
     S = sol.y[:, d:].reshape(n, d, d)
-    status = np.where(sol.status == "stopped", "blowup", sol.status)
+    status = np.array([Status.BLOWUP if st is Status.STOPPED else st for st in sol.status], dtype=object)
     return LaneMoments(t=sol.t, mu=sol.y[:, :d], Sigma=0.5 * (S + np.swapaxes(S, 1, 2)), status=status)

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.integrate._ivp import dop853_coefficients as _dop
 
 from gtcore._validation import as_float_array
+from gtcore.status import Status
 
 __all__ = ["LaneSolution", "integrate_lanes"]
 
@@ -55,7 +56,7 @@ class LaneSolution:
     ----------
     t : (n,) the last time of each lane (``t_span[1]`` when completed)
     y : (n, m) the state there
-    status : (n,) array of "completed", "stopped" or "failed"
+    status : (n,) object array of :class:`~gtcore.status.Status`: ``COMPLETED``, ``STOPPED`` or ``FAILED``
     steps : (n,) accepted steps
     nfev : (n,) right-hand-side evaluations per lane
     """
@@ -125,7 +126,7 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
     t0, t_bound = float(span[0]), float(span[1])
 
     t = np.full(n, t0)
-    status = np.full(n, "running", dtype=object)
+    status = np.full(n, None, dtype=object)  # None while the lane runs
     steps = np.zeros(n, dtype=int)
     nfev = np.zeros(n, dtype=int)
     lanes = np.arange(n)
@@ -145,7 +146,7 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
         ha = np.where(fresh, np.maximum(ha, min_step), ha)  # max_step is infinite
         too_small = ha < min_step  # only after rejections
         if np.any(too_small):
-            status[active[too_small]] = "failed"
+            status[active[too_small]] = Status.FAILED
             keep = ~too_small
             active, ta, ya, fa, ha = active[keep], ta[keep], ya[keep], fa[keep], ha[keep]
             if active.size == 0:
@@ -182,12 +183,12 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
         ended = np.zeros(k, dtype=bool)
         if stop is not None and done.size:
             hit = np.asarray(stop(y[done], done), dtype=bool)
-            status[done[hit]] = "stopped"
+            status[done[hit]] = Status.STOPPED
             ended[np.flatnonzero(accept)[hit]] = True
         finished = accept & ~ended & (t_new >= t_bound)
-        status[active[finished]] = "completed"
+        status[active[finished]] = Status.COMPLETED
         active = active[~(ended | finished)]
     else:
         raise RuntimeError(f"integrate_lanes: {active.size} lane(s) still running after "
                            f"{max_iterations} iterations")
-    return LaneSolution(t=t, y=y, status=status.astype(str), steps=steps, nfev=nfev)
+    return LaneSolution(t=t, y=y, status=status, steps=steps, nfev=nfev)

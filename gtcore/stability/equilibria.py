@@ -16,6 +16,7 @@ from gtcore._validation import (
 from gtcore.attention import attention_of, gaussian_velocity
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
+from gtcore.status import Stability, Status
 from gtcore.riccati import (
     _check_controls,
     _definiteness,
@@ -286,7 +287,7 @@ def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-
         guesses.append(("closed form for the scalar part of V", np.linalg.inv(P)))
     traj = integrate_moments(np.zeros(d), np.eye(d), controls, (0.0, 50.0), blowup_norm=1e6)
     S_end = traj.Sigma[-1]
-    if traj.status == "completed" and np.linalg.eigvalsh(S_end)[0] > 1e-6 * np.linalg.norm(S_end):
+    if traj.status is Status.COMPLETED and np.linalg.eigvalsh(S_end)[0] > 1e-6 * np.linalg.norm(S_end):
         guesses.append(("ODE end point from I at t = 50", S_end))
     guesses += [(f"{c:g} I", c * np.eye(d)) for c in (1.0, 0.1, 10.0)]
     for label, S0 in guesses:
@@ -306,12 +307,13 @@ class LinearStability:
     ----------
     eigenvalues : (d(d+1)/2,) complex array, sorted by decreasing real part
     max_real : the largest real part (the spectral abscissa)
-    verdict : "stable" (max_real < 0), "unstable" (> 0) or "marginal" (0 within 1e-10 relative)
+    verdict : :class:`~gtcore.status.Stability`: ``STABLE`` (max_real < 0), ``UNSTABLE`` (> 0) or
+        ``MARGINAL`` (0 within 1e-10 relative)
     """
 
     eigenvalues: np.ndarray
     max_real: float
-    verdict: str
+    verdict: Stability
 
 
 def linear_stability(controls: Controls, Sigma_star: Any) -> LinearStability:
@@ -340,5 +342,5 @@ def linear_stability(controls: Controls, Sigma_star: Any) -> LinearStability:
     lam = lam[np.argsort(-lam.real, kind="stable")]
     m = float(lam.real.max())
     s = 1e-10 * max(1.0, float(np.abs(lam).max()))
-    verdict = "stable" if m < -s else ("unstable" if m > s else "marginal")
+    verdict = Stability.STABLE if m < -s else (Stability.UNSTABLE if m > s else Stability.MARGINAL)
     return LinearStability(eigenvalues=lam, max_real=m, verdict=verdict)
