@@ -40,6 +40,14 @@ class DotProduct(AttentionType):
     def value_responses_derivative(self, Sigma, H, V, B):
         return V @ H @ B  # V_h Sigma B_h is linear in Sigma
 
+    def drift_bound(self, V, B):
+        r""":math:`0` when every head has :math:`V_h = 0` or :math:`B_h = 0` (the quadratic term
+        :math:`V_h\Sigma B_h\Sigma` vanishes and the covariance equation is linear), else None: the
+        term is quadratic in :math:`\Sigma` and can blow up in finite time."""
+        if all(not np.any(V[h]) or not np.any(B[h]) for h in range(V.shape[0])):
+            return 0.0
+        return None
+
     def kernel(self, x, B):
         r"""Fused ``scaled_dot_product_attention`` (scale 1) over a (1, H, N, d) batch: query
         :math:`XB_h^\top`, key and value :math:`X`. The 4-D layout selects torch's blocked kernels

@@ -133,6 +133,11 @@ class Sinkhorn(AttentionType):
                                                      B_h.detach().cpu().numpy()), Sigma)
         return M, mu - M @ mu
 
+    def drift_bound(self, V, B):
+        r""":math:`\sum_h \|V_h\|_2`: :math:`M_h\Sigma` is the coupling's transposed cross-covariance, whose
+        2-norm is at most :math:`\|\Sigma\|_2` (:func:`gaussian_conditional_gain`, Properties)."""
+        return float(sum(np.linalg.norm(V[h], 2) for h in range(V.shape[0])))
+
     def kernel(self, x, B):
         """Per head :func:`gtcore.attention.sinkhorn_scaling.sinkhorn_average` (warns when a scaling does not converge): (H, N, d)."""
         import torch
