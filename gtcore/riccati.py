@@ -403,18 +403,81 @@ def _left_eigen_certificate(controls: Controls, S: np.ndarray) -> tuple[float, s
             continue
         alpha = float(u @ A @ u)
         g_perp = A.T @ u - alpha * u
-        D = alpha ** 2 + float(g_perp @ g_perp)
-        r_plus, r_minus = (-alpha + math.sqrt(D)) / c, (-alpha - math.sqrt(D)) / c
-        phi = float(u @ S @ u)
-        if not phi > r_plus + 1e-6 * abs(phi):
+        # p(phi) = c phi^2 + 2 alpha phi - |g_perp|^2 / c = c (phi + alpha / c)^2 - (alpha^2 + |g_perp|^2) / c
+        T = _riccati_comparison_time(c, alpha / c, (alpha ** 2 + float(g_perp @ g_perp)) / c, float(u @ S @ u))
+        if T is None:
             continue
-        T = (math.log((phi - r_minus) / (phi - r_plus)) / (2.0 * math.sqrt(D)) if D > 0
-             else 1.0 / (c * (phi - r_plus)))
         if best is None or T < best[0]:
             best = (T, f"u^T Sigma u >= psi with psi' = {c:.3g} psi^2 + {2 * alpha:.3g} psi - "
                        f"{float(g_perp @ g_perp) / c:.3g} along the left eigenvector u of V (lambda = "
                        f"{lams[0]:.3g}), which diverges within {T:.3g}")
     return best
+
+
+def _riccati_comparison_time(c: float, beta: float, delta: float, phi: float) -> float | None:
+    r"""The time to infinity of :math:`\psi' = c(\psi + \beta)^2 - \delta`, :math:`\psi(0) = \varphi` (``c > 0``,
+    :math:`\delta \ge 0`), or None when :math:`\varphi` does not exceed the upper root
+    :math:`r_+ = -\beta + \sqrt{\delta/c}` by a relative margin of :math:`10^{-6}`.
+
+    With :math:`r_- = -\beta - \sqrt{\delta/c}`: :math:`T = \log\big((\varphi - r_-)/(\varphi - r_+)\big)/(2\sqrt{c\delta})`,
+    and :math:`1/(c(\varphi + \beta))` when :math:`\delta = 0`.
+    """
+    root = math.sqrt(max(delta, 0.0) / c)
+    r_plus, r_minus = -beta + root, -beta - root
+    if not phi > r_plus + 1e-6 * abs(phi):
+        return None
+    if delta > 0:
+        return math.log((phi - r_minus) / (phi - r_plus)) / (2.0 * math.sqrt(c * delta))
+    return 1.0 / (c * (phi + beta))
+
+
+#: the trace certificate builds a (d(d+1)/2)^2 Gram matrix: only up to this dimension
+_TRACE_CERTIFICATE_MAX_D = 24
+
+
+def _trace_certificate(controls: Controls, S: np.ndarray) -> tuple[float, str] | None:
+    r"""A pole after :math:`\Sigma = S` within time ``T``, from a Riccati inequality for :math:`\operatorname{tr}\Sigma`.
+
+    Dot product, :math:`d \le 24`. With :math:`\varphi = \operatorname{tr}\Sigma` (so
+    :math:`\|\Sigma\|_2 \ge \varphi/d`), eq. (1.1) gives
+    :math:`\varphi' = 2\operatorname{tr}(A\Sigma) + 2q(\Sigma)`, :math:`q(X) = \sum_h\operatorname{tr}(V_hXB_hX)`.
+    In an orthonormal basis :math:`(E_a)` of the symmetric matrices, :math:`\Sigma = \sum_a x_aE_a`,
+    :math:`q = x^\top Gx`, :math:`\operatorname{tr}(A\Sigma) = a^\top x`, :math:`\varphi = w^\top x`. If
+    :math:`G \succ 0`, minimising :math:`2a^\top x + 2x^\top Gx` over :math:`w^\top x = \varphi` (all symmetric
+    :math:`X`, a superset of the covariances) gives
+
+    .. math::
+
+        \varphi' \ge \frac{2}{\gamma}(\varphi + \beta)^2 - \delta, \qquad
+        \gamma = w^\top G^{-1}w,\ \beta = \tfrac12 w^\top G^{-1}a,\ \delta = \tfrac12 a^\top G^{-1}a,
+
+    and the comparison solution (:func:`_riccati_comparison_time`) reaches infinity in finite time
+    when :math:`\varphi` exceeds its upper root. Example: :math:`A = 0`, :math:`B = I` and any
+    :math:`V` with :math:`V + V^\top \succ 0` (complex eigenvalues allowed), where
+    :math:`q(X) = \operatorname{tr}(\mathrm{sym}(V)X^2)`.
+    """
+    if type(attention_of(controls)) is not DotProduct or controls.d > _TRACE_CERTIFICATE_MAX_D:
+        return None
+    d = controls.d
+    iu = np.triu_indices(d)
+    E = np.zeros((iu[0].size, d, d))
+    for k, (i, j) in enumerate(zip(*iu)):
+        E[k, i, j] = E[k, j, i] = 1.0 if i == j else 1.0 / math.sqrt(2.0)
+    T = sum(np.einsum("ajk,bkj->ab", Vh @ E, Bh @ E) for Vh, Bh in zip(controls.V, controls.B))
+    G = 0.5 * (T + T.T)
+    lam = np.linalg.eigvalsh(G)
+    if not lam[0] > 1e-12 * max(abs(lam[-1]), 1e-300):
+        return None
+    a = np.einsum("ij,aji->a", controls.affine_A, E)
+    w = np.einsum("aii->a", E)
+    Ginv_w, Ginv_a = np.linalg.solve(G, w), np.linalg.solve(G, a)
+    gamma, beta, delta = float(w @ Ginv_w), 0.5 * float(w @ Ginv_a), 0.5 * float(a @ Ginv_a)
+    c = 2.0 / gamma
+    T_inf = _riccati_comparison_time(c, beta, delta, float(np.trace(S)))
+    if T_inf is None:
+        return None
+    return T_inf, (f"tr Sigma >= psi with psi' = {c:.3g} (psi + {beta:.3g})^2 - {delta:.3g} (the quadratic form "
+                   f"sum_h tr(V_h X B_h X) is positive definite), which diverges within {T_inf:.3g}")
 
 
 def _restarted_closed_form_certificate(controls: Controls, S: np.ndarray, horizon: float) -> tuple[float, str] | None:
@@ -445,6 +508,7 @@ def _restarted_closed_form_certificate(controls: Controls, S: np.ndarray, horizo
 def _pole_certificate(controls: Controls, S: np.ndarray, horizon: float) -> tuple[float, str] | None:
     """``(T, how)``: a certificate that the solution from ``S`` has a pole within time ``T``, or None."""
     return (_restarted_closed_form_certificate(controls, S, horizon)
+            or _trace_certificate(controls, S)
             or _left_eigen_certificate(controls, S))
 
 
