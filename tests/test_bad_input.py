@@ -485,6 +485,21 @@ def test_item2_the_split_layer_keeps_the_attention_type():
     assert prescribed.split_schedule(ctl, 2, 0.1).pieces[0].attention == "l2"
 
 
+def test_sinkhorn_scaling_survives_a_stalled_anderson_step():
+    # found by the fuzz: a strong kernel makes two Anderson residuals equal, the 2x2 system is exactly
+    # singular and torch.linalg.solve raised (main: _LinAlgError); the step now restarts the mixing
+    from gtcore.attention.sinkhorn_scaling import sinkhorn_average
+
+    x = torch.tensor([[4.0, -5.0], [2.0, 1.0], [-5.0, 2.0], [-5.0, 3.0], [0.0, 4.0]], dtype=torch.float64)
+    B = torch.tensor([[-34.131727961238326, 43.33099912328986], [15.569002119587482, 6.97012680521667]],
+                     dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a non-converged scaling warns, by design
+        avg, res = sinkhorn_average(x, B)
+    assert torch.isfinite(avg).all()  # averages of the tokens: inside their bounding box
+    assert (avg >= x.min(0).values - 1e-9).all() and (avg <= x.max(0).values + 1e-9).all()
+
+
 def test_item5_a_negative_stride_view_is_a_valid_token_array():
     view = X0[:, ::-1]
     assert view.strides[1] < 0
