@@ -45,7 +45,7 @@ def problem(N, d, seed=0):
 
 
 def plain_velocity(ctl):
-    A, b, V, B = (torch.as_tensor(a) for a in (ctl.A, ctl.b, ctl.V[0], ctl.B[0]))
+    A, b, V, B = (torch.as_tensor(np.array(a)) for a in (ctl.A, ctl.b, ctl.V[0], ctl.B[0]))
 
     def v(x):
         q = x @ B.T

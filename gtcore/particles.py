@@ -311,17 +311,20 @@ def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None, max_step
 #: known before the first step, so a larger one is refused up front)
 MAX_STEPS = 1_000_000
 
-#: below this many multiply-adds per attention evaluation (:math:`HN^2d`), :func:`simulate` runs torch on one
-#: thread (small ops only pay the threads' wake-up; on a loaded machine they stall, see :func:`_thread_count`)
-SERIAL_WORK = 1 << 25
+#: below this many multiply-adds per attention evaluation (:math:`HN^2d`, :math:`2^{26}`: N = 4096 at d = 2),
+#: :func:`simulate` runs torch on one thread (small ops only pay the threads' wake-up; on a loaded machine
+#: they stall, see :func:`_thread_count`)
+SERIAL_WORK = 1 << 26
 
 
 def _thread_count(N: int, d: int, heads: int) -> int:
     """The torch threads :func:`simulate` uses: one below :data:`SERIAL_WORK`, else the caller's setting.
 
     A function of the problem's size and ``torch.get_num_threads()`` only (never of the machine's load),
-    so that a run gives the same numbers every time. Measured on 2 cores shared with other work
-    (``benchmarks/velocity_overhead.py``): at N = 1024, d = 2 a second thread made simulate 3x slower.
+    so that a run gives the same numbers every time. Measured on 2 cores shared with other work (load
+    about 12, ``benchmarks/velocity_overhead.py``): at N = 1024, d = 2 a second thread made simulate 3x
+    slower, one velocity evaluation 10 % slower at N = 2048 and 2 % at N = 4096, and within 5 % either way
+    at N = 8192 and 16384 (where, on an idle machine, the second thread pays).
     """
     requested = torch.get_num_threads()
     return 1 if heads * N * N * d < SERIAL_WORK else requested
