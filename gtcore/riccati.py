@@ -578,8 +578,36 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     :math:`\lambda_{\min}(I - KY(t)K)` (see the module docstring; equal to the first zero of
     :math:`\lambda_{\min}(P(t))`, :math:`P = \Sigma^{-1}`), located with Brent's method to
     machine precision on the exact augmented exponential. Otherwise numerical:
-    :func:`gtcore.integrate_moments` up to :math:`\|\Sigma\|_F = 10^8`, then the pole correction
-    :math:`t^* \approx t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|`.
+    :func:`gtcore.integrate_moments` up to :math:`\|\Sigma\|_F = 10^8\max(\|\Sigma_0\|_F, 1)` at
+    :math:`t_e`, then the pole correction :math:`t^* \approx t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|`.
+
+    **Certificates.** Crossing a threshold proves nothing: :math:`\Sigma' = 2\Sigma` crosses any. A
+    finite ``t_star`` (verdict ``BLOWS_UP``) is reported only with a proof that a pole exists: a closed
+    form in its domain (the two above), or a Riccati lower bound :math:`\varphi' \ge c(\varphi +
+    \beta)^2 - \delta`, :math:`c > 0`, for a scalar :math:`\varphi \le \|\Sigma\|` (up to a factor
+    :math:`d`) whose comparison solution diverges at a finite :math:`T` (then :math:`t^* \le T`; the
+    reported ``t_star`` is the pole correction, capped by :math:`T`). Tried at :math:`\Sigma_0` and at the
+    crossing state :math:`\Sigma(t_e)`, in this order:
+
+    * :math:`V_h = v_hI` (a fallback from the scan): the closed form restarted at the state,
+      :math:`g(s) = \lambda_{\min}(I - KY(s)K) < 0` for some :math:`s` proves a pole within :math:`s`;
+    * :math:`\varphi = \operatorname{tr}\Sigma`: :math:`\varphi' = 2\operatorname{tr}(A\Sigma) +
+      2\sum_h\operatorname{tr}(V_h\Sigma B_h\Sigma)`; when the quadratic form
+      :math:`X \mapsto \sum_h\operatorname{tr}(V_hXB_hX)` is positive definite on symmetric matrices
+      (Gram matrix :math:`G \succ 0`), minimising over :math:`\operatorname{tr}X = \varphi` gives the bound
+      (:func:`_trace_certificate`);
+    * :math:`\varphi = u^\top\Sigma u` for a common left eigenvector :math:`V_h^\top u = \lambda_hu` with
+      :math:`c = 2\lambda_{\min}(\sum_h\lambda_h\,\mathrm{sym}B_h) > 0`: :math:`\varphi' = 2(A^\top u)^\top z +
+      2\sum_h\lambda_hz^\top B_hz \ge c\varphi^2 + 2\alpha\varphi - \|g_\perp\|^2/c` with :math:`z = \Sigma u`
+      (:func:`_left_eigen_certificate`).
+
+    No pole is possible when the attention's drift is bounded,
+    :math:`\|\sum_hV_hM_h(\Sigma)\Sigma\|_2 \le L\|\Sigma\|_2`
+    (:meth:`~gtcore.attention.AttentionType.drift_bound`: the dot product without quadratic term, L2 with
+    full-rank keys, Sinkhorn): then :math:`\|\Sigma(t)\|_2 \le \|\Sigma_0\|_2e^{2(\|A\|_2 + L)t}` and the
+    verdict is ``GROWS_EXPONENTIALLY`` when the threshold is crossed, ``NO_BLOWUP`` otherwise. A crossing
+    that neither argument settles is ``UNDETERMINED`` (``t_star = inf``, ``proved = False``), with the
+    crossing time and the would-be pole in ``reason``.
 
     Parameters
     ----------
@@ -593,7 +621,7 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     Returns
     -------
     BlowupTime
-        ``t_star`` (``float(result)`` works), ``method`` used and ``reason``.
+        ``t_star`` (``float(result)`` works), ``method`` used, ``reason``, ``verdict`` and ``proved``.
     """
     controls = _check_controls(controls)
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)
