@@ -57,10 +57,10 @@ from scipy.optimize import brentq, minimize_scalar
 
 from gtcore._linalg import psd_sqrt
 from gtcore._validation import as_float_array, check_covariance, check_matrix, check_positive
-from gtcore.attention import DotProduct, attention_of
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.moments.ode import _moment_rhs
+from gtcore.poles import covariance_only, left_eigen_certificate, no_pole_rate, trace_certificate
 from gtcore.status import Status, Verdict
 
 __all__ = [
@@ -322,7 +322,7 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
                 t_star = _root(ker.g, (k - 1) * h, k * h)
             except ValueError:
                 return _blowup_numerical(Sigma0, controls, horizon, note="no clean sign change of g")
-            check = integrate_moments(np.zeros(d), Sigma0, _covariance_only(controls),
+            check = integrate_moments(np.zeros(d), Sigma0, covariance_only(controls),
                                       (0.0, t_star * (1 + 1e-3) + 1e-9),
                                       blowup_norm=1e8 * max(float(np.linalg.norm(Sigma0)), 1.0))
             if check.status is not Status.BLOWUP or abs(check.crossing_time - t_star) > 1e-4 * t_star:
@@ -334,150 +334,6 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
                               "integrate_moments")
     return BlowupTime(math.inf, method, f"Q indefinite: g(t) > 0 on a grid of step {h:.3g} up to "
                       f"t_max = {horizon:.3g} (not proved beyond)", proved=False)
-
-
-def _covariance_only(controls: Controls) -> Controls:
-    r"""``controls`` without its bias: :math:`\Sigma` does not depend on :math:`b`, and a mean driven by
-    :math:`b` could trip the integrator's blow-up event first (same arrays otherwise, so the same bits)."""
-    if not np.any(controls.affine_b):
-        return controls
-    keys = {"Q": controls.Q, "K": controls.K} if controls.Q is not None else {"B": controls.B}
-    return Controls(A=controls.affine_A, V=controls.V, attention=controls.attention, **keys)
-
-
-def _no_pole_rate(controls: Controls) -> float | None:
-    r""":math:`L` with :math:`\tfrac{d}{dt}\|\Sigma\|_2 \le 2L\|\Sigma\|_2` along every solution, or None.
-
-    :math:`L = \|A\|_2 + L_{\rm att}` with :math:`L_{\rm att}` the attention type's
-    :meth:`~gtcore.attention.AttentionType.drift_bound` (for the dot product only when the quadratic
-    term vanishes; for L2 with full-rank keys and for Sinkhorn always). Then
-    :math:`\|\Sigma(t)\|_2 \le \|\Sigma_0\|_2e^{2Lt}` is finite at every time: there is no pole.
-    """
-    att = attention_of(controls)
-    bound = att.drift_bound(controls.V, att.params(controls))
-    if bound is None:
-        return None
-    return float(np.linalg.norm(controls.affine_A, 2)) + float(bound)
-
-
-def _left_eigen_certificate(controls: Controls, S: np.ndarray) -> tuple[float, str] | None:
-    r"""A pole after :math:`\Sigma = S` within time ``T``, from a Riccati inequality along a left eigenvector of :math:`V`.
-
-    Dot product only. Let :math:`u` (unit) satisfy :math:`V_h^\top u = \lambda_hu` for every head and
-    :math:`c = 2\lambda_{\min}(\sum_h \lambda_h\,\mathrm{sym}(B_h)) > 0`. Then
-    :math:`\varphi = u^\top\Sigma u` obeys, with :math:`z = \Sigma u` (so :math:`u^\top z = \varphi`,
-    :math:`\|z\| \ge \varphi`), :math:`\alpha = u^\top Au` and :math:`g_\perp = A^\top u - \alpha u`,
-
-    .. math::
-
-        \varphi' = 2(A^\top u)^\top z + 2\sum_h \lambda_h z^\top B_h z
-            \ge 2(A^\top u)^\top z + c\|z\|^2
-            \ge c\varphi^2 + 2\alpha\varphi - \|g_\perp\|^2/c =: p(\varphi),
-
-    the last step minimising over :math:`z = \varphi u + r`, :math:`r \perp u` (at :math:`r = -g_\perp/c`).
-    :math:`p` has the real roots :math:`r_\pm = (-\alpha \pm \sqrt D)/c`, :math:`D = \alpha^2 + \|g_\perp\|^2 \ge 0`.
-    If :math:`\varphi_0 > r_+`, the comparison solution :math:`\psi' = p(\psi)`, :math:`\psi(0) = \varphi_0`
-    reaches infinity at :math:`T = \log\big((\varphi_0 - r_-)/(\varphi_0 - r_+)\big)/(2\sqrt D)`
-    (:math:`1/(c(\varphi_0 - r_+))` when :math:`D = 0`), and :math:`\|\Sigma\|_2 \ge \varphi \ge \psi`: the
-    solution has a pole at some :math:`t^* \le T`. The eigenvector must hold to round-off
-    (:math:`\|V_h^\top u - \lambda_hu\| \le 10^{-12}\|V_h\|_2`) and :math:`\varphi_0` must exceed
-    :math:`r_+` by a relative margin of :math:`10^{-6}` (covering the error of a computed :math:`S`).
-    """
-    if type(attention_of(controls)) is not DotProduct:
-        return None
-    V, B, A = controls.V, controls.B, controls.affine_A
-    scale = [max(float(np.linalg.norm(Vh, 2)), 1e-300) for Vh in V]
-    lam, U = np.linalg.eig(V[0].T)
-    best = None
-    for k in range(lam.size):
-        if abs(lam[k].imag) > 1e-12 * scale[0]:
-            continue
-        u = np.real(U[:, k])
-        u = u / np.linalg.norm(u)
-        lams = np.array([float(u @ Vh.T @ u) for Vh in V])
-        if any(np.linalg.norm(Vh.T @ u - lh * u) > 1e-12 * sc for Vh, lh, sc in zip(V, lams, scale)):
-            continue
-        C = np.einsum("h,hij->ij", lams, 0.5 * (B + np.swapaxes(B, 1, 2)))
-        c = 2.0 * float(np.linalg.eigvalsh(C)[0])
-        if c <= 0:
-            continue
-        alpha = float(u @ A @ u)
-        g_perp = A.T @ u - alpha * u
-        # p(phi) = c phi^2 + 2 alpha phi - |g_perp|^2 / c = c (phi + alpha / c)^2 - (alpha^2 + |g_perp|^2) / c
-        T = _riccati_comparison_time(c, alpha / c, (alpha ** 2 + float(g_perp @ g_perp)) / c, float(u @ S @ u))
-        if T is None:
-            continue
-        if best is None or T < best[0]:
-            best = (T, f"u^T Sigma u >= psi with psi' = {c:.3g} psi^2 + {2 * alpha:.3g} psi - "
-                       f"{float(g_perp @ g_perp) / c:.3g} along the left eigenvector u of V (lambda = "
-                       f"{lams[0]:.3g}), which diverges within {T:.3g}")
-    return best
-
-
-def _riccati_comparison_time(c: float, beta: float, delta: float, phi: float) -> float | None:
-    r"""The time to infinity of :math:`\psi' = c(\psi + \beta)^2 - \delta`, :math:`\psi(0) = \varphi` (``c > 0``,
-    :math:`\delta \ge 0`), or None when :math:`\varphi` does not exceed the upper root
-    :math:`r_+ = -\beta + \sqrt{\delta/c}` by a relative margin of :math:`10^{-6}`.
-
-    With :math:`r_- = -\beta - \sqrt{\delta/c}`: :math:`T = \log\big((\varphi - r_-)/(\varphi - r_+)\big)/(2\sqrt{c\delta})`,
-    and :math:`1/(c(\varphi + \beta))` when :math:`\delta = 0`.
-    """
-    root = math.sqrt(max(delta, 0.0) / c)
-    r_plus, r_minus = -beta + root, -beta - root
-    if not phi > r_plus + 1e-6 * abs(phi):
-        return None
-    if delta > 0:
-        return math.log((phi - r_minus) / (phi - r_plus)) / (2.0 * math.sqrt(c * delta))
-    return 1.0 / (c * (phi + beta))
-
-
-#: the trace certificate builds a (d(d+1)/2)^2 Gram matrix: only up to this dimension
-_TRACE_CERTIFICATE_MAX_D = 24
-
-
-def _trace_certificate(controls: Controls, S: np.ndarray) -> tuple[float, str] | None:
-    r"""A pole after :math:`\Sigma = S` within time ``T``, from a Riccati inequality for :math:`\operatorname{tr}\Sigma`.
-
-    Dot product, :math:`d \le 24`. With :math:`\varphi = \operatorname{tr}\Sigma` (so
-    :math:`\|\Sigma\|_2 \ge \varphi/d`), eq. (1.1) gives
-    :math:`\varphi' = 2\operatorname{tr}(A\Sigma) + 2q(\Sigma)`, :math:`q(X) = \sum_h\operatorname{tr}(V_hXB_hX)`.
-    In an orthonormal basis :math:`(E_a)` of the symmetric matrices, :math:`\Sigma = \sum_a x_aE_a`,
-    :math:`q = x^\top Gx`, :math:`\operatorname{tr}(A\Sigma) = a^\top x`, :math:`\varphi = w^\top x`. If
-    :math:`G \succ 0`, minimising :math:`2a^\top x + 2x^\top Gx` over :math:`w^\top x = \varphi` (all symmetric
-    :math:`X`, a superset of the covariances) gives
-
-    .. math::
-
-        \varphi' \ge \frac{2}{\gamma}(\varphi + \beta)^2 - \delta, \qquad
-        \gamma = w^\top G^{-1}w,\ \beta = \tfrac12 w^\top G^{-1}a,\ \delta = \tfrac12 a^\top G^{-1}a,
-
-    and the comparison solution (:func:`_riccati_comparison_time`) reaches infinity in finite time
-    when :math:`\varphi` exceeds its upper root. Example: :math:`A = 0`, :math:`B = I` and any
-    :math:`V` with :math:`V + V^\top \succ 0` (complex eigenvalues allowed), where
-    :math:`q(X) = \operatorname{tr}(\mathrm{sym}(V)X^2)`.
-    """
-    if type(attention_of(controls)) is not DotProduct or controls.d > _TRACE_CERTIFICATE_MAX_D:
-        return None
-    d = controls.d
-    iu = np.triu_indices(d)
-    E = np.zeros((iu[0].size, d, d))
-    for k, (i, j) in enumerate(zip(*iu)):
-        E[k, i, j] = E[k, j, i] = 1.0 if i == j else 1.0 / math.sqrt(2.0)
-    T = sum(np.einsum("ajk,bkj->ab", Vh @ E, Bh @ E) for Vh, Bh in zip(controls.V, controls.B))
-    G = 0.5 * (T + T.T)
-    lam = np.linalg.eigvalsh(G)
-    if not lam[0] > 1e-12 * max(abs(lam[-1]), 1e-300):
-        return None
-    a = np.einsum("ij,aji->a", controls.affine_A, E)
-    w = np.einsum("aii->a", E)
-    Ginv_w, Ginv_a = np.linalg.solve(G, w), np.linalg.solve(G, a)
-    gamma, beta, delta = float(w @ Ginv_w), 0.5 * float(w @ Ginv_a), 0.5 * float(a @ Ginv_a)
-    c = 2.0 / gamma
-    T_inf = _riccati_comparison_time(c, beta, delta, float(np.trace(S)))
-    if T_inf is None:
-        return None
-    return T_inf, (f"tr Sigma >= psi with psi' = {c:.3g} (psi + {beta:.3g})^2 - {delta:.3g} (the quadratic form "
-                   f"sum_h tr(V_h X B_h X) is positive definite), which diverges within {T_inf:.3g}")
 
 
 def _restarted_closed_form_certificate(controls: Controls, S: np.ndarray, horizon: float) -> tuple[float, str] | None:
@@ -508,8 +364,8 @@ def _restarted_closed_form_certificate(controls: Controls, S: np.ndarray, horizo
 def _pole_certificate(controls: Controls, S: np.ndarray, horizon: float) -> tuple[float, str] | None:
     """``(T, how)``: a certificate that the solution from ``S`` has a pole within time ``T``, or None."""
     return (_restarted_closed_form_certificate(controls, S, horizon)
-            or _trace_certificate(controls, S)
-            or _left_eigen_certificate(controls, S))
+            or trace_certificate(controls, S)
+            or left_eigen_certificate(controls, S))
 
 
 def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float, note: str = "") -> BlowupTime:
@@ -519,17 +375,17 @@ def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float, note
     verdict is ``BLOWS_UP`` only with a certificate that a pole exists (:func:`_pole_certificate`,
     tried at :math:`\Sigma_0` and at the crossing state :math:`\Sigma(t_e)`); ``t_star`` is then the
     pole correction :math:`t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|`, capped by the certified bound. When
-    the attention's drift is bounded (:func:`_no_pole_rate`) there is no pole at all: ``NO_BLOWUP``, or
+    the attention's drift is bounded (:func:`gtcore.poles.no_pole_rate`) there is no pole at all: ``NO_BLOWUP``, or
     ``GROWS_EXPONENTIALLY`` when the threshold was crossed. Otherwise a crossing is ``UNDETERMINED``.
     """
     d = controls.d
     prefix = f"{note}; " if note else ""
     norm0 = max(float(np.linalg.norm(Sigma0)), 1e-300)
-    traj = integrate_moments(np.zeros(d), Sigma0, _covariance_only(controls), (0.0, t_max),
+    traj = integrate_moments(np.zeros(d), Sigma0, covariance_only(controls), (0.0, t_max),
                              blowup_norm=1e8 * max(norm0, 1.0))
     crossed = traj.status is Status.BLOWUP
     t_e = traj.crossing_time if crossed else None
-    rate = _no_pole_rate(controls)
+    rate = no_pole_rate(controls)
     if rate is not None:
         bound = (f"no pole: ||Sigma(t)||_2 <= ||Sigma0||_2 e^(2 L t), L = ||A||_2 + (attention drift bound) "
                  f"= {rate:.3g}")
@@ -581,33 +437,17 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     :func:`gtcore.integrate_moments` up to :math:`\|\Sigma\|_F = 10^8\max(\|\Sigma_0\|_F, 1)` at
     :math:`t_e`, then the pole correction :math:`t^* \approx t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|`.
 
-    **Certificates.** Crossing a threshold proves nothing: :math:`\Sigma' = 2\Sigma` crosses any. A
-    finite ``t_star`` (verdict ``BLOWS_UP``) is reported only with a proof that a pole exists: a closed
-    form in its domain (the two above), or a Riccati lower bound :math:`\varphi' \ge c(\varphi +
-    \beta)^2 - \delta`, :math:`c > 0`, for a scalar :math:`\varphi \le \|\Sigma\|` (up to a factor
-    :math:`d`) whose comparison solution diverges at a finite :math:`T` (then :math:`t^* \le T`; the
-    reported ``t_star`` is the pole correction, capped by :math:`T`). Tried at :math:`\Sigma_0` and at the
-    crossing state :math:`\Sigma(t_e)`, in this order:
-
-    * :math:`V_h = v_hI` (a fallback from the scan): the closed form restarted at the state,
-      :math:`g(s) = \lambda_{\min}(I - KY(s)K) < 0` for some :math:`s` proves a pole within :math:`s`;
-    * :math:`\varphi = \operatorname{tr}\Sigma`: :math:`\varphi' = 2\operatorname{tr}(A\Sigma) +
-      2\sum_h\operatorname{tr}(V_h\Sigma B_h\Sigma)`; when the quadratic form
-      :math:`X \mapsto \sum_h\operatorname{tr}(V_hXB_hX)` is positive definite on symmetric matrices
-      (Gram matrix :math:`G \succ 0`), minimising over :math:`\operatorname{tr}X = \varphi` gives the bound
-      (:func:`_trace_certificate`);
-    * :math:`\varphi = u^\top\Sigma u` for a common left eigenvector :math:`V_h^\top u = \lambda_hu` with
-      :math:`c = 2\lambda_{\min}(\sum_h\lambda_h\,\mathrm{sym}B_h) > 0`: :math:`\varphi' = 2(A^\top u)^\top z +
-      2\sum_h\lambda_hz^\top B_hz \ge c\varphi^2 + 2\alpha\varphi - \|g_\perp\|^2/c` with :math:`z = \Sigma u`
-      (:func:`_left_eigen_certificate`).
-
-    No pole is possible when the attention's drift is bounded,
-    :math:`\|\sum_hV_hM_h(\Sigma)\Sigma\|_2 \le L\|\Sigma\|_2`
-    (:meth:`~gtcore.attention.AttentionType.drift_bound`: the dot product without quadratic term, L2 with
-    full-rank keys, Sinkhorn): then :math:`\|\Sigma(t)\|_2 \le \|\Sigma_0\|_2e^{2(\|A\|_2 + L)t}` and the
-    verdict is ``GROWS_EXPONENTIALLY`` when the threshold is crossed, ``NO_BLOWUP`` otherwise. A crossing
-    that neither argument settles is ``UNDETERMINED`` (``t_star = inf``, ``proved = False``), with the
-    crossing time and the would-be pole in ``reason``.
+    **Certificates** (derived in :mod:`gtcore.poles`). Crossing a threshold proves nothing:
+    :math:`\Sigma' = 2\Sigma` crosses any. A finite ``t_star`` (verdict ``BLOWS_UP``) needs a proof that a
+    pole exists: a closed form in its domain (the two above, or the :math:`V = vI` closed form restarted
+    at the crossing state), or a Riccati lower bound :math:`\varphi' \ge c(\varphi + \beta)^2 - \delta`,
+    :math:`c > 0`, for :math:`\varphi = \operatorname{tr}\Sigma` or :math:`u^\top\Sigma u` (:math:`u` a common left
+    eigenvector of the :math:`V_h`), whose comparison solution diverges at a finite :math:`T \ge t^*`
+    (tried at :math:`\Sigma_0` and at the crossing; ``t_star`` is the pole correction, capped by
+    :math:`T`). A bounded attention drift :math:`\|\sum_hV_hM_h(\Sigma)\Sigma\|_2 \le L\|\Sigma\|_2`
+    (:meth:`~gtcore.attention.AttentionType.drift_bound`) proves there is no pole:
+    ``GROWS_EXPONENTIALLY`` when the threshold is crossed, else ``NO_BLOWUP``. A crossing neither
+    settles is ``UNDETERMINED`` (``t_star = inf``, ``proved = False``).
 
     Parameters
     ----------
