@@ -18,7 +18,7 @@ from gtcore._validation import (
     check_positive,
     check_span,
 )
-from gtcore.attention import gaussian_velocity
+from gtcore.attention import DotProduct, attention_of, gaussian_velocity
 from gtcore.controls import (
     Controls,
     ControlsLike,
@@ -147,8 +147,6 @@ def _flat_rhs(controls: Controls) -> _FlatRhs:
     :math:`\mu' = (M + G)\mu + b`, :math:`\Sigma' = M\Sigma + (M\Sigma)^\top`), so results are bit for bit
     those of the general path; the sum over one head is the head itself, exactly.
     """
-    from gtcore.attention import DotProduct, attention_of
-
     att = attention_of(controls)
     A, b, V = controls.affine_A, controls.affine_b, controls.V
     if type(att) is DotProduct and V.shape[0] == 1:
