@@ -7,7 +7,7 @@ own steps), at d = 2, 16, 64: (a) ``gtcore.integrate_moments``; (b) ``scipy.inte
     mu' = (M + V) mu + b,  Sigma' = M Sigma + Sigma M^T,  M = A + V Sigma B,
 
 with no events and no PSD projection. Timings are paired: each round runs (a) and (b) back to back, in
-alternating order, single-threaded BLAS; the script prints the median time of each and the median of the
+alternating order, single-threaded BLAS, timed by this process's CPU clock; the script prints the median time of each and the median of the
 per-round ratios (b)/(a) (above 1: integrate_moments is faster). It also checks that both make the same
 number of right-hand-side evaluations and agree to the tolerance.
 
@@ -48,14 +48,20 @@ def hand_written(mu0, S0, ctl, t1):
     return solve_ivp(rhs, (0.0, t1), np.concatenate([mu0, S0.ravel()]), method="DOP853", rtol=1e-10, atol=1e-12)
 
 
-def paired(f, g, rounds):
+#: the clock of the paired rounds: this process's CPU time (single-threaded work; steadier than the wall
+#: clock on a shared machine, where a descheduled round would count another process's time)
+CLOCK = time.process_time
+
+
+def paired(f, g, rounds, clock=None):
     """Median seconds of f and g and the median of the per-round ratios g/f, interleaved A B / B A."""
+    clock = clock or CLOCK
     tf, tg = [], []
     for r in range(rounds):
         for which in ((0, 1) if r % 2 == 0 else (1, 0)):
-            t = time.perf_counter()
+            t = clock()
             (f if which == 0 else g)()
-            (tf if which == 0 else tg).append(time.perf_counter() - t)
+            (tf if which == 0 else tg).append(clock() - t)
     tf, tg = np.array(tf), np.array(tg)
     return float(np.median(tf)), float(np.median(tg)), float(np.median(tg / tf))
 

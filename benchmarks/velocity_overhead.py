@@ -5,7 +5,7 @@
 order, medians, at N = 1024, 4096 and d = 2, 16. (b) ``simulate`` (N = 1024, d = 2, 20 RK4 steps) against
 the same RK4 loop written with torch alone, at 1 thread. (c) ``simulate`` at 1 and 2 torch threads
 (``torch.set_num_threads``) with the default thread choice, to check that more threads never make it
-slower on this machine.
+slower on this machine. (a) and (b) time this process's CPU (single-threaded work), (c) the wall clock.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/velocity_overhead.py [--rounds 41]
 """
@@ -24,14 +24,20 @@ from gtcore import Controls
 from gtcore.particles import simulate, velocity
 
 
-def paired(f, g, rounds):
+#: the clock of the paired rounds: this process's CPU time (single-threaded work; steadier than the wall
+#: clock on a shared machine, where a descheduled round would count another process's time)
+CLOCK = time.process_time
+
+
+def paired(f, g, rounds, clock=None):
     """Median seconds of f and g, and the median per-round ratio f/g, interleaved A B / B A."""
+    clock = clock or CLOCK
     tf, tg = [], []
     for r in range(rounds):
         for which in ((0, 1) if r % 2 == 0 else (1, 0)):
-            t = time.perf_counter()
+            t = clock()
             (f if which == 0 else g)()
-            (tf if which == 0 else tg).append(time.perf_counter() - t)
+            (tf if which == 0 else tg).append(clock() - t)
     tf, tg = np.array(tf), np.array(tg)
     return float(np.median(tf)), float(np.median(tg)), float(np.median(tf / tg))
 
@@ -102,7 +108,7 @@ def main() -> None:
             simulate(xt, ctl, (0.0, 1.0), 20, device="cpu")
         return run
 
-    t1, t2, ratio = paired(at(1), at(2), max(5, args.rounds // 4))
+    t1, t2, ratio = paired(at(1), at(2), max(5, args.rounds // 4), clock=time.perf_counter)  # wall: 2 threads
     torch.set_num_threads(1)
     print(f"1 thread {1e3 * t1:.1f} ms, 2 threads {1e3 * t2:.1f} ms, (1 thread)/(2 threads) {ratio:.3f}")
 

@@ -96,8 +96,11 @@ def _clearly_positive_definite(S: np.ndarray) -> bool:
     tau = 8.0 * (d + 1) ** 2 * np.finfo(float).eps * np.linalg.norm(S, axis=(-2, -1))
     if not np.all(np.isfinite(tau)) or np.any(tau <= 0):
         return False
+    shifted = S.copy()
+    diag = np.arange(d)
+    shifted[..., diag, diag] -= tau[..., None]  # S - tau I
     try:
-        np.linalg.cholesky(S - tau[..., None, None] * np.eye(d))
+        np.linalg.cholesky(shifted)
     except np.linalg.LinAlgError:
         return False
     return True
