@@ -48,6 +48,7 @@ from gtcore._linalg import empirical_moments_torch, psd_project, resolve_device,
 from gtcore._progress import progress as progress_bar
 from gtcore._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
 from gtcore.attention import AttentionType, attention_of
+from gtcore.attention.dot import BLAS_MIN
 from gtcore.controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 from gtcore.status import Status
 
@@ -176,6 +177,8 @@ def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> tor
         avg = att.kernel(x, tc.params)
     else:  # the O(N^2) softmax kernel in a lower precision, the rest of the step in x's
         avg = att.kernel(x.to(tc.kernel_dtype), tc.kernel_params).to(x.dtype)
+    if avg.shape[0] == 1 and x.shape[0] * x.shape[1] ** 2 >= BLAS_MIN:
+        return v + avg[0] @ tc.V[0].T  # one head: the einsum's own BLAS product (bit for bit), without its dispatch
     return v + torch.einsum("hnj,hij->ni", avg, tc.V)
 
 
@@ -189,7 +192,7 @@ def _check_choice(value: str, name: str, options) -> str:
 def _all_finite(x: torch.Tensor) -> bool:
     """Whether every entry of ``x`` is finite: one reduction (a NaN or inf makes the sum non-finite),
     the entrywise test only when the sum is not finite (it may have overflowed)."""
-    return bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
+    return math.isfinite(float(x.sum())) or bool(torch.isfinite(x).all())
 
 
 def _as_tokens(x0: Any, name: str = "x0") -> np.ndarray | torch.Tensor:

@@ -231,3 +231,26 @@ def test_float32_kernel_stays_within_its_round_off_of_float64():
     assert np.abs(mixed.Sigma - full.Sigma).max() > 0  # the float32 kernel was used
     with pytest.raises(ValueError, match="kernel_dtype"):
         simulate(x0, ctl, (0.0, 1.0), 2, kernel_dtype=torch.int32)
+
+
+def test_the_single_head_fast_path_is_the_einsum_bit_for_bit():
+    """DotProduct.kernel and the particle velocity skip torch.einsum for one head from BLAS_MIN multiply-adds
+    on (where einsum's product is that BLAS call): the velocity must be the einsum formula's, every bit,
+    on both sides of the threshold."""
+    import torch.nn.functional as F
+
+    from gtcore.attention.dot import BLAS_MIN
+    from gtcore.particles import _torch_controls, _velocity
+
+    rng = np.random.default_rng(3)
+    for d in (1, 2, 3, 5, 16):
+        for N in sorted({2, 17, 100, 1024, max(2, BLAS_MIN // d ** 2 - 1), BLAS_MIN // d ** 2 + 1}):
+            x = torch.as_tensor(rng.standard_normal((N, d)))
+            ctl = Controls(A=rng.standard_normal((d, d)), b=rng.standard_normal(d), V=rng.standard_normal((d, d)),
+                           B=0.3 * rng.standard_normal((d, d)))
+            tc = _torch_controls(ctl, x.dtype, x.device)
+            q = torch.einsum("nk,hjk->hnj", x, tc.params).unsqueeze(0)
+            kv = x.unsqueeze(0).unsqueeze(0).expand(1, 1, *x.shape)
+            avg = F.scaled_dot_product_attention(q, kv, kv, scale=1.0)[0]
+            reference = x @ tc.A.T + tc.b + torch.einsum("hnj,hij->ni", avg, tc.V)
+            assert torch.equal(_velocity(x, tc, "identity", "empirical"), reference), (N, d)

@@ -8,6 +8,12 @@ from scipy.special import logsumexp
 from gtcore.attention.base import AttentionType
 
 
+#: from this many multiply-adds on, torch's batched product (behind ``einsum``) calls BLAS; below, its own
+#: loop (ATen's ``bmm`` on CPU). A single head's product is then ``x @ B.T`` bit for bit (checked on every
+#: shape of ``tests/test_particles.py``), and the fast paths use it only there
+BLAS_MIN = 400
+
+
 class DotProduct(AttentionType):
     r"""The paper's attention: logits :math:`x_j^\top B_h x_i`, softmax over keys :math:`j`, scale 1.
 
@@ -56,7 +62,10 @@ class DotProduct(AttentionType):
         import torch.nn.functional as F
 
         H = B.shape[0]
-        q = torch.einsum("nk,hjk->hnj", x, B).unsqueeze(0)  # q_i = B_h x_i
+        if H == 1 and x.shape[0] * x.shape[1] ** 2 >= BLAS_MIN:
+            q = (x @ B[0].T)[None, None]  # one head: the einsum's own BLAS product, without its dispatch
+        else:
+            q = torch.einsum("nk,hjk->hnj", x, B).unsqueeze(0)  # q_i = B_h x_i
         kv = x.unsqueeze(0).unsqueeze(0).expand(1, H, *x.shape)
         return F.scaled_dot_product_attention(q, kv, kv, scale=1.0)[0]
 
