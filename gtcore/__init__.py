@@ -46,7 +46,10 @@ _LAZY: dict[str, str] = {
     "RankMismatchError": "gtcore.reachability",
     "Regime": "gtcore.stability",
     "Sinkhorn": "gtcore.attention",
+    "Stability": "gtcore.status",
+    "Status": "gtcore.status",
     "SteeringControls": "gtcore.reachability",
+    "Verdict": "gtcore.status",
     "asymptotic_mean": "gtcore.stability",
     "bias_for_mean_target": "gtcore.stability",
     "blowup_time": "gtcore.riccati",
@@ -117,6 +120,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     )
     from gtcore.stats.mixtures import GaussianMixture, LabelledTokens
     from gtcore.stats.sampling import gaussian_tokens
+    from gtcore.status import Stability, Status, Verdict
 
 
 def __getattr__(name: str) -> Any:

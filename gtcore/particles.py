@@ -33,7 +33,12 @@ Explicit Euler with step :math:`h` and ``steps = L`` *is* an L-layer residual Tr
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import weakref
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -46,6 +51,7 @@ from gtcore._progress import progress as progress_bar
 from gtcore._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
 from gtcore.attention import AttentionType, attention_of
 from gtcore.controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
+from gtcore.status import Status
 
 ACTIVATIONS = ("identity", "relu")
 #: how each head's attention average is evaluated: over the N tokens, or against their Gaussian
@@ -135,32 +141,42 @@ class _TorchControls:
     kernel_params: Any = None  # ``params`` in that dtype
 
 
+#: converted controls, per Controls object (immutable) and (dtype, device, kernel dtype); entries go
+#: with their Controls
+_CONVERTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _torch_controls(ctl: Controls, dtype: torch.dtype, device: torch.device,
+                    kernel_dtype: torch.dtype | None = None) -> _TorchControls:
+    """``ctl`` as tensors of ``dtype`` on ``device``, converted once per Controls (controls are immutable)."""
+    kernel_dtype = None if kernel_dtype in (None, dtype) else kernel_dtype
+    per_ctl = _CONVERTED.setdefault(ctl, {})
+    key = (dtype, str(device), kernel_dtype)
+    tc = per_ctl.get(key)
+    if tc is not None:
+        return tc
+
+    def t(a):
+        return None if a is None else torch.as_tensor(np.array(a), dtype=dtype, device=device)
+
+    att = attention_of(ctl)
+    tc = _TorchControls(t(ctl.A), t(ctl.b), t(ctl.V), att.torch_params(ctl, dtype, device),
+                        t(ctl.U), t(ctl.W), t(ctl.c), attention=att, attention_on=bool(np.any(ctl.V)))
+    if kernel_dtype is not None:
+        tc.kernel_dtype = kernel_dtype
+        tc.kernel_params = att.torch_params(ctl, kernel_dtype, device)
+    per_ctl[key] = tc
+    return tc
+
+
 class _ControlCache:
-    """Converts :class:`Controls` to tensors once per object (controls are immutable)."""
+    """:func:`_torch_controls` for one dtype, device and kernel dtype (what :func:`simulate` steps in)."""
 
     def __init__(self, dtype: torch.dtype, device: torch.device, kernel_dtype: torch.dtype | None = None) -> None:
-        self.dtype, self.device = dtype, device
-        self.kernel_dtype = None if kernel_dtype in (None, dtype) else kernel_dtype
-        self._store: dict[int, tuple[Controls, _TorchControls]] = {}
+        self.dtype, self.device, self.kernel_dtype = dtype, device, kernel_dtype
 
     def __call__(self, ctl: Controls) -> _TorchControls:
-        hit = self._store.get(id(ctl))
-        if hit is not None and hit[0] is ctl:
-            return hit[1]
-
-        def t(a):
-            return None if a is None else torch.as_tensor(np.array(a), dtype=self.dtype, device=self.device)
-
-        att = attention_of(ctl)
-        tc = _TorchControls(t(ctl.A), t(ctl.b), t(ctl.V), att.torch_params(ctl, self.dtype, self.device),
-                            t(ctl.U), t(ctl.W), t(ctl.c), attention=att, attention_on=bool(np.any(ctl.V)))
-        if self.kernel_dtype is not None:
-            tc.kernel_dtype = self.kernel_dtype
-            tc.kernel_params = att.torch_params(ctl, self.kernel_dtype, self.device)
-        if len(self._store) > 256:
-            self._store.clear()
-        self._store[id(ctl)] = (ctl, tc)
-        return tc
+        return _torch_controls(ctl, self.dtype, self.device, self.kernel_dtype)
 
 
 def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> torch.Tensor:
@@ -190,17 +206,24 @@ def _check_choice(value: str, name: str, options) -> str:
     return value
 
 
+def _all_finite(x: torch.Tensor) -> bool:
+    """Whether every entry of ``x`` is finite: one reduction (a NaN or inf makes the sum non-finite),
+    the entrywise test only when the sum is not finite (it may have overflowed)."""
+    return math.isfinite(float(x.sum())) or bool(torch.isfinite(x).all())
+
+
 def _as_tokens(x0: Any, name: str = "x0") -> np.ndarray | torch.Tensor:
-    """(N, d) tokens, N >= 2, finite: a tensor stays a tensor (no copy), anything else is numpy."""
+    """(N, d) tokens, N >= 2, finite: a tensor stays a tensor (detached, no copy), anything else is a
+    contiguous numpy array (a negative-stride view is copied: torch cannot hold it)."""
     if not isinstance(x0, torch.Tensor):
-        return check_tokens(x0, name, min_n=2)
+        return np.ascontiguousarray(check_tokens(x0, name, min_n=2))
     if not x0.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {x0.dtype}")
     if x0.ndim != 2:
         raise ValueError(f"{name} must have shape (N, d), got shape {tuple(x0.shape)}")
     if x0.shape[0] < 2:
         raise ValueError(f"{name} must hold at least N=2 tokens, got N={x0.shape[0]}")
-    if not bool(torch.isfinite(x0).all()):
+    if not _all_finite(x0.detach()):
         raise ValueError(f"{name} has non-finite entries (NaN or inf)")
     return x0
 
@@ -228,7 +251,8 @@ def velocity(x: Any, controls: Controls, *, ff: str = "identity", average: str =
     Returns
     -------
     (N, d) ndarray or tensor
-        A NumPy array when ``x`` is NumPy, else a tensor on ``x``'s device and dtype.
+        A NumPy array when ``x`` is NumPy, else a tensor on ``x``'s device and dtype (differentiable in
+        ``x`` when ``x`` requires grad).
 
     Raises
     ------
@@ -247,8 +271,7 @@ def velocity(x: Any, controls: Controls, *, ff: str = "identity", average: str =
         xt = arr
     else:
         xt = torch.as_tensor(arr, dtype=resolve_dtype(dtype), device=resolve_device(device))
-    tc = _ControlCache(xt.dtype, xt.device)(controls)
-    v = _velocity(xt, tc, ff, average)
+    v = _velocity(xt, _torch_controls(controls, xt.dtype, xt.device), ff, average)
     return v if isinstance(arr, torch.Tensor) else v.cpu().numpy()
 
 
@@ -276,9 +299,10 @@ class ParticleTrajectory:
         The tokens at the recorded times (with ``keep_tokens``), or None.
     final_tokens : (N, d) ndarray
         The tokens at the last recorded time.
-    status : str
-        ``"completed"``, or ``"blowup"`` when the cloud's :math:`\|\hat\Sigma\|_F` exceeded
-        ``blowup_norm`` or became non-finite; the arrays then end at the last finite state before it.
+    status : Status
+        :class:`~gtcore.status.Status`: ``COMPLETED``, or ``BLOWUP`` when the cloud's
+        :math:`\|\hat\Sigma\|_F` exceeded ``blowup_norm`` or became non-finite; the arrays then end at
+        the last finite state before it.
     threshold_time : float or None
         The end of the step at which the cloud crossed ``blowup_norm`` (or became non-finite), or
         None. A step-resolution detection, not the pole of the moment ODE
@@ -297,32 +321,140 @@ class ParticleTrajectory:
     Sigma: np.ndarray
     tokens: np.ndarray | None
     final_tokens: np.ndarray
-    status: str
+    status: Status
     threshold_time: float | None
     method: str
     steps: int
     h: float
 
 
-def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None,
-            max_step: float | None) -> list[tuple[float, float, int]]:
-    """Intervals between consecutive nodes, each with its number of uniform steps."""
+def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None, max_step: float | None,
+            max_steps: int | None = None) -> list[tuple[float, float, int]]:
+    """Intervals between consecutive nodes, each with its number of uniform steps.
+
+    With ``max_steps``, a total beyond it is refused (``ValueError`` naming ``max_step`` or ``steps``)
+    before any step is made: the count is known in advance.
+    """
     edges = [t0, *[float(t) for t in np.unique(nodes) if t0 < t < t1], t1]
-    out = []
+    out: list[tuple[float, float, int]] = []
+    total = 0.0
     for a, b in pairwise(edges):
         if max_step is not None:
-            n = int(np.ceil((b - a) / max_step - 1e-12))
+            n = float(np.ceil((b - a) / max_step - 1e-12))  # may be huge, or inf: checked below
         elif len(edges) == 2:
             n = steps  # type: ignore[assignment]  # simulate gives steps when max_step is None
         else:
             n = max(1, round(steps * (b - a) / (t1 - t0)))  # type: ignore[operator]
-        out.append((a, b, n))
+        total += n
+        if max_steps is not None and not total <= max_steps:
+            name = "max_step" if max_step is not None else "steps"
+            raise ValueError(f"{name}: t_span = ({t0:.6g}, {t1:.6g}) would take {total:.3g} steps or more, beyond "
+                             f"max_steps = {max_steps}; use a larger max_step, fewer steps, or raise max_steps")
+        out.append((a, b, int(n)))
     return out
+
+
+#: default cap on the number of steps of :func:`simulate` (minutes of work for a few tokens; the count is
+#: known before the first step, so a larger one is refused up front)
+MAX_STEPS = 1_000_000
+
+#: below this many multiply-adds per attention evaluation (:math:`HN^2d`, :math:`2^{26}`: N = 4096 at d = 2),
+#: :func:`simulate` runs torch on one thread (small ops only pay the threads' wake-up; on a loaded machine
+#: they stall, see :func:`_thread_count`)
+SERIAL_WORK = 1 << 26
+
+
+def _thread_count(N: int, d: int, heads: int) -> int:
+    """The torch threads :func:`simulate` uses: one below :data:`SERIAL_WORK`, else the caller's setting.
+
+    A function of the problem's size and ``torch.get_num_threads()`` only (never of the machine's load),
+    so that a run gives the same numbers every time. Measured on 2 cores shared with other work (load
+    about 12, ``benchmarks/velocity_overhead.py``): at N = 1024, d = 2 a second thread made simulate 3x
+    slower, one velocity evaluation 10 % slower at N = 2048 and 2 % at N = 4096, and within 5 % either way
+    at N = 8192 and 16384 (where, on an idle machine, the second thread pays).
+    """
+    requested = torch.get_num_threads()
+    return 1 if heads * N * N * d < SERIAL_WORK else requested
+
+
+@contextmanager
+def _torch_threads(n: int):
+    """Run with ``n`` torch intra-op threads, restoring the caller's setting after."""
+    before = torch.get_num_threads()
+    if n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _record_count(pieces: list[tuple[float, float, int]], record_every: int, t_eval: np.ndarray | None,
+                  t0: float) -> int:
+    """How many times :func:`simulate` may record: the start, the scheduled records, and the state before a
+    blow-up (recorded when the schedule had not)."""
+    if t_eval is not None:
+        return 2 + int(np.sum(t_eval > t0))
+    total = sum(n for _, _, n in pieces)
+    return 2 + total // record_every + (1 if total % record_every else 0)
+
+
+def _available_bytes() -> float:
+    """Memory this process may still allocate: the smaller of the system's available memory and the
+    headroom under an address-space or data limit (``inf`` when none can be read)."""
+    import resource
+
+    avail = math.inf
+    try:
+        with open("/proc/meminfo") as fh:
+            info = {line.split(":")[0]: line.split()[1] for line in fh}
+        avail = float(info["MemAvailable"]) * 1024
+    except (OSError, KeyError, ValueError, IndexError):
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            avail = float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    status = {}
+    try:
+        with open("/proc/self/status") as fh:
+            status = {line.split(":")[0]: float(line.split()[1]) * 1024 for line in fh if line.startswith("Vm")}
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit, used in ((resource.RLIMIT_AS, "VmSize"), (resource.RLIMIT_DATA, "VmData")):
+        soft = resource.getrlimit(limit)[0]
+        if soft != resource.RLIM_INFINITY and used in status:
+            avail = min(avail, soft - status[used])
+    return avail
+
+
+def _check_memory(N: int, d: int, heads: int, records: int, keep_tokens: bool, dtype: torch.dtype,
+                  device: torch.device) -> None:
+    """Refuse, with the numbers, a run whose kept tokens and working arrays cannot fit in memory."""
+    item = torch.finfo(dtype).bits // 8
+    kept = records * N * d * 8 if keep_tokens else 0  # float64 numpy copies
+    working = (12 + 4 * heads) * N * d * item  # the state, the RK stages, the heads' averages and temporaries
+    gib = 2.0 ** 30
+    if device.type == "cuda":
+        free = float(torch.cuda.mem_get_info(device)[0])
+        if working > free:
+            raise ValueError(f"x0: N = {N} tokens of d = {d} need about {working / gib:.2g} GiB of device memory "
+                             f"to integrate, but {free / gib:.2g} GiB is free on {device}")
+        working = 0
+    need = kept + working
+    avail = _available_bytes()
+    if need > avail:
+        what = (f"keep_tokens=True keeps {records} records x N = {N} x d = {d} float64 tokens "
+                f"({kept / gib:.3g} GiB) and " if keep_tokens else "")
+        raise ValueError(f"{what}the integration needs about {working / gib:.3g} GiB: {need / gib:.3g} GiB in "
+                         f"all, but about {max(avail, 0.0) / gib:.3g} GiB is available; "
+                         + ("record fewer times (record_every, t_eval) or set keep_tokens=False"
+                            if keep_tokens else "use fewer tokens x0"))
 
 
 def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps: int | None = None, *,
              method: str = "rk4", ff: str = "identity", record_every: int = 1, t_eval: Any = None,
-             max_step: float | None = None, dtype: torch.dtype = torch.float64,
+             max_step: float | None = None, max_steps: int = MAX_STEPS,
+             dtype: torch.dtype = torch.float64,
              device: str | torch.device = "auto", average: str = "empirical", keep_tokens: bool = False,
              blowup_norm: float = 1e8, progress: bool = False,
              kernel_dtype: torch.dtype | None = None) -> ParticleTrajectory:
@@ -356,13 +488,17 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
         Record at ``t0`` and exactly at these times (``record_every`` is then ignored).
     max_step : float, optional
         The largest step (replaces the proportional share of ``steps``).
+    max_steps : int
+        Budget of steps (default :data:`MAX_STEPS`): a ``steps`` or ``max_step`` that needs more is
+        refused before the first step.
     dtype, device : torch.dtype or str, and str or torch.device
         torch.float32 or torch.float64 (or their names), and ``"auto"`` (CUDA when present),
         ``"cpu"`` or ``"cuda"``; a device this machine lacks is a ``ValueError``.
     average : "empirical" or "gaussian"
         How each head's attention average is evaluated (see :func:`velocity`).
     keep_tokens : bool
-        Also return the tokens at the recorded times.
+        Also return the tokens at the recorded times (their memory, with the integration's, is
+        estimated first: a run that cannot fit is refused with the numbers).
     blowup_norm : float
         A cloud whose :math:`\|\hat\Sigma\|_F` exceeds this has blown up.
     progress : bool
@@ -382,9 +518,46 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     Raises
     ------
     ValueError
-        Bad tokens, controls, time span, step counts, an unknown ``method``, ``ff``, ``average`` or
-        dtype, or a device this machine lacks.
+        Bad tokens, controls, time span, step counts (beyond ``max_steps``), an unknown ``method``,
+        ``ff``, ``average`` or dtype, a device this machine lacks, or kept tokens beyond the memory.
+
+    Notes
+    -----
+    Inputs are checked once, here; a tensor ``x0`` is detached (no gradient is tracked) and a
+    negative-stride array copied. Small problems run torch on one thread (:func:`_thread_count`), the
+    caller's thread setting is restored after.
     """
+    plan = _plan(x0, controls, t_span, steps, method=method, ff=ff, record_every=record_every, t_eval=t_eval,
+                 max_step=max_step, max_steps=max_steps, dtype=dtype, device=device, average=average,
+                 keep_tokens=keep_tokens, blowup_norm=blowup_norm, kernel_dtype=kernel_dtype)
+    with _torch_threads(plan.threads), torch.no_grad():
+        return _run(plan, progress)
+
+
+@dataclass
+class _Plan:
+    """A validated :func:`simulate` call: what to integrate, how, and what to record."""
+
+    x: torch.Tensor
+    fn: Any
+    pieces: list[tuple[float, float, int]]
+    solver: FixedStepMethod
+    method: str
+    cache: _ControlCache
+    ff: str
+    average: str
+    record_at: set[float] | None
+    record_every: int
+    records: int
+    keep_tokens: bool
+    blowup_norm: float
+    threads: int
+
+
+def _plan(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps: int | None, *, method: str,
+          ff: str, record_every: int, t_eval: Any, max_step: float | None, max_steps: int, dtype: Any,
+          device: Any, average: str, keep_tokens: bool, blowup_norm: float, kernel_dtype: Any) -> _Plan:
+    """Every check of :func:`simulate`, made once, before any step."""
     arr = _as_tokens(x0)
     N, d = arr.shape
     fn = as_control_function(controls, d, state_name="x0")
@@ -393,6 +566,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     if max_step is not None:
         max_step = check_positive(max_step, "max_step")
     record_every = check_count(record_every, "record_every")
+    max_steps = check_count(max_steps, "max_steps")
     blowup_norm = check_positive(blowup_norm, "blowup_norm")
     dtype = resolve_dtype(dtype)
     _check_choice(method, "method (integrator)", SOLVERS)
@@ -409,16 +583,49 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     if first.d != d:
         raise ValueError(f"x0 has d={d} but controls act on d={first.d}")
     _check_ff(ff, first)
-
+    pieces = _pieces(t0, t1, nodes, steps, max_step, max_steps)
     dev = resolve_device(device)
-    x = (arr if isinstance(arr, torch.Tensor) else torch.as_tensor(arr)).to(dtype=dtype, device=dev).clone()
     if kernel_dtype is not None:
         kernel_dtype = resolve_dtype(kernel_dtype, "kernel_dtype")
-    cache = _ControlCache(dtype, dev, kernel_dtype)
-    solver = SOLVERS[method]()
-    pieces = _pieces(t0, t1, nodes, steps, max_step)
-    total = sum(n for _, _, n in pieces)
-    record_at = None if t_eval is None else set(float(t) for t in t_eval)
+    records = _record_count(pieces, record_every, t_eval, t0)
+    _check_memory(N, d, first.heads, records, bool(keep_tokens), dtype, dev)
+    src = arr.detach() if isinstance(arr, torch.Tensor) else torch.as_tensor(arr)
+    return _Plan(x=src.to(dtype=dtype, device=dev).clone(), fn=fn, pieces=pieces, solver=SOLVERS[method](),
+                 method=method, cache=_ControlCache(dtype, dev, kernel_dtype), ff=ff, average=average,
+                 record_at=None if t_eval is None else set(float(t) for t in t_eval),
+                 record_every=record_every, records=records, keep_tokens=bool(keep_tokens),
+                 blowup_norm=blowup_norm, threads=_thread_count(N, d, first.heads))
+
+
+class _Recorder:
+    """The recorded times, moments and (optionally) tokens of a :func:`simulate` run."""
+
+    def __init__(self, records: int, N: int, d: int, keep_tokens: bool) -> None:
+        self.ts: list[float] = []
+        self.mus: list[np.ndarray] = []
+        self.Sigmas: list[np.ndarray] = []
+        self.tokens = np.empty((records, N, d)) if keep_tokens else None  # allocated once (no stacking copy)
+
+    def __call__(self, t: float, y: torch.Tensor, mu: torch.Tensor, S: torch.Tensor) -> None:
+        if self.tokens is not None:
+            self.tokens[len(self.ts)] = y.double().cpu().numpy()
+        self.ts.append(t)
+        self.mus.append(mu.double().cpu().numpy())
+        self.Sigmas.append(S.double().cpu().numpy())
+
+
+def _schedule(pieces: list[tuple[float, float, int]]):
+    """``(t, t_next, h)`` of every step: uniform steps on each piece, ending exactly at its end."""
+    for a, b, n in pieces:
+        h = (b - a) / n
+        for k in range(n):
+            yield a + k * h, (b if k == n - 1 else a + (k + 1) * h), h
+
+
+def _run(plan: _Plan, progress: bool) -> ParticleTrajectory:
+    """The stepping loop of :func:`simulate` (checks made, threads set, gradients off)."""
+    fn, cache, ff, average = plan.fn, plan.cache, plan.ff, plan.average
+    d = plan.x.shape[1]
 
     def velocity_on_step(t_lo: float, t_hi: float) -> VelocityFn:
         """The velocity with controls read inside [t_lo, t_hi): a break at a step edge is exact."""
@@ -430,42 +637,28 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
 
         return f
 
-    ts, mus, Sigmas, toks = [], [], [], []
-
-    def record(t: float, y: torch.Tensor, mu: torch.Tensor, S: torch.Tensor) -> None:
-        ts.append(t)
-        mus.append(mu.double().cpu().numpy())
-        Sigmas.append(S.double().cpu().numpy())
-        if keep_tokens:
-            toks.append(y.double().cpu().numpy())
-
-    def schedule():
-        for a, b, n in pieces:
-            h = (b - a) / n
-            for k in range(n):
-                yield a + k * h, (b if k == n - 1 else a + (k + 1) * h), h
-
+    x, total = plan.x, sum(n for _, _, n in plan.pieces)
+    record = _Recorder(plan.records, x.shape[0], d, plan.keep_tokens)
     mu, S = empirical_moments_torch(x)
-    record(t0, x, mu, S)
-    status, crossed = "completed", None
-    with torch.no_grad():
-        for k, (t, t_next, h) in enumerate(progress_bar(schedule(), f"{method} N={N}", enabled=progress,
-                                                        total=total)):
-            y = solver.step(velocity_on_step(t, t_next), t, x, h)
-            mu_y, S_y = empirical_moments_torch(y)
-            norm = float(torch.linalg.matrix_norm(S_y))
-            if not np.isfinite(norm) or norm > blowup_norm:
-                status, crossed = "blowup", t_next
-                if ts[-1] != t:
-                    record(t, x, mu, S)
-                break
-            x, mu, S = y, mu_y, S_y
-            last = k == total - 1
-            if (t_next in record_at) if record_at is not None else ((k + 1) % record_every == 0 or last):
-                record(t_next, x, mu, S)
+    record(plan.pieces[0][0], x, mu, S)
+    status, crossed = Status.COMPLETED, None
+    bar = progress_bar(_schedule(plan.pieces), f"{plan.method} N={x.shape[0]}", enabled=progress, total=total)
+    for k, (t, t_next, h) in enumerate(bar):
+        y = plan.solver.step(velocity_on_step(t, t_next), t, x, h)
+        mu_y, S_y = empirical_moments_torch(y)
+        norm = float(torch.linalg.matrix_norm(S_y))
+        if not np.isfinite(norm) or norm > plan.blowup_norm:
+            status, crossed = Status.BLOWUP, t_next
+            if record.ts[-1] != t:
+                record(t, x, mu, S)
+            break
+        x, mu, S = y, mu_y, S_y
+        last = k == total - 1
+        if (t_next in plan.record_at) if plan.record_at is not None else ((k + 1) % plan.record_every == 0 or last):
+            record(t_next, x, mu, S)
+    tokens = None if record.tokens is None else record.tokens[:len(record.ts)]
     return ParticleTrajectory(
-        t=np.array(ts), mu=np.stack(mus), Sigma=psd_project(np.stack(Sigmas)),
-        tokens=np.stack(toks) if keep_tokens else None, final_tokens=x.double().cpu().numpy(),
-        status=status, threshold_time=crossed, method=method, steps=total,
-        h=max((b - a) / n for a, b, n in pieces),
+        t=np.array(record.ts), mu=np.stack(record.mus), Sigma=psd_project(np.stack(record.Sigmas)),
+        tokens=tokens, final_tokens=x.double().cpu().numpy(), status=status, threshold_time=crossed,
+        method=plan.method, steps=total, h=max((b - a) / n for a, b, n in plan.pieces),
     )

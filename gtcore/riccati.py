@@ -60,6 +60,8 @@ from gtcore._validation import as_float_array, check_covariance, check_matrix, c
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.moments.ode import _moment_rhs
+from gtcore.poles import covariance_only, left_eigen_certificate, no_pole_rate, trace_certificate
+from gtcore.status import Status, Verdict
 
 __all__ = [
     "BlowupTime",
@@ -168,27 +170,51 @@ def _lyapunov_P(A: np.ndarray, Q: np.ndarray) -> np.ndarray | None:
 # ------------------------------------------------------------------------------ blow-up
 @dataclass(frozen=True)
 class BlowupTime:
-    r"""A predicted blow-up time and how it was obtained.
+    r"""A predicted blow-up time, what it rests on, and the verdict.
 
     Attributes
     ----------
     t_star : float
-        The blow-up time, ``inf`` when there is none.
+        The blow-up time, finite only when a pole is certified (``verdict`` ``BLOWS_UP``), else ``inf``.
     method : "closed form (d = 1)", "closed form (V = vI)" or "numerical"
         What produced ``t_star``. A closed-form attempt that is abandoned (round-off growth of
         :math:`e^{At}`, a zero of :math:`g` that the integrator does not confirm) returns the
         integrator's number labelled ``"numerical"``, with the reason for the fallback in ``reason``;
         a closed-form label always means the number is the closed form's.
     reason : str
-        One sentence: why it blows up, or why it does not (proved, or only up to ``t_max``).
+        One sentence: why it blows up (and the certificate), or why it does not (proved, or only up to
+        ``t_max``).
     proved : bool
-        Whether ``t_star = inf`` is proved (always True for finite closed forms).
+        Whether the verdict is proved: True for ``BLOWS_UP`` (always certified), ``NO_BLOWUP`` and
+        ``GROWS_EXPONENTIALLY``; False for ``UNDETERMINED``.
+    verdict : Verdict
+        :class:`~gtcore.status.Verdict`: ``BLOWS_UP`` (a pole, certified), ``NO_BLOWUP`` (no pole,
+        proved), ``GROWS_EXPONENTIALLY`` (no pole, proved, and :math:`\|\Sigma\|` passed the integrator's
+        blow-up threshold: unbounded growth at most exponential) or ``UNDETERMINED`` (no certificate
+        either way: no pole found up to ``t_max``, or a growth past the threshold with no certificate that
+        it is a pole). By default it follows from ``t_star`` and ``proved``.
+    crossing_time : float or None
+        When the numerical search ran: the time at which :math:`\|\Sigma\|_F` crossed its blow-up
+        threshold (:attr:`~gtcore.moments.MomentTrajectory.crossing_time`), else None.
     """
 
     t_star: float
     method: str
     reason: str
     proved: bool = True
+    verdict: Verdict | None = None
+    crossing_time: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.verdict is None:
+            verdict = (Verdict.BLOWS_UP if math.isfinite(self.t_star)
+                       else Verdict.NO_BLOWUP if self.proved else Verdict.UNDETERMINED)
+            object.__setattr__(self, "verdict", verdict)
+        if math.isfinite(self.t_star) != (self.verdict is Verdict.BLOWS_UP):
+            raise ValueError(f"BlowupTime: a finite t_star goes with the verdict 'blows up' only "
+                             f"(got t_star = {self.t_star}, verdict {self.verdict!r})")
+        if self.proved == (self.verdict is Verdict.UNDETERMINED):
+            raise ValueError(f"BlowupTime: proved={self.proved} contradicts the verdict {self.verdict!r}")
 
     def __float__(self) -> float:
         return float(self.t_star)
@@ -309,9 +335,10 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
                 t_star = _root(ker.g, (k - 1) * h, k * h)
             except ValueError:
                 return _blowup_numerical(Sigma0, controls, horizon, note="no clean sign change of g")
-            check = integrate_moments(np.zeros(d), Sigma0, controls, (0.0, t_star * (1 + 1e-3) + 1e-9),
+            check = integrate_moments(np.zeros(d), Sigma0, covariance_only(controls),
+                                      (0.0, t_star * (1 + 1e-3) + 1e-9),
                                       blowup_norm=1e8 * max(float(np.linalg.norm(Sigma0)), 1.0))
-            if (check.status != "blowup" or check.crossing_time is None
+            if (check.status is not Status.BLOWUP or check.crossing_time is None
                     or abs(check.crossing_time - t_star) > 1e-4 * t_star):
                 return _blowup_numerical(Sigma0, controls, horizon,
                                          note=f"candidate zero t = {t_star:.6g} of g not confirmed by "
@@ -323,21 +350,87 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
                       f"t_max = {horizon:.3g} (not proved beyond)", proved=False)
 
 
+def _restarted_closed_form_certificate(controls: Controls, S: np.ndarray, horizon: float) -> tuple[float, str] | None:
+    r"""A pole after :math:`\Sigma = S` within time ``s``, from the :math:`V = vI` closed form restarted at :math:`S`.
+
+    With every :math:`V_h = v_hI` the solution from :math:`S` is
+    :math:`e^{As}K(I - KY(s)K)^{-1}Ke^{A^\top s}` (:math:`K = S^{1/2}`, module docstring), exact while
+    :math:`g(s) = \lambda_{\min}(I - KY(s)K) > 0`; :math:`g(0) = 1`, so :math:`g(s) < 0` at some ``s``
+    proves a pole in :math:`(0, s)`. Tried at ``s`` doubling from :math:`1/(\|K\|^2\|Q\|)` up to
+    ``horizon``, while :math:`e^{As}` stays in the closed form's trusted range (as in the scan).
+    """
+    Q = riccati_quadratic(controls)
+    if Q is None or not np.any(Q):
+        return None
+    ker = _RiccatiKernel(controls.affine_A, Q, S)
+    scale = float(np.linalg.norm(ker.K, 2) ** 2 * np.linalg.norm(Q, 2))
+    s = 1.0 / max(scale, 1e-300)
+    while s <= horizon:
+        E, Y = ker.parts(s)
+        if scale * np.linalg.norm(E, 2) ** 2 > _TRUSTED_GROWTH:
+            return None
+        if ker.g_of(Y) < -1e-9:
+            return s, f"the V = vI closed form restarted there has lambda_min(I - K Y(s) K) < 0 at s = {s:.3g}"
+        s *= 2.0
+    return None
+
+
+def _pole_certificate(controls: Controls, S: np.ndarray, horizon: float) -> tuple[float, str] | None:
+    """``(T, how)``: a certificate that the solution from ``S`` has a pole within time ``T``, or None."""
+    return (_restarted_closed_form_certificate(controls, S, horizon)
+            or trace_certificate(controls, S)
+            or left_eigen_certificate(controls, S))
+
+
 def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float, note: str = "") -> BlowupTime:
+    r"""The numerical search: integrate to :math:`\|\Sigma\|_F = 10^8\max(\|\Sigma_0\|_F, 1)`, then certify.
+
+    A crossing of the threshold alone proves nothing (an exponential growth crosses it too). The
+    verdict is ``BLOWS_UP`` only with a certificate that a pole exists (:func:`_pole_certificate`,
+    tried at :math:`\Sigma_0` and at the crossing state :math:`\Sigma(t_e)`); ``t_star`` is then the
+    pole correction :math:`t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|`, capped by the certified bound. When
+    the attention's drift is bounded (:func:`gtcore.poles.no_pole_rate`) there is no pole at all: ``NO_BLOWUP``, or
+    ``GROWS_EXPONENTIALLY`` when the threshold was crossed. Otherwise a crossing is ``UNDETERMINED``.
+    """
     d = controls.d
     prefix = f"{note}; " if note else ""
     norm0 = max(float(np.linalg.norm(Sigma0)), 1e-300)
-    traj = integrate_moments(np.zeros(d), Sigma0, controls, (0.0, t_max), blowup_norm=1e8 * max(norm0, 1.0))
-    if traj.status != "blowup":
+    traj = integrate_moments(np.zeros(d), Sigma0, covariance_only(controls), (0.0, t_max),
+                             blowup_norm=1e8 * max(norm0, 1.0))
+    crossed = traj.status is Status.BLOWUP
+    t_e = traj.crossing_time if crossed else None
+    rate = no_pole_rate(controls)
+    if rate is not None:
+        bound = (f"no pole: ||Sigma(t)||_2 <= ||Sigma0||_2 e^(2 L t), L = ||A||_2 + (attention drift bound) "
+                 f"= {rate:.3g}")
+        if crossed:
+            return BlowupTime(math.inf, "numerical", f"{prefix}{bound}; ||Sigma||_F crossed "
+                              f"{1e8 * max(norm0, 1.0):.3g} at t = {t_e:.6g}: exponential growth",
+                              verdict=Verdict.GROWS_EXPONENTIALLY, crossing_time=t_e)
+        return BlowupTime(math.inf, "numerical", f"{prefix}{bound} (integrate_moments on [0, {t_max:.3g}]: "
+                          f"status {traj.status})", verdict=Verdict.NO_BLOWUP)
+    if not crossed:
         return BlowupTime(math.inf, "numerical", f"{prefix}no blow-up on [0, {t_max:.3g}] (integrate_moments, "
                           f"status {traj.status}; not proved beyond)", proved=False)
-    t_e, S = traj.crossing_time, traj.Sigma[-1]
+    S = traj.Sigma[-1]
     _, dS = _moment_rhs(np.zeros(d), S, controls)
     N = np.linalg.norm(S)
     dN = float(np.sum(S * dS)) / N
     # near a pole ||Sigma|| ~ c / (t* - t): t* = t_e + N / N' + O((t* - t_e)^2)
-    return BlowupTime(t_e + N / dN, "numerical", f"{prefix}integrate_moments (DOP853) to ||Sigma||_F = 1e8, "
-                      "then the pole correction t* = t_e + ||Sigma|| / (d/dt ||Sigma||)")
+    t_pole = t_e + N / dN
+    cert = _pole_certificate(controls, Sigma0, t_max)
+    where, t_cert = "Sigma0", 0.0
+    assert t_e is not None  # crossed: the trajectory has a crossing time
+    if cert is None:
+        cert, where, t_cert = _pole_certificate(controls, S, t_max), f"Sigma(t_e = {t_e:.6g})", t_e
+    if cert is None:
+        return BlowupTime(math.inf, "numerical", f"{prefix}||Sigma||_F crossed {1e8 * max(norm0, 1.0):.3g} at "
+                          f"t = {t_e:.6g} (a pole there would be at t = {t_pole:.6g}), but nothing certifies "
+                          "a pole: the growth may be exponential", proved=False, crossing_time=t_e)
+    T, how = cert
+    return BlowupTime(min(t_pole, t_cert + T), "numerical", f"{prefix}integrate_moments (DOP853) to ||Sigma||_F "
+                      "= 1e8, then the pole correction t* = t_e + ||Sigma|| / (d/dt ||Sigma||); a pole is "
+                      f"certified at {where}: {how}", crossing_time=t_e)
 
 
 def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
@@ -356,8 +449,20 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     :math:`\lambda_{\min}(I - KY(t)K)` (see the module docstring; equal to the first zero of
     :math:`\lambda_{\min}(P(t))`, :math:`P = \Sigma^{-1}`), located with Brent's method to
     machine precision on the exact augmented exponential. Otherwise numerical:
-    :func:`gtcore.moments.integrate_moments` up to :math:`\|\Sigma\|_F = 10^8`, then the pole correction
-    :math:`t^* \approx t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|`.
+    :func:`gtcore.moments.integrate_moments` up to :math:`\|\Sigma\|_F = 10^8\max(\|\Sigma_0\|_F, 1)` at
+    :math:`t_e`, then the pole correction :math:`t^* \approx t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|`.
+
+    **Certificates** (derived in :mod:`gtcore.poles`). Crossing a threshold proves nothing:
+    :math:`\Sigma' = 2\Sigma` crosses any. A finite ``t_star`` (verdict ``BLOWS_UP``) needs a proof that a
+    pole exists: a closed form in its domain (the two above, or the :math:`V = vI` closed form restarted
+    at the crossing state), or a Riccati lower bound :math:`\varphi' \ge c(\varphi + \beta)^2 - \delta`,
+    :math:`c > 0`, for :math:`\varphi = \operatorname{tr}\Sigma` or :math:`u^\top\Sigma u` (:math:`u` a common left
+    eigenvector of the :math:`V_h`), whose comparison solution diverges at a finite :math:`T \ge t^*`
+    (tried at :math:`\Sigma_0` and at the crossing; ``t_star`` is the pole correction, capped by
+    :math:`T`). A bounded attention drift :math:`\|\sum_hV_hM_h(\Sigma)\Sigma\|_2 \le L\|\Sigma\|_2`
+    (:meth:`~gtcore.attention.AttentionType.drift_bound`) proves there is no pole:
+    ``GROWS_EXPONENTIALLY`` when the threshold is crossed, else ``NO_BLOWUP``. A crossing neither
+    settles is ``UNDETERMINED`` (``t_star = inf``, ``proved = False``).
 
     Parameters
     ----------
@@ -374,7 +479,7 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     Returns
     -------
     BlowupTime
-        ``t_star`` (``float(result)`` works), ``method`` used and ``reason``.
+        ``t_star`` (``float(result)`` works), ``method`` used, ``reason``, ``verdict`` and ``proved``.
 
     Raises
     ------

@@ -103,7 +103,7 @@ general_token_seeds = 2
 # %%
 import numpy as np
 
-from gtcore import Controls, gaussian_tokens, integrate_moments
+from gtcore import Controls, Stability, Status, Verdict, gaussian_tokens, integrate_moments
 from gtcore.attention import max_sampling_strength
 from gtcore.book import claim
 from gtcore.book.glue import glue
@@ -231,10 +231,10 @@ end_h = integrate_moments(mu0, Sigma0, ctl_hurwitz, (0, t_converge), atol=1e-30)
 ctl_hurwitz_same = rotating_controls(-a_stable, v_strength, B, omega=omega)
 ls_same = linear_stability(ctl_hurwitz_same, equilibrium(ctl_hurwitz_same).Sigma)
 claim("Hurwitz A, opposite definiteness: collapses to 0",
-      bool(verdict_h.verdict == "collapses to 0"
+      bool(verdict_h.verdict is Verdict.COLLAPSES
            and np.linalg.norm(end_h) < 1e-8 * np.linalg.norm(Sigma0)),
       statement="stabilising", kind="reproduces")
-claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict == "unstable"),
+claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict is Stability.UNSTABLE),
       statement="blowup", kind="reproduces")
 
 # %% [markdown]
@@ -457,7 +457,7 @@ bt_ind = blowup_time(np.eye(2), ctl_ind)
 print(f"indefinite B + B^T: formula v_c = {v_c_ind:.4f}; v = {indefinite_v} -> {ind.status} "
       f"at t = {ind.crossing_time}; blowup_time t* = {bt_ind.t_star:.6f} ({bt_ind.method})")
 claim("indefinite B + B^T: blow-up below the formula's v_c", bool(
-      indefinite_v < v_c_ind and ind.status == "blowup"), statement="blowup", kind="consistency")
+      indefinite_v < v_c_ind and ind.status is Status.BLOWUP), statement="blowup", kind="consistency")
 claim("indefinite B + B^T: the blow-up gain is above the exact threshold 1/sup_t lambda_max(Y(t))",
       indefinite_v - gt_ind.threshold, gt=0.0, statement="blowup", kind="consistency")
 

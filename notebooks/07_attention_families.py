@@ -72,7 +72,7 @@ head_scale = 0.3
 # %%
 import numpy as np
 
-from gtcore import Controls, integrate_moments
+from gtcore import Controls, Status, integrate_moments
 from gtcore.book import claim
 from gtcore.book.glue import glue
 from gtcore.riccati import blowup_time
@@ -200,7 +200,7 @@ for name in rates:
     glue(f"fam_rate_{name}", fitted[name])
     glue(f"fam_pred_{name}", rates[name])
     claim(f"{name}: no finite-time blow-up up to t = {t_long:g} (> {t_long / t_star:.0f} t*)",
-          long[name].status == "completed" and bool(np.all(np.isfinite(long[name].Sigma))),
+          long[name].status is Status.COMPLETED and bool(np.all(np.isfinite(long[name].Sigma))),
           statement="beyond_families_asymptotics", kind="consistency")
     claim(f"{name}: growth rate of lambda_max matches the predicted {rates[name]:.4f}",
           abs(fitted[name] - rates[name]), lt=rate_tol, statement="beyond_families_asymptotics", kind="consistency")

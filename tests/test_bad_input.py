@@ -1,4 +1,4 @@
-"""Bad input and faults (issue 16): a clear error naming the argument, or a valid result with a status.
+"""Bad input and faults (issues 16 and 24): a clear error naming the argument, or a valid result with a status.
 
 Never a silent wrong answer, a hang, or a raw traceback from numpy, torch or safetensors. The table
 at the top lists bad arguments of the public API with the exception type and the argument name the
@@ -9,17 +9,26 @@ independent answer (closed forms, the ODE, the file on disk).
 """
 
 import json
+import math
+import os
 import re
+import signal
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
 from gtcore import (
     Controls,
     NoEquilibriumError,
+    Status,
+    Verdict,
+    blowup_time,
     classify,
     endpoint_error,
     equilibrium,
@@ -32,6 +41,7 @@ from gtcore import (
     steer,
 )
 from gtcore._validation import check_covariance
+from gtcore.particles import velocity
 from gtcore.stability import asymptotic_mean, bias_for_mean_target
 
 I2 = np.eye(2)
@@ -53,6 +63,19 @@ def _simulate(**kw):
     args = dict(x0=X0, controls=C2, t_span=(0.0, 0.1), steps=2, device="cpu")
     args.update(kw)
     return simulate(args.pop("x0"), args.pop("controls"), args.pop("t_span"), args.pop("steps"), **args)
+
+
+Q_L2, K_L2 = np.array([[1.0, 0.2], [0.0, 1.0]]), np.array([[1.0, 0.0], [0.3, 1.0]])
+
+
+def _prescribed_module():
+    from gtcore.models import prescribed
+
+    return prescribed
+
+
+def _prescribed(controls, **kw):
+    return _prescribed_module().prescribed_transformer("vit", controls, 2, **{"h": 0.1, **kw})
 
 
 def _no_cuda(monkeypatch):
@@ -132,18 +155,65 @@ BAD = [
     # stability
     ("equilibrium guess not PD", lambda mp: equilibrium(Controls(A=ROT_GROW, V=-I2, B=I2), Sigma_guess=-I2),
      ValueError, "Sigma_guess"),
+    # issue 24, item 2: prescribed Transformers compute the dot product only
+    ("prescribed l2", lambda mp: _prescribed(Controls(V=I2, Q=Q_L2, K=K_L2, attention="l2")), ValueError, "attention"),
+    ("prescribed sinkhorn", lambda mp: _prescribed(Controls(V=I2, B=I2, attention="sinkhorn")), ValueError,
+     "attention"),
+    # item 3: the kernel dtype below float32 (fixed in 25bda4d; kept here so that it stays fixed)
+    ("simulate kernel_dtype float16", lambda mp: _simulate(kernel_dtype=torch.float16), ValueError, "kernel_dtype"),
+    ("simulate kernel_dtype 'float16'", lambda mp: _simulate(kernel_dtype="float16"), ValueError, "kernel_dtype"),
+    # item 4: bools and flags of the prescribed builders
+    ("prescribed h=True", lambda mp: _prescribed(Controls(V=I2, B=I2), h=True), ValueError, "h"),
+    ("prescribed layer_norm='no'", lambda mp: _prescribed(Controls(V=I2, B=I2), layer_norm="no"), ValueError,
+     "layer_norm"),
+    ("prescribed feed_forward=1", lambda mp: _prescribed(Controls(V=I2, B=I2), feed_forward=1), ValueError,
+     "feed_forward"),
+    ("split_schedule n_layers=True", lambda mp: _prescribed_module().split_schedule(Controls(V=I2, B=I2), True, 0.1),
+     ValueError, "n_layers"),
+    ("split_schedule h=True", lambda mp: _prescribed_module().split_schedule(Controls(V=I2, B=I2), 2, True),
+     ValueError, "h"),
+    ("layer_moments n_layers=True", lambda mp: _prescribed_module().layer_moments(np.zeros(2), I2, Controls(V=I2, B=I2),
+                                                                                 True, 0.1), ValueError, "n_layers"),
+    # item 7: a step count known to be beyond the budget (max_step=1e-300 used to try 1e299 steps)
+    ("simulate max_step=1e-300", lambda mp: _simulate(steps=None, max_step=1e-300), ValueError, "max_step"),
+    ("simulate max_step=5e-324", lambda mp: _simulate(steps=None, max_step=5e-324), ValueError, "max_step"),
+    ("simulate steps=10**12", lambda mp: _simulate(steps=10 ** 12), ValueError, "steps"),
+    ("simulate max_steps=0", lambda mp: _simulate(max_steps=0), ValueError, "max_steps"),
 ]
 
 
 @pytest.mark.parametrize("call, exc, text", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
 def test_bad_input_gives_a_clear_error_naming_the_argument(call, exc, text, monkeypatch):
-    with warnings.catch_warnings():
+    with _watchdog(60), warnings.catch_warnings():
         warnings.simplefilter("error")  # no ComplexWarning / RuntimeWarning on the way
         with pytest.raises(exc) as info:
             call(monkeypatch)
     msg = str(info.value)
     assert re.search(rf"(?<!\w){re.escape(text)}(?!\w)", msg), msg  # the name, as a word
     assert "\n" not in msg
+
+
+class _Hang(Exception):
+    pass
+
+
+class _watchdog:
+    """Turn a hang into a failure (SIGALRM after ``seconds``): a refused step count used to loop for ever."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        def hang(signum, frame):
+            raise _Hang(f"no answer within {self.seconds} s: a hang")
+
+        self.old = signal.signal(signal.SIGALRM, hang)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def __exit__(self, *exc):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.old)
+        return False
 
 
 # -------------------------------------------------------------------- inputs that must work
@@ -324,6 +394,164 @@ def test_mean_overflow_is_a_blowup_event_without_warnings():
     assert "mu" in tr.message
 
 
+# ================================================ issue 24: wrong answers reported as certain, crashes
+def _lsoda_norm(ctl, Sigma0, t):
+    """||Sigma(t)||_F of eq. (1.1) written out here (one head), integrated by LSODA: independent of gtcore."""
+    A, V, B = ctl.A, ctl.V[0], ctl.B[0]
+    d = A.shape[0]
+
+    def rhs(s, y):
+        S = y.reshape(d, d)
+        return (A @ S + S @ A.T + V @ S @ B @ S + S @ B.T @ S @ V.T).ravel()
+
+    sol = solve_ivp(rhs, (0.0, t), np.asarray(Sigma0, float).ravel(), method="LSODA", rtol=1e-11, atol=1e-14)
+    return float(np.linalg.norm(sol.y[:, -1]))
+
+
+GROWING = [  # Sigma grows without bound and has no pole; the last two are the book's own bounds (chapter 7)
+    ("dot without quadratic term", Controls(A=I2, V=np.diag([1.0, 2.0]), B=np.zeros((2, 2))), 1.0),
+    ("l2, invertible K", Controls(V=I2, Q=np.array([[1.0, 0.5], [0.0, 1.0]]), K=I2, attention="l2"), None),
+    ("sinkhorn", Controls(V=I2, B=I2, attention="sinkhorn"), None),
+]
+
+
+@pytest.mark.parametrize("ctl, rate", [g[1:] for g in GROWING], ids=[g[0] for g in GROWING])
+def test_item1_exponential_growth_is_its_own_verdict_not_a_pole(ctl, rate):
+    bt = blowup_time(I2, ctl)
+    assert bt.t_star == math.inf and bt.verdict is Verdict.GROWS_EXPONENTIALLY and bt.proved
+    assert classify(ctl, I2).verdict is Verdict.GROWS_EXPONENTIALLY  # classify agrees
+    # independent of the certificate: at the crossing, d/dt log||Sigma|| is a finite rate (a pole's
+    # would be ~1 / (t* - t_e), about 1e8); for the first case Sigma = e^(2t) I exactly
+    traj = integrate_moments(np.zeros(2), I2, ctl, (0.0, 100.0), blowup_norm=1e8 * np.sqrt(2))
+    S = traj.Sigma[-1]
+    slope = float(np.sum(S * moment_rhs(np.zeros(2), S, ctl)[1])) / float(np.sum(S * S))
+    assert traj.status is Status.BLOWUP and slope < 10.0
+    assert bt.crossing_time == pytest.approx(traj.crossing_time, rel=1e-12)
+    if rate is not None:
+        assert slope == pytest.approx(2 * rate, rel=1e-8)
+        assert bt.crossing_time == pytest.approx(np.log(1e8) / 2, rel=1e-9)
+
+
+def test_item1_unbounded_growth_without_a_certificate_is_undetermined():
+    # Sigma diagonal: sigma_1' = 2 sigma_1 (exponential), sigma_2' = 2 sigma_2 - 4 sigma_2^2 (bounded): no pole,
+    # but the quadratic term is not zero, so no bound on the drift; main said t* = 9.7 "proved"
+    ctl = Controls(A=I2, V=np.diag([1.0, 2.0]), B=np.diag([0.0, -1.0]))
+    bt = blowup_time(I2, ctl)
+    assert bt.t_star == math.inf and bt.verdict is Verdict.UNDETERMINED and not bt.proved
+    assert bt.crossing_time == pytest.approx(np.log(np.sqrt(2) * 1e8) / 2, rel=1e-8)  # sigma_1 = e^(2t) crosses
+    assert classify(ctl, I2).verdict is Verdict.UNDETERMINED
+    assert _lsoda_norm(ctl, I2, 12.0) == pytest.approx(np.hypot(np.exp(24.0), 0.5), rel=1e-8)  # past t_e: finite
+
+
+POLES = [  # (id, controls, Sigma0, exact t* or None): general V, a pole certified by a Riccati inequality
+    ("complex eigenvalues of V", Controls(V=[[1.0, -1.0], [1.0, 1.0]], B=I2), I2, 0.5),  # Sigma = I / (1 - 2t)
+    ("triangular V", Controls(A=0.1 * I2, V=[[1.0, 0.3], [0.0, 0.8]], B=I2), I2, None),
+    ("random V, d = 3", Controls(A=0.2 * np.random.default_rng(1).standard_normal((3, 3)),
+                                 V=np.eye(3) + 0.3 * np.random.default_rng(2).standard_normal((3, 3)), B=np.eye(3)),
+     np.eye(3), None),
+]
+
+
+@pytest.mark.parametrize("ctl, S0, exact", [p[1:] for p in POLES], ids=[p[0] for p in POLES])
+def test_item1_a_certified_pole_is_where_an_independent_integrator_diverges(ctl, S0, exact):
+    bt = blowup_time(S0, ctl)
+    assert bt.verdict is Verdict.BLOWS_UP and bt.proved and "certified" in bt.reason
+    assert classify(ctl, S0).verdict is Verdict.BLOWS_UP
+    if exact is not None:
+        assert bt.t_star == pytest.approx(exact, rel=1e-8)
+    # LSODA on the written-out ODE: large just before t*, and the growth matches a pole c / (t* - t)
+    n1, n2 = _lsoda_norm(ctl, S0, bt.t_star - 1e-3), _lsoda_norm(ctl, S0, bt.t_star - 2e-3)
+    assert n1 / n2 == pytest.approx(2.0, rel=2e-2)
+
+
+def test_a_t_eval_past_the_blowup_ends_at_the_crossing():
+    # Sigma = I / (1 - 2t) crosses 1e8 sqrt(2) before the only requested time (main: AttributeError from scipy)
+    tr = integrate_moments(np.zeros(2), I2, Controls(V=I2, B=I2), (0.0, 5.0), t_eval=[4.0])
+    assert tr.status is Status.BLOWUP and tr.t.shape == (1,) and tr.t[0] == tr.crossing_time
+    assert tr.crossing_time == pytest.approx((1 - np.sqrt(2) * 1e-8) / 2, rel=1e-9)  # sqrt(2) / (1 - 2t) = 1e8
+    assert np.isfinite(tr.Sigma).all()
+
+
+def test_item2_the_split_layer_keeps_the_attention_type():
+    # layer_moments / split_schedule split a block into its attention and feed-forward sub-layers: the
+    # attention sub-layer of L2 controls is L2 (main: a dot-product layer from B = 2 K^T Q, silently)
+    prescribed = _prescribed_module()
+    ctl = Controls(A=0.2 * I2, b=[0.1, -0.1], V=0.5 * I2, Q=Q_L2, K=K_L2, attention="l2")
+    att = Controls(V=0.5 * I2, Q=Q_L2, K=K_L2, attention="l2")  # by hand
+    ff = Controls(A=0.2 * I2, b=[0.1, -0.1])
+    mus, Sigmas = prescribed.layer_moments(np.zeros(2), I2, ctl, 3, 0.2)
+    ref = layer_stack(np.zeros(2), I2, [att, ff] * 3, 0.2)
+    np.testing.assert_array_equal(Sigmas, ref.Sigma[::2])
+    np.testing.assert_array_equal(mus, ref.mu[::2])
+    assert prescribed.split_schedule(ctl, 2, 0.1).pieces[0].attention == "l2"
+
+
+def test_sinkhorn_scaling_survives_a_stalled_anderson_step():
+    # found by the fuzz: a strong kernel makes two Anderson residuals equal, the 2x2 system is exactly
+    # singular and torch.linalg.solve raised (main: _LinAlgError); the step now restarts the mixing
+    from gtcore.attention.sinkhorn_scaling import sinkhorn_average
+
+    x = torch.tensor([[4.0, -5.0], [2.0, 1.0], [-5.0, 2.0], [-5.0, 3.0], [0.0, 4.0]], dtype=torch.float64)
+    B = torch.tensor([[-34.131727961238326, 43.33099912328986], [15.569002119587482, 6.97012680521667]],
+                     dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a non-converged scaling warns, by design
+        avg, _ = sinkhorn_average(x, B)
+    assert torch.isfinite(avg).all()  # averages of the tokens: inside their bounding box
+    assert (avg >= x.min(0).values - 1e-9).all() and (avg <= x.max(0).values + 1e-9).all()
+
+
+def test_item5_a_negative_stride_view_is_a_valid_token_array():
+    view = X0[:, ::-1]
+    assert view.strides[1] < 0
+    a, b = _simulate(x0=view), _simulate(x0=np.ascontiguousarray(view))
+    np.testing.assert_array_equal(a.Sigma, b.Sigma)
+    np.testing.assert_array_equal(a.final_tokens, b.final_tokens)
+    np.testing.assert_array_equal(velocity(view, C2), velocity(np.ascontiguousarray(view), C2))
+
+
+def test_item6_a_tensor_that_requires_grad_is_accepted():
+    x = torch.tensor(X0, requires_grad=True)
+    a, b = _simulate(x0=x), _simulate(x0=X0)
+    np.testing.assert_array_equal(a.Sigma, b.Sigma)
+    np.testing.assert_array_equal(a.final_tokens, b.final_tokens)
+    assert x.grad is None and x.requires_grad
+    v = velocity(x, C2)  # velocity stays differentiable
+    v.sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+_MEMORY_CHILD = r"""
+import resource, sys
+import numpy as np, torch
+from gtcore import Controls
+from gtcore.particles import simulate
+vm = [float(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize")][0]
+cap = int(vm + 1.5 * 2 ** 30)
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+x0 = np.zeros((3_000_000, 2))
+x0[:, 0] = np.linspace(-1.0, 1.0, x0.shape[0])
+try:
+    simulate(x0, Controls(A=-0.1 * np.eye(2)), (0.0, 1.0), 59, keep_tokens=True, method="euler", device="cpu")
+    print("RESULT ran")
+except ValueError as exc:
+    print("RESULT ValueError", " ".join(str(exc).split()))
+except BaseException as exc:
+    print("RESULT", type(exc).__name__, " ".join(str(exc)[:200].split()))
+"""
+
+
+def test_item8_kept_tokens_beyond_the_memory_are_refused_up_front():
+    # N = 3e6, d = 2, 60 records: 2.9 GB of kept tokens under a 1.5 GiB address-space headroom
+    out = subprocess.run([sys.executable, "-c", _MEMORY_CHILD], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, out.stderr[-2000:]
+    assert line[0].startswith("RESULT ValueError"), line[0]  # not a raw allocator error, not an OOM kill
+    kept = re.search(r"keep_tokens=True keeps (\d+) records .* \(([\d.]+) GiB\)", line[0])
+    assert kept and int(kept.group(1)) >= 60 and float(kept.group(2)) > 2.5, line[0]  # the numbers: 60 x 48 MB
+
+
 # ----------------------------------------------------------------- item 10: model files
 transformers = pytest.importorskip("transformers")
 
@@ -421,3 +649,13 @@ def test_load_transformer_on_a_missing_device_names_the_device(tiny_bert, monkey
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="device='cuda': CUDA is not available"):
         load_transformer(tiny_bert, device="cuda")
+
+
+def test_item5_hidden_states_of_a_negative_stride_view():
+    from gtcore.models.prescribed import hidden_states, prescribed_transformer
+
+    model = prescribed_transformer("bert", Controls(V=0.5 * I2, B=I2), 2, h=0.1)
+    view = X0[:, ::-1]
+    np.testing.assert_array_equal(hidden_states(model, view), hidden_states(model, np.ascontiguousarray(view)))
+    grad = torch.tensor(X0, requires_grad=True)  # item 6: a tensor that requires grad
+    np.testing.assert_array_equal(hidden_states(model, grad), hidden_states(model, X0))

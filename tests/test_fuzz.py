@@ -1,15 +1,21 @@
-"""Fuzzing the public entry points with careless argument values (issue 16).
+"""Fuzzing the public entry points with careless argument values (issues 16 and 24).
 
-Every call to :class:`~gtcore.Controls`, :func:`~gtcore.integrate_moments` or
-:func:`~gtcore.simulate` must end in one of two ways: a ``ValueError``/``TypeError`` whose one-line
-message names one of the function's arguments, or a result that is finite and valid (a status the
-function documents, symmetric positive-semidefinite covariances, times inside the span). Never a
+Every call to :class:`~gtcore.Controls`, :func:`~gtcore.integrate_moments`, :func:`~gtcore.simulate` or
+the prescribed builders (:mod:`gtcore.models.prescribed`) must end in one of two ways: a
+``ValueError``/``TypeError`` whose one-line message names one of the function's arguments, or a result
+that is finite and valid (a status the function documents, symmetric positive-semidefinite covariances,
+times inside the span). Never a
 raw error from numpy, scipy or torch, a NaN, a ``RuntimeWarning`` or ``ComplexWarning``, or a hang.
 
 The work per example is bounded by the arguments themselves (``max_nfev`` and ``steps`` are drawn
 small), and a watchdog turns a hang into a failure naming the example instead of a stuck run; no
 assertion is made on time. Hypothesis runs derandomised (``tests/conftest.py``), so every run draws
 the same examples.
+
+The generators cover the three attention types (dot product, L2 with query and key maps, Sinkhorn),
+piecewise controls with breaks inside the span, ``t_eval`` (valid and careless), and token arrays as
+they come: C- and Fortran-ordered, negative-stride views, torch tensors of every floating dtype, strided
+or requiring grad.
 """
 
 import re
@@ -24,8 +30,17 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from gtcore import Controls, MomentTrajectory, ParticleTrajectory, integrate_moments, simulate
+from gtcore import (
+    Controls,
+    MomentTrajectory,
+    ParticleTrajectory,
+    PiecewiseControls,
+    Status,
+    integrate_moments,
+    simulate,
+)
 from gtcore._validation import check_covariance
+from gtcore.attention.sinkhorn import SinkhornConvergenceWarning
 
 FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -74,11 +89,53 @@ def psd(draw, d):
 
 
 @st.composite
-def valid_controls(draw, d):
+def valid_controls(draw, d, attentions=("dot", "dot", "dot", "l2", "sinkhorn")):
+    """Valid constant controls of one of the attention types: B, or query and key maps (Q, K)."""
     size = draw(st.sampled_from([2.0, 2.0, 50.0]))
     heads = draw(st.sampled_from([None, None, 2]))
-    return Controls(A=draw(mats(d, -size, size)), b=draw(hnp.arrays(np.float64, (d,), elements=st.floats(-2, 2))),
-                    V=draw(mats(d, -size, size, heads)), B=draw(mats(d, -size, size, heads)))
+    attention = draw(st.sampled_from(attentions))
+    common = dict(A=draw(mats(d, -size, size)), b=draw(hnp.arrays(np.float64, (d,), elements=st.floats(-2, 2))),
+                  V=draw(mats(d, -size, size, heads)), attention=attention)
+    if attention == "l2" or (draw(st.booleans()) and attention == "sinkhorn"):
+        k = draw(st.sampled_from([d, d, 1, d + 1]))
+        shape = (k, d) if heads is None else (heads, k, d)
+        qk = hnp.arrays(np.float64, shape, elements=st.floats(-size / 2, size / 2))
+        event(f"attention {attention} (Q, K)")
+        return Controls(Q=draw(qk), K=draw(qk), **common)
+    event(f"attention {attention}")
+    return Controls(B=draw(mats(d, -size, size, heads)), **common)
+
+
+@st.composite
+def controls_on(draw, d, t0, t1):
+    """Constant controls, or piecewise controls of two or three pieces with breaks inside (t0, t1)."""
+    if draw(st.booleans()):
+        return draw(valid_controls(d))
+    n = draw(st.integers(2, 3))
+    fractions = sorted(set(draw(st.lists(st.floats(0.05, 0.95), min_size=n - 1, max_size=n - 1))))
+    breaks = [t0 + f * (t1 - t0) for f in fractions]
+    if len(breaks) < 1 or np.any(np.diff(breaks) <= 0):
+        return draw(valid_controls(d))
+    event("piecewise controls")
+    return PiecewiseControls(breaks, [draw(valid_controls(d)) for _ in range(len(breaks) + 1)])
+
+
+def _uses(controls, attentions):
+    """Whether ``controls`` (constant or piecewise) use one of ``attentions``."""
+    pieces = getattr(controls, "pieces", [controls])
+    return any(getattr(p, "attention", None) in attentions for p in pieces)
+
+
+@st.composite
+def t_evals(draw, t0, t1):
+    """Valid evaluation times inside [t0, t1] (the ends included sometimes)."""
+    inner = draw(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6, unique=True))
+    t = sorted({t0 + f * (t1 - t0) for f in inner} | set(draw(st.sampled_from([(), (t0,), (t1,), (t0, t1)]))))
+    return np.array([x for x in t if t0 <= x <= t1])
+
+
+wild_t_eval = st.one_of(arrays(), st.just([2.0, 1.0]), st.just([np.nan]), st.just([[0.5]]), st.just([1e300]),
+                        st.just([0.5, 0.5]))
 
 
 def maybe(strategy):
@@ -114,6 +171,8 @@ def outcome(call, arg_names):
     with watchdog(), warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         warnings.simplefilter("error", np.exceptions.ComplexWarning)
+        # documented: Sinkhorn scaling that has not converged after max_iter warns (and returns its iterate)
+        warnings.filterwarnings("ignore", category=SinkhornConvergenceWarning)
         try:
             return call()
         except (ValueError, TypeError) as exc:
@@ -171,12 +230,15 @@ def moments_args(draw):
     length = draw(st.one_of(st.floats(1e-3, 10), st.floats(1e-3, 10), st.floats(10, 1e3),
                             st.sampled_from([1e8, 1e300])))
     args = {"mu0": draw(hnp.arrays(np.float64, (d,), elements=st.floats(-10, 10))), "Sigma0": draw(psd(d)),
-            "controls": draw(valid_controls(d)), "t_span": (t0, t0 + length),
+            "controls": draw(controls_on(d, t0, t0 + length)), "t_span": (t0, t0 + length),
+            "t_eval": draw(maybe(t_evals(t0, t0 + length))),
             "rtol": draw(st.floats(1e-13, 1e-3)), "atol": draw(st.floats(1e-15, 1e-3)),
             "blowup_norm": draw(st.sampled_from([1e8, 1e4, 1e12])),
             "max_nfev": draw(st.one_of(st.just(5000), st.just(5000), st.integers(1, 5000)))}
+    if _uses(args["controls"], ("l2", "sinkhorn")):  # their tilts cost 10-100x the dot product's: bound the work
+        args["max_nfev"] = min(args["max_nfev"], 400)
     wild = {"mu0": arrays(), "Sigma0": arrays(), "t_span": wild_span, "rtol": wild_number, "atol": wild_number,
-            "blowup_norm": wild_number, "max_nfev": wild_count,
+            "blowup_norm": wild_number, "max_nfev": wild_count, "t_eval": wild_t_eval,
             "controls": st.one_of(valid_controls(d + 1), junk)}
     return corrupt(draw, args, wild)
 
@@ -185,21 +247,49 @@ def moments_args(draw):
 @given(args=moments_args())
 def test_fuzz_integrate_moments(args):
     tr = outcome(lambda: integrate_moments(args["mu0"], args["Sigma0"], args["controls"], args["t_span"],
-                                           rtol=args["rtol"], atol=args["atol"], blowup_norm=args["blowup_norm"],
-                                           max_nfev=args["max_nfev"]), MOMENTS_ARGS)
+                                           t_eval=args["t_eval"], rtol=args["rtol"], atol=args["atol"],
+                                           blowup_norm=args["blowup_norm"], max_nfev=args["max_nfev"]), MOMENTS_ARGS)
     if tr is not None:
         event(f"status {tr.status}")
         assert isinstance(tr, MomentTrajectory)
-        assert tr.status in ("completed", "blowup", "budget", "failed")
+        assert isinstance(tr.status, Status) and tr.status in (Status.COMPLETED, Status.BLOWUP, Status.BUDGET,
+                                                               Status.FAILED)
         assert_valid_moments(tr.mu, tr.Sigma)
         t0, t1 = (float(x) for x in args["t_span"])
-        assert tr.t[0] == t0 and np.all(np.diff(tr.t) > 0) and tr.t[-1] <= t1
-        assert (tr.t[-1] == t1) == (tr.status == "completed")
+        assert len(tr.t) == len(tr.mu) == len(tr.Sigma) and np.all(np.diff(tr.t) > 0)
+        if args["t_eval"] is None:
+            assert tr.t[0] == t0 and tr.t[-1] <= t1
+            assert (tr.t[-1] == t1) == (tr.status is Status.COMPLETED)
+        else:  # exactly the requested times, then the event's time when one stopped it
+            te = np.asarray(args["t_eval"], float)
+            n = len(tr.t) - (tr.status in (Status.BLOWUP, Status.BUDGET))
+            np.testing.assert_array_equal(tr.t[:n], te[:n])
+            assert (n == len(te)) or tr.status is not Status.COMPLETED
         assert tr.nfev <= args["max_nfev"] + 30  # the budget holds, to one step
 
 
 SIMULATE_ARGS = ("x0", "controls", "t_span", "steps", "method", "dtype", "device", "average", "blowup_norm",
-                 "max_step", "record_every", "t_eval", "ff")
+                 "max_step", "max_steps", "record_every", "t_eval", "ff", "kernel_dtype", "keep_tokens")
+
+
+@st.composite
+def token_arrays(draw, n, d):
+    """Valid (n, d) tokens as they come: C or Fortran order, a negative-stride view, or a torch tensor of any
+    floating dtype, strided (a transposed view) or requiring grad."""
+    x = draw(hnp.arrays(np.float64, (n, d), elements=st.floats(-5, 5)))
+    kind = draw(st.sampled_from(["C", "F", "negative stride", "tensor", "tensor strided", "tensor grad"]))
+    event(f"tokens: {kind}")
+    if kind == "F":
+        return np.asfortranarray(x)
+    if kind == "negative stride":
+        return np.ascontiguousarray(x[::-1, ::-1])[::-1, ::-1]
+    dtype = draw(st.sampled_from([torch.float64, torch.float32, torch.float16, torch.bfloat16]))
+    t = torch.as_tensor(x, dtype=dtype)
+    if kind == "tensor strided":
+        return t.T.contiguous().T
+    if kind == "tensor grad":
+        return t.requires_grad_(True)
+    return t
 
 
 @st.composite
@@ -207,9 +297,13 @@ def simulate_args(draw):
     d = draw(st.integers(1, 3))
     n = draw(st.integers(2, 6))
     t0 = draw(st.floats(-1, 1))
-    args = {"x0": draw(hnp.arrays(np.float64, (n, d), elements=st.floats(-5, 5))),
-            "controls": draw(valid_controls(d)),
-            "t_span": (t0, t0 + draw(st.floats(1e-3, 10))), "steps": draw(st.integers(1, 20)),
+    t1 = t0 + draw(st.floats(1e-3, 10))
+    args = {"x0": draw(token_arrays(n, d)),
+            "controls": draw(controls_on(d, t0, t1)),
+            "t_span": (t0, t1), "steps": draw(st.integers(1, 20)),
+            "t_eval": draw(st.one_of(st.none(), st.none(), t_evals(t0, t1))),
+            "kernel_dtype": draw(st.sampled_from([None, None, torch.float32, "float64"])),
+            "keep_tokens": draw(st.booleans()),
             "method": draw(st.sampled_from(["rk4", "euler", "midpoint"])),
             "dtype": draw(st.sampled_from([torch.float64, torch.float32, "float64", np.float32])),
             "device": draw(st.sampled_from(["cpu", "auto"])),
@@ -221,20 +315,93 @@ def simulate_args(draw):
                                       torch.complex64]),
             "device": st.sampled_from(["gpu", 3, None, "cuda:7", "meta"]),
             "average": st.sampled_from(["mean", None]), "blowup_norm": wild_number,
-            "controls": st.one_of(valid_controls(d + 1), junk)}
-    return corrupt(draw, args, wild)
+            "controls": st.one_of(valid_controls(d + 1), junk), "t_eval": wild_t_eval,
+            "kernel_dtype": st.sampled_from([torch.float16, torch.bfloat16, "float16", torch.int32, 3]),
+            "max_step": st.sampled_from([1e-300, 5e-324, 0.0, -1.0, np.nan]),
+            "max_steps": wild_count}
+    if _uses(args["controls"], ("sinkhorn",)):  # a scaling per evaluation: few steps
+        args["steps"] = min(args["steps"], 3)
+    args = corrupt(draw, args, wild)
+    if "max_step" in args and args.get("steps") is not None and draw(st.booleans()):
+        args["steps"] = None  # max_step alone
+    return args
 
 
 @FUZZ
 @given(args=simulate_args())
 def test_fuzz_simulate(args):
+    x0, t_eval = args["x0"], args.get("t_eval")
+    before = x0.detach().clone() if isinstance(x0, torch.Tensor) else x0.copy() if isinstance(x0, np.ndarray) else None
     out = outcome(lambda: simulate(args.pop("x0"), args.pop("controls"), args.pop("t_span"), args.pop("steps"),
                                    **args), SIMULATE_ARGS)
+    if isinstance(x0, torch.Tensor):  # the input is never modified, and no gradient is taken through it
+        assert torch.equal(x0.detach(), before) and x0.grad is None
+    elif isinstance(x0, np.ndarray):
+        np.testing.assert_array_equal(x0, before)
     if out is not None:
         event(f"status {out.status}")
-        assert isinstance(out, ParticleTrajectory) and out.status in ("completed", "blowup")
+        assert isinstance(out, ParticleTrajectory) and out.status in (Status.COMPLETED, Status.BLOWUP)
         assert_valid_moments(out.mu, out.Sigma)
-        assert np.isfinite(out.final_tokens).all()
+        assert np.isfinite(out.final_tokens).all() and out.final_tokens.shape == tuple(x0.shape)
+        if out.tokens is not None:
+            assert out.tokens.shape == (len(out.t), *x0.shape) and np.isfinite(out.tokens).all()
+        if isinstance(t_eval, np.ndarray) and out.status is Status.COMPLETED:  # recorded exactly there
+            np.testing.assert_array_equal(out.t[1:], t_eval[t_eval > out.t[0]])
+
+
+PRESCRIBED_ARGS = ("family", "controls", "n_layers", "h", "layer_norm", "feed_forward", "dtype", "tokens",
+                   "attention", "mu0", "Sigma0")
+PRESCRIBED = settings(FUZZ, max_examples=25)  # each example builds a transformers model
+
+
+@st.composite
+def prescribed_args(draw):
+    from gtcore.models.prescribed import FAMILIES
+
+    d = draw(st.sampled_from([2, 2, 4]))
+    family = draw(st.sampled_from(FAMILIES))
+    heads = draw(st.sampled_from([None, None, 2]))
+    attention = draw(st.sampled_from(["dot", "dot", "dot", "l2", "sinkhorn"]))
+    mat = lambda: draw(mats(d, -1.0, 1.0, heads))  # noqa: E731
+    kw = dict(Q=mat(), K=mat()) if attention == "l2" else dict(B=mat())
+    feed_forward = draw(st.booleans())
+    ctl = Controls(A=draw(mats(d, -1.0, 1.0)) if feed_forward else None, V=mat(), attention=attention, **kw)
+    args = {"family": family, "controls": ctl, "n_layers": draw(st.integers(1, 2)),
+            "h": draw(st.sampled_from([0.1, 0.5, 1, np.float64(0.2)])), "layer_norm": draw(st.booleans()),
+            "feed_forward": feed_forward, "tokens": draw(token_arrays(draw(st.integers(1, 5)), d))}
+    wild = {"family": st.sampled_from(["gpt", None, 3, "BERT "]), "n_layers": wild_count,
+            "h": st.sampled_from([True, 0.0, -1.0, np.nan, np.inf, "0.1", None]),
+            "layer_norm": st.sampled_from(["no", 1, None, np.float64(1.0)]),
+            "feed_forward": st.sampled_from(["yes", 0, None]), "controls": st.one_of(junk, valid_controls(d + 1)),
+            "tokens": st.one_of(arrays(), st.just(np.full((3, d), np.nan)), st.just(np.ones((3, d + 1))))}
+    return corrupt(draw, args, wild)
+
+
+@PRESCRIBED
+@given(args=prescribed_args())
+def test_fuzz_prescribed_builders(args):
+    from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer, split_schedule
+
+    keys = ("n_layers", "h", "layer_norm", "feed_forward")
+    model = outcome(lambda: prescribed_transformer(args["family"], args["controls"],
+                                                   **{k: args[k] for k in keys}), PRESCRIBED_ARGS)
+    if model is not None:
+        hs = outcome(lambda: hidden_states(model, args["tokens"]), PRESCRIBED_ARGS)
+        if hs is not None:
+            event("hidden states")
+            tokens = args["tokens"]
+            tokens = tokens.detach().double().numpy() if isinstance(tokens, torch.Tensor) else np.asarray(tokens)
+            assert hs.shape == (args["n_layers"] + 1, *tokens.shape) and np.isfinite(hs).all()
+            np.testing.assert_array_equal(hs[0], tokens)
+    ctl = args["controls"]
+    sched = outcome(lambda: split_schedule(ctl, args["n_layers"], args["h"]), PRESCRIBED_ARGS)
+    if sched is not None:  # the split keeps the attention type
+        assert all(p.attention == ctl.attention for p in sched.pieces[::2])
+    d = getattr(ctl, "d", 2)
+    moments = outcome(lambda: layer_moments(np.zeros(d), np.eye(d), ctl, args["n_layers"], args["h"],
+                                            feed_forward=args["feed_forward"]), PRESCRIBED_ARGS)
+    if moments is not None:
+        assert_valid_moments(*moments)
 
 
 def test_the_watchdog_reports_a_hang():

@@ -306,3 +306,44 @@ def test_layer_map_validation():
         layer_map(np.zeros(2), -np.eye(2), Controls(A=np.eye(2)), 0.1)
     with pytest.raises(ValueError, match="controls"):
         layer_map(np.zeros(2), np.eye(2), Controls(A=np.eye(3)), 0.1)
+
+
+# ------------------------------------------------- the constant-controls fast path of integrate_moments
+def _fast_path_cases(rng):
+    d = 3
+    S = random_spd(rng, d)
+    S = 0.5 * (S + S.T)  # exactly symmetric, as the integrator's state is made before each evaluation
+    mat = lambda *shape: 0.4 * rng.standard_normal(shape)  # noqa: E731
+    return S, [
+        Controls(A=mat(d, d), b=mat(d), V=mat(d, d), B=mat(d, d)),
+        Controls(A=mat(d, d), V=mat(2, d, d), B=mat(2, d, d)),
+        Controls(A=mat(d, d), V=mat(d, d), B=mat(d, d), U=mat(4, d), W=mat(d, 4), c=mat(4)),
+        Controls(V=mat(d, d), Q=mat(d, d), K=np.eye(d) + mat(d, d), attention="l2"),
+        Controls(A=mat(d, d), V=mat(d, d), B=mat(d, d), attention="sinkhorn"),
+    ]
+
+
+def test_the_fast_right_hand_side_is_moment_rhs_bit_for_bit(rng):
+    """integrate_moments' precomputed right-hand side (constant controls) against moment_rhs, the
+    general path, every bit: the fast path may not change a result."""
+    from gtcore.moments.ode import _flat_rhs
+
+    S, cases = _fast_path_cases(rng)
+    mu = rng.standard_normal(3)
+    for ctl in cases:
+        dmu, dS = moment_rhs(mu, S, ctl)
+        np.testing.assert_array_equal(_flat_rhs(ctl)(mu, S), np.concatenate([dmu, dS.ravel()]))
+
+
+def test_constant_controls_integrate_as_the_same_controls_given_as_a_function(rng):
+    """Controls (fast path, set up once) and ``lambda t: controls`` (read at every evaluation) give the
+    same trajectory bit for bit, blow-up and t_eval included."""
+    S, cases = _fast_path_cases(rng)
+    for ctl in cases[:3]:
+        for kw in (dict(), dict(t_eval=np.linspace(0.0, 1.5, 7))):
+            a = integrate_moments(np.ones(3), S, ctl, (0.0, 1.5), **kw)
+            b = integrate_moments(np.ones(3), S, lambda t, c=ctl: c, (0.0, 1.5), **kw)
+            assert a.status == b.status and a.nfev == b.nfev
+            np.testing.assert_array_equal(a.t, b.t)
+            np.testing.assert_array_equal(a.Sigma, b.Sigma)
+            np.testing.assert_array_equal(a.mu, b.mu)

@@ -231,3 +231,36 @@ def test_float32_kernel_stays_within_its_round_off_of_float64():
     assert np.abs(mixed.Sigma - full.Sigma).max() > 0  # the float32 kernel was used
     with pytest.raises(ValueError, match="kernel_dtype"):
         simulate(x0, ctl, (0.0, 1.0), 2, kernel_dtype=torch.int32)
+
+
+def test_small_problems_run_on_one_thread_and_the_callers_setting_is_restored():
+    """simulate's thread choice (issue 21: on a loaded machine a second thread made N = 1024 three times
+    slower): one thread below SERIAL_WORK whatever the caller set, the caller's count above it, restored
+    after; the numbers do not depend on the caller's setting."""
+    from gtcore import particles
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert particles._thread_count(1024, 2, 1) == 1
+        assert particles._thread_count(16384, 2, 1) == 2  # 5e8 multiply-adds per evaluation
+        seen = []
+        real = particles._run
+
+        def spy(plan, progress):
+            seen.append(torch.get_num_threads())
+            return real(plan, progress)
+
+        x0 = gaussian_tokens(64, np.zeros(2), np.eye(2), seed=0)
+        ctl = Controls(A=0.1 * np.eye(2), V=np.eye(2), B=-0.5 * np.eye(2))
+        particles._run = spy
+        try:
+            two = simulate(x0, ctl, (0.0, 0.5), 5, device="cpu")
+            torch.set_num_threads(1)
+            one = simulate(x0, ctl, (0.0, 0.5), 5, device="cpu")
+        finally:
+            particles._run = real
+        assert seen == [1, 1] and torch.get_num_threads() == 1
+        np.testing.assert_array_equal(one.Sigma, two.Sigma)
+    finally:
+        torch.set_num_threads(before)

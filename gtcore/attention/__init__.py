@@ -66,6 +66,7 @@ __all__ = [
     "gaussian_velocity",
     "max_sampling_strength",
     "register",
+    "velocity_parts",
 ]
 
 
@@ -144,8 +145,34 @@ def gaussian_velocity(Sigma: Any, controls: Any) -> tuple[np.ndarray, np.ndarray
         The matrix of its offset in the mean.
     """
     att = attention_of(controls)
-    p = att.params(controls)
-    return controls.affine_A + att.linear_part(Sigma, controls.V, p), att.mean_gain(Sigma, controls.V, p)
+    return velocity_parts(Sigma, controls.affine_A, att, controls.V, att.params(controls))
+
+
+def velocity_parts(Sigma: Any, A: Any, att: AttentionType, V: Any, params: Any) -> tuple[Any, Any]:
+    r""":func:`gaussian_velocity` from the looked-up parts of the controls: :math:`(F, G)`.
+
+    :math:`F = A + \sum_h V_hM_h(\Sigma)`, :math:`G = \sum_h V_hC_h(\Sigma)`: the one place the velocity's
+    parts are assembled (the integrators look the controls up once and call this at every evaluation).
+
+    Parameters
+    ----------
+    Sigma : (d, d) array
+        The covariance.
+    A : (d, d) array
+        The affine part of the velocity (the identity-activation fold of the controls).
+    att : AttentionType
+        The attention type.
+    V : (H, d, d) array
+        The value matrices.
+    params : object
+        The type's head parameters (:meth:`AttentionType.params`).
+
+    Returns
+    -------
+    F, G : (d, d) ndarray
+        As in :func:`gaussian_velocity`.
+    """
+    return A + att.linear_part(Sigma, V, params), att.mean_gain(Sigma, V, params)
 
 
 def max_sampling_strength(controls: Any, times: Any, Sigmas: Any) -> float:

@@ -275,6 +275,32 @@ class AttentionType(ABC):
         return (self.value_responses(Sigma + eps * H, V, params)
                 - self.value_responses(Sigma - eps * H, V, params)) / (2 * eps)
 
+    def drift_bound(self, V: Any, params: Any) -> float | None:
+        r"""A constant :math:`L` bounding the attention drift, or None.
+
+        The bound: :math:`\|\sum_h V_hM_h(\Sigma)\,\Sigma\|_2 \le L\,\|\Sigma\|_2` for every :math:`\Sigma \succeq 0`.
+
+        With such a bound the covariance equation :math:`\Sigma' = F\Sigma + \Sigma F^\top`,
+        :math:`F = A + \sum_h V_hM_h(\Sigma)`, is at most linear in :math:`\Sigma`:
+        :math:`\tfrac{d}{dt}\|\Sigma\|_2 \le 2(\|A\|_2 + L)\|\Sigma\|_2`, so
+        :math:`\|\Sigma(t)\|_2 \le \|\Sigma_0\|_2e^{2(\|A\|_2 + L)t}` (Grönwall) and there is no
+        finite-time blow-up: :func:`gtcore.riccati.blowup_time` uses it as its certificate that no pole
+        exists.
+
+        Parameters
+        ----------
+        V : (H, d, d) ndarray
+            The value matrices :math:`V_h`.
+        params : object
+            The type's head parameters (``B`` for the dot product and Sinkhorn, ``(Q, K)`` for L2).
+
+        Returns
+        -------
+        float or None
+            :math:`L`, or None (the default) when no such bound is known for the type.
+        """
+        return None
+
     # -- finite N ----------------------------------------------------------------------------
     def kernel(self, x: Any, params: Any) -> Any:
         r"""Per head, the average over the N tokens for every query token: (N, d) -> (H, N, d), torch.

@@ -136,6 +136,27 @@ class DotProduct(AttentionType):
         """
         return V @ H @ B  # V_h Sigma B_h is linear in Sigma
 
+    def drift_bound(self, V, B):
+        r"""A bound :math:`L` on the dot-product drift: 0 when the quadratic term vanishes, else None.
+
+        When every head has :math:`V_h = 0` or :math:`B_h = 0` the quadratic term
+        :math:`V_h\Sigma B_h\Sigma` vanishes and the covariance equation is linear; otherwise the term is
+        quadratic in :math:`\Sigma` and can blow up in finite time.
+
+        Parameters
+        ----------
+        V, B : (H, d, d) ndarray
+            The value matrices and the query-key products of the heads.
+
+        Returns
+        -------
+        float or None
+            0.0, or None.
+        """
+        if all(not np.any(V[h]) or not np.any(B[h]) for h in range(V.shape[0])):
+            return 0.0
+        return None
+
     def kernel(self, x, B):
         r"""Fused ``scaled_dot_product_attention`` (scale 1) over a (1, H, N, d) batch: query
         :math:`XB_h^\top`, key and value :math:`X`. The 4-D layout selects torch's blocked kernels

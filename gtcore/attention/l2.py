@@ -114,6 +114,38 @@ class L2(AttentionType):
         C = lib.linalg.inv(_eye_like(Sigma) + 2.0 * Sigma @ K.T @ K)
         return 2.0 * C @ Sigma @ K.T @ Q, C @ mu
 
+    def drift_bound(self, V, QK):
+        r"""A bound :math:`L` on the L2 drift when every key matrix has full column rank, else None.
+
+        The bound is :math:`L = \sum_h \|V_h\|_2\,\|K_h^\top Q_h\|_2/\sigma_{\min}(K_h)^2`.
+
+        For :math:`\Sigma \succ 0`, :math:`(I + 2\Sigma K^\top K)^{-1}\Sigma = (\Sigma^{-1} + 2K^\top K)^{-1}
+        \preceq (2K^\top K)^{-1}`, so :math:`M = 2(\Sigma^{-1} + 2K^\top K)^{-1}K^\top Q` has
+        :math:`\|M\|_2 \le \|K^\top Q\|_2/\sigma_{\min}(K)^2` (by continuity also for singular
+        :math:`\Sigma`), and :math:`\|V_hM_h\Sigma\|_2 \le \|V_h\|_2\|M_h\|_2\|\Sigma\|_2`. A rank-deficient
+        :math:`K_h` leaves :math:`M_h` unbounded along its kernel: no bound is claimed then.
+
+        Parameters
+        ----------
+        V : (H, d, d) ndarray
+            The value matrices.
+        QK : (H, 2) sequence of (k, d) arrays
+            Each head's query and key matrices ``(Q_h, K_h)``.
+
+        Returns
+        -------
+        float or None
+            :math:`L`, or None.
+        """
+        total = 0.0
+        for h in range(V.shape[0]):
+            Q, K = np.asarray(QK[h, 0]), np.asarray(QK[h, 1])
+            s = np.linalg.svd(K, compute_uv=False)
+            if K.shape[0] < K.shape[1] or s[-1] <= 1e-12 * max(s[0], np.finfo(float).tiny):
+                return None
+            total += np.linalg.norm(V[h], 2) * np.linalg.norm(K.T @ Q, 2) / s[-1] ** 2
+        return float(total)
+
     def kernel(self, x, QK):
         r"""Per head :math:`\operatorname{softmax}_j(2(Q_hx_i)^\top(K_hx_j) - \|K_hx_j\|^2)\,x_j`, through the
         fused attention kernel with the key term as a bias (:mod:`gtcore.attention.kernels`): memory

@@ -209,6 +209,24 @@ class Sinkhorn(AttentionType):
                                                      B_h.detach().cpu().numpy()), Sigma)
         return M, mu - M @ mu
 
+    def drift_bound(self, V, B):
+        r"""A bound :math:`L = \sum_h \|V_h\|_2` on the Sinkhorn drift.
+
+        :math:`M_h\Sigma` is the coupling's transposed cross-covariance, whose 2-norm is at most
+        :math:`\|\Sigma\|_2` (:func:`gaussian_conditional_gain`, Properties).
+
+        Parameters
+        ----------
+        V, B : (H, d, d) ndarray
+            The value matrices and the query-key products of the heads.
+
+        Returns
+        -------
+        float
+            :math:`L`.
+        """
+        return float(sum(np.linalg.norm(V[h], 2) for h in range(V.shape[0])))
+
     def kernel(self, x, B):
         """Per head :func:`gtcore.attention.sinkhorn_scaling.sinkhorn_average` (warns when a scaling does not
         converge): (H, N, d).

@@ -144,8 +144,11 @@ class _Anderson:
         dG = dG[:, 1:] - dG[:, :-1]
         A = dR.T @ dR
         A = A + 1e-12 * A.diagonal().sum() * torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
-        gamma = torch.linalg.solve(A, dR.T @ R[:, -1])
-        if not bool(torch.isfinite(gamma).all()):
+        try:
+            gamma = torch.linalg.solve(A, dR.T @ R[:, -1])
+        except torch.linalg.LinAlgError:  # A = 0 (no change between iterates): restart, as for a non-finite gamma
+            gamma = None
+        if gamma is None or not bool(torch.isfinite(gamma).all()):
             self.gs, self.rs = [], []
             return Gg
         return Gg - dG @ gamma

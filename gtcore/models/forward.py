@@ -162,7 +162,7 @@ def iter_layers(model: LoadedTransformer, x: Any, mode: str = "pure", *, progres
 
     lt = _as_loaded(model)
     _check_mode(mode)
-    x = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x, dtype=torch.float32)
+    x = torch.as_tensor(np.ascontiguousarray(x) if not torch.is_tensor(x) else x.detach(), dtype=torch.float32)
     if x.ndim != 3 or x.shape[-1] != lt.d:
         raise ValueError(f"x must have shape (sequences, tokens, {lt.d}), got {tuple(x.shape)}")
     S, T, _ = x.shape

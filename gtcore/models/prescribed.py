@@ -157,9 +157,32 @@ def _factor(M: np.ndarray, r: int, name: str, family: str) -> tuple[np.ndarray, 
     return L, R
 
 
+def _check_layers(n_layers: Any) -> int:
+    if isinstance(n_layers, (bool, np.bool_)) or not isinstance(n_layers, (int, np.integer)) or n_layers < 1:
+        raise ValueError(f"n_layers must be an integer >= 1, got {n_layers!r}")
+    return int(n_layers)
+
+
+def _check_h(h: Any) -> float:
+    if (isinstance(h, (bool, np.bool_)) or not isinstance(h, (int, float, np.floating, np.integer))
+            or not math.isfinite(h) or h <= 0):
+        raise ValueError(f"h must be a finite number > 0, got {h!r}")
+    return float(h)
+
+
+def _check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def _check_controls(controls: Any, feed_forward: bool) -> Controls:
     if not isinstance(controls, Controls):
         raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
+    if controls.attention != "dot":
+        raise ValueError(f"controls: attention={controls.attention!r} is not what these families compute "
+                         "(softmax of the logits x_j^T B x_i, the dot product): prescribed Transformers are "
+                         "built for attention='dot' only")
     if controls.has_feedforward:
         raise ValueError("controls: the block W sigma(Ux + c) is not supported by prescribed "
                          "Transformers; fold an identity-activation block into A, b")
@@ -426,15 +449,15 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
     ValueError
         Unknown ``family``; ``n_layers < 1``; ``h <= 0``; ``d`` not divisible by the number of
         heads (BERT, ModernBERT); a :math:`B_{h'}` or :math:`V_{h'}` of rank above the head size;
-        :math:`A, b \ne 0` with ``feed_forward=False``; a controls feed-forward block.
+        :math:`A, b \ne 0` with ``feed_forward=False``; a controls feed-forward block; controls whose
+        ``attention`` is not ``"dot"`` (the families' softmax of :math:`x_j^\top Bx_i`); ``h``,
+        ``layer_norm`` or ``feed_forward`` of the wrong type (a bool for ``h``, a non-bool flag).
     """
     family = _check_family(family)
-    if isinstance(n_layers, bool) or not isinstance(n_layers, (int, np.integer)) or n_layers < 1:
-        raise ValueError(f"n_layers must be an integer >= 1, got {n_layers!r}")
-    n_layers = int(n_layers)
-    if not isinstance(h, (int, float, np.floating, np.integer)) or not math.isfinite(h) or h <= 0:
-        raise ValueError(f"h must be a finite number > 0, got {h!r}")
-    h = float(h)
+    n_layers = _check_layers(n_layers)
+    h = _check_h(h)
+    layer_norm = _check_flag(layer_norm, "layer_norm")
+    feed_forward = _check_flag(feed_forward, "feed_forward")
     given: list[Any] = list(controls) if isinstance(controls, (list, tuple)) else [controls] * n_layers
     if len(given) != n_layers:
         raise ValueError(f"controls: a sequence must hold n_layers={n_layers} Controls, got {len(given)}")
@@ -482,7 +505,8 @@ def hidden_states(model: PrescribedTransformer, tokens: Any) -> np.ndarray:
     """
     if not isinstance(model, PrescribedTransformer):
         raise ValueError(f"model must be a PrescribedTransformer, got {type(model).__name__}")
-    x = torch.as_tensor(tokens if torch.is_tensor(tokens) else np.asarray(tokens, float))
+    x = (tokens.detach() if torch.is_tensor(tokens)
+         else torch.as_tensor(np.ascontiguousarray(np.asarray(tokens, float))))  # a negative-stride view is copied
     d = model.controls.d
     if x.ndim not in (2, 3) or x.shape[-1] != d or x.shape[-2] < 1:
         raise ValueError(f"tokens must have shape (N, {d}) or (S, N, {d}), got {tuple(x.shape)}")
@@ -494,7 +518,7 @@ def hidden_states(model: PrescribedTransformer, tokens: Any) -> np.ndarray:
 
 # ============================================================================== the Gaussian side
 def split_controls(controls: Controls) -> tuple[Controls, Controls]:
-    """The two sub-layers of a block: ``(attention: V, B only; feed-forward: A, b only)``.
+    r"""The two sub-layers of a block: ``(attention, feed_forward)``.
 
     Parameters
     ----------
@@ -504,18 +528,24 @@ def split_controls(controls: Controls) -> tuple[Controls, Controls]:
     Returns
     -------
     attention : Controls
-        ``Controls(V=controls.V, B=controls.B)``.
+        The heads only: ``V`` with ``B`` (or ``Q``, ``K``), of the same attention type.
     feed_forward : Controls
         ``Controls(A=controls.A, b=controls.b)``.
 
     Raises
     ------
     ValueError
-        ``controls`` is not a :class:`~gtcore.controls.Controls`.
+        ``controls`` is not a :class:`~gtcore.controls.Controls`, or holds a block
+        :math:`W\sigma(Ux + c)` (not split: fold an identity-activation block into ``A, b``).
     """
     if not isinstance(controls, Controls):
         raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
-    return Controls(V=controls.V, B=controls.B), Controls(A=controls.A, b=controls.b)
+    if controls.has_feedforward:
+        raise ValueError("controls: the block W sigma(Ux + c) is not split (fold an identity-activation block "
+                         "into A, b)")
+    heads = {"Q": controls.Q, "K": controls.K} if controls.Q is not None else {"B": controls.B}
+    return (Controls(V=controls.V, attention=controls.attention, **heads),
+            Controls(A=controls.A, b=controls.b))
 
 
 def split_schedule(controls: Controls, n_layers: int, h: float) -> PiecewiseControls:
@@ -540,6 +570,7 @@ def split_schedule(controls: Controls, n_layers: int, h: float) -> PiecewiseCont
     PiecewiseControls
         2L pieces of length h, alternating the two sub-layers.
     """
+    n_layers, h = _check_layers(n_layers), _check_h(h)
     att, ff = split_controls(controls)
     breaks = h * np.arange(2 * n_layers + 1)
     return PiecewiseControls(breaks, [att, ff] * n_layers)
@@ -576,10 +607,14 @@ def layer_moments(mu0: Any, Sigma0: Any, controls: Controls, n_layers: int, h: f
         The covariances. Fewer rows when a norm passes :func:`gtcore.moments.layer_stack`'s
         ``blowup_norm`` (1e8).
     """
+    if not isinstance(controls, Controls):
+        raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
+    n_layers, h = _check_layers(n_layers), _check_h(h)
     if feed_forward is None:
         feed_forward = bool(np.any(controls.A) or np.any(controls.b))
+    feed_forward = _check_flag(feed_forward, "feed_forward")
     if not feed_forward:
-        return tuple(layer_stack(mu0, Sigma0, [controls] * int(n_layers), h))
+        return tuple(layer_stack(mu0, Sigma0, [controls] * n_layers, h))
     att, ff = split_controls(controls)
-    mus, Sigmas = layer_stack(mu0, Sigma0, [att, ff] * int(n_layers), h)
+    mus, Sigmas = layer_stack(mu0, Sigma0, [att, ff] * n_layers, h)
     return mus[::2], Sigmas[::2]

@@ -16,6 +16,7 @@ from gtcore._validation import (
 from gtcore.controls import (
     Controls,
 )
+from gtcore.status import Status
 
 __all__ = ["LaneMoments", "integrate_moments_lanes"]
 
@@ -27,14 +28,15 @@ class LaneMoments:
     Attributes
     ----------
     t : (n,) ndarray
-        The last time of each lane (``t_span[1]`` when completed; for ``"blowup"`` the end of the step
+        The last time of each lane (``t_span[1]`` when completed; for ``BLOWUP`` the end of the step
         at which :math:`\|\Sigma\|_F` crossed ``blowup_norm``).
     mu : (n, d) ndarray
         The means there.
     Sigma : (n, d, d) ndarray
         The covariances there, exactly symmetric.
-    status : (n,) ndarray of str
-        ``"completed"``, ``"blowup"`` or ``"failed"``.
+    status : (n,) object ndarray of Status
+        :class:`~gtcore.status.Status` members: ``COMPLETED``, ``BLOWUP`` (the lanes' ``STOPPED``: the
+        blow-up condition is their stop condition) or ``FAILED``.
     """
 
     t: np.ndarray
@@ -126,5 +128,5 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls],
     sol = integrate_lanes(rhs, t_span, np.concatenate([mus, Sigmas.reshape(n, d * d)], axis=1),
                           rtol=rtol, atol=atol, stop=crossed)
     S = sol.y[:, d:].reshape(n, d, d)
-    status = np.where(sol.status == "stopped", "blowup", sol.status)
+    status = np.array([Status.BLOWUP if st is Status.STOPPED else st for st in sol.status], dtype=object)
     return LaneMoments(t=sol.t, mu=sol.y[:, :d], Sigma=0.5 * (S + np.swapaxes(S, 1, 2)), status=status)

@@ -34,6 +34,7 @@ import numpy as np
 
 from gtcore._validation import as_float_array
 from gtcore.moments import _dop853 as _dop  # SciPy's DOP853 tables, copied (a private SciPy module)
+from gtcore.status import Status
 
 __all__ = ["LaneSolution", "integrate_lanes"]
 
@@ -59,8 +60,8 @@ class LaneSolution:
         The last time of each lane (``t_span[1]`` when completed).
     y : (n, m) ndarray
         The state there.
-    status : (n,) ndarray of str
-        ``"completed"``, ``"stopped"``, ``"failed"`` or ``"budget"``.
+    status : (n,) object ndarray of Status
+        :class:`~gtcore.status.Status` members: ``COMPLETED``, ``STOPPED``, ``FAILED`` or ``BUDGET``.
     steps : (n,) ndarray of int
         The accepted steps of each lane.
     nfev : (n,) ndarray of int
@@ -149,7 +150,7 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
     t0, t_bound = float(span[0]), float(span[1])
 
     t = np.full(n, t0)
-    status = np.full(n, "running", dtype=object)
+    status = np.full(n, None, dtype=object)  # None while the lane runs
     steps = np.zeros(n, dtype=int)
     nfev = np.zeros(n, dtype=int)
     lanes = np.arange(n)
@@ -169,7 +170,7 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
         ha = np.where(fresh, np.maximum(ha, min_step), ha)  # max_step is infinite
         too_small = ha < min_step  # only after rejections
         if np.any(too_small):
-            status[active[too_small]] = "failed"
+            status[active[too_small]] = Status.FAILED
             keep = ~too_small
             active, ta, ya, fa, ha = active[keep], ta[keep], ya[keep], fa[keep], ha[keep]
             if active.size == 0:
@@ -206,16 +207,16 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
         ended = np.zeros(k, dtype=bool)
         if stop is not None and done.size:
             hit = np.asarray(stop(y[done], done), dtype=bool)
-            status[done[hit]] = "stopped"
+            status[done[hit]] = Status.STOPPED
             ended[np.flatnonzero(accept)[hit]] = True
         finished = accept & ~ended & (t_new >= t_bound)
-        status[active[finished]] = "completed"
+        status[active[finished]] = Status.COMPLETED
         if max_nfev is not None:
             spent = ~(ended | finished) & (nfev[active] >= max_nfev)
-            status[active[spent]] = "budget"
+            status[active[spent]] = Status.BUDGET
             finished = finished | spent
         active = active[~(ended | finished)]
     else:
         raise RuntimeError(f"integrate_lanes: {active.size} lane(s) still running after "
                            f"{max_iterations} iterations")
-    return LaneSolution(t=t, y=y, status=status.astype(str), steps=steps, nfev=nfev)
+    return LaneSolution(t=t, y=y, status=status, steps=steps, nfev=nfev)

@@ -18,6 +18,7 @@ from gtcore.controls import (
     Controls,
 )
 from gtcore.moments.ode import _check_below_blowup, _checked_moments
+from gtcore.status import Status
 
 __all__ = ["LayerTrajectory", "layer_map", "layer_stack"]
 
@@ -88,8 +89,8 @@ class LayerTrajectory:
         ``mu[0]`` is the input, ``mu[l]`` the output of layer ``l``.
     Sigma : (n, d, d) ndarray
         The covariances, symmetric positive semidefinite.
-    status : str
-        ``"completed"`` (``n = L + 1``) or ``"blowup"``: at layer ``blowup_layer``
+    status : Status
+        :class:`~gtcore.status.Status`: ``COMPLETED`` (``n = L + 1``) or ``BLOWUP``: at layer ``blowup_layer``
         :math:`\|\Sigma_l\|_F` or :math:`\|\mu_l\|_2` exceeded ``blowup_norm`` (the arrays end
         with that layer) or overflowed float64 (the arrays end with the layer before).
     blowup_layer : int or None
@@ -102,7 +103,7 @@ class LayerTrajectory:
 
     mu: np.ndarray
     Sigma: np.ndarray
-    status: str
+    status: Status
     blowup_layer: int | None
     blowup_norm: float
     message: str
@@ -163,11 +164,11 @@ def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: 
         if not isinstance(c, Controls) or c.d != mu.shape[0]:
             raise ValueError(f"controls_per_layer[{k}] must be a Controls of dimension {mu.shape[0]}")
     mus, Sigmas = [mu], [Sigma]
-    status, blowup_layer, message = "completed", None, f"{len(layers)} layers"
+    status, blowup_layer, message = Status.COMPLETED, None, f"{len(layers)} layers"
     for k, c in enumerate(layers, start=1):
         mu, Sigma = _layer_map(mu, Sigma, c, h)
         if not (np.isfinite(mu).all() and np.isfinite(Sigma).all()):
-            status, blowup_layer = "blowup", k
+            status, blowup_layer = Status.BLOWUP, k
             message = f"layer {k} overflows float64; the arrays end at layer {k - 1}"
             break
         mus.append(mu)
@@ -175,7 +176,7 @@ def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: 
         with np.errstate(over="ignore"):  # a norm past the largest float is inf: crossed
             nS, nm = np.linalg.norm(Sigma), np.linalg.norm(mu)
         if max(nS, nm) > blowup_norm:
-            status, blowup_layer = "blowup", k
+            status, blowup_layer = Status.BLOWUP, k
             which = "||mu||_2" if nm > nS else "||Sigma||_F"
             message = f"{which} crossed blowup_norm = {blowup_norm:.3g} at layer {k}"
             break

@@ -2,7 +2,8 @@ r"""The moment ODE, eq. (1.1): its right-hand side and its adaptive integration 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -18,7 +19,7 @@ from gtcore._validation import (
     check_positive,
     check_span,
 )
-from gtcore.attention import gaussian_velocity
+from gtcore.attention import attention_of, velocity_parts
 from gtcore.controls import (
     Controls,
     ControlsLike,
@@ -26,6 +27,7 @@ from gtcore.controls import (
     control_breaks,
     evaluate_controls,
 )
+from gtcore.status import Status
 
 __all__ = ["MAX_NFEV", "MomentTrajectory", "integrate_moments", "moment_rhs"]
 
@@ -80,8 +82,19 @@ def _checked_moments(mu: Any, Sigma: Any, controls: Any) -> tuple[np.ndarray, np
 
 def _moment_rhs(mu: np.ndarray, Sigma: np.ndarray, controls: Controls) -> tuple[np.ndarray, np.ndarray]:
     """:func:`moment_rhs` without the checks (the integrators' inner loop)."""
-    M, G = gaussian_velocity(Sigma, controls)
-    dmu = (M + G) @ mu + controls.affine_b
+    att = attention_of(controls)
+    return _drift(mu, Sigma, controls.affine_A, controls.affine_b, att, controls.V, att.params(controls))
+
+
+def _drift(mu: np.ndarray, Sigma: np.ndarray, A: np.ndarray, b: np.ndarray, att: Any, V: np.ndarray,
+           params: Any) -> tuple[np.ndarray, np.ndarray]:
+    r"""Eq. (1.1), the one place it is written: :math:`(\mu', \Sigma')` from the looked-up parts of the controls.
+
+    :math:`M = A + \sum_h V_hM_h(\Sigma)` (the velocity's linear part, :func:`~gtcore.attention.velocity_parts`),
+    :math:`G = \sum_h V_hC_h(\Sigma)`, :math:`\mu' = (M + G)\mu + b`, :math:`\Sigma' = M\Sigma + (M\Sigma)^\top`.
+    """
+    M, G = velocity_parts(Sigma, A, att, V, params)
+    dmu = (M + G) @ mu + b
     MS = M @ Sigma
     return dmu, MS + MS.T
 
@@ -106,10 +119,10 @@ class MomentTrajectory:
         The means.
     Sigma : (n, d, d) ndarray
         The covariances, each exactly symmetric.
-    status : str
-        ``"completed"``; ``"blowup"`` (:math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed
-        ``blowup_norm``); ``"budget"`` (stopped after ``max_nfev`` right-hand-side evaluations, before
-        the end of ``t_span``); or ``"failed"`` (the solver gave up).
+    status : Status
+        :class:`~gtcore.status.Status`: ``COMPLETED``; ``BLOWUP`` (:math:`\|\Sigma\|_F` or
+        :math:`\|\mu\|_2` crossed ``blowup_norm``); ``BUDGET`` (stopped after ``max_nfev`` right-hand-side
+        evaluations, before the end of ``t_span``); or ``FAILED`` (the solver gave up).
     crossing_time : float or None
         The time at which :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed ``blowup_norm`` (located by a
         terminal event), or None. For :math:`\Sigma` it precedes the pole :math:`t^*` of the solution
@@ -123,7 +136,7 @@ class MomentTrajectory:
     t: np.ndarray
     mu: np.ndarray
     Sigma: np.ndarray
-    status: str
+    status: Status
     crossing_time: float | None
     message: str
     nfev: int
@@ -142,6 +155,147 @@ def _segments(t0: float, t1: float, breaks: Sequence[float]) -> list[tuple[float
 
 #: default cap on right-hand-side evaluations of :func:`~gtcore.moments.integrate_moments` (about 15 s at d = 2)
 MAX_NFEV = 1_000_000
+
+#: ``f(mu, Sigma) -> (d + d*d,)``: the moment ODE's right-hand side, flat (the state's layout)
+_FlatRhs = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _flat_rhs(controls: Controls) -> _FlatRhs:
+    r""":func:`_moment_rhs` for one constant :class:`Controls`, flat, with the controls looked up once.
+
+    The fast path of :func:`integrate_moments`: the attention type, its parameters and the affine fold
+    :math:`(A, b)` are looked up once instead of at every evaluation (the precomputation of
+    :func:`integrate_moments_lanes`); the arithmetic is :func:`_drift`'s, the same as the general path's,
+    so results are bit for bit those of :func:`_moment_rhs`.
+    """
+    att = attention_of(controls)
+    A, b, V, params = controls.affine_A, controls.affine_b, controls.V, att.params(controls)
+
+    def f(mu: np.ndarray, S: np.ndarray) -> np.ndarray:
+        dmu, dS = _drift(mu, S, A, b, att, V, params)
+        return np.concatenate([dmu, dS.ravel()])
+
+    return f
+
+
+def _piece_rhs(fn: Any, a: float, b: float, d: int, calls: list[int]) -> Callable[[float, np.ndarray], np.ndarray]:
+    r"""The flat right-hand side ``rhs(t, y)`` on the piece ``[a, b]``, counting evaluations in ``calls[0]``.
+
+    Constant controls take the fast path (:func:`_flat_rhs`, set up once); time-varying ones are read
+    inside the piece (at :math:`\min(\max(t, a), b^-)`), so a jump at ``b`` belongs to the next piece.
+    The state's :math:`\Sigma` is symmetrised first, as :math:`(\Sigma^\top + \Sigma)/2` (the bits of
+    :math:`(\Sigma + \Sigma^\top)/2`, with a faster transpose).
+    """
+    if d <= 8:  # few numpy calls matter most
+        def symmetric(y: np.ndarray) -> np.ndarray:
+            S = y[d:].reshape(d, d)
+            return (S.T + S) * 0.5
+    else:  # a contiguous copy of the transpose reads memory faster
+        def symmetric(y: np.ndarray) -> np.ndarray:
+            S = y[d:].reshape(d, d)
+            sym = S.T.copy()
+            sym += S
+            sym *= 0.5
+            return sym
+
+    if isinstance(fn, Controls):
+        flat = _flat_rhs(fn)
+
+        def rhs(t: float, y: np.ndarray) -> np.ndarray:
+            calls[0] += 1
+            return flat(y[:d], symmetric(y))
+
+        return rhs
+    inside = np.nextafter(b, a)
+    last: list[Any] = [None, None]  # the last Controls read and its right-hand side
+
+    def varying(t: float, y: np.ndarray) -> np.ndarray:
+        calls[0] += 1
+        c = evaluate_controls(fn, min(max(t, a), inside), d=d)
+        if c is not last[0]:
+            last[:] = [c, _flat_rhs(c)]
+        return last[1](y[:d], symmetric(y))
+
+    return varying
+
+
+def _norm(x: np.ndarray) -> float:
+    """``np.linalg.norm(x)`` of a 1-D float array (the same ``sqrt(x . x)``), without its dispatch."""
+    return math.sqrt(x.dot(x))
+
+
+def _stop_events(d: int, blowup_norm: float, max_nfev: int, calls: list[int]) -> list[Callable]:
+    """The two terminal events of :func:`integrate_moments`: the blow-up threshold, and the budget."""
+
+    def blowup_event(t, y):
+        return max(_norm(y[d:]), _norm(y[:d])) - blowup_norm
+
+    blowup_event.terminal = True  # type: ignore[attr-defined]  # scipy's event attributes
+    blowup_event.direction = 1  # type: ignore[attr-defined]
+
+    budget = {"t_stop": np.inf}
+
+    def budget_event(t, y):
+        # called once per accepted step at its end: past the budget, a root exactly at this step's end
+        if budget["t_stop"] == np.inf and calls[0] >= max_nfev:
+            budget["t_stop"] = t
+        return budget["t_stop"] - t
+
+    budget_event.terminal = True  # type: ignore[attr-defined]
+    budget_event.direction = -1  # type: ignore[attr-defined]
+    return [blowup_event, budget_event]
+
+
+@dataclass
+class _Piece:
+    """What one piece of :func:`integrate_moments` produced: its kept points and how it ended."""
+
+    t: np.ndarray
+    y: np.ndarray
+    status: Status
+    crossing_time: float | None
+    message: str
+
+
+def _piece_points(sol: Any, keep_eval: np.ndarray | None, first: bool, d: int, blowup_norm: float,
+                  max_nfev: int, t1: float) -> _Piece:
+    """The points of one ``solve_ivp`` piece that the trajectory keeps, and its status."""
+    # with t_eval and a terminal event before its first time, solve_ivp returns empty lists
+    seg_t = np.asarray(sol.t, dtype=float)
+    seg_y = np.asarray(sol.y, dtype=float).reshape(d + d * d, -1).T
+    if keep_eval is not None:
+        keep = np.isin(seg_t, keep_eval)
+        seg_t, seg_y = seg_t[keep], seg_y[keep]
+    elif not first:
+        seg_t, seg_y = seg_t[1:], seg_y[1:]  # the break is already the previous piece's end
+    status, crossing_time, message = Status.COMPLETED, None, sol.message
+    if sol.status == 1:  # a terminal event fired: blow-up, or the budget ran out
+        fired = 0 if len(sol.t_events[0]) else 1
+        te, ye = sol.t_events[fired][0], sol.y_events[fired][0]
+        before = seg_t < te
+        seg_t = np.append(seg_t[before], te)
+        seg_y = np.vstack([seg_y[before], ye[None]])
+        if fired == 0:
+            status, crossing_time = Status.BLOWUP, float(te)
+            which = ("||mu||_2" if np.linalg.norm(ye[:d]) >= np.linalg.norm(ye[d:]) else "||Sigma||_F")
+            message = f"{which} crossed blowup_norm = {blowup_norm:.3g} at t = {te:.6g}"
+        else:
+            status = Status.BUDGET
+            message = (f"stopped after max_nfev = {max_nfev} right-hand-side evaluations at "
+                       f"t = {te:.6g} of t1 = {t1:.6g}: raise max_nfev or shorten t_span")
+    elif sol.status < 0:
+        status = Status.FAILED
+    return _Piece(seg_t, seg_y, status, crossing_time, message)
+
+
+def _checked_t_eval(t_eval: Any, t0: float, t1: float) -> np.ndarray | None:
+    if t_eval is None:
+        return None
+    t_eval = as_float_array(t_eval, "t_eval")
+    if t_eval.ndim != 1 or not np.all(np.isfinite(t_eval)) or np.any(np.diff(t_eval) <= 0) or (
+            t_eval.size and (t_eval[0] < t0 or t_eval[-1] > t1)):
+        raise ValueError("t_eval must be finite, strictly increasing and lie inside t_span")
+    return t_eval
 
 
 def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tuple[float, float],
@@ -203,98 +357,39 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     d = mu0.shape[0]
     fn = as_control_function(controls, d, state_name="mu0")
     t0, t1 = check_span(t_span)
-    if t_eval is not None:
-        t_eval = as_float_array(t_eval, "t_eval")
-        if t_eval.ndim != 1 or not np.all(np.isfinite(t_eval)) or np.any(np.diff(t_eval) <= 0) or (
-                t_eval.size and (t_eval[0] < t0 or t_eval[-1] > t1)):
-            raise ValueError("t_eval must be finite, strictly increasing and lie inside t_span")
+    t_eval = _checked_t_eval(t_eval, t0, t1)
     rtol = check_positive(rtol, "rtol")
     atol = check_positive(atol, "atol")
     blowup_norm = check_positive(blowup_norm, "blowup_norm")
     max_nfev = check_count(max_nfev, "max_nfev")
     _check_below_blowup(blowup_norm, Sigma0=Sigma0, mu0=mu0)
 
-    def blowup_event(t, y):
-        return max(np.linalg.norm(y[d:]), np.linalg.norm(y[:d])) - blowup_norm
-
-    blowup_event.terminal = True  # type: ignore[attr-defined]  # scipy's event attributes
-    blowup_event.direction = 1  # type: ignore[attr-defined]
-
-    calls = [0]  # right-hand-side evaluations, all segments together
-    budget = {"t_stop": np.inf}
-
-    def budget_event(t, y):
-        # called once per accepted step at its end: past the budget, a root exactly at this step's end
-        if budget["t_stop"] == np.inf and calls[0] >= max_nfev:
-            budget["t_stop"] = t
-        return budget["t_stop"] - t
-
-    budget_event.terminal = True  # type: ignore[attr-defined]
-    budget_event.direction = -1  # type: ignore[attr-defined]
-
-    ts, mus, Sigmas = [], [], []
+    calls = [0]  # right-hand-side evaluations, all pieces together
+    events = _stop_events(d, blowup_norm, max_nfev, calls)
+    pieces: list[_Piece] = []
     y = np.concatenate([mu0, Sigma0.ravel()])
-    status, crossing_time, message, nfev = "completed", None, "", 0
+    nfev = 0
     segments = _segments(t0, t1, control_breaks(controls))
     for k, (a, b) in enumerate(segments):
-        last = k == len(segments) - 1
-        if isinstance(fn, Controls):
-            def at(t, c=fn):
-                return c
-        else:
-            inside = np.nextafter(b, a)
-
-            def at(t, a=a, inside=inside):  # type: ignore[misc]
-                return evaluate_controls(fn, min(max(t, a), inside), d=d)
-
-        def rhs(t, y, at=at):
-            calls[0] += 1
-            Sigma = y[d:].reshape(d, d)
-            Sigma = 0.5 * (Sigma + Sigma.T)
-            dmu, dS = _moment_rhs(y[:d], Sigma, at(t))
-            return np.concatenate([dmu, dS.ravel()])
-
         solve_eval = keep_eval = None
         if t_eval is not None:
+            last = k == len(segments) - 1
             mask = (t_eval >= a) & ((t_eval <= b) if last else (t_eval < b))
             keep_eval = t_eval[mask]
             solve_eval = np.union1d(keep_eval, [b])  # b is always solved for, to go on from it
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow fails the step, no warning
-            sol = solve_ivp(rhs, (a, b), y, method="DOP853", t_eval=solve_eval, rtol=rtol, atol=atol,
-                            events=[blowup_event, budget_event])
+            sol = solve_ivp(_piece_rhs(fn, a, b, d, calls), (a, b), y, method="DOP853", t_eval=solve_eval,
+                            rtol=rtol, atol=atol, events=events)
         nfev += sol.nfev
-        message = sol.message
-        seg_t, seg_y = sol.t, sol.y.T
         if sol.status == 0:
             y = sol.y[:, -1]
-        if keep_eval is not None:
-            keep = np.isin(seg_t, keep_eval)
-            seg_t, seg_y = seg_t[keep], seg_y[keep]
-        elif k > 0:
-            seg_t, seg_y = seg_t[1:], seg_y[1:]  # the break is already the previous piece's end
-        if sol.status == 1:  # a terminal event fired: blow-up, or the budget ran out
-            fired = 0 if len(sol.t_events[0]) else 1
-            te, ye = sol.t_events[fired][0], sol.y_events[fired][0]
-            before = seg_t < te
-            seg_t = np.append(seg_t[before], te)
-            seg_y = np.vstack([seg_y[before], ye[None]])
-            if fired == 0:
-                status, crossing_time = "blowup", float(te)
-                which = ("||mu||_2" if np.linalg.norm(ye[:d]) >= np.linalg.norm(ye[d:]) else "||Sigma||_F")
-                message = f"{which} crossed blowup_norm = {blowup_norm:.3g} at t = {te:.6g}"
-            else:
-                status = "budget"
-                message = (f"stopped after max_nfev = {max_nfev} right-hand-side evaluations at "
-                           f"t = {te:.6g} of t1 = {t1:.6g}: raise max_nfev or shorten t_span")
-        elif sol.status < 0:
-            status = "failed"
-        ts.append(seg_t)
-        mus.append(seg_y[:, :d])
-        Sigmas.append(seg_y[:, d:].reshape(-1, d, d))
+        pieces.append(_piece_points(sol, keep_eval, k == 0, d, blowup_norm, max_nfev, t1))
         if sol.status != 0:
             break
-    t = np.concatenate(ts)
-    Sigma = np.concatenate(Sigmas)
+    t = np.concatenate([p.t for p in pieces])
+    Y = np.concatenate([p.y for p in pieces])
+    Sigma = Y[:, d:].reshape(-1, d, d)
     Sigma = psd_project(0.5 * (Sigma + np.swapaxes(Sigma, 1, 2)))
-    return MomentTrajectory(t=t, mu=np.concatenate(mus), Sigma=Sigma, status=status,
-                            crossing_time=crossing_time, message=message, nfev=nfev)
+    end = pieces[-1]
+    return MomentTrajectory(t=t, mu=np.ascontiguousarray(Y[:, :d]), Sigma=Sigma, status=end.status,
+                            crossing_time=end.crossing_time, message=end.message, nfev=nfev)

@@ -24,6 +24,7 @@ from gtcore.controls import (
 )
 from gtcore.moments import integrate_moments
 from gtcore.reachability.rank import RankMismatchError, covariance_rank
+from gtcore.status import Status
 
 __all__ = ["SteeringControls", "control_path", "endpoint_error", "steer"]
 
@@ -484,7 +485,7 @@ def endpoint_error(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigm
     T = check_positive(T, "T")
     size = max(1.0, *(float(np.linalg.norm(x)) for x in (mu0, Sigma0, mu1, Sigma1)))
     traj = integrate_moments(mu0, Sigma0, controls, (0.0, T), rtol=rtol, atol=atol, blowup_norm=1e8 * size)
-    if traj.status != "completed":
+    if traj.status is not Status.COMPLETED:
         return float("inf")
     mu, S = traj.final
     return float(max(np.linalg.norm(mu - mu1), np.linalg.norm(S - Sigma1)))

@@ -23,6 +23,7 @@ from gtcore.riccati import (
     _lyapunov_P,
     riccati_quadratic,
 )
+from gtcore.status import Stability, Status
 
 __all__ = ["ROOT_UNCERTAINTY_RATIO", "Equilibrium", "LinearStability", "NoEquilibriumError", "equilibrium",
            "linear_stability"]
@@ -295,7 +296,7 @@ def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-
         guesses.append(("closed form for the scalar part of V", np.linalg.inv(P)))
     traj = integrate_moments(np.zeros(d), np.eye(d), controls, (0.0, 50.0), blowup_norm=1e6)
     S_end = traj.Sigma[-1]
-    if traj.status == "completed" and np.linalg.eigvalsh(S_end)[0] > 1e-6 * np.linalg.norm(S_end):
+    if traj.status is Status.COMPLETED and np.linalg.eigvalsh(S_end)[0] > 1e-6 * np.linalg.norm(S_end):
         guesses.append(("ODE end point from I at t = 50", S_end))
     guesses += [(f"{c:g} I", c * np.eye(d)) for c in (1.0, 0.1, 10.0)]
     for label, S0 in guesses:
@@ -317,14 +318,14 @@ class LinearStability:
         Sorted by decreasing real part.
     max_real : float
         The largest real part (the spectral abscissa).
-    verdict : str
-        ``"stable"`` (``max_real < 0``), ``"unstable"`` (``> 0``) or ``"marginal"`` (0 within
-        :math:`10^{-10}` relative).
+    verdict : Stability
+        :class:`~gtcore.status.Stability`: ``STABLE`` (``max_real < 0``), ``UNSTABLE`` (``> 0``) or
+        ``MARGINAL`` (0 within :math:`10^{-10}` relative).
     """
 
     eigenvalues: np.ndarray
     max_real: float
-    verdict: str
+    verdict: Stability
 
 
 def linear_stability(controls: Controls, Sigma_star: Any) -> LinearStability:
@@ -356,5 +357,5 @@ def linear_stability(controls: Controls, Sigma_star: Any) -> LinearStability:
     lam = lam[np.argsort(-lam.real, kind="stable")]
     m = float(lam.real.max())
     s = 1e-10 * max(1.0, float(np.abs(lam).max()))
-    verdict = "stable" if m < -s else ("unstable" if m > s else "marginal")
+    verdict = Stability.STABLE if m < -s else (Stability.UNSTABLE if m > s else Stability.MARGINAL)
     return LinearStability(eigenvalues=lam, max_real=m, verdict=verdict)

@@ -34,12 +34,15 @@ from gtcore.stability.equilibria import (
     equilibrium,
     linear_stability,
 )
+from gtcore.status import Stability, Status, Verdict
 
 __all__ = ["VERDICTS", "Regime", "classify", "observe_regime", "observe_regimes"]
 
 
-#: the outcomes of :func:`~gtcore.stability.classify` and :func:`~gtcore.stability.observe_regime`
-VERDICTS = ("converges", "collapses to 0", "blows up", "undetermined")
+#: the verdicts of :func:`~gtcore.stability.classify` and :func:`~gtcore.stability.observe_regime`
+#: (members of :class:`~gtcore.status.Verdict`)
+VERDICTS = (Verdict.CONVERGES, Verdict.COLLAPSES, Verdict.BLOWS_UP, Verdict.GROWS_EXPONENTIALLY,
+            Verdict.UNDETERMINED)
 
 
 # ------------------------------------------------------------------------------ classify
@@ -49,20 +52,21 @@ class Regime:
 
     Attributes
     ----------
-    verdict : str
-        ``"converges"``, ``"collapses to 0"``, ``"blows up"`` or ``"undetermined"``.
+    verdict : Verdict
+        :class:`~gtcore.status.Verdict`: ``CONVERGES``, ``COLLAPSES`` (to 0), ``BLOWS_UP`` (a certified
+        pole), ``GROWS_EXPONENTIALLY`` (no pole, proved; unbounded) or ``UNDETERMINED``.
     reason : str
         Why (definiteness of V and B, spectrum of A, what was computed).
     Sigma_star : (d, d) ndarray or None
-        The limit for ``"converges"``, else None.
+        The limit for ``CONVERGES``, else None.
     t_star : float or None
-        The blow-up time for ``"blows up"``, else None.
+        The blow-up time for ``BLOWS_UP``, else None.
     method : str
         ``"closed form"`` (:math:`V_h = v_hI`) or ``"numerical"`` (general :math:`V`, or when the
         :math:`V = vI` blow-up search fell back to the integrator, see :class:`~gtcore.riccati.BlowupTime`).
     """
 
-    verdict: str
+    verdict: Verdict
     reason: str
     Sigma_star: np.ndarray | None = None
     t_star: float | None = None
@@ -82,16 +86,22 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
 
     With every :math:`V_h = v_hI` (:math:`Q = \sum_h v_h(B_h + B_h^\top)`) the verdict is exact:
 
-    * finite :func:`~gtcore.riccati.blowup_time` :math:`\Rightarrow` "blows up";
+    * finite :func:`~gtcore.riccati.blowup_time` (a certified pole) :math:`\Rightarrow` "blows up";
     * :math:`A` anti-stable and :math:`P^*A + A^\top P^* = -Q` with :math:`P^* \succ 0`,
       :math:`\Sigma_0 \succ 0` :math:`\Rightarrow` "converges" to :math:`(P^*)^{-1}`
       (:math:`P(t) - P^* = e^{-A^\top t}(P_0 - P^*)e^{-At} \to 0`);
     * :math:`A` Hurwitz and :math:`I - KY_\infty K \succ 0` :math:`\Rightarrow` "collapses to 0";
+    * :math:`A` anti-stable, :math:`Q \preceq 0` and :math:`P^*` singular :math:`\Rightarrow` "grows
+      exponentially" (:math:`P(t) \succeq e^{-A^\top t}P_0e^{-At}` keeps :math:`\Sigma(t) \preceq
+      e^{At}\Sigma_0e^{A^\top t}`, while :math:`\lambda_{\min}(P(t)) \to 0`);
     * otherwise "undetermined" (spectrum of :math:`A` on both sides of, or on, the imaginary
       axis; rank-deficient :math:`\Sigma_0` with anti-stable :math:`A`; a singular limit).
 
     For general :math:`V` the verdict is numerical: the ODE is integrated to ``t_max`` and
-    compared with the Newton equilibrium and its linear stability.
+    compared with the Newton equilibrium and its linear stability. It agrees with
+    :func:`blowup_time`: "blows up" only for a certified pole, "grows exponentially" when the
+    threshold is crossed but the attention's drift is bounded (no pole is possible), and
+    "undetermined" for a crossing that nothing certifies either way.
 
     Parameters
     ----------
@@ -121,35 +131,43 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
     # the verdict rests on the blow-up search: numerical when that search fell back to the integrator
     meth = "numerical" if bt.method == "numerical" else "closed form"
     if math.isfinite(bt.t_star):
-        return Regime("blows up", f"{desc}; Q = sum v_h(B_h + B_h^T) {qd}: {bt.reason}",
+        return Regime(Verdict.BLOWS_UP, f"{desc}; Q = sum v_h(B_h + B_h^T) {qd}: {bt.reason}",
                       t_star=bt.t_star, method=meth)
+    if bt.crossing_time is not None:  # the numerical fallback saw unbounded growth: say what it proved
+        return Regime(bt.verdict if bt.verdict is Verdict.GROWS_EXPONENTIALLY else Verdict.UNDETERMINED,
+                      f"{desc}; Q {qd}: {bt.reason}", method=meth)
     cls, lam = _spectrum_class(A)
     full_rank = np.linalg.eigvalsh(S0)[0] > 1e-12 * max(float(np.linalg.norm(S0)), 1e-300)
     if cls == "anti-stable":
         if not full_rank:
-            return Regime("undetermined", f"{desc}; rank(Sigma0) < d is invariant, so there is no "
+            return Regime(Verdict.UNDETERMINED, f"{desc}; rank(Sigma0) < d is invariant, so there is no "
                           "positive-definite limit", method=meth)
         P = _lyapunov_P(A, Q)
         assert P is not None  # A anti-stable: the Lyapunov equation has a unique solution
         w = np.linalg.eigvalsh(P)
         if w[0] > 0:
             S = np.linalg.inv(P)
-            return Regime("converges", f"{desc}; Q {qd}: A anti-stable, so P(t) = Sigma(t)^-1 -> P* "
+            return Regime(Verdict.CONVERGES, f"{desc}; Q {qd}: A anti-stable, so P(t) = Sigma(t)^-1 -> P* "
                           f"at rate 2 min Re spec(A) = {2 * lam.real.min():.3g}, and P* > 0 "
                           f"(lambda_min {w[0]:.3g})", Sigma_star=0.5 * (S + S.T), method=meth)
-        return Regime("undetermined", f"{desc}; A anti-stable but the limit P* is singular "
+        if bt.proved and qd in ("negative definite", "negative semidefinite", "zero"):
+            return Regime(Verdict.GROWS_EXPONENTIALLY, f"{desc}; Q {qd}, A anti-stable and the limit P* is "
+                          f"singular (lambda_min {w[0]:.3g}): no pole, Sigma(t) <= e^(At) Sigma0 e^(A^T t) and "
+                          "lambda_min(P(t)) -> 0, so Sigma grows without bound, at most exponentially",
+                          method=meth)
+        return Regime(Verdict.UNDETERMINED, f"{desc}; A anti-stable but the limit P* is singular "
                       f"(lambda_min {w[0]:.3g}): Sigma grows without bound", method=meth)
     if cls == "Hurwitz":
         ker = _RiccatiKernel(A, Q, S0)
         Y_inf = solve_continuous_lyapunov(A.T, -Q)
         g_inf = ker.g_of(0.5 * (Y_inf + Y_inf.T))
         if g_inf > 1e-12:
-            return Regime("collapses to 0", f"{desc}; Q {qd}: A Hurwitz and I - K Y_inf K > 0 "
+            return Regime(Verdict.COLLAPSES, f"{desc}; Q {qd}: A Hurwitz and I - K Y_inf K > 0 "
                           f"(lambda_min {g_inf:.3g}), so Sigma(t) -> 0 like e^(2 max Re spec(A) t) "
                           f"= e^({2 * lam.real.max():.3g} t)", method=meth)
-        return Regime("undetermined", f"{desc}; A Hurwitz and I - K Y_inf K is singular "
+        return Regime(Verdict.UNDETERMINED, f"{desc}; A Hurwitz and I - K Y_inf K is singular "
                       f"(lambda_min {g_inf:.3g}): the boundary between collapse and blow-up", method=meth)
-    return Regime("undetermined", f"{desc}; Q {qd}: spectrum of A on both sides of or on the "
+    return Regime(Verdict.UNDETERMINED, f"{desc}; Q {qd}: spectrum of A on both sides of or on the "
                   f"imaginary axis, no blow-up found ({bt.reason})", method=meth)
 
 
@@ -157,36 +175,40 @@ def _classify_numerical(controls: Controls, S0: np.ndarray, t_max: float | None,
     horizon = t_max if t_max is not None else _default_t_max(controls.affine_A)
     bt = _blowup_numerical(S0, controls, horizon)
     if math.isfinite(bt.t_star):
-        return Regime("blows up", f"{desc}; {bt.reason}", t_star=bt.t_star, method="numerical")
+        return Regime(Verdict.BLOWS_UP, f"{desc}; {bt.reason}", t_star=bt.t_star, method="numerical")
+    if bt.crossing_time is not None:  # past the threshold: exponential growth (proved) or not certified
+        verdict = bt.verdict if bt.verdict is Verdict.GROWS_EXPONENTIALLY else Verdict.UNDETERMINED
+        return Regime(verdict, f"{desc}; {bt.reason}", method="numerical")
     obs = observe_regime(controls, S0, horizon)
-    if obs == "converges":
+    if obs is Verdict.CONVERGES:
         try:
             eq = equilibrium(controls)
         except NoEquilibriumError as exc:
-            return Regime("undetermined", f"{desc}; the ODE settles numerically but {exc}",
+            return Regime(Verdict.UNDETERMINED, f"{desc}; the ODE settles numerically but {exc}",
                           method="numerical")
         traj = integrate_moments(np.zeros(controls.d), S0, controls, (0.0, horizon))
         S_end = traj.Sigma[-1]
         ls = linear_stability(controls, eq.Sigma)
-        if np.linalg.norm(S_end - eq.Sigma) <= 1e-6 * np.linalg.norm(eq.Sigma) and ls.verdict == "stable":
-            return Regime("converges", f"{desc}; numerically: Sigma(t_max) is within 1e-6 of the Newton "
+        if np.linalg.norm(S_end - eq.Sigma) <= 1e-6 * np.linalg.norm(eq.Sigma) and ls.verdict is Stability.STABLE:
+            return Regime(Verdict.CONVERGES, f"{desc}; numerically: Sigma(t_max) is within 1e-6 of the Newton "
                           f"equilibrium, which is linearly stable (abscissa {ls.max_real:.3g})",
                           Sigma_star=eq.Sigma, method="numerical")
-        return Regime("undetermined", f"{desc}; the ODE settles, but not at a linearly stable Newton "
+        return Regime(Verdict.UNDETERMINED, f"{desc}; the ODE settles, but not at a linearly stable Newton "
                       "equilibrium", method="numerical")
-    if obs == "collapses to 0":
-        return Regime("collapses to 0", f"{desc}; numerically ||Sigma(t_max)|| < 1e-8 ||Sigma0||",
+    if obs is Verdict.COLLAPSES:
+        return Regime(Verdict.COLLAPSES, f"{desc}; numerically ||Sigma(t_max)|| < 1e-8 ||Sigma0||",
                       method="numerical")
-    return Regime("undetermined", f"{desc}; no blow-up, equilibrium or collapse observed by "
+    return Regime(Verdict.UNDETERMINED, f"{desc}; no blow-up, equilibrium or collapse observed by "
                   f"t_max = {horizon:.3g}", method="numerical")
 
 
 # ------------------------------------------------------------------- observation and map
 def observe_regime(controls: Controls, Sigma0: Any, t_max: float, *, rtol: float = 1e-10,
-                   settle_tol: float = 1e-6, collapse_tol: float = 1e-8) -> str:
-    r"""The outcome seen by integrating the ODE alone (no theory): one of :data:`~gtcore.stability.regimes.VERDICTS`.
+                   settle_tol: float = 1e-6, collapse_tol: float = 1e-8) -> Verdict:
+    r"""The outcome seen by integrating the ODE alone (no theory): a :class:`~gtcore.status.Verdict`.
 
-    "blows up" when :func:`gtcore.moments.integrate_moments` stops on its blow-up event before ``t_max``;
+    "blows up" (what is observed: a crossing, not a certified pole) when
+    :func:`gtcore.moments.integrate_moments` stops on its blow-up event before ``t_max``;
     "collapses to 0" when :math:`\|\Sigma(t_{\max})\| \le` ``collapse_tol`` :math:`\|\Sigma_0\|`;
     "converges" when :math:`\Sigma(t_{\max}) \succ 0` is stationary,
     :math:`\|F(\Sigma)\| \le` ``settle_tol`` :math:`\|\Sigma\|`, with
@@ -221,22 +243,22 @@ def observe_regime(controls: Controls, Sigma0: Any, t_max: float, *, rtol: float
     return _observed_verdict(controls, traj.status, traj.Sigma[-1], n0, settle_tol, collapse_tol)
 
 
-def _observed_verdict(controls: Controls, status: str, S: np.ndarray, n0: float, settle_tol: float,
-                      collapse_tol: float) -> str:
+def _observed_verdict(controls: Controls, status: Status, S: np.ndarray, n0: float, settle_tol: float,
+                      collapse_tol: float) -> Verdict:
     """:func:`observe_regime`'s verdict from the integration's status and end point."""
-    if status == "blowup":
-        return "blows up"
+    if status == Status.BLOWUP:
+        return Verdict.BLOWS_UP
     nS = float(np.linalg.norm(S))
     if nS <= collapse_tol * n0:
-        return "collapses to 0"
+        return Verdict.COLLAPSES
     if (np.linalg.norm(_F(controls, S)) <= settle_tol * nS
             and np.linalg.eigvalsh(S)[0] > settle_tol * nS):
-        return "converges"
-    return "undetermined"
+        return Verdict.CONVERGES
+    return Verdict.UNDETERMINED
 
 
 def observe_regimes(controls: Sequence[Controls], Sigma0: Any, t_max: float, *, rtol: float = 1e-10,
-                    settle_tol: float = 1e-6, collapse_tol: float = 1e-8) -> list[str]:
+                    settle_tol: float = 1e-6, collapse_tol: float = 1e-8) -> list[Verdict]:
     r""":func:`observe_regime` for many controls at once: the same integration (tolerances, blow-up
     threshold) and the same verdicts, with every point's moment ODE stepped side by side by
     :func:`gtcore.moments.integrate_moments_lanes` (each with its own DOP853 steps; dot-product
