@@ -360,7 +360,7 @@ MAX_STEPS = 1_000_000
 
 #: below this many multiply-adds per attention evaluation (:math:`HN^2d`, :math:`2^{26}`: N = 4096 at d = 2),
 #: :func:`simulate` runs torch on one thread (small ops only pay the threads' wake-up; on a loaded machine
-#: they stall, see :func:`_thread_count`)
+#: they stall, see ``_thread_count``)
 SERIAL_WORK = 1 << 26
 
 
@@ -524,7 +524,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     Notes
     -----
     Inputs are checked once, here; a tensor ``x0`` is detached (no gradient is tracked) and a
-    negative-stride array copied. Small problems run torch on one thread (:func:`_thread_count`), the
+    negative-stride array copied. Small problems run torch on one thread (``_thread_count``), the
     caller's thread setting is restored after.
     """
     plan = _plan(x0, controls, t_span, steps, method=method, ff=ff, record_every=record_every, t_eval=t_eval,

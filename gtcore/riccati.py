@@ -195,7 +195,7 @@ class BlowupTime:
         it is a pole). By default it follows from ``t_star`` and ``proved``.
     crossing_time : float or None
         When the numerical search ran: the time at which :math:`\|\Sigma\|_F` crossed its blow-up
-        threshold (:attr:`~gtcore.moments.MomentTrajectory.crossing_time`), else None.
+        threshold (``crossing_time`` of :class:`~gtcore.moments.MomentTrajectory`), else None.
     """
 
     t_star: float

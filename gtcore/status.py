@@ -1,10 +1,10 @@
 r"""The one vocabulary of outcomes: integrator statuses and classifier verdicts, as enums.
 
-Every integrator of the core reports a :class:`Status` (:func:`gtcore.integrate_moments`,
+Every integrator of the core reports a :class:`Status` (:func:`gtcore.moments.integrate_moments`,
 :func:`gtcore.moments.integrate_moments_lanes`, :func:`gtcore.moments.lanes.integrate_lanes`,
-:func:`gtcore.layer_stack`, :func:`gtcore.simulate`); every classifier a :class:`Verdict`
-(:func:`gtcore.classify`, :func:`gtcore.stability.observe_regime`, :func:`gtcore.blowup_time`) or,
-for the linearisation at an equilibrium, a :class:`Stability` (:func:`gtcore.linear_stability`).
+:func:`gtcore.moments.layer_stack`, :func:`gtcore.particles.simulate`); every classifier a :class:`Verdict`
+(:func:`gtcore.stability.classify`, :func:`gtcore.stability.observe_regime`, :func:`gtcore.riccati.blowup_time`) or,
+for the linearisation at an equilibrium, a :class:`Stability` (:func:`gtcore.stability.linear_stability`).
 
 The members are strings (``class Status(str, Enum)``, which Python 3.10 supports, rather than the
 string enum of Python 3.11): ``Status.BLOWUP == "blowup"`` is true, a member hashes as its value (so it finds the
@@ -53,9 +53,9 @@ class Verdict(_Vocabulary):
     r"""The long-time fate of the covariance :math:`\Sigma(t)` of the moment ODE.
 
     ``CONVERGES`` to a positive-definite :math:`\Sigma^*`; ``COLLAPSES`` to 0; ``BLOWS_UP``: a pole at a
-    finite :math:`t^*`, certified (:func:`gtcore.blowup_time` says how); ``GROWS_EXPONENTIALLY``:
+    finite :math:`t^*`, certified (:func:`gtcore.riccati.blowup_time` says how); ``GROWS_EXPONENTIALLY``:
     unbounded, with a proof that there is no pole (:math:`\|\Sigma(t)\|` is bounded by an exponential);
-    ``NO_BLOWUP``: no pole, proved (used by :func:`gtcore.blowup_time`, which does not decide between
+    ``NO_BLOWUP``: no pole, proved (used by :func:`gtcore.riccati.blowup_time`, which does not decide between
     convergence, collapse and growth); ``UNDETERMINED``: none of these is established.
     """
 

@@ -213,7 +213,7 @@ class Sinkhorn(AttentionType):
         r"""A bound :math:`L = \sum_h \|V_h\|_2` on the Sinkhorn drift.
 
         :math:`M_h\Sigma` is the coupling's transposed cross-covariance, whose 2-norm is at most
-        :math:`\|\Sigma\|_2` (:func:`gaussian_conditional_gain`, Properties).
+        :math:`\|\Sigma\|_2` (``gaussian_conditional_gain``, Properties).
 
         Parameters
         ----------

@@ -99,7 +99,7 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
 
     For general :math:`V` the verdict is numerical: the ODE is integrated to ``t_max`` and
     compared with the Newton equilibrium and its linear stability. It agrees with
-    :func:`blowup_time`: "blows up" only for a certified pole, "grows exponentially" when the
+    :func:`~gtcore.riccati.blowup_time`: "blows up" only for a certified pole, "grows exponentially" when the
     threshold is crossed but the attention's drift is bounded (no pole is possible), and
     "undetermined" for a crossing that nothing certifies either way.
 
