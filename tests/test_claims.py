@@ -81,7 +81,7 @@ def test_registry_entries_are_complete():
         assert st.scope in ("paper", "beyond")
         assert st.reproducible_here or st.reason
         assert '"' not in st.paraphrase, "paraphrases are not quotations"
-    assert set(KINDS) == {"reproduces", "consistency", "control"}
+    assert set(KINDS) == {"reproduces", "derivation", "consistency", "control"}
 
 
 @pytest.mark.parametrize("text, match", [

@@ -8,8 +8,15 @@ criterion does not hold, which stops papermill and fails CI.
 Every claim names the statement it checks (an id of the statement registry (``gtcore/book/statements.toml``), see
 :mod:`gtcore.book.statements`) and its kind (:data:`KINDS`):
 
-* ``"reproduces"``: a number the paper's statement predicts, which could come out otherwise;
-* ``"consistency"``: the code agrees with itself or with a closed form;
+* ``"reproduces"``: an independent system (finite-N softmax tokens, real Transformer code, a
+  stochastic process, a trained model) shows what the statement predicts, and could have come out
+  otherwise;
+* ``"derivation"``: a closed form derived from the statement (by the paper or by this book) agrees
+  with a direct integration of eq. (1.1) (or of the moment ODE the statement is about): it checks the
+  mathematics, not the model. An integrator compared with the closed form of the same equation is a
+  derivation, never a reproduction;
+* ``"consistency"``: the code agrees with itself (an identity, a bound that holds by construction,
+  two implementations of one formula);
 * ``"control"``: a power check: the same statistic detects a departure where one exists.
 
 Criteria (exactly one family per claim):
@@ -31,7 +38,7 @@ import numpy as np
 from gtcore.book.statements import StatementError, load_statements
 
 CLAIM_MIME = "application/vnd.gtbook.claim+json"
-KINDS = ("reproduces", "consistency", "control")
+KINDS = ("reproduces", "derivation", "consistency", "control")
 
 
 class ClaimFailed(AssertionError):
@@ -139,7 +146,7 @@ def claim(name: str, value: Any, *, statement: str, kind: str, lt: float | None 
     statement : str
         The id of the statement checked, from the statement registry (``gtcore/book/statements.toml``).
     kind : str
-        ``"reproduces"``, ``"consistency"`` or ``"control"`` (see the module docstring).
+        ``"reproduces"``, ``"derivation"``, ``"consistency"`` or ``"control"`` (see the module docstring).
     lt, gt, close_to, rtol, atol : float, optional
         The criterion (see the module docstring).
 
