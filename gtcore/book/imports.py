@@ -23,7 +23,8 @@ from pathlib import Path
 
 PACKAGE = "gtcore"
 #: data files read by a module, hashed with it (relative to the package folder)
-DATA_FILES = {"gtcore.book.statements": ("book/statements.toml",)}
+DATA_FILES = {"gtcore.book.statements": ("book/statements.toml",),
+              "gtcore.book.mutations.registry": ("book/mutations/registry.toml",)}
 
 
 def package_dir() -> Path:
