@@ -97,9 +97,9 @@ def test_probe_comparison():
     assert not probe_changed({"text": "a"}, {"text": "a"})
 
 
-def _result(name, outcome, claim=None, caught=True):
+def _result(name, outcome, claim=None, caught=True, first=True):
     catch = None if outcome is Outcome.SURVIVED else Catch("04_stability_regimes", outcome, claim=claim,
-                                                           error=None if claim else "ValueError: boom")
+                                                           error=None if claim else "ValueError: boom", first=first)
     return MutationResult(name=name, file="gtcore/riccati.py", models="A plausible error.", area="paper",
                           outcome=outcome, caught_by=catch, catches=[catch] if catch else [],
                           chapters=["04_stability_regimes"], unit_tests=UnitTests(["tests/test_stability.py"], caught),
@@ -111,23 +111,25 @@ def test_results_round_trip_into_the_page_and_the_report(tmp_path):
     results = [_result(names[0], Outcome.DERIVATION, "predicted vs detected blow-up time"),
                _result(names[1], Outcome.CONSISTENCY, "equilibrium residual (relative)", caught=False),
                _result(names[2], Outcome.EXCEPTION),
-               _result(names[3], Outcome.SURVIVED)]
+               _result(names[3], Outcome.SURVIVED),
+               _result(names[4], Outcome.DERIVATION, "trajectory converges to Sigma*", first=False)]
     path = tmp_path / RESULTS
     save_check(path, {"date": "2026-06-07T00:00:00Z", "profile": "quick", "jobs": 2, "wall_s": 60.0}, results[:2])
     save_check(path, {"date": "2026-06-08T00:00:00Z", "profile": "quick", "jobs": 2, "wall_s": 60.0}, results[2:])
     run, back = load_results(path)  # the second run adds to the first: the registry's order is kept
-    assert [r.name for r in back] == names[:4] and run["date"].startswith("2026-06-08")
+    assert [r.name for r in back] == names[:5] and run["date"].startswith("2026-06-08")
     assert [r.as_dict() for r in back] == [r.as_dict() for r in results]
     page = mutations_markdown(path)
-    assert "# What the claims can catch" in page and "**4 mutations**: 0 caught by a *reproduces* claim, 1 by a" in page
+    assert "# What the claims can catch" in page and "**5 mutations**: 0 caught by a *reproduces* claim, 2 by a" in page
+    assert "`trajectory converges to Sigma*` (after an earlier claim of the chapter failed) | derivation |" in page
     assert f"| `{names[0]}` | `gtcore/riccati.py` | A plausible error. | 04_stability_regimes: " \
            "`predicted vs detected blow-up time` | derivation | yes |" in page
     assert f"| `{names[3]}` |" in page and "**survived**" in page and "| **no** |" in page
     assert "## Not caught by a reproduction or a derivation" in page and f"Registered but not in the last run" in page
     sentence = summary_sentence(path)
-    assert "of 4 plausible errors" in sentence and "0 fail a *reproduces* claim, 1 a *derivation* claim, " \
+    assert "of 5 plausible errors" in sentence and "0 fail a *reproduces* claim, 2 a *derivation* claim, " \
                                                    "1 only a consistency check or a control, 1 only an exception" in sentence
-    assert "the unit tests catch 3 of the 4" in sentence
+    assert "the unit tests catch 4 of the 5" in sentence
     executed = tmp_path / "executed"  # the report reads book/mutations.json beside executed/
     executed.mkdir()
     nb = nbformat.v4.new_notebook()

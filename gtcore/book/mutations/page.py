@@ -23,7 +23,7 @@ def _caught(r: MutationResult) -> str:
     if c is None:
         return "—"
     if c.claim is not None:
-        return f"{_esc(c.chapter)}: `{_esc(c.claim)}`"
+        return f"{_esc(c.chapter)}: `{_esc(c.claim)}`" + ("" if c.first else " (after an earlier claim of the chapter failed)")
     return f"{_esc(c.chapter)}: {_esc(c.error or c.outcome.value)}"
 
 
@@ -55,8 +55,9 @@ def mutations_markdown(results_path: Path, registry: dict[str, Mutation] | None 
         "library, after which the quick book runs on the chapters that import the mutated module and the "
         "unit tests that guard the file run too. A chapter stops at its first failing claim; once a claim "
         "of kind *reproduces* or *derivation* has failed the mutation counts as caught and the remaining "
-        "chapters are not run, otherwise every chapter runs, so that *only a consistency check* means that "
-        "no stronger claim of the book caught it. Each mutation's probe (a small computation with the "
+        "chapters are not run, otherwise every chapter runs, and a chapter stopped by a consistency check "
+        "or a control runs once more with failed claims recorded but not raised, so that *only a "
+        "consistency check* means that no stronger claim of the book caught it. Each mutation's probe (a small computation with the "
         "mutated code) shows that the change is executed and changes a number. The registry is "
         "`gtcore/book/mutations/registry.toml`; `gtbook mutations` (or `make mutations`) reruns the check "
         "and rewrites `book/mutations.json`, from which this page is generated.",

@@ -44,7 +44,11 @@ class Outcome(str, Enum):
 
 @dataclass
 class Catch:
-    """How one chapter ended under a mutation: the first failing claim, or the exception, or the time-out."""
+    """How one chapter ended under a mutation: the first failing claim, or the exception, or the time-out.
+
+    ``first`` is False for a claim seen only in the second look (failed claims not stopping the chapter),
+    after an earlier claim of the same chapter had failed.
+    """
 
     chapter: str
     outcome: Outcome
@@ -53,10 +57,12 @@ class Catch:
     value: Any = None
     threshold: str | None = None
     error: str | None = None
+    first: bool = True
 
     def describe(self) -> str:
+        later = "" if self.first else " (after an earlier claim failed)"
         if self.claim is not None:
-            return f"{self.chapter}: `{self.claim}`"
+            return f"{self.chapter}: `{self.claim}`{later}"
         return f"{self.chapter}: {self.error or self.outcome.value}"
 
 

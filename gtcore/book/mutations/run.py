@@ -11,8 +11,11 @@ One mutation at a time (:func:`run_mutation`):
    the failed notebook. When that claim is of kind ``reproduces`` or ``derivation`` the mutation is caught
    and the other chapters are stopped; otherwise (a consistency check, a control, an exception, a
    time-out) the remaining chapters still run, so that the record says whether a stronger claim catches
-   it. The outcome is the strongest catch (:class:`~gtcore.book.mutations.results.Outcome`), or
-   *survived*;
+   it. A chapter whose first failing claim is a consistency check or a control is then run once more with
+   failed claims recorded but not raised (``GTBOOK_CLAIMS_KEEP_GOING``, the *second look*): a
+   ``reproduces`` or ``derivation`` claim further down that chapter that also fails is recorded too
+   (``first=False``). The outcome is the strongest catch (:class:`~gtcore.book.mutations.results.Outcome`),
+   or *survived*;
 4. run the unit tests that guard the file, ``pytest -x`` on the mapped modules (:func:`run_unit_tests`).
 
 Before the first mutation the unmutated tree runs the same chapters and tests (the *baseline*): every
@@ -41,7 +44,7 @@ from typing import Any
 from gtcore.book import provenance
 from gtcore.book.cache import OFF_ENV
 from gtcore.book.chapters import BookError, discover_chapters, open_book
-from gtcore.book.claims import claims_in_notebook
+from gtcore.book.claims import KEEP_GOING_ENV, claims_in_notebook
 from gtcore.book.execute import THREAD_ENVS, _cores, plan
 from gtcore.book.imports import chapter_modules
 from gtcore.book.mutations.registry import Mutation, load_registry
@@ -77,9 +80,11 @@ def copy_tree(root: Path, dest: Path) -> Path:
     return dest
 
 
-def _env(tree: Path, threads: int | None = 1) -> dict[str, str]:
+def _env(tree: Path, threads: int | None = 1, keep_going: bool = False) -> dict[str, str]:
     """The environment of a subprocess that must import ``gtcore`` from ``tree``."""
-    env = {k: v for k, v in os.environ.items() if k != ROOT_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in (ROOT_ENV, KEEP_GOING_ENV)}
+    if keep_going:
+        env[KEEP_GOING_ENV] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(tree)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env[OFF_ENV] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -200,18 +205,26 @@ class ChapterRun:
     seconds: float
     catch: Catch | None = None
     stopped: bool = False
+    failures: list[Catch] | None = None
+
+
+def _failed_claims(tree: Path, name: str) -> list[Catch]:
+    """Every failing claim recorded by the last run of ``name`` (its failed notebook, else its executed one)."""
+    import nbformat
+
+    for path in (Path(tree) / "executed" / "failed" / f"{name}.ipynb", Path(tree) / "executed" / f"{name}.ipynb"):
+        if path.exists():
+            return [Catch(chapter=name, outcome=Outcome(rec.get("kind", "consistency")), claim=rec.get("name"),
+                          statement=rec.get("statement"), value=rec.get("value"), threshold=rec.get("threshold"))
+                    for rec in claims_in_notebook(nbformat.read(path, as_version=4)) if not rec.get("passed")]
+    return []
 
 
 def _catch_of(tree: Path, name: str, error: str) -> Catch:
     """The first failing claim of the failed notebook of ``name``, or the exception ``error`` describes."""
-    import nbformat
-
-    failed = Path(tree) / "executed" / "failed" / f"{name}.ipynb"
-    if failed.exists():
-        for rec in claims_in_notebook(nbformat.read(failed, as_version=4)):
-            if not rec.get("passed"):
-                return Catch(chapter=name, outcome=Outcome(rec.get("kind", "consistency")), claim=rec.get("name"),
-                             statement=rec.get("statement"), value=rec.get("value"), threshold=rec.get("threshold"))
+    failed = _failed_claims(tree, name)
+    if failed:
+        return failed[0]
     first = error.strip().splitlines()[0] if error.strip() else "the worker died"
     first = first.replace(str(Path(tree).resolve()), "<tree>").replace(str(tree), "<tree>")
     return Catch(chapter=name, outcome=Outcome.EXCEPTION, error=first.split(" failed ", 1)[-1][:300])
@@ -231,12 +244,15 @@ def _end(proc: subprocess.Popen) -> None:
 
 def run_chapters(tree: Path, names: list[str], *, profile: str = "quick", jobs: int = 1,
                  timeouts: dict[str, float] | None = None, stop: Callable[[ChapterRun], bool] | None = None,
+                 keep_going: bool = False,
                  log: Callable[[str], None] = _log_default) -> tuple[list[ChapterRun], list[str]]:
     """Run the chapters ``names`` of the book at ``tree`` (in that order, ``jobs`` at a time) with its ``gtcore``.
 
     Each chapter runs in a ``gtbook`` worker process (its own kernel, ``cores // jobs`` threads). When
     ``stop(run)`` is true for a finished chapter, the running ones are ended and the rest not started.
-    Returns the runs (completed, failed, timed out or stopped) and the names never started.
+    With ``keep_going`` a failed claim does not stop its chapter (every failing claim is in
+    :attr:`ChapterRun.failures`). Returns the runs (completed, failed, timed out or stopped) and the names
+    never started.
     """
     if not names:
         return [], []
@@ -259,7 +275,8 @@ def run_chapters(tree: Path, names: list[str], *, profile: str = "quick", jobs: 
                                             "components": job.components, "threads": threads}))
                 with open(spec.with_suffix(".log"), "w") as fh:
                     proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "_worker", str(spec)], cwd=tree,
-                                            env=_env(tree, threads=None), stdout=fh, stderr=subprocess.STDOUT)
+                                            env=_env(tree, threads=None, keep_going=keep_going), stdout=fh,
+                                            stderr=subprocess.STDOUT)
                 active[name] = (proc, spec, time.monotonic())
             time.sleep(0.5)
             for name, (proc, spec, t0) in list(active.items()):
@@ -275,12 +292,15 @@ def run_chapters(tree: Path, names: list[str], *, profile: str = "quick", jobs: 
                 else:
                     res_path = spec.with_suffix(".result.json")
                     result = json.loads(res_path.read_text()) if res_path.exists() else None
-                    if result and result.get("ok"):
-                        run = ChapterRun(name, True, elapsed)
+                    failures = _failed_claims(tree, name)
+                    if result and result.get("ok") and not failures:
+                        run = ChapterRun(name, True, elapsed, failures=[])
+                    elif result and result.get("ok"):  # keep_going: it ran to the end, with failed claims
+                        run = ChapterRun(name, False, elapsed, failures[0], failures=failures)
                     else:
                         log_text = spec.with_suffix(".log").read_text() if spec.with_suffix(".log").exists() else ""
                         error = result["error"] if result else f"the worker died (exit {proc.returncode}): {log_text[-300:]}"
-                        run = ChapterRun(name, False, elapsed, _catch_of(tree, name, error))
+                        run = ChapterRun(name, False, elapsed, _catch_of(tree, name, error), failures=failures)
                 for p in (spec, spec.with_suffix(".result.json"), spec.with_suffix(".log")):
                     p.unlink(missing_ok=True)
                 runs.append(run)
@@ -367,7 +387,21 @@ def run_mutation(m: Mutation, pristine: Path, workdir: Path, baseline: Baseline,
                                    timeouts={c: baseline.timeout(c) for c in names},
                                    stop=lambda r: r.catch is not None and r.catch.outcome.decisive, log=log)
         catches = [r.catch for r in runs if r.catch is not None]
-        best = min(catches, key=lambda c: c.outcome.strength) if catches else None
+        weak = [r.name for r in runs if r.catch is not None and r.catch.claim is not None
+                and r.catch.outcome in (Outcome.CONSISTENCY, Outcome.CONTROL)]
+        if weak and not any(c.outcome.decisive for c in catches):
+            log(f"  second look (failed claims do not stop the chapter): {', '.join(weak)}")
+            again, _ = run_chapters(tree, weak, profile=profile, jobs=jobs,
+                                    timeouts={c: baseline.timeout(c) for c in weak},
+                                    stop=lambda r: any(f.outcome.decisive for f in r.failures or []),
+                                    keep_going=True, log=log)
+            for r in again:
+                first = next((c for c in catches if c.chapter == r.name), None)
+                for f in r.failures or []:
+                    if first is None or f.claim != first.claim:
+                        f.first = False
+                        catches.append(f)
+        best = min(catches, key=lambda c: (c.outcome.strength, not c.first)) if catches else None
         ut = run_unit_tests(tree, list(m.tests)) if unit_tests else None
         if ut is not None:
             log(f"  unit tests: {'caught' if ut.caught else 'not caught' if ut.caught is False else 'not run'} "
