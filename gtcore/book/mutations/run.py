@@ -6,7 +6,8 @@ One mutation at a time (:func:`run_mutation`):
 2. run its probe on both trees (:func:`run_probe`): the mutation must change the value, which shows that
    the snippet is executed and changes a number;
 3. run the chapters whose ``gtcore`` import closure contains the mutated module (:func:`affected_chapters`),
-   ``jobs`` at a time, each in its own ``gtbook`` worker and kernel (:func:`run_chapters`), fastest first.
+   ``jobs`` at a time, each in its own ``gtbook`` worker and kernel (:func:`run_chapters`): first those that
+   import the module other than through the top-level package (:func:`likely_chapters`), fastest first.
    A chapter stops at its first failing claim (claims raise); the chapter and claim are read back from
    the failed notebook. When that claim is of kind ``reproduces`` or ``derivation`` the mutation is caught
    and the other chapters are stopped; otherwise (a consistency check, a control, an exception, a
@@ -46,12 +47,12 @@ from gtcore.book.cache import OFF_ENV
 from gtcore.book.chapters import BookError, discover_chapters, open_book
 from gtcore.book.claims import KEEP_GOING_ENV, claims_in_notebook
 from gtcore.book.execute import THREAD_ENVS, _cores, plan
-from gtcore.book.imports import chapter_modules
+from gtcore.book.imports import _module_imports, _with_parents, chapter_modules, direct_imports, module_path
 from gtcore.book.mutations.registry import Mutation, load_registry
 from gtcore.book.mutations.results import Catch, MutationResult, Outcome, Probe, UnitTests
 from gtcore.book.root import ROOT_ENV
 
-__all__ = ["TIMEOUT_FACTOR", "TIMEOUT_MARGIN_S", "DEFAULT_TIMEOUT_S", "copy_tree", "affected_chapters",
+__all__ = ["TIMEOUT_FACTOR", "TIMEOUT_MARGIN_S", "DEFAULT_TIMEOUT_S", "copy_tree", "affected_chapters", "likely_chapters",
            "run_probe", "probe_changed", "run_unit_tests", "ChapterRun", "run_chapters", "Baseline",
            "run_baseline", "run_mutation", "check_registry", "mutations_named", "verify", "run_check"]
 
@@ -98,6 +99,31 @@ def affected_chapters(tree: Path, module: str) -> list[str]:
     pkg = Path(tree) / "gtcore"
     return [name for name, chap in discover_chapters(open_book(tree)).items()
             if module in chapter_modules(chap.source, pkg)]
+
+
+def _closure_past_the_top(source: str, pkg: Path) -> set[str]:
+    """The modules a chapter reaches without going through the top-level ``gtcore/__init__``, whose
+    type-checking imports put nearly every module in every chapter's (over-approximated) closure."""
+    seen: set[str] = set()
+    todo = [m for name in direct_imports(source, pkg) for m in _with_parents(name)]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = module_path(name, pkg)
+        if path is None or name == "gtcore":
+            continue
+        deps = _module_imports(str(path), path.stat().st_mtime_ns, str(pkg), name, path.name == "__init__.py")
+        todo.extend(m for dep in deps for m in _with_parents(dep) if m not in seen)
+    return seen
+
+
+def likely_chapters(tree: Path, module: str) -> list[str]:
+    """The chapters that import ``module`` other than through the top-level package: run first."""
+    pkg = Path(tree) / "gtcore"
+    return [name for name, chap in discover_chapters(open_book(tree)).items()
+            if module in _closure_past_the_top(chap.source, pkg)]
 
 
 # ------------------------------------------------------------------------------------ probes
@@ -336,9 +362,10 @@ class Baseline:
         t = self.times.get(chapter)
         return DEFAULT_TIMEOUT_S if t is None else TIMEOUT_FACTOR * t + TIMEOUT_MARGIN_S
 
-    def order(self, chapters: list[str]) -> list[str]:
-        """Fastest first (the book's order when there is no baseline time)."""
-        return sorted(chapters, key=lambda c: (self.times.get(c, float("inf")), chapters.index(c)))
+    def order(self, chapters: list[str], first: list[str] = ()) -> list[str]:
+        """Those in ``first`` first, then the others; fastest first within each (the book's order without
+        baseline times)."""
+        return sorted(chapters, key=lambda c: (c not in first, self.times.get(c, float("inf")), chapters.index(c)))
 
 
 def run_baseline(tree: Path, chapters: list[str], tests: list[str], *, profile: str = "quick", jobs: int = 1,
@@ -382,7 +409,7 @@ def run_mutation(m: Mutation, pristine: Path, workdir: Path, baseline: Baseline,
         names = affected_chapters(tree, m.module)
         if chapters is not None:
             names = [c for c in names if c in chapters]
-        names = baseline.order(names)
+        names = baseline.order(names, likely_chapters(tree, m.module))
         runs, never = run_chapters(tree, names, profile=profile, jobs=jobs,
                                    timeouts={c: baseline.timeout(c) for c in names},
                                    stop=lambda r: r.catch is not None and r.catch.outcome.decisive, log=log)
