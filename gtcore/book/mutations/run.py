@@ -526,6 +526,7 @@ def run_check(root: Path, names: list[str] | None = None, *, profile: str = "qui
     if problems:
         raise BookError("mutations that do not apply: " + "; ".join(p for v in problems.values() for p in v))
     start = time.perf_counter()
+    commit = _commit(root)  # the tree that is copied now is the one measured
     tmp = Path(tempfile.mkdtemp(prefix="gtbook-mutations-"))
     if keep:
         log(f"temporary trees in {tmp}")
@@ -537,7 +538,6 @@ def run_check(root: Path, names: list[str] | None = None, *, profile: str = "qui
         tests = sorted({t for m in mutations for t in m.tests}) if unit_tests else []
         base = (run_baseline(pristine, needed, tests, profile=profile, jobs=jobs, log=log) if baseline
                 else Baseline({}, []))
-        commit = _commit(root)
         for k, m in enumerate(mutations, 1):
             log(f"[{k}/{len(mutations)}] {m.name} ({m.file})")
             results.append(run_mutation(m, pristine, tmp, base, profile=profile, jobs=jobs, chapters=chapters,
@@ -548,7 +548,7 @@ def run_check(root: Path, names: list[str] | None = None, *, profile: str = "qui
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
-    run = {"date": provenance.now_utc(), "commit": _commit(root), "profile": profile, "jobs": jobs,
+    run = {"date": provenance.now_utc(), "commit": commit, "profile": profile, "jobs": jobs,
            "mutations": [m.name for m in mutations], "chapters": chapters, "unit_tests": unit_tests,
            "baseline_s": {k: round(v, 1) for k, v in base.times.items()}, "wall_s": round(time.perf_counter() - start, 1),
            "cores": _cores()}
