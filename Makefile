@@ -16,7 +16,10 @@ JOBS ?= 1
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: book quick-book test lint venv status clean
+# Chapters at once in the mutation check (`make mutations`, by hand: it runs the quick book once per mutation).
+MUTATION_JOBS ?= 2
+
+.PHONY: book quick-book test lint venv status clean mutations
 
 venv: $(STAMP)
 
@@ -41,6 +44,11 @@ quick-book: $(STAMP)
 
 status: $(STAMP)
 	$(BIN)/gtbook status
+
+# What the claims can catch: every registered mutation of gtcore against the quick book and its unit
+# tests; rewrites book/mutations.json (the page "What the claims can catch" and the report's headline).
+mutations: $(STAMP)
+	$(BIN)/gtbook mutations -j $(MUTATION_JOBS)
 
 # The tests build their own quick book in a temporary folder: executed/ and _build/ are never touched.
 test: $(STAMP)

@@ -28,7 +28,8 @@ PACKAGE = "gtcore"
 #: the packages whose versions enter cache keys (with Python's)
 KEY_PACKAGES = ("numpy", "scipy", "torch", "transformers")
 #: data files read by a module, hashed with it (relative to the package folder)
-DATA_FILES = {"gtcore.book.statements": ("book/statements.toml",)}
+DATA_FILES = {"gtcore.book.statements": ("book/statements.toml",),
+              "gtcore.book.mutations.registry": ("book/mutations/registry.toml",)}
 
 
 def package_dir() -> Path:

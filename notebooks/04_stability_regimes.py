@@ -161,11 +161,13 @@ glue("scalar_err", scalar_err);
 # explicit solution (lines) and the adaptive integrator (dots) up to $0.999\,t^*$ (dotted line).
 # The two agree to the integrator's tolerance (largest relative difference {glue:text}`scalar_err:.0e`;
 # the claim allows $10^{-8}$, the tolerance of every
-# closed-form comparison in this book, well above DOP853's $10^{-10}$ setting).
+# closed-form comparison in this book, well above DOP853's $10^{-10}$ setting). Like every comparison of a
+# closed form with the integrator of the same equation in this chapter, it is a *derivation*: it checks
+# the mathematics, and would pass for any model that obeys eq. (1.1).
 
 # %%
 claim("scalar Riccati solution matches the integrator", scalar_err, lt=1e-8,
-      statement="riccati", kind="consistency")
+      statement="riccati", kind="derivation")
 
 # %% [markdown]
 # ## (b) Trajectories in the cone of covariance matrices
@@ -198,7 +200,8 @@ fig = figs.psd_cone([stab_traj.Sigma, blow_traj.Sigma],
 # $A\Sigma^* + \Sigma^*A^\top + V\Sigma^*B\Sigma^* + \Sigma^*B^\top\Sigma^*V^\top = 0$, relative
 # to the size of its terms (threshold $10^{-10}$; the Lyapunov solve gives $\sim 10^{-16}$). The
 # trajectory must reach it to $10^{-8}$ relative by $t = 60$ (the linearised rate is $2a_0$, so the
-# initial distance has shrunk by $e^{-60}$). The linearisation's eigenvalues must be
+# initial distance has shrunk by $e^{-60}$; a derivation: the closed-form $\Sigma^*$ against the
+# integrator). The linearisation's eigenvalues must be
 # $-(\lambda_i + \lambda_j)$, and $M^* = A + V\Sigma^*B$ must have purely imaginary spectrum.
 
 # %%
@@ -211,7 +214,7 @@ claim("equilibrium residual (relative)", eq.relative_residual, lt=1e-10,
       statement="stabilising", kind="consistency")
 claim("trajectory converges to Sigma*",
       np.linalg.norm(stab_traj.Sigma[-1] - eq.Sigma) / np.linalg.norm(eq.Sigma), lt=1e-8,
-      statement="stabilising", kind="reproduces")
+      statement="stabilising", kind="derivation")
 claim("linearisation spectrum is -(lambda_i + lambda_j)", spec_gap, lt=1e-10,
       statement="riccati", kind="consistency")
 claim("M* = A + V Sigma* B has imaginary spectrum",
@@ -221,8 +224,10 @@ claim("M* = A + V Sigma* B has imaginary spectrum",
 # %% [markdown]
 # The subtle point, checked rather than assumed: the same $V, B$ (opposite definiteness) with a
 # **Hurwitz** $A = -a_0 I + \omega J$ do not converge to a positive-definite equilibrium (the
-# candidate $P^*$ is then negative definite) but collapse to $0$ like $e^{-2a_0 t}$; and with the
-# same definiteness and Hurwitz $A$, $\Sigma^*$ exists but is linearly unstable.
+# candidate $P^*$ is then negative definite) but collapse to $0$ like $e^{-2a_0 t}$ (the closed-form
+# verdict of `classify` against the integrator: a derivation); and with the
+# same definiteness and Hurwitz $A$, $\Sigma^*$ exists but is linearly unstable (the spectrum of the
+# linearisation: algebra, which observes no blow-up, so a consistency check).
 
 # %%
 ctl_hurwitz = rotating_controls(-a_stable, -v_strength, B, omega=omega)
@@ -233,9 +238,9 @@ ls_same = linear_stability(ctl_hurwitz_same, equilibrium(ctl_hurwitz_same).Sigma
 claim("Hurwitz A, opposite definiteness: collapses to 0",
       bool(verdict_h.verdict is Verdict.COLLAPSES
            and np.linalg.norm(end_h) < 1e-8 * np.linalg.norm(Sigma0)),
-      statement="stabilising", kind="reproduces")
+      statement="stabilising", kind="derivation")
 claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict is Stability.UNSTABLE),
-      statement="blowup", kind="reproduces")
+      statement="blowup", kind="consistency")
 
 # %% [markdown]
 # ## (c) The blow-up time, and what a finite token cloud does near it
@@ -243,11 +248,11 @@ claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict i
 # The predicted $t^*$ (first zero of $\lambda_{\min}(P(t))$) is compared with the time at which
 # the adaptive integrator's terminal event sees $\|\Sigma\|_F$ cross $10^8$. Near a pole
 # $\|\Sigma\| \sim c/(t^* - t)$, so the event fires about $10^{-8}c$ early: the claim's tolerance
-# is $10^{-6}$ relative.
+# is $10^{-6}$ relative. A derivation: the closed-form $t^*$ against the integrator of the same equation.
 
 # %%
 claim("predicted vs detected blow-up time", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star,
-      lt=1e-6, statement="blowup", kind="reproduces")
+      lt=1e-6, statement="blowup", kind="derivation")
 glue("t_star_gap", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star);
 
 # %% [markdown]
@@ -391,7 +396,8 @@ figs.regimes_animation(part_stab, ode_stab_anim, pole_anim.run, pole_anim.ode, S
 # spectrum of $A$ and, for Hurwitz $A$, the threshold $v_c(a)$) draws the black boundary:
 # $a = 0$ for $v < 0$, $v = 0$ for $a > 0$, and $v = v_c(a)$ for $a < 0$. The grid avoids
 # $a = 0$ and $v = 0$ exactly, where the outcome is marginal. Claim: agreement on at least 99 % of
-# the grid; every disagreement is marked with a cross and listed below.
+# the grid; every disagreement is marked with a cross and listed below. The map compares the
+# closed-form conditions with brute-force integration of the same equation: a derivation.
 #
 # **Domain of the threshold $v_c$.** For Hurwitz $A$ and $v > 0$,
 # $P(t) = e^{-A^\top t}K^{-1}(I - vKY(t)K)K^{-1}e^{-At}$ with
@@ -423,7 +429,7 @@ for x, y, th, ob in rm.disagreements:
     print(f"disagreement at a = {x:.3f}, v = {y:.3f}: theory {th!r}, observed {ob!r}")
 print(f"{len(rm.disagreements)} disagreement(s) on {rm.theory.size} grid points")
 claim("regime map agrees with the theory", rm.agreement, gt=0.99,
-      statement="stabilising", kind="reproduces")
+      statement="stabilising", kind="derivation")
 
 # %% [markdown]
 # **Outside the domain.** $A = -0.1I + J$ (Hurwitz), $B = \operatorname{diag}(1, -1)$ (so
@@ -469,7 +475,8 @@ claim("indefinite B + B^T: the blow-up gain is above the exact threshold 1/sup_t
 # puts it at the target without changing $\Sigma^*$ ($b$ does not enter the covariance
 # equation). It attracts because $A + V + V\Sigma^*B = M^* + vI$ has eigenvalues $v \pm i\omega'$,
 # $v < 0$. Claim: the integrated mean is within $10^{-6}$ of the target at $t = 60$ (the slowest
-# rate is $\min(|v|, 2a_0) = 1$).
+# rate is $\min(|v|, 2a_0) = 1$). The bias comes from the closed form and the integrator confirms it: a
+# derivation.
 
 # %% mystnb={"figure": {"name": "fig-mean", "caption": "Steering the mean with constant controls. Left: the distance of $\\mu(t)$ to the target on a log scale. Right: the path of the mean from $\\mu_0 = 0$ into the target."}, "image": {"alt": "Left: a distance curve falling along a straight line on a log scale, then flattening near ten to the minus ten. Right: a spiralling path in the plane ending at a target marker."}}
 b_target = bias_for_mean_target(ctl_stab, eq.Sigma, mu_target)
@@ -485,7 +492,7 @@ glue("mean_final", float(np.linalg.norm(steer.mu[-1] - mu_target)));
 
 # %%
 claim("asymptotic mean hits the target", float(np.linalg.norm(steer.mu[-1] - mu_target)), lt=1e-6,
-      statement="mean_steering", kind="reproduces")
+      statement="mean_steering", kind="derivation")
 claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer, eq.Sigma)).real.max()),
       close_to=-v_strength, atol=1e-10, statement="mean_steering", kind="consistency")
 

@@ -152,7 +152,9 @@ for fam in families:
 # depth is the first layer with $\|\Sigma_\ell\|_F > 10^3\|\Sigma_0\|_F$, for the model and the layer
 # map alike; the claim allows one layer either way. The stabilising model must stay in the band at
 # every layer and end within it of the layer map's fixed point $\Sigma^*_h$ (the layer map iterated
-# to convergence; it differs from the ODE's $\Sigma^*$ by $O(h)$).
+# to convergence; it differs from the ODE's $\Sigma^*$ by $O(h)$). Only the first family's claims count
+# as reproductions: by the bridge of (a) the other encoders compute the same numbers to round-off, so
+# their copies of these claims are consistency checks.
 
 # %% mystnb={"figure": {"name": "fig-prescribed-regimes", "caption": "Covariance norm layer by layer in three encoder families (columns) with prescribed attention. Top: destabilising configuration, the model (dots), the exact layer map (circles), the moment ODE at $t = \\ell h$ (line), with LayerNorm and with the unscaled $B$. Bottom: stabilising configuration settling on $\\|\\Sigma^*_h\\|$, and without $A$."}, "image": {"alt": "Six panels in two rows and three columns. Top row: covariance norm on a log scale rising steeply over depth, model dots on layer-map circles, with flat and slowly rising control curves. Bottom row: curves that oscillate and settle on a horizontal line, and a control curve that falls."}}
 # the covariance map does not involve the mean: start it from the model's exact mean 0 (mu_hat is
@@ -222,13 +224,14 @@ for k, fam in enumerate(families):
     r = runs["destab"][k]
     close = r.map_ratio <= close_cut
     bands = np.array([band(S) for S in r.Sigma_map[close]])
+    kind = "reproduces" if k == 0 else "consistency"  # the other families repeat the first (bridge of (a))
     claim(f"{fam}: covariance follows the layer map within the finite-N band (map <= {close_cut:g}x)",
           float(np.max(r.deviation()[close] / bands)), lt=1.0,
-          statement="prescribed_regimes", kind="reproduces")
+          statement="prescribed_regimes", kind=kind)
     md, mapd = r.depth(factor)
     claim(f"{fam}: depth beyond 1e3 x initial norm within 1 layer of the layer map",
           float(abs(md - mapd)) if md is not None and mapd is not None else float("inf"), lt=1.5,
-          statement="blowup", kind="reproduces")
+          statement="blowup", kind=kind)
 
 # %% [markdown]
 # ### Claims: the controls on the same statistics
@@ -272,11 +275,12 @@ for k, fam in enumerate(families):
 for k, fam in enumerate(families):
     rs, r0 = runs["stab"][k], runs["no_A"][k]
     bands = np.array([band(S) for S in rs.Sigma_map])
+    kind = "reproduces" if k == 0 else "consistency"  # the other families repeat the first (bridge of (a))
     claim(f"{fam}: stabilising model follows the layer map within the band at every layer (bounded)",
-          float(np.max(rs.deviation() / bands)), lt=1.0, statement="prescribed_regimes", kind="reproduces")
+          float(np.max(rs.deviation() / bands)), lt=1.0, statement="prescribed_regimes", kind=kind)
     dist = np.linalg.norm(rs.Sigma_model[-1] - Sigma_star_h) / np.linalg.norm(Sigma_star_h)
     claim(f"{fam}: stabilising model ends within the band of Sigma*_h", float(dist / band(Sigma_star_h)),
-          lt=1.0, statement="stabilising", kind="reproduces")
+          lt=1.0, statement="stabilising", kind=kind)
     dist0 = np.linalg.norm(r0.Sigma_model[-1] - Sigma_star_h) / np.linalg.norm(Sigma_star_h)
     claim(f"{fam}, A = 0: distance-to-Sigma*_h statistic detects the missing equilibrium",
           float(dist0 / band(Sigma_star_h)), gt=1.0, statement="stabilising", kind="control")

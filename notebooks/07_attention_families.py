@@ -177,7 +177,7 @@ for i, name in enumerate(TYPES):
 # (the event fires at $\lVert\Sigma\rVert_F = 10^8$, i.e. $\sim 10^{-8}$ before the pole).
 #
 # These claims compare the integrated moment ODE with the closed-form analysis of the *same* ODE:
-# they are `consistency` checks (they would catch a wrong limit or bound, or an integrator error,
+# they are `derivation` claims (they would catch a wrong limit or bound, or an integrator error,
 # not a wrong ODE). Whether tokens obey these ODEs is the next claim. The horizon $t = 8$ is
 # bounded by the same event: from $\Sigma_0 = I$, L2 reaches $\lambda_{\max} \approx 7\times10^7$ at
 # $t = 8$ and would trip the $10^8$ event shortly after; "no finite-time blow-up" therefore rests
@@ -195,17 +195,17 @@ fitted = {name: growth_rate(long[name], rate_window) for name in rates}
 bounds = {"l2": 2 * np.linalg.norm(np.linalg.solve(I2, Q_blow), 2), "sinkhorn": 2.0}
 
 claim("dot: the covariance blows up at the closed-form t*", abs(long["dot"].crossing_time - t_star) / t_star,
-      lt=1e-3, statement="blowup", kind="consistency")
+      lt=1e-3, statement="blowup", kind="derivation")
 for name in rates:
     glue(f"fam_rate_{name}", fitted[name])
     glue(f"fam_pred_{name}", rates[name])
     claim(f"{name}: no finite-time blow-up up to t = {t_long:g} (> {t_long / t_star:.0f} t*)",
           long[name].status is Status.COMPLETED and bool(np.all(np.isfinite(long[name].Sigma))),
-          statement="beyond_families_asymptotics", kind="consistency")
+          statement="beyond_families_asymptotics", kind="derivation")
     claim(f"{name}: growth rate of lambda_max matches the predicted {rates[name]:.4f}",
-          abs(fitted[name] - rates[name]), lt=rate_tol, statement="beyond_families_asymptotics", kind="consistency")
+          abs(fitted[name] - rates[name]), lt=rate_tol, statement="beyond_families_asymptotics", kind="derivation")
     claim(f"{name}: the Groenwall bound holds along the trajectory", growth_bound_excess(long[name], bounds[name]),
-          lt=1e-9, statement="beyond_families_asymptotics", kind="consistency")
+          lt=1e-9, statement="beyond_families_asymptotics", kind="derivation")
 
 # %% [markdown]
 # Now tokens, over $[0, 1.5\,t^*]$: past the dot product's blow-up. The statistic and its
@@ -247,7 +247,7 @@ fig = figs.growth_curves(long, t_star, rates, particles={k: v.particles for k, v
 # the statistic and threshold are those of (a), and the control is the ODE of the first head alone.
 # Then the asymptotic rate with $H$ heads, $2\max\operatorname{Re}\lambda(A + \sum_hV_hK_h^{-1}Q_h)$,
 # from $\Sigma_0 = I$ with $V_h = I/H$ (both eigenvalues of that matrix are positive here, so
-# $\Sigma$ grows in every direction; a `consistency` claim, as in (b)). Last, two heads $(V, Q, K)$ and $(-V, Q, K)$ must cancel
+# $\Sigma$ grows in every direction; a `derivation` claim, as in (b)). Last, two heads $(V, Q, K)$ and $(-V, Q, K)$ must cancel
 # exactly, for every type: in the ODE and in the tokens (to round-off, $10^{-12}$).
 
 # %%
@@ -272,7 +272,7 @@ h_long = integrate_moments(np.zeros(2), I2, ctl_h_blow, (0.0, t_long), t_eval=t_
 h_rate = predicted_rate(ctl_h_blow)
 glue("fam_rate_heads", growth_rate(h_long, rate_window))
 claim(f"{n_heads} L2 heads: growth rate matches the predicted {h_rate:.4f}",
-      abs(growth_rate(h_long, rate_window) - h_rate), lt=rate_tol, statement="beyond_multihead", kind="consistency")
+      abs(growth_rate(h_long, rate_window) - h_rate), lt=rate_tol, statement="beyond_multihead", kind="derivation")
 
 x0 = gaussian_tokens(500, mu0, Sigma0, seed=seed + 3)
 cancel = [head_cancellation(Controls(A=omega_A * J, V=[Vh[0], -Vh[0]], Q=[Qh[0], Qh[0]], K=[Kh[0], Kh[0]],

@@ -97,3 +97,15 @@ def test_malformed_registry_is_refused(tmp_path, text, match):
     path.write_text(text)
     with pytest.raises(StatementError, match=match):
         load_statements(path)
+
+
+def test_keep_going_records_a_failure_without_raising(monkeypatch, capsys):
+    """The mutation check's second look (GTBOOK_CLAIMS_KEEP_GOING) sees every failing claim of a chapter."""
+    from gtcore.book.claims import KEEP_GOING_ENV
+
+    monkeypatch.setenv(KEEP_GOING_ENV, "1")
+    claim("kept", 2.0, lt=1.0, statement="invariance", kind="derivation")
+    assert "FAIL  kept [derivation: invariance]" in capsys.readouterr().out
+    monkeypatch.delenv(KEEP_GOING_ENV)
+    with pytest.raises(ClaimFailed):
+        claim("kept", 2.0, lt=1.0, statement="invariance", kind="derivation")

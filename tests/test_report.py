@@ -2,7 +2,7 @@
 
 import nbformat
 
-from gtcore.book.report import collect_claims, report_markdown, statement_statuses
+from gtcore.book.report import Status, collect_claims, report_markdown, statement_statuses
 from gtcore.book.statements import load_statements
 
 
@@ -24,24 +24,35 @@ def _c(name, statement, kind, passed=True):
 def test_statuses_follow_the_kinds(tmp_path):
     _notebook(tmp_path / "01_a.ipynb", [
         _c("r1", "invariance", "reproduces"), _c("k1", "invariance", "control"),
-        _c("c1", "reduction", "consistency"),
+        _c("c1", "reduction", "consistency"), _c("k2", "reduction", "control"),
+        _c("d1", "riccati", "derivation"), _c("c2", "riccati", "consistency"), _c("k3", "riccati", "control"),
+        _c("d2", "rank_invariance", "derivation"), _c("r4", "rank_invariance", "reproduces"),
         _c("r2", "blowup", "reproduces"), _c("r3", "blowup", "reproduces", passed=False),
+        _c("d3", "stabilising", "derivation", passed=False),
     ])
     rows = collect_claims(tmp_path)
-    assert [r.name for r in rows] == ["r1", "k1", "c1", "r2", "r3"] and rows[0].seed == 3
+    assert [r.name for r in rows][:3] == ["r1", "k1", "c1"] and rows[0].seed == 3
     status = {s.statement.id: s.status for s in statement_statuses(rows)}
-    assert status["invariance"] == "reproduced"
-    assert status["reduction"] == "consistency checks only"
-    assert status["blowup"] == "failed"
-    assert status["pretrained_paper_models"] == "not reproducible here"
-    assert status["reachability"] == "not checked"
+    assert status["invariance"] is Status.REPRODUCED and status["invariance"] == "reproduced"
+    assert status["reduction"] is Status.CONSISTENCY
+    assert status["riccati"] is Status.DERIVED and str(status["riccati"]) == "derived only"
+    assert status["rank_invariance"] is Status.REPRODUCED  # a reproduction outranks a derivation
+    assert status["blowup"] is Status.FAILED and status["stabilising"] is Status.FAILED
+    assert status["pretrained_paper_models"] is Status.NOT_REPRODUCIBLE
+    assert status["reachability"] is Status.NOT_CHECKED
 
 
-def test_headline_counts_statements_of_the_paper(tmp_path):
+def test_headline_counts_statements_by_status(tmp_path):
     _notebook(tmp_path / "01_a.ipynb", [_c("r1", "invariance", "reproduces"), _c("r2", "invariance", "reproduces"),
+                                        _c("d", "riccati", "derivation"), _c("c", "reduction", "consistency"),
                                         _c("b", "beyond_finite_n", "reproduces")])
     text = report_markdown(tmp_path)
-    n_paper = sum(s.scope == "paper" for s in load_statements().values())
-    assert f"**1 of {n_paper} statements of the paper reproduced; 1 not reproducible here.**" in text
-    assert "3 claims in all: 3 reproductions, 0 controls, 0 consistency checks" in text
+    statements = load_statements().values()
+    n_paper = sum(s.scope == "paper" for s in statements)
+    n_beyond = sum(s.scope == "beyond" for s in statements)
+    assert (f"**1 of {n_paper} statements of the paper reproduced**; 1 derived only, 1 consistency only, "
+            f"1 not reproducible here, {n_paper - 4} not checked.") in text
+    assert f"Beyond the paper: 1 of {n_beyond} reproduced; {n_beyond - 1} not checked." in text
+    assert "5 claims in all: 3 reproductions, 1 derivations, 1 consistency checks, 0 controls." in text
     assert "Beyond the paper" in text and "Not reproducible here:" in text
+    assert "Mutation check" not in text  # no book/mutations.json beside this executed/ folder

@@ -10,6 +10,7 @@ from pathlib import Path
 from gtcore.book import files as _files
 from gtcore.book import gallery, provenance, report
 from gtcore.book.chapters import Book, BookError, _book
+from gtcore.book.mutations import page as mutations_page
 
 __all__ = ["build", "build_inputs", "build_key", "toc_chapters"]
 
@@ -21,8 +22,8 @@ def toc_chapters(bk: Book | None = None) -> list[str]:
 
     toc = yaml.safe_load((_book(bk).root / "_toc.yml").read_text())
     files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
-    return [f.split("/", 1)[1] for f in files
-            if f.startswith("executed/") and f not in ("executed/report", "executed/gallery")]
+    generated = ("executed/report", "executed/gallery", "executed/mutations")
+    return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f not in generated]
 
 
 def build_inputs(bk: Book) -> list[Path]:
@@ -31,7 +32,7 @@ def build_inputs(bk: Book) -> list[Path]:
     import gtcore
 
     files = [bk.root / "_config.yml", bk.root / "_toc.yml"]
-    files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md"]
+    files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md", bk.executed / "mutations.md"]
     for folder in ("book", "_static"):
         files += sorted(p for p in (bk.root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     files += sorted(Path(gtcore.__file__).parent.rglob("*.py"))
@@ -59,6 +60,7 @@ def build(bk: Book | None = None, *, force: bool = False) -> Path:
     except report.ReportError as exc:
         raise BookError(str(exc)) from None
     gallery.write_gallery(bk.executed)
+    mutations_page.write_page(bk.executed)  # "What the claims can catch", from book/mutations.json
     index = bk.build_dir / "html" / "index.html"
     stamp = bk.build_dir / ".gtbook-build"
     key = build_key(bk)

@@ -5,6 +5,7 @@ r"""``gtbook``: execute the chapters under a profile, collect their claims, buil
     gtbook build [--force]
     gtbook all [run options]                      run, then build
     gtbook claims [--json]
+    gtbook mutations [--only NAME ...] [-j N] [--chapters NAME ...] [--verify]   what the claims can catch
     gtbook probe PATH_OR_NAME [--mode ...] [--tokens ...] [--sequences ...] [--figure PATH]
 
 The book's root is the working directory, or the first folder above it holding ``_config.yml``
@@ -36,6 +37,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 
 from gtcore.book import report
 from gtcore.book.build import build
@@ -90,6 +92,21 @@ def _parser() -> argparse.ArgumentParser:
     add_run_args(sub.add_parser("all", help="run, then build"))
     cl = sub.add_parser("claims", help="print every claim of the executed chapters")
     cl.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    mu = sub.add_parser("mutations", help="what the claims can catch: run the quick book under each registered "
+                                          "mutation of gtcore (see gtcore.book.mutations)")
+    mu.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="these mutations (default: all)")
+    mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="chapters to run at once")
+    mu.add_argument("--profile", default="quick", help="the chapters' profile (default quick)")
+    mu.add_argument("--chapters", nargs="+", action="extend", metavar="NAME",
+                    help="run only these chapters (default: every chapter that imports the mutated module)")
+    mu.add_argument("--no-unit-tests", action="store_true", help="do not run the unit tests of each mutated file")
+    mu.add_argument("--no-baseline", action="store_true",
+                    help="do not run the unmutated chapters and tests first (they are then assumed to pass)")
+    mu.add_argument("--verify", action="store_true",
+                    help="only check that each mutation applies once, compiles and changes its probe")
+    mu.add_argument("--output", default=None, metavar="PATH",
+                    help="results file (default book/mutations.json; other mutations' entries are kept)")
+    mu.add_argument("--keep", action="store_true", help="keep the temporary trees (for debugging)")
     pr = add_parser("probe", help="per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens")
     pr.add_argument("model", nargs="?", default="minilm",
                     help="minilm, modernbert, deit-tiny, a local path or a hub id org/name (local cache only)")
@@ -121,6 +138,40 @@ def _claims(bk: Book, as_json: bool) -> str:
     except report.ReportError as exc:
         raise BookError(str(exc)) from None
     return json.dumps([r.as_dict() for r in rows], indent=2) if as_json else report.claims_table(rows)
+
+
+def _mutations(bk: Book, args: argparse.Namespace) -> int:
+    """``gtbook mutations``: run (or only verify) the mutation check, save its results, render its page."""
+    from gtcore.book.mutations import RESULTS, save_check
+    from gtcore.book.mutations.page import write_page
+    from gtcore.book.mutations.registry import RegistryError
+    from gtcore.book.mutations.run import run_check, verify
+
+    try:
+        if args.verify:
+            problems = verify(bk.root, args.only)
+            bad = {k: v for k, v in problems.items() if v}
+            print(f"{len(problems) - len(bad)} of {len(problems)} mutations apply once, compile and change their probe")
+            return 1 if bad else 0
+        chapters = None
+        if args.chapters:
+            from gtcore.book.chapters import discover_chapters, select
+
+            chapters = [c.name for c in select(discover_chapters(bk), args.chapters)]
+        run, results = run_check(bk.root, args.only, profile=args.profile, jobs=args.jobs, chapters=chapters,
+                                 unit_tests=not args.no_unit_tests, baseline=not args.no_baseline, keep=args.keep)
+    except RegistryError as exc:
+        raise BookError(str(exc)) from None
+    out = save_check(Path(args.output) if args.output else bk.root / RESULTS, run, results)
+    if bk.executed.is_dir():
+        write_page(bk.executed, out)
+    width = max(len(r.name) for r in results) if results else 8
+    for r in results:
+        ut = "-" if r.unit_tests is None or r.unit_tests.caught is None else ("y" if r.unit_tests.caught else "n")
+        print(f"{r.name.ljust(width)}  {r.outcome.value:<11}  tests {ut}  "
+              + (r.caught_by.describe() if r.caught_by else ""))
+    print(f"results: {bk.shown(out)} ({run['wall_s'] / 60:.1f} min)")
+    return 0
 
 
 def _interrupt(signum, frame):
@@ -171,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         bk = open_book(args.root)
         os.environ[ROOT_ENV] = str(bk.root)  # this process's statement registry (the report) is the book's
+        if args.command == "mutations":
+            return _mutations(bk, args)
         if args.command == "status":
             print(status_table(status(bk, args.profile, args.only, args.set)))
         elif args.command == "claims":

@@ -1,0 +1,225 @@
+"""The mutation check (gtcore.book.mutations): the registry applies, probes see a change, the results
+round-trip into the page and the report, and three registered mutations are caught by the quick book."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+from gtcore.book.mutations import RESULTS, load_registry, load_results, save_check
+from gtcore.book.mutations.page import mutations_markdown
+from gtcore.book.mutations.registry import Mutation, RegistryError
+from gtcore.book.mutations.results import Catch, MutationResult, Outcome, Probe, UnitTests, summary_sentence
+from gtcore.book.mutations.run import affected_chapters, probe_changed, run_check, run_probe
+from gtcore.book.report import report_markdown
+
+
+def test_registry_has_twenty_mutations_that_apply_once_and_compile():
+    registry = load_registry()
+    assert len(registry) >= 20
+    for m in registry.values():
+        assert m.check(ROOT) == [], m.name
+        assert m.file.startswith("gtcore/") and not m.file.startswith("gtcore/book/")
+    files = {m.file for m in registry.values()}
+    # the equations and statistics the check must cover
+    for f in (
+        "attention/dot.py",
+        "attention/l2.py",
+        "attention/sinkhorn.py",
+        "moments/ode.py",
+        "moments/layers.py",
+        "particles.py",
+        "riccati.py",
+        "stability/equilibria.py",
+        "reachability/steering.py",
+        "stats/mixtures.py",
+        "studies/beyond/relu.py",
+        "stats/gaussianity.py",
+        "models/prescribed.py",
+    ):
+        assert f"gtcore/{f}" in files, f
+    assert {m.area for m in registry.values()} == {"paper", "beyond", "statistics"}
+
+
+def test_every_mutation_lies_in_code_some_chapter_imports():
+    for m in load_registry().values():
+        assert affected_chapters(ROOT, m.module), f"{m.name}: no chapter imports {m.module}"
+
+
+def _mutation(**kw):
+    base = dict(
+        name="m",
+        file="gtcore/moments/ode.py",
+        original="return dmu, MS + MS.T",
+        replacement="return dmu, MS.T + MS",
+        models="x",
+        area="paper",
+        tests=("tests/test_moments.py",),
+        probe="value = 1.0",
+    )
+    return Mutation(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(original="Sigma"), r"occurs \d\d+ times"),
+        (dict(original="this text is nowhere"), "occurs 0 times"),
+        (dict(replacement="return dmu, MS +"), "does not compile"),
+        (dict(tests=("tests/test_nothing_here.py",)), "does not exist"),
+    ],
+)
+def test_a_mutation_that_does_not_apply_cleanly_is_named(kw, match):
+    problems = _mutation(**kw).check(ROOT)
+    assert problems and any(re.search(match, p) for p in problems)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ('[a]\nfile = "gtcore/x.py"\n', "lacks"),
+        (
+            '[a]\nfile="gtcore/book/cli.py"\noriginal="a"\nreplacement="b"\nmodels="m"\narea="paper"\n'
+            'tests=["tests/test_x.py"]\nprobe="value = 1"\n',
+            "outside gtcore/book",
+        ),
+        (
+            '[a]\nfile="gtcore/riccati.py"\noriginal="a"\nreplacement="b"\nmodels="m"\narea="elsewhere"\n'
+            'tests=["tests/test_x.py"]\nprobe="value = 1"\n',
+            "area",
+        ),
+        (
+            '[a]\nfile="gtcore/riccati.py"\noriginal="a"\nreplacement="a"\nmodels="m"\narea="paper"\n'
+            'tests=["tests/test_x.py"]\nprobe="value = 1"\n',
+            "equals",
+        ),
+        ("[a\n", "not valid TOML"),
+    ],
+)
+def test_a_malformed_registry_is_refused(tmp_path, text, match):
+    path = tmp_path / "registry.toml"
+    path.write_text(text)
+    with pytest.raises(RegistryError, match=match):
+        load_registry(path)
+
+
+def test_the_probe_sees_a_real_change_and_not_an_equivalent_one(tmp_path):
+    """An equivalent rewrite (MS.T + MS) leaves the probe unchanged; a dropped term changes it."""
+    from gtcore.book.mutations.run import copy_tree
+
+    registry = load_registry()
+    real = registry["covariance_drift_without_Sigma_At"]
+    pristine = copy_tree(ROOT, tmp_path / "pristine")
+    before = run_probe(pristine, real.probe)
+    assert "numbers" in before and len(before["numbers"]) == 9
+    for m, changed in ((real, True), (_mutation(probe=real.probe), False)):
+        tree = copy_tree(pristine, tmp_path / f"t{changed}")
+        m.apply(tree)
+        assert probe_changed(before, run_probe(tree, m.probe)) is changed
+
+
+def test_probe_comparison():
+    assert not probe_changed({"numbers": [1.0, 2.0]}, {"numbers": [1.0, 2.0 + 1e-13]})
+    assert probe_changed({"numbers": [1.0, 2.0]}, {"numbers": [1.0, 2.001]})
+    assert probe_changed({"numbers": [1.0]}, {"error": "ValueError: x"})
+    assert probe_changed({"numbers": [float("nan")]}, {"numbers": [1.0]})
+    assert not probe_changed({"text": "a"}, {"text": "a"})
+    # a replacement naming what its function does not define is a broken entry, not a change
+    assert not probe_changed({"numbers": [1.0]}, {"error": "NameError: name 'controls' is not defined"})
+
+
+def _result(name, outcome, claim=None, caught=True, first=True):
+    catch = (
+        None
+        if outcome is Outcome.SURVIVED
+        else Catch(
+            "04_stability_regimes", outcome, claim=claim, error=None if claim else "ValueError: boom", first=first
+        )
+    )
+    return MutationResult(
+        name=name,
+        file="gtcore/riccati.py",
+        models="A plausible error.",
+        area="paper",
+        outcome=outcome,
+        caught_by=catch,
+        catches=[catch] if catch else [],
+        chapters=["04_stability_regimes"],
+        unit_tests=UnitTests(["tests/test_stability.py"], caught),
+        probe=Probe({"numbers": [1.0]}, {"numbers": [2.0]}, True),
+        date="2026-06-07T00:00:00Z",
+    )
+
+
+def test_results_round_trip_into_the_page_and_the_report(tmp_path):
+    names = list(load_registry())
+    results = [
+        _result(names[0], Outcome.DERIVATION, "predicted vs detected blow-up time"),
+        _result(names[1], Outcome.CONSISTENCY, "equilibrium residual (relative)", caught=False),
+        _result(names[2], Outcome.EXCEPTION),
+        _result(names[3], Outcome.SURVIVED),
+        _result(names[4], Outcome.DERIVATION, "trajectory converges to Sigma*", first=False),
+    ]
+    path = tmp_path / RESULTS
+    save_check(path, {"date": "2026-06-07T00:00:00Z", "profile": "quick", "jobs": 2, "wall_s": 60.0}, results[:2])
+    save_check(path, {"date": "2026-06-08T00:00:00Z", "profile": "quick", "jobs": 2, "wall_s": 60.0}, results[2:])
+    run, back = load_results(path)  # the second run adds to the first: the registry's order is kept
+    assert [r.name for r in back] == names[:5] and run["date"].startswith("2026-06-08")
+    assert [r.as_dict() for r in back] == [r.as_dict() for r in results]
+    page = mutations_markdown(path)
+    assert "# What the claims can catch" in page and "**5 mutations**: 0 caught by a *reproduces* claim, 2 by a" in page
+    assert "`trajectory converges to Sigma*` (after an earlier claim of the chapter failed) | derivation |" in page
+    assert (
+        f"| `{names[0]}` | `gtcore/riccati.py` | A plausible error. | 04_stability_regimes: "
+        "`predicted vs detected blow-up time` | derivation | yes |" in page
+    )
+    assert f"| `{names[3]}` |" in page and "**survived**" in page and "| **no** |" in page
+    assert "## Not caught by a reproduction or a derivation" in page and "Registered but not in the last run" in page
+    sentence = summary_sentence(path)
+    assert (
+        "of 5 plausible errors" in sentence
+        and "0 fail a *reproduces* claim, 2 a *derivation* claim, "
+        "1 only a consistency check or a control, 1 only an exception"
+        in sentence
+    )
+    assert "the unit tests catch 4 of the 5" in sentence
+    executed = tmp_path / "executed"  # the report reads book/mutations.json beside executed/
+    executed.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["gtbook"] = {"profile": "quick", "parameters": {"seed": 0}, "runtime_s": 1.0}
+    nbformat.write(nb, executed / "01_a.ipynb")
+    assert sentence in report_markdown(executed)
+
+
+def test_an_unreadable_results_file_is_named(tmp_path):
+    path = tmp_path / "mutations.json"
+    path.write_text(json.dumps({"format": 99, "results": []}))
+    with pytest.raises(ValueError, match=r"mutations\.json"):
+        load_results(path)
+    assert "unreadable" in summary_sentence(path)
+
+
+#: three fast, representative mutations and the chapter that must catch each with a strong claim: the
+#: finite-N kernel (a reproduction by tokens), the blow-up time (a derivation against the integrator),
+#: the book's ReLU rate (a derivation)
+CI_MUTATIONS = {
+    "dot_kernel_default_scale": "01_gaussian_invariance",
+    "blowup_kernel_transposed": "04_stability_regimes",
+    "relu_rate_wrong_side_of_kink": "02_beyond_invariance",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CI_MUTATIONS))
+def test_the_quick_book_catches_representative_mutations(name):
+    """Each runs its one chapter under the mutation (no baseline, no unit tests: about a minute each)."""
+    _run, (r,) = run_check(
+        ROOT, [name], chapters=[CI_MUTATIONS[name]], unit_tests=False, baseline=False, log=lambda msg: None
+    )
+    assert r.probe.changed
+    assert r.outcome in (Outcome.REPRODUCES, Outcome.DERIVATION), (r.outcome, r.caught_by)
+    assert r.caught_by.chapter == CI_MUTATIONS[name] and r.caught_by.claim
