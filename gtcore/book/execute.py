@@ -495,6 +495,8 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
             stale.unlink(missing_ok=True)  # a failure from an earlier run no longer describes this chapter
         return elapsed
     except OSError as exc:
+        if exc.filename is None:  # a failed write names no file: it was this chapter's scratch folder
+            exc = OSError(exc.errno, exc.strerror, bk.shown(scratch))
         raise BookError(f"chapter {chapter.name}: {_files.os_error_line(exc)}; the last good output is "
                         "untouched") from None
     finally:

@@ -71,6 +71,11 @@ def _write_beside(dest: Path, write) -> None:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None:  # a write that failed (a full disk) names no file: name the target
+            raise OSError(exc.errno, exc.strerror, str(dest)) from None
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
