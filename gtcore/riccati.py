@@ -60,6 +60,7 @@ from gtcore._validation import as_float_array, check_covariance, check_matrix, c
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.moments.ode import _moment_rhs
+from gtcore._repr import short_repr
 
 __all__ = [
     "BlowupTime",
@@ -176,6 +177,8 @@ class BlowupTime:
     method: str
     reason: str
     proved: bool = True
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     def __float__(self) -> float:
         return float(self.t_star)
@@ -503,6 +506,8 @@ class GainThreshold:
     t_peak: float
     limit: float
     formula: float
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n_grid: int = 4000) -> GainThreshold:

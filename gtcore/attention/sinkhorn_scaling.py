@@ -58,6 +58,7 @@ from gtcore.attention.base import BLOCK
 from gtcore.attention.kernels import attend, softmax_average
 from gtcore.attention.sinkhorn import (ANDERSON, MAX_ITER, SinkhornConvergenceWarning, _check_acceleration,
                                       _check_stopping, _potential_hessian, default_tol)
+from gtcore._repr import short_repr
 
 __all__ = ["SinkhornResult", "sinkhorn_average", "sinkhorn_potentials"]
 
@@ -83,6 +84,8 @@ class SinkhornResult:
     iterations: int
     marginal_error: float
     converged: bool
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     @property
     def status(self) -> str:

@@ -15,6 +15,7 @@ from gtcore._validation import (
 from gtcore.controls import (
     Controls,
 )
+from gtcore._repr import short_repr
 
 __all__ = ["LaneMoments", "integrate_moments_lanes"]
 
@@ -36,6 +37,8 @@ class LaneMoments:
     mu: np.ndarray
     Sigma: np.ndarray
     status: np.ndarray
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls], t_span: tuple[float, float],

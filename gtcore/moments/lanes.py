@@ -32,6 +32,7 @@ import numpy as np
 from scipy.integrate._ivp import dop853_coefficients as _dop
 
 from gtcore._validation import as_float_array
+from gtcore._repr import short_repr
 
 __all__ = ["LaneSolution", "integrate_lanes"]
 
@@ -65,6 +66,8 @@ class LaneSolution:
     status: np.ndarray
     steps: np.ndarray
     nfev: np.ndarray
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def _rms(x: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from gtcore.controls import (
     Controls,
 )
 from gtcore.moments.ode import _check_below_blowup, _checked_moments
+from gtcore._repr import short_repr
 
 __all__ = ["layer_map", "LayerTrajectory", "layer_stack"]
 
@@ -96,6 +97,8 @@ class LayerTrajectory:
     blowup_layer: int | None
     blowup_norm: float
     message: str
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     def __iter__(self):
         yield self.mu

@@ -25,6 +25,7 @@ from gtcore.controls import (
     control_breaks,
     evaluate_controls,
 )
+from gtcore._repr import short_repr
 
 __all__ = ["moment_rhs", "MomentTrajectory", "MAX_NFEV", "integrate_moments"]
 
@@ -115,6 +116,8 @@ class MomentTrajectory:
     crossing_time: float | None
     message: str
     nfev: int
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     @property
     def final(self) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,7 @@ from gtcore.reachability.steering import (
     endpoint_error,
     steer,
 )
+from gtcore._repr import short_repr
 
 __all__ = ["MinEnergyResult", "steer_min_energy", "steer_min_energy_starts"]
 
@@ -56,6 +57,8 @@ class MinEnergyResult:
     success: bool
     nit: int
     message: str
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def _endpoint_constraints(mu0, Sigma0, mu1, Sigma1, r, K, tau):

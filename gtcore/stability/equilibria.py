@@ -23,6 +23,7 @@ from gtcore.riccati import (
     _lyapunov_P,
     riccati_quadratic,
 )
+from gtcore._repr import short_repr
 
 __all__ = ["NoEquilibriumError", "Equilibrium", "ROOT_UNCERTAINTY_RATIO", "equilibrium", "LinearStability", "linear_stability"]
 
@@ -115,6 +116,8 @@ class Equilibrium:
     relative_residual: float
     method: str
     iterations: int
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def _certify(controls: Controls, Sigma: np.ndarray, method: str, iterations: int) -> Equilibrium:
@@ -312,6 +315,8 @@ class LinearStability:
     eigenvalues: np.ndarray
     max_real: float
     verdict: str
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def linear_stability(controls: Controls, Sigma_star: Any) -> LinearStability:

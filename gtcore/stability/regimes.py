@@ -34,6 +34,7 @@ from gtcore.stability.equilibria import (
     equilibrium,
     linear_stability,
 )
+from gtcore._repr import short_repr
 
 __all__ = ["VERDICTS", "Regime", "classify", "observe_regime", "observe_regimes"]
 
@@ -61,6 +62,8 @@ class Regime:
     Sigma_star: np.ndarray | None = None
     t_star: float | None = None
     method: str = "closed form"
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def _describe(controls: Controls) -> str:

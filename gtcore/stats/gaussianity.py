@@ -39,6 +39,7 @@ from gtcore._linalg import psd_sqrt, whiten
 from gtcore._linalg import empirical_moments as _empirical_moments
 from gtcore._progress import progress as progress_bar
 from gtcore._validation import check_moments, check_tokens
+from gtcore._repr import short_repr
 
 #: memory budget (bytes) for the temporary blocks of the chunked statistics
 _CHUNK_BYTES = 128 * 2**20
@@ -356,6 +357,8 @@ class NoiseFloor:
     values: np.ndarray
     n: int
     d: int
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     @property
     def mean(self) -> Any:

@@ -25,6 +25,7 @@ from gtcore._linalg import psd_factor
 from gtcore._validation import as_float_array, check_covariance, check_finite, check_tokens
 from gtcore.attention import ATTENTION_TYPES
 from gtcore.stats.gaussianity import NoiseFloor, _STATISTICS, noise_floor
+from gtcore._repr import short_repr
 
 #: tolerance on the sum of the mixture weights
 WEIGHT_ATOL = 1e-12
@@ -53,6 +54,8 @@ class GaussianMixture:
     weights: np.ndarray
     means: np.ndarray
     covariances: np.ndarray
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     def __init__(self, weights: Any, means: Any, covariances: Any) -> None:
         w = as_float_array(weights, "weights")
@@ -166,6 +169,8 @@ class LabelledTokens:
 
     tokens: np.ndarray
     labels: np.ndarray
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     def counts(self) -> np.ndarray:
         """Number of tokens per label 0..K-1."""
