@@ -125,19 +125,20 @@ def three(tmp_path):
 @needs_proc
 def test_9_kill_9_of_run_j2_leaves_no_worker_and_no_late_publish(tree):
     gtbook("run", "-j", "2", "--set", "x=0.25", cwd=tree)
-    proc = start("run", "-j", "2", "--force", "--set", "x=0.75", "--set", "pause=8.0", cwd=tree)
+    proc = start("run", "-j", "2", "--force", "--set", "x=0.75", "--set", "pause=30.0", cwd=tree)
     running = tree / "executed" / ".running"
     deadline = time.time() + 90
     while time.time() < deadline and len(list(running.glob("*/kernel.log"))) < 2:
         time.sleep(0.2)
-    time.sleep(2)  # both kernels are inside the chapter's cells
+    time.sleep(2)  # both kernels are inside the chapter's cells, 28 s from publishing
     os.kill(proc.pid, signal.SIGKILL)
+    killed = time.time()
     proc.communicate()
-    left = wait_until_gone(tree, 30)
-    assert not left, f"processes of the killed run still running: {left}"
+    left = wait_until_gone(tree, 10)
+    assert not left, f"processes of the killed run still running 10 s after the kill: {left}"
     # a later run publishes its notebooks, and nothing of the killed run overwrites them afterwards
     gtbook("run", "-j", "2", "--set", "x=1.5", cwd=tree)
-    time.sleep(10)  # longer than the killed run's chapters would have taken
+    time.sleep(max(0.0, killed + 35 - time.time()))  # past the moment the killed run would have published
     assert ran_x(tree, "01_tiny") == ran_x(tree, "02_small") == 1.5
     text = gtbook("status", "--set", "x=1.5", cwd=tree).stdout
     assert state_of(text, "01_tiny") == state_of(text, "02_small") == "fresh"
@@ -398,8 +399,8 @@ def test_17_the_thread_count_is_part_of_the_key(tree):
 
 
 # ------------------------------------------------------- 18: a rerun command for a shell
-HOSTILE = ["x;touch PWNED_semicolon", "$(touch PWNED_subshell)", "`touch PWNED_backtick`", "it's \"quoted\"",
-           "a b  c", "<img src=x onerror=alert(1)>"]
+HOSTILE = ["x;touch${IFS}PWNED_semicolon", "$(touch${IFS}PWNED_subshell)", "`touch${IFS}PWNED_backtick`",
+           "x;touch PWNED_spaced", "it's \"quoted\"", "a b  c", "<img src=x onerror=alert(1)>", "x&&touch${IFS}PWNED_and"]
 
 
 @pytest.mark.parametrize("label", HOSTILE)
