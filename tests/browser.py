@@ -49,6 +49,7 @@ class Browser:
         self._r = os.fdopen(out_r, "rb")
         self._id = 0
         self._buf = b""
+        self._targets: dict[str, str] = {}
 
     def send(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
         self._id += 1
@@ -70,14 +71,25 @@ class Browser:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply.get("result", {})
 
-    def open(self, url: str) -> str:
-        """A new tab showing ``url``: returns its session id once navigation has committed."""
+    def open(self, url: str, width: int | None = None, height: int = 1000) -> str:
+        """A new tab showing ``url`` (``width`` CSS pixels wide if given, as a phone below 600):
+        returns its session id once navigation has committed."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        if width is not None:
+            self.send("Emulation.setDeviceMetricsOverride", {"width": int(width), "height": int(height),
+                                                             "deviceScaleFactor": 1, "mobile": width < 600},
+                      session)
         nav = self.send("Page.navigate", {"url": url}, session)
         if nav.get("errorText"):
             raise RuntimeError(f"could not open {url}: {nav['errorText']}")
+        self._targets[session] = target
         return session
+
+    def close_tab(self, session: str) -> None:
+        target = self._targets.pop(session, None)
+        if target is not None:
+            self.send("Target.closeTarget", {"targetId": target})
 
     def evaluate(self, session: str, expression: str, timeout_ms: int = 30000):
         res = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
@@ -127,3 +139,134 @@ new Promise((resolve) => {
   wait();
 })
 """
+
+
+#: what overflows on a page at the current width (dropdowns opened first, so their tables count):
+#: ``wide``, elements that reach past the content column and are not inside a box that scrolls within
+#: it (the outermost of each); ``broken``, words (tokens) a table cell splits across lines; ``page``,
+#: whether the whole page scrolls sideways; ``captions``, the lowest contrast ratio of a caption in
+#: the dark theme (WCAG: 4.5 or more reads well)
+OVERFLOW_REPORT = r"""
+new Promise((resolve) => {
+  const describe = (el) => {
+    const cls = (el.className && el.className.baseVal === undefined ? el.className : '').toString();
+    return el.tagName.toLowerCase() + (cls ? '.' + cls.trim().split(/\s+/).slice(0, 2).join('.') : '') +
+      ': ' + (el.innerText || el.getAttribute('alt') || '').trim().slice(0, 50);
+  };
+  const scrolls = (el) => ['auto', 'scroll', 'hidden'].includes(getComputedStyle(el).overflowX);
+  const luminance = (rgb) => {
+    const [r, g, b] = rgb.map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const rgb = (text) => (text.match(/[\d.]+/g) || []).slice(0, 4).map(Number);
+  const background = (el) => {
+    for (let p = el; p; p = p.parentElement) {
+      const c = rgb(getComputedStyle(p).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const measure = () => {
+    document.querySelectorAll('details').forEach((d) => { d.open = true; });
+    const article = document.querySelector('article.bd-article') || document.querySelector('article') || document.body;
+    const col = article.getBoundingClientRect();
+    const wide = [];
+    const seen = new Set();
+    for (const el of article.querySelectorAll('*')) {
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 || r.height === 0) continue;
+      if (r.right <= col.right + 1 && r.left >= col.left - 1) continue;
+      let p = el.parentElement, inside = false;
+      while (p && p !== article) {
+        if (seen.has(p)) { inside = true; break; }
+        if (scrolls(p)) { const q = p.getBoundingClientRect(); if (q.right <= col.right + 1 && q.left >= col.left - 1) { inside = true; break; } }
+        p = p.parentElement;
+      }
+      if (inside) continue;
+      seen.add(el);
+      wide.push(describe(el) + ` (${Math.round(r.left)}..${Math.round(r.right)} of ${Math.round(col.left)}..${Math.round(col.right)})`);
+    }
+    const broken = [];
+    for (const cell of article.querySelectorAll('td, th')) {
+      const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      let node;
+      while ((node = walker.nextNode())) {
+        const re = /\S+/g;
+        let m;
+        while ((m = re.exec(node.textContent))) {
+          const range = document.createRange();
+          range.setStart(node, m.index);
+          range.setEnd(node, m.index + m[0].length);
+          const tops = new Set(Array.from(range.getClientRects()).filter((q) => q.width > 0).map((q) => Math.round(q.top)));
+          if (tops.size > 1) broken.push(m[0]);
+        }
+      }
+    }
+    const page = document.documentElement.scrollWidth > window.innerWidth + 1;
+    document.documentElement.dataset.theme = 'dark';
+    document.documentElement.dataset.mode = 'dark';
+    let captions = null;
+    for (const cap of article.querySelectorAll('figcaption, .caption-text')) {
+      const fg = luminance(rgb(getComputedStyle(cap).color).slice(0, 3));
+      const bg = luminance(background(cap));
+      const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+      captions = captions === null ? ratio : Math.min(captions, ratio);
+    }
+    resolve({wide, broken, page, captions, height: document.documentElement.scrollHeight});
+  };
+  const wait = () => {
+    if (document.readyState !== 'complete') { setTimeout(wait, 100); return; }
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+      MathJax.startup.promise.then(() => setTimeout(measure, 300));
+    } else { setTimeout(measure, 600); }
+  };
+  wait();
+})
+"""
+
+
+def measure_pages(browser: Browser, pages: list[Path], widths=(1400, 420)) -> dict[str, dict]:
+    """:data:`OVERFLOW_REPORT` of every page at every width: ``{"WIDTH PAGE": report}``."""
+    out = {}
+    for width in widths:
+        for page in pages:
+            session = browser.open(Path(page).as_uri(), width=width)
+            try:
+                out[f"{width} {Path(page).parent.name}/{Path(page).name}"] = browser.evaluate(session, OVERFLOW_REPORT,
+                                                                                          timeout_ms=180000)
+            finally:
+                browser.close_tab(session)
+    return out
+
+
+def overflow_problems(results: dict[str, dict], min_contrast: float = 4.5) -> list[str]:
+    """What a reader would trip over, one line per page and width (empty when every page reads well)."""
+    problems = []
+    for where, r in results.items():
+        if r["wide"]:
+            problems.append(f"{where}: {len(r['wide'])} element(s) wider than the column, e.g. {r['wide'][:3]}")
+        if r["broken"]:
+            problems.append(f"{where}: {len(r['broken'])} token(s) broken inside table cells, e.g. {r['broken'][:5]}")
+        if r["page"]:
+            problems.append(f"{where}: the page scrolls sideways")
+        if r["captions"] is not None and r["captions"] < min_contrast:
+            problems.append(f"{where}: captions have contrast {r['captions']:.2f} in the dark theme (< {min_contrast})")
+    return problems
+
+
+if __name__ == "__main__":  # python tests/browser.py BUILD/html [OUT.json]: measure a built book by hand
+    import sys
+
+    html = Path(sys.argv[1])
+    pages = sorted([*(html / "executed").glob("*.html"), *(html / "book").glob("*.html")])
+    browser = Browser(chromium_path())
+    try:
+        results = measure_pages(browser, pages)
+    finally:
+        browser.close()
+    if len(sys.argv) > 2:
+        Path(sys.argv[2]).write_text(json.dumps(results, indent=1))
+    for where, r in results.items():
+        print(f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  page scrolls "
+              f"{'yes' if r['page'] else 'no '}  caption contrast (dark) "
+              f"{'-' if r['captions'] is None else format(r['captions'], '.2f')}  height {r['height']}")
