@@ -93,14 +93,16 @@ _COMMANDS = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gtbook", description=__doc__.split("\n\n")[0].strip("r\"` \n"),
+    p = argparse.ArgumentParser(prog="gtbook", description="gtbook: execute the book's chapters under a profile, "
+                                "collect their claims, build the book (the executable companion to arXiv:2606.07600).",
                                 epilog="`gtbook COMMAND --help` describes each command.")
     p.add_argument("--version", action="version", version=f"gtbook {_version()}",
                    help="print the version of the installed distribution and exit")
     p.add_argument("--root", default=None, metavar="PATH",
                    help="the book's folder (default: the working directory or the first one above it "
                         "holding _config.yml)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="run, status, build, all, claims or probe (`gtbook COMMAND --help` for its options)")
 
     def add_book_parser(name):  # `--root` also after the command (`gtbook status --root PATH`)
         short, long = _COMMANDS[name]
