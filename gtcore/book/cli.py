@@ -265,8 +265,8 @@ def _main(argv: list[str] | None) -> int:
             try:
                 if args.command in ("run", "all"):
                     profile = args.profile
-                    if profile is None and args.command == "all":
-                        profile = book_profile(bk, strict=not args.mixed_profiles)
+                    if profile is None and args.command == "all" and not args.mixed_profiles:
+                        profile = book_profile(bk, strict=True)  # the book's one profile (None: none ran)
                     times = run(profile, args.only, args.set, jobs=args.jobs, force=args.force, bk=bk,
                                 token=lock.token)
                     print("chapter times: " + (", ".join(f"{k} {v:.1f} s" for k, v in times.items())
