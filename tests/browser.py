@@ -115,6 +115,7 @@ class Browser:
 PAGE_REPORT = r"""
 new Promise((resolve) => {
   const done = () => {
+    document.querySelectorAll('details').forEach((d) => { d.open = true; });  // collapsed detail counts too
     const imgs = Array.from(document.querySelectorAll('article img, main img'));
     const text = (document.querySelector('article') || document.body).innerText;
     resolve({
