@@ -42,7 +42,7 @@ from gtcore.book.chapters import (
     resolve_parameters,
     select,
 )
-from gtcore.book.lock import TreeLock
+from gtcore.book.lock import LockFailed, TreeLock
 from gtcore.book.root import ROOT_ENV
 
 __all__ = ["THREAD_ENVS", "KERNEL_WARNINGS", "DEFAULT_PROFILE", "Job", "make_job", "kernel_threads", "book_profile", "plan", "read_meta", "ChapterState", "chapter_state", "status", "status_table", "clean_scratch", "run_chapter", "run"]
@@ -284,11 +284,18 @@ def _publish(bk: Book, src: Path, dest: Path, guard=None) -> None:
     ``guard()``, called under that lock, returns why this process may no longer publish (or None);
     then nothing is published and BookError says why.
     """
-    with TreeLock(bk.executed / ".publish.lock", what="publish"):
+    lock = TreeLock(bk.executed / ".publish.lock", what="publish")
+    try:
+        lock.acquire()
+    except LockFailed as exc:
+        raise BookError(f"{bk.shown(dest)} not published: {exc}") from None
+    try:
         refusal = guard() if guard is not None else None
         if refusal:
             raise BookError(f"{bk.shown(dest)} not published: {refusal}")
         _files.publish(src, dest)
+    finally:
+        lock.release()
 
 
 def _kernel_manager_class(log_path: Path, env: dict[str, str]):
@@ -323,7 +330,11 @@ def _alive(pid: int) -> bool:
 
 
 def clean_scratch(bk: Book) -> None:
-    """Remove scratch folders ``executed/.running/NAME.PID.*`` left by processes that no longer exist."""
+    """Remove scratch folders ``executed/.running/NAME.PID.*`` left by processes that no longer exist.
+
+    ``executed/.running`` is gtbook's own: a symlink there is removed, never followed."""
+    if bk.running.is_symlink():
+        bk.running.unlink()
     if not bk.running.is_dir():
         return
     for path in bk.running.iterdir():
