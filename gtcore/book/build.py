@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gtcore.book import children, gallery, provenance, report, verify
+from gtcore.book import children, provenance, verify
 from gtcore.book import files as _files
 from gtcore.book.chapters import Book, BookError, _book
 
@@ -188,6 +188,8 @@ def build(bk: Book | None = None, *, force: bool = False, mixed_profiles: bool =
     if edited:
         raise BookError("executed chapters changed after their run: " + "; ".join(edited)
                         + "; rerun them (`gtbook run`) before building")
+    from gtcore.book import gallery, report
+
     try:
         report.write_report(bk.executed)
     except report.ReportError as exc:

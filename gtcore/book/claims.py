@@ -27,8 +27,6 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
 from gtcore.book.statements import StatementError, load_statements
 
 CLAIM_MIME = "application/vnd.gtbook.claim+json"
@@ -96,6 +94,8 @@ def evaluate_claim(name: str, value: Any, *, statement: str, kind: str, lt: floa
         raise ValueError("claim name must be a non-empty string")
     check_label(name, statement, kind)
     label = (statement, kind)
+    import numpy as np  # here, so reading claims back (`gtbook claims`) does not import numpy
+
     if isinstance(value, np.bool_):
         value = bool(value)
     bounds = lt is not None or gt is not None

@@ -44,10 +44,8 @@ import os
 import signal
 import sys
 
-from gtcore.book import report
-from gtcore.book.build import build, built_state
+# (the pipeline's modules are imported where a command needs them: `gtbook --help` imports no numpy)
 from gtcore.book.chapters import Book, BookError, open_book
-from gtcore.book.execute import _worker, book_profile, run, status, status_table
 from gtcore.book.files import os_error_line
 from gtcore.book.lock import LockBusy, LockFailed, TreeLock
 from gtcore.book.root import ROOT_ENV
@@ -175,6 +173,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _claims(bk: Book, args) -> str:
+    from gtcore.book import report
+
     if not report.executed_notebooks(bk.executed):
         raise BookError("nothing has run yet: no executed chapters in "
                         f"{bk.shown(bk.executed)}/. Run `gtbook run` (quick profile, about a minute) or "
@@ -250,6 +250,9 @@ def _main(argv: list[str] | None) -> int:
             return 0
         bk = open_book(args.root)
         os.environ[ROOT_ENV] = str(bk.root)  # this process's statement registry (the report) is the book's
+        from gtcore.book.build import build, built_state
+        from gtcore.book.execute import book_profile, run, status, status_table
+
         if args.command == "status":
             print(status_table(status(bk, args.profile, args.only, args.set, jobs=args.jobs)))
             print(f"HTML: {built_state(bk)}")
@@ -304,6 +307,8 @@ def _entry() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "_worker":
         signal.signal(signal.SIGINT, _interrupt)
         signal.signal(signal.SIGTERM, _interrupt)
+        from gtcore.book.execute import _worker
+
         try:
             return _worker(sys.argv[2])
         except KeyboardInterrupt:

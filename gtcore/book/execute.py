@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gtcore._progress import QUIET_ENV
-from gtcore.book import children, provenance, report, verify
+from gtcore.book import children, provenance, verify
 from gtcore.book import files as _files
 from gtcore.book.chapters import (
     Book,
@@ -213,7 +213,9 @@ class ChapterState:
 
 
 def _ran_text(meta: dict[str, Any]) -> str:
-    sets = report.overrides_text(meta.get("overrides") or {})
+    from gtcore.book.report import overrides_text
+
+    sets = overrides_text(meta.get("overrides") or {})
     return f"{meta.get('profile', '?')}" + (f" --set {sets}" if sets else "")
 
 
@@ -520,6 +522,8 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
 
 
 def _claims_line(bk: Book, name: str) -> str:
+    from gtcore.book import report
+
     try:
         return f"{len(report.collect_claims(bk.executed, [name]))} claims passed"
     except report.ReportError as exc:
@@ -697,6 +701,8 @@ def run(profile: str | None = None, only: list[str] | None = None, sets: list[st
 
 def _write_report(bk: Book) -> None:
     """Refresh ``executed/report.md``; an unreadable notebook is reported, not raised (``build`` raises)."""
+    from gtcore.book import report
+
     try:
         report.write_report(bk.executed)
     except report.ReportError as exc:
