@@ -5,8 +5,9 @@ import functools
 import numpy as np
 import pytest
 
-from gtcore.book import cache
-from gtcore.book import imports, provenance
+from gtcore import _cache as cache
+from gtcore import _dependencies as imports
+from gtcore.book import provenance
 
 CALLS = []
 
@@ -65,8 +66,8 @@ def test_editing_gtcore_or_upgrading_a_package_invalidates(monkeypatch):
     monkeypatch.setattr(imports, "modules_hash", lambda *a, **k: "edited")
     cache._environment_key.cache_clear()
     _costly(3)
-    real = provenance.key_versions()
-    monkeypatch.setattr(provenance, "key_versions", lambda: {**real, "numpy": "0.0"})
+    real = imports.key_versions()
+    monkeypatch.setattr(imports, "key_versions", lambda: {**real, "numpy": "0.0"})
     cache._environment_key.cache_clear()
     _costly(3)
     assert len(CALLS) == 3

@@ -1,4 +1,4 @@
-"""The import graph behind the cache keys (gtcore.book.imports) against a full parse of every source."""
+"""The import graph behind the cache keys (gtcore._dependencies) against a full parse of every source."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gtcore.book import imports
+from gtcore import _dependencies as imports
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "gtcore"

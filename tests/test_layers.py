@@ -4,7 +4,7 @@ Layers, bottom to top: the core (the paper's numerics: every module of ``gtcore`
 packages below), ``gtcore.models`` (real Transformer code), ``gtcore.studies`` (the chapters' harnesses
 and figures), ``gtcore.book`` (the ``gtbook`` machinery). A module may import its own layer and the
 layers below it, nothing above. The import graph is read here with :mod:`ast`, independently of
-:mod:`gtcore.book.imports` (which the cache keys use), every import statement counted wherever it stands.
+:mod:`gtcore._dependencies` (which the cache keys use), every import statement counted wherever it stands.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "gtcore"
 LAYERS = ("core", "models", "studies", "book")
-#: core modules that are torch code by nature (the finite-N kernels): imported only when tokens move
-TORCH_MODULES = {"gtcore.particles", "gtcore.attention.kernels", "gtcore.attention.sinkhorn_scaling"}
+#: core modules that are torch code by nature (the finite-N kernels, the trainer): imported only when tokens move
+TORCH_MODULES = {"gtcore.particles", "gtcore.attention.kernels", "gtcore.attention.sinkhorn_scaling", "gtcore.training"}
 
 
 def module_name(path: Path) -> str:

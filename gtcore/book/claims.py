@@ -9,7 +9,9 @@ Every claim names the statement it checks (an id of the statement registry (``gt
 :mod:`gtcore.book.statements`) and its kind (:data:`KINDS`):
 
 * ``"reproduces"``: a number the paper's statement predicts, which could come out otherwise;
-* ``"consistency"``: the code agrees with itself or with a closed form;
+* ``"derivation"``: a closed form derived from the statement (by the paper or by this book) agrees
+  with a direct integration of eq. (1.1): it checks the mathematics, not the model;
+* ``"consistency"``: the code agrees with itself;
 * ``"control"``: a power check: the same statistic detects a departure where one exists.
 
 Criteria (exactly one family per claim):
@@ -30,7 +32,7 @@ from typing import Any
 from gtcore.book.statements import StatementError, load_statements
 
 CLAIM_MIME = "application/vnd.gtbook.claim+json"
-KINDS = ("reproduces", "consistency", "control")
+KINDS = ("reproduces", "derivation", "consistency", "control")
 
 
 class ClaimFailed(AssertionError):

@@ -23,7 +23,7 @@ would do.
 hashes the chapter's source, its resolved parameters and profile, the ``gtcore`` sources, the versions
 of Python and the packages that change numbers or figures, and the kernel's thread count
 (:mod:`gtcore.book.provenance`). ``--force`` reruns (and clears the on-disk cache of
-:mod:`gtcore.book.cache`). ``gtbook build`` likewise skips Jupyter Book when none of its inputs changed.
+:mod:`gtcore._cache`). ``gtbook build`` likewise skips Jupyter Book when none of its inputs changed.
 
 **Safety.** One ``gtbook run``/``build``/``all`` at a time per tree: a second one waits (or, with
 ``--no-wait``, fails with a message naming the first). Each chapter executes into its own scratch

@@ -268,10 +268,20 @@ def status_table(states: list[ChapterState]) -> str:
 
 
 # ------------------------------------------------------------------------------ run
+def cache_folder(bk: Book) -> Path:
+    """The on-disk cache of the book's kernels (:mod:`gtcore._cache`): ``$GTBOOK_CACHE`` or ``<root>/.cache/gtbook``."""
+    from gtcore._cache import CACHE_ENV
+
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else bk.root / ".cache" / "gtbook"
+
+
 def _kernel_env(bk: Book, profile: str, threads: int | None) -> dict[str, str]:
-    """The kernel's environment: the book's root and profile, quiet progress bars, and ``threads``
-    BLAS/torch threads."""
-    env = {"GTBOOK_PROFILE": profile, QUIET_ENV: "1", ROOT_ENV: str(bk.root),
+    """The kernel's environment: the book's root, profile and on-disk cache, quiet progress bars, and
+    ``threads`` BLAS/torch threads."""
+    from gtcore._cache import CACHE_ENV
+
+    env = {"GTBOOK_PROFILE": profile, QUIET_ENV: "1", ROOT_ENV: str(bk.root), CACHE_ENV: str(cache_folder(bk)),
            "PYTHONWARNINGS": ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), KERNEL_WARNINGS) if w),
            "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
@@ -670,9 +680,9 @@ def run(profile: str | None = None, only: list[str] | None = None, sets: list[st
     if bk.executed.is_dir():
         _files.remove_stale_temporaries(bk.executed)  # an atomic write cut short (we hold the tree's lock)
     if force:
-        from gtcore.book import cache
+        from gtcore import _cache
 
-        cache.clear()
+        _cache.clear(cache_folder(bk))
     else:
         fresh = []
         for job in list(todo):

