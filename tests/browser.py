@@ -145,8 +145,9 @@ new Promise((resolve) => {
 #: what overflows on a page at the current width (dropdowns opened first, so their tables count):
 #: ``wide``, elements that reach past the content column and are not inside a box that scrolls within
 #: it (the outermost of each); ``broken``, words (tokens) a table cell splits across lines; ``page``,
-#: whether the whole page scrolls sideways; ``captions``, the lowest contrast ratio of a caption in
-#: the dark theme (WCAG: 4.5 or more reads well)
+#: ``cut``, code blocks a reader must scroll sideways and content clipped out of reach; ``page``,
+#: whether the whole page scrolls sideways; ``captions`` and ``body``, the lowest contrast ratio of a
+#: caption and that of the body text, in the dark theme
 OVERFLOW_REPORT = r"""
 new Promise((resolve) => {
   const describe = (el) => {
@@ -203,17 +204,30 @@ new Promise((resolve) => {
         }
       }
     }
+    // code that a reader must scroll sideways to read, and content clipped with no way to scroll to it
+    const cut = [];
+    for (const el of article.querySelectorAll('div.cell_input pre, div.cell_output pre, div.highlight pre')) {
+      if (el.scrollWidth > el.clientWidth + 1) cut.push('code: ' + (el.innerText || '').split('\n').find((l) => l.length > 0).slice(0, 60));
+    }
+    for (const el of article.querySelectorAll('*')) {
+      if (el.closest('.math, mjx-container')) continue;  // glyphs a pixel past an inline formula's box
+      const ox = getComputedStyle(el).overflowX;
+      if ((ox === 'hidden' || ox === 'clip') && el.scrollWidth > el.clientWidth + 2 && el.clientWidth > 0) cut.push('clipped ' + describe(el));
+    }
     const page = document.documentElement.scrollWidth > window.innerWidth + 1;
     document.documentElement.dataset.theme = 'dark';
     document.documentElement.dataset.mode = 'dark';
     let captions = null;
-    for (const cap of article.querySelectorAll('figcaption, .caption-text')) {
+    const para = article.querySelector('section > p') || article.querySelector('p');
+    const body = para ? ((Math.max(luminance(rgb(getComputedStyle(para).color).slice(0, 3)), luminance(background(para))) + 0.05) /
+                         (Math.min(luminance(rgb(getComputedStyle(para).color).slice(0, 3)), luminance(background(para))) + 0.05)) : null;
+    for (const cap of article.querySelectorAll('figcaption, figcaption p, .caption-number, .caption-text')) {
       const fg = luminance(rgb(getComputedStyle(cap).color).slice(0, 3));
       const bg = luminance(background(cap));
       const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
       captions = captions === null ? ratio : Math.min(captions, ratio);
     }
-    resolve({wide, broken, page, captions, height: document.documentElement.scrollHeight});
+    resolve({wide, broken, cut, page, captions, body, height: document.documentElement.scrollHeight});
   };
   const wait = () => {
     if (document.readyState !== 'complete') { setTimeout(wait, 100); return; }
@@ -241,7 +255,10 @@ def measure_pages(browser: Browser, pages: list[Path], widths=(1400, 420)) -> di
 
 
 def overflow_problems(results: dict[str, dict], min_contrast: float = 4.5) -> list[str]:
-    """What a reader would trip over, one line per page and width (empty when every page reads well)."""
+    """What a reader would trip over, one line per page and width (empty when every page reads well).
+
+    Captions must reach the contrast of the page's body text (within 10 %) in the dark theme, and at
+    least ``min_contrast`` (WCAG AA): a caption says what to look at, it is text to read."""
     problems = []
     for where, r in results.items():
         if r["wide"]:
@@ -250,8 +267,12 @@ def overflow_problems(results: dict[str, dict], min_contrast: float = 4.5) -> li
             problems.append(f"{where}: {len(r['broken'])} token(s) broken inside table cells, e.g. {r['broken'][:5]}")
         if r["page"]:
             problems.append(f"{where}: the page scrolls sideways")
-        if r["captions"] is not None and r["captions"] < min_contrast:
-            problems.append(f"{where}: captions have contrast {r['captions']:.2f} in the dark theme (< {min_contrast})")
+        if r.get("cut"):
+            problems.append(f"{where}: {len(r['cut'])} block(s) cut at the column's edge, e.g. {r['cut'][:3]}")
+        wanted = max(min_contrast, 0.9 * (r.get("body") or 0))
+        if r["captions"] is not None and r["captions"] < wanted:
+            problems.append(f"{where}: captions have contrast {r['captions']:.2f} in the dark theme, the body text "
+                            f"{r.get('body') or 0:.2f}")
     return problems
 
 
@@ -268,6 +289,6 @@ if __name__ == "__main__":  # python tests/browser.py BUILD/html [OUT.json]: mea
     if len(sys.argv) > 2:
         Path(sys.argv[2]).write_text(json.dumps(results, indent=1))
     for where, r in results.items():
-        print(f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  page scrolls "
+        print(f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  cut {len(r['cut']):3d}  page scrolls "
               f"{'yes' if r['page'] else 'no '}  caption contrast (dark) "
-              f"{'-' if r['captions'] is None else format(r['captions'], '.2f')}  height {r['height']}")
+              f"{'-' if r['captions'] is None else format(r['captions'], '.2f')} (body {r['body'] or 0:.2f})  height {r['height']}")
