@@ -169,6 +169,7 @@ new Promise((resolve) => {
     return [255, 255, 255];
   };
   const measure = () => {
+    const closed = document.documentElement.scrollHeight;  // the page's height as it opens
     document.querySelectorAll('details').forEach((d) => { d.open = true; });
     const article = document.querySelector('article.bd-article') || document.querySelector('article') || document.body;
     const col = article.getBoundingClientRect();
@@ -193,7 +194,7 @@ new Promise((resolve) => {
       const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
       let node;
       while ((node = walker.nextNode())) {
-        const re = /\S+/g;
+        const re = /[^\s\-\u2013]+[\-\u2013]?/g;  // a line may end after a hyphen or dash (blow-|up), never inside a word
         let m;
         while ((m = re.exec(node.textContent))) {
           const range = document.createRange();
@@ -227,7 +228,7 @@ new Promise((resolve) => {
       const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
       captions = captions === null ? ratio : Math.min(captions, ratio);
     }
-    resolve({wide, broken, cut, page, captions, body, height: document.documentElement.scrollHeight});
+    resolve({wide, broken, cut, page, captions, body, closed, height: document.documentElement.scrollHeight});
   };
   const wait = () => {
     if (document.readyState !== 'complete') { setTimeout(wait, 100); return; }
@@ -291,4 +292,4 @@ if __name__ == "__main__":  # python tests/browser.py BUILD/html [OUT.json]: mea
     for where, r in results.items():
         print(f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  cut {len(r['cut']):3d}  page scrolls "
               f"{'yes' if r['page'] else 'no '}  caption contrast (dark) "
-              f"{'-' if r['captions'] is None else format(r['captions'], '.2f')} (body {r['body'] or 0:.2f})  height {r['height']}")
+              f"{'-' if r['captions'] is None else format(r['captions'], '.2f')} (body {r['body'] or 0:.2f})  height {r['closed']} (all open {r['height']})")
