@@ -1,4 +1,5 @@
-# Two commands on a fresh machine: `make book` (build the book) and `make test` (run the tests).
+# Two commands on a fresh machine: `make book` (build the book) and `make test` (run the tests);
+# `make lint` runs ruff and mypy.
 # Both create .venv/ once, from the lock file requirements.lock (the exact versions the tests pass with);
 # re-runs reinstall only when pyproject.toml or the lock changes. `make book` runs only the chapters
 # whose source, parameters, library, package versions or thread count changed (`gtbook status` says
@@ -20,7 +21,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 CPU_INDEX := https://download.pytorch.org/whl/cpu
 LOWEST := .venv-lowest
 
-.PHONY: book quick-book test test-lowest venv status lock clean
+.PHONY: book quick-book test test-lowest lint venv status lock clean
 
 venv: $(STAMP)
 
@@ -95,5 +96,10 @@ lock:
 	  sed -e 's/^\(torch==[^+ ;]*\)+[a-z0-9]*/\1/' $(LOCK).tmp; } > $(LOCK)
 	rm $(LOCK).tmp
 
+# Lint (ruff) and type check (mypy, on gtcore/), both configured in pyproject.toml; CI runs this before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
 clean:
-	rm -rf executed _build .cache
+	rm -rf executed _build .cache .mypy_cache .ruff_cache

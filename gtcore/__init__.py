@@ -83,14 +83,38 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from gtcore.controls import Controls, PiecewiseControls
     from gtcore.moments import LayerTrajectory, MomentTrajectory, integrate_moments, layer_map, layer_stack, moment_rhs
     from gtcore.particles import ParticleTrajectory, simulate
-    from gtcore.reachability import (MinEnergyResult, RankMismatchError, SteeringControls, covariance_rank,
-                                     endpoint_error, steer, steer_min_energy)
+    from gtcore.reachability import (
+        MinEnergyResult,
+        RankMismatchError,
+        SteeringControls,
+        covariance_rank,
+        endpoint_error,
+        steer,
+        steer_min_energy,
+    )
     from gtcore.riccati import BlowupTime, GainThreshold, blowup_time, critical_gain, gain_threshold, riccati_quadratic
-    from gtcore.stability import (Equilibrium, LinearStability, NoEquilibriumError, Regime, asymptotic_mean,
-                                  bias_for_mean_target, classify, equilibrium, linear_stability)
-    from gtcore.stats.gaussianity import (NoiseFloor, bures_wasserstein, empirical_moments,
-                                          excess_kurtosis_per_coordinate, mardia_kurtosis, mardia_kurtosis_excess,
-                                          mardia_skewness, noise_floor, sliced_w2)
+    from gtcore.stability import (
+        Equilibrium,
+        LinearStability,
+        NoEquilibriumError,
+        Regime,
+        asymptotic_mean,
+        bias_for_mean_target,
+        classify,
+        equilibrium,
+        linear_stability,
+    )
+    from gtcore.stats.gaussianity import (
+        NoiseFloor,
+        bures_wasserstein,
+        empirical_moments,
+        excess_kurtosis_per_coordinate,
+        mardia_kurtosis,
+        mardia_kurtosis_excess,
+        mardia_skewness,
+        noise_floor,
+        sliced_w2,
+    )
     from gtcore.stats.mixtures import GaussianMixture, LabelledTokens
     from gtcore.stats.sampling import gaussian_tokens
 

@@ -11,13 +11,13 @@ A call's key hashes the function's module and name, its arguments (NumPy arrays 
 bytes; dataclasses by their fields), the sources of the ``gtcore`` modules the function's module can
 run (the import graph of :mod:`gtcore._dependencies`) and the Python/numpy/scipy/torch/transformers
 versions. So editing any module the function depends on, or upgrading a key package, invalidates its
-entries; nothing is ever served stale. An argument the key cannot
-describe faithfully (an object whose repr is an address, a lambda or a closure, a random Generator) is not cached: the function just runs.
+entries; nothing is ever served stale. An argument the key cannot describe faithfully (an object whose
+repr is an address, a lambda or a closure, a random Generator) is not cached: the function just runs.
 Module-level functions passed as arguments are keyed by name.
 
 Entries live in ``$GTBOOK_CACHE`` if set (``gtbook`` sets it for its kernels to
-``<book root>/.cache/gtbook``, git-ignored), else ``~/.cache/gtbook``. ``gtbook run --force`` clears them (:func:`clear`); ``GTBOOK_NO_CACHE=1``
-turns the cache off.
+``<book root>/.cache/gtbook``, git-ignored), else ``~/.cache/gtbook``. ``gtbook run --force`` clears them
+(:func:`clear`); ``GTBOOK_NO_CACHE=1`` turns the cache off.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import os
 import pickle
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -56,7 +57,7 @@ def _environment_key(module: str) -> str:
     return modules_hash(module_closure([module])) + repr(sorted(key_versions().items()))
 
 
-def _feed(h: "hashlib._Hash", obj: Any) -> None:
+def _feed(h: hashlib._Hash, obj: Any) -> None:
     """Feed a faithful description of ``obj`` to the hash, or raise :class:`Uncacheable`."""
     if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
         h.update(f"{type(obj).__name__}:{obj!r};".encode())

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import os
+import platform
 import re
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-import platform
 
 PACKAGE = "gtcore"
 #: the packages whose versions enter cache keys (with Python's): every one whose version can change a
@@ -63,10 +62,12 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
 def _lazy_table(tree: ast.Module) -> dict[str, str]:
     """The ``_LAZY = {...}`` (or ``_LAZY: dict[...] = {...}``) literal of a module, if any."""
     for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
-        if isinstance(target, ast.Name) and target.id == "_LAZY" and getattr(node, "value", None) is not None:
+        target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  else getattr(node, "target", None))
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and target.id == "_LAZY" and value is not None:
             try:
-                table = ast.literal_eval(node.value)
+                table = ast.literal_eval(value)
             except ValueError:
                 return {}
             return {str(k): str(v) for k, v in table.items()}
@@ -200,18 +201,6 @@ def modules_hash(modules: Iterable[str], root: Path | None = None) -> str:
             rel = file.relative_to(root).as_posix()
             h.update(rel.encode() + b"\0" + file.read_bytes() + b"\0")
     return h.hexdigest()
-
-
-def source_files(modules: Iterable[str], root: str | os.PathLike | None = None) -> list[str]:
-    """The files (relative to the package folder) that :func:`modules_hash` reads for ``modules``."""
-    root = package_dir() if root is None else Path(root)
-    out = []
-    for name in sorted(set(modules)):
-        path = module_path(name, root)
-        if path is not None:
-            out.append(path.relative_to(root).as_posix())
-            out.extend(DATA_FILES.get(name, ()))
-    return out
 
 
 def package_version(name: str) -> str:

@@ -133,7 +133,8 @@ def whiten(x: np.ndarray, name: str = "x") -> np.ndarray:
 
 # ----------------------------------------------------------------------------- torch
 def empirical_moments_torch(x):
-    r"""Mean and (1/N) covariance of a torch cloud, :math:`\hat\Sigma = \frac1N\sum_i (x_i-\hat\mu)(x_i-\hat\mu)^\top`."""
+    r"""Mean and (1/N) covariance of a torch cloud,
+    :math:`\hat\Sigma = \frac1N\sum_i (x_i-\hat\mu)(x_i-\hat\mu)^\top`."""
     mu = x.mean(dim=0)
     xc = x - mu
     S = xc.T @ xc / x.shape[0]

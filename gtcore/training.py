@@ -74,8 +74,8 @@ from gtcore._validation import (
 )
 from gtcore.attention import DotProduct, gaussian_velocity
 from gtcore.controls import Controls, PiecewiseControls
-from gtcore.stats.gaussianity import bures_wasserstein
 from gtcore.moments import layer_stack
+from gtcore.stats.gaussianity import bures_wasserstein
 
 _DOT = DotProduct()
 
@@ -175,10 +175,26 @@ def best_rank_approximation(mu: Any, Sigma: Any, r: int) -> tuple[np.ndarray, np
     :math:`P` is the orthogonal projection on the eigenvectors of the :math:`r` largest eigenvalues;
     :math:`W_2^2(N(\mu, \Sigma), N(\mu, P\Sigma P)) = F_r(\Sigma)` (:func:`rank_floor`).
 
+    Parameters
+    ----------
+    mu : (d,) array
+        The mean.
+    Sigma : (d, d) array
+        The covariance, symmetric positive semidefinite.
+    r : int
+        The rank, :math:`0 \le r \le d`.
+
     Returns
     -------
     mu : (d,) array
-    Sigma_r : (d, d) array of rank r (exactly symmetric)
+        The same mean.
+    Sigma_r : (d, d) array
+        :math:`P\Sigma P`, of rank at most r (exactly symmetric).
+
+    Raises
+    ------
+    ValueError
+        Invalid moments, or ``r`` not an integer in :math:`[0, d]`.
     """
     m, S = check_moments(mu, Sigma, "mu", "Sigma")
     d = m.shape[0]
@@ -211,7 +227,7 @@ def transformer_tokens(x0: torch.Tensor, A: torch.Tensor, b: torch.Tensor, V: to
     x = x0
     for layer in range(A.shape[0]):
         v = x @ A[layer].T + b[layer]
-        if V is not None:
+        if V is not None and B is not None:  # both or neither
             avg = _DOT.kernel(x, B[layer])                     # (H, N, d)
             v = v + torch.einsum("hnj,hij->ni", avg, V[layer])
         x = x + h * v
@@ -219,7 +235,23 @@ def transformer_tokens(x0: torch.Tensor, A: torch.Tensor, b: torch.Tensor, V: to
 
 
 def layer_controls(A: Any, b: Any, V: Any = None, B: Any = None) -> tuple[Controls, ...]:
-    """Per-layer :class:`Controls` from stacked arrays ``A`` (L, d, d), ``b`` (L, d), ``V``, ``B`` (L, H, d, d)."""
+    """Per-layer :class:`~gtcore.controls.Controls` from stacked arrays ``A`` (L, d, d), ``b`` (L, d), ``V``,
+    ``B`` (L, H, d, d).
+
+    Parameters
+    ----------
+    A : (L, d, d) array
+        The layers' linear parts.
+    b : (L, d) array
+        The layers' biases.
+    V, B : (L, H, d, d) arrays, optional
+        The layers' value and query-key matrices; both None: attention off.
+
+    Returns
+    -------
+    tuple of Controls
+        One per layer.
+    """
     A, b = np.asarray(A, float), np.asarray(b, float)
     if V is None:
         return tuple(Controls(A=A[k], b=b[k]) for k in range(A.shape[0]))
@@ -228,7 +260,20 @@ def layer_controls(A: Any, b: Any, V: Any = None, B: Any = None) -> tuple[Contro
 
 
 def piecewise(controls: tuple[Controls, ...], T: float) -> PiecewiseControls:
-    """The layers as controls constant on :math:`[lh, (l+1)h)`, :math:`h = T/L` (for :func:`gtcore.simulate`)."""
+    """The layers as controls constant on :math:`[lh, (l+1)h)`, :math:`h = T/L` (for :func:`gtcore.particles.simulate`).
+
+    Parameters
+    ----------
+    controls : tuple of Controls
+        The L layers.
+    T : float
+        The depth, :math:`Lh`.
+
+    Returns
+    -------
+    PiecewiseControls
+        Layer :math:`l` on :math:`[lh, (l+1)h)`.
+    """
     return PiecewiseControls(np.linspace(0.0, float(T), len(controls) + 1), list(controls))
 
 
@@ -238,7 +283,7 @@ def apply_transformer(x0: Any, controls: tuple[Controls, ...], h: float) -> np.n
     Parameters
     ----------
     x0 : (N, d) array
-    controls : the per-layer :class:`Controls` (one head count for all layers, dot-product attention)
+    controls : the per-layer :class:`~gtcore.controls.Controls` (one head count for all layers, dot-product attention)
     h : float
         Layer step.
 
@@ -249,7 +294,9 @@ def apply_transformer(x0: Any, controls: tuple[Controls, ...], h: float) -> np.n
     x0 = check_tokens(x0, "x0", min_n=2)
     A, b, V, B = _stack(controls, x0.shape[1])
     with torch.no_grad(), _one_thread():
-        t = (lambda a: None if a is None else torch.as_tensor(a, dtype=torch.float64))
+        def t(a):
+            return None if a is None else torch.as_tensor(a, dtype=torch.float64)
+
         return transformer_tokens(t(x0), t(A), t(b), t(V), t(B), check_positive(h, "h")).numpy()
 
 
@@ -275,6 +322,18 @@ def control_energy(controls: tuple[Controls, ...], h: float) -> float:
 
     The Riemann sum of :math:`\int_0^T \|A\|_F^2 + \|b\|^2\,dt` for controls constant on each layer
     (the energy of :func:`gtcore.reachability.steer_min_energy`).
+
+    Parameters
+    ----------
+    controls : tuple of Controls
+        The L layers.
+    h : float
+        The layer step.
+
+    Returns
+    -------
+    float
+        The energy.
     """
     h = check_positive(h, "h")
     return float(h * sum(np.sum(c.affine_A ** 2) + np.sum(c.affine_b ** 2) for c in controls))
@@ -283,11 +342,25 @@ def control_energy(controls: tuple[Controls, ...], h: float) -> float:
 def gaussian_energy(controls: tuple[Controls, ...], h: float, mu0: Any, Sigma0: Any) -> float:
     r"""The energy of the affine velocity the layers apply to the Gaussian, :math:`h\sum_l \|F_l\|_F^2 + \|g_l\|^2`.
 
-    Along the exact layer maps from :math:`N(\mu_0, \Sigma_0)` (:func:`gtcore.layer_stack`) layer
+    Along the exact layer maps from :math:`N(\mu_0, \Sigma_0)` (:func:`gtcore.moments.layer_stack`) layer
     :math:`l` moves the Gaussian with the velocity :math:`v(x) = F_lx + g_l`,
     :math:`F_l = A_l + \sum_k V_{l,k}\Sigma_lB_{l,k}`, :math:`g_l = b_l + \sum_k V_{l,k}\mu_l`
     (:func:`gtcore.attention.gaussian_velocity`): the attention-free controls that move the Gaussian as
     the layers do. Equal to :func:`control_energy` when attention is off.
+
+    Parameters
+    ----------
+    controls : tuple of Controls
+        The L layers.
+    h : float
+        The layer step.
+    mu0, Sigma0 : (d,) and (d, d) arrays
+        The input Gaussian's moments.
+
+    Returns
+    -------
+    float
+        The energy; ``inf`` when the layer maps blow up.
     """
     h = check_positive(h, "h")
     mu0, Sigma0 = check_moments(mu0, Sigma0)
@@ -295,7 +368,7 @@ def gaussian_energy(controls: tuple[Controls, ...], h: float, mu0: Any, Sigma0: 
     if traj.status != "completed":
         return float("inf")
     total = 0.0
-    for c, mu, S in zip(controls, traj.mu[:-1], traj.Sigma[:-1]):
+    for c, mu, S in zip(controls, traj.mu[:-1], traj.Sigma[:-1], strict=True):
         F, G = gaussian_velocity(S, c)
         total += np.sum(F ** 2) + np.sum((G @ mu + c.affine_b) ** 2)
     return float(h * total)
@@ -321,7 +394,7 @@ class TrainingResult:
     moment_w2sq : (n,) array
         Reported beside it: the squared Bures–Wasserstein distance from the Gaussian with the output
         tokens' moments to the target's moments (``target_moments``, else the target sample's).
-    controls : tuple of L :class:`Controls`
+    controls : tuple of L :class:`~gtcore.controls.Controls`
         The learned layers (the last iterate).
     h, T : float
         Layer step and depth in time, :math:`h = T/L`.
@@ -492,7 +565,8 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
     N, d = probe_x.shape
     moments_given = None
     if target_moments is not None:
-        moments_given = check_moments(*target_moments, "target_moments[0]", "target_moments[1]", d)
+        mu_target, Sigma_target = target_moments
+        moments_given = check_moments(mu_target, Sigma_target, "target_moments[0]", "target_moments[1]", d)
     h = T / L
 
     dt = torch.float64
@@ -519,7 +593,7 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
             raise ValueError(f"checkpoint {str(path)!r} belongs to another problem or other settings; "
                              "remove it or give another path")
         with torch.no_grad():
-            for p, saved in zip(params, state["params"]):
+            for p, saved in zip(params, state["params"], strict=True):
                 p.copy_(saved)
         opt.load_state_dict(state["optimizer"])
         rng.bit_generator.state = state["rng"]
@@ -582,7 +656,7 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
             status = TrainingStatus.DIVERGED
         save(steps)
     with torch.no_grad():
-        for p, good in zip(params, last_good):
+        for p, good in zip(params, last_good, strict=True):
             p.copy_(good)
     controls = layer_controls(A.detach().numpy(), b.detach().numpy(),
                               None if V is None else V.detach().numpy(), None if B is None else B.detach().numpy())
@@ -593,7 +667,20 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
 
 def empirical_rank_floor(y: Any, r: int) -> float:
     r""":math:`F_r(\hat\Sigma_Y)`: the least :math:`W_2^2` from the sample ``y`` to any measure carried by an
-    :math:`r`-dimensional affine subspace (``hat Sigma_Y`` its :math:`1/N` covariance, :func:`rank_floor`)."""
+    :math:`r`-dimensional affine subspace (``hat Sigma_Y`` its :math:`1/N` covariance, :func:`rank_floor`).
+
+    Parameters
+    ----------
+    y : (N, d) array
+        The sample.
+    r : int
+        The dimension of the subspaces, :math:`0 \le r \le d`.
+
+    Returns
+    -------
+    float
+        :math:`\sum_{k > r}\lambda_k(\hat\Sigma_Y)`.
+    """
     y = check_tokens(y, "y", min_n=2)
     return rank_floor(psd_project(empirical_moments(y)[1]), r)
 

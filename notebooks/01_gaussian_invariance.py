@@ -67,15 +67,15 @@ mixture_separation = 0.9
 import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments, layer_stack
-from gtcore.book import claim
-from gtcore.stats.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
-from gtcore.book.glue import glue
-from gtcore.studies.invariance.nongaussian import slope_standard_error, softmax_stack_study
-from gtcore.stats.sampling import moment_matched_tokens
-from gtcore.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
 from gtcore.attention import max_sampling_strength
+from gtcore.book import claim
+from gtcore.book.glue import glue
 from gtcore.particles import simulate
+from gtcore.stats.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
+from gtcore.stats.sampling import moment_matched_tokens
 from gtcore.studies.invariance import figures as figs
+from gtcore.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
+from gtcore.studies.invariance.nongaussian import slope_standard_error, softmax_stack_study
 
 weak = Controls(A=A, b=b, V=v * np.eye(2), B=B_weak)
 strong = Controls(A=A, b=b, V=v * np.eye(2), B=B_strong)

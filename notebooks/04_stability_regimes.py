@@ -39,7 +39,7 @@
 # $$
 #
 # so the blow-up time $t^*$ is the first zero of $\lambda_{\min}(P(t))$
-# (`gtcore.riccati.blowup_time`, exact through one augmented matrix exponential), and the
+# ({py:func}`gtcore.riccati.blowup_time`, exact through one augmented matrix exponential), and the
 # positive-definite equilibria are $\Sigma^* = (P^*)^{-1}$ with $P^*A + A^\top P^* = -v(B + B^\top)$.
 #
 # **The exact conditions this chapter checks** (proved by the formula for $P(t)$ and verified
@@ -104,15 +104,11 @@ general_token_seeds = 2
 import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
-from gtcore.book import claim
-from gtcore.studies.stability.finite_n import pole_study
-from gtcore.book.glue import glue
-from gtcore.studies.fits import loglog_slope
 from gtcore.attention import max_sampling_strength
+from gtcore.book import claim
+from gtcore.book.glue import glue
 from gtcore.particles import simulate
-from gtcore.studies.stability import figures as figs
 from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold
-from gtcore.studies.stability.pole_figures import pole_figure
 from gtcore.stability import (
     bias_for_mean_target,
     classify,
@@ -120,10 +116,14 @@ from gtcore.stability import (
     linear_stability,
     mean_matrix,
 )
-from gtcore.studies.stability.harness import regime_boundary, regime_map, rotating_controls
+from gtcore.studies.fits import loglog_slope
+from gtcore.studies.stability import figures as figs
 from gtcore.studies.stability.filter_figures import filter_figure, mean_steering_tokens_figure
+from gtcore.studies.stability.finite_n import pole_study
 from gtcore.studies.stability.general_v import mean_steering_draws, mean_steering_tokens
+from gtcore.studies.stability.harness import regime_boundary, regime_map, rotating_controls
 from gtcore.studies.stability.kalman import filter_ensemble
+from gtcore.studies.stability.pole_figures import pole_figure
 
 B = np.array(B)
 Sigma0 = np.array(Sigma0)
@@ -252,11 +252,11 @@ glue("t_star_gap", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star);
 
 # %% [markdown]
 # **A finite token cloud cannot blow up.** Run the same prescribed matrices on $N$ tokens
-# (`gtcore.particles.simulate`, softmax attention, RK4). Each token moves with
+# ({py:func}`gtcore.particles.simulate`, softmax attention, RK4). Each token moves with
 # $Ax_i + b + V\bar x_i$, where $\bar x_i$ (the softmax average) is a convex combination of the
 # tokens, so the radius $R(t) = \max_i|x_i(t)|$ obeys $R' \le LR + |b|$ with
 # $L = \|A\|_2 + \|V\|_2$, and $\operatorname{tr}\hat\Sigma(t) \le R(t)^2 \le
-# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ (`gtcore.studies.stability.finite_n.particle_radius_bound`): finite at
+# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ ({py:func}`gtcore.studies.stability.finite_n.particle_radius_bound`): finite at
 # every time, for every $N$. So near $t^*$, where the moment ODE diverges, the ratio
 # $\|\hat\Sigma_N(t)\|_F / \|\Sigma(t)\|_F$ must go to $0$ at any fixed $N$; the mean-field limit
 # is only reached at fixed $t < t^*$ as $N \to \infty$.
@@ -506,7 +506,7 @@ claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer,
 # into the constant $C^\top R^{-1}C$ and the linear terms into $-(PA + A^\top P)$, so the Fisher
 # information obeys a linear Lyapunov equation, solvable by one matrix exponential. Without process
 # noise nothing re-quadratises it; a general $V$ breaks the structure ($V\Sigma B\Sigma$ is no longer
-# a congruence of $\Sigma$), and `gtcore.stability` falls back to Newton's method and numerical
+# a congruence of $\Sigma$), and {py:mod}`gtcore.stability` falls back to Newton's method and numerical
 # integration there.
 
 
@@ -522,7 +522,7 @@ claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer,
 # $[0, T]$), and use the gain $K(t) = \Sigma(t)C^\top$ with $\Sigma(t)$ from eq. (1.1)
 # (`integrate_moments`). Whatever the gain, the error $X - \hat x$ has a covariance that solves a
 # Lyapunov equation; it equals $\Sigma(t)$ **only if** $\Sigma(t)$ is the filter's Riccati solution
-# (`gtcore.studies.stability.kalman`). So a wrong covariance equation, or a wrong identification,
+# ({py:mod}`gtcore.studies.stability.kalman`). So a wrong covariance equation, or a wrong identification,
 # would show as a measured error covariance that departs from $\Sigma(t)$.
 #
 # The ensemble: `filter_draws` draws in $d = 3$ with a general $A$ (Ginibre), $v = \pm u$
@@ -566,14 +566,14 @@ claim("misidentified information (x0.5): smallest of the draws' largest LRT abov
 # ## (h) Mean steering with a general $V$
 #
 # For $V \ne vI$ neither the precision equation nor the closed-form equilibrium applies: the
-# equilibrium comes from Newton's method (`gtcore.stability.equilibrium`) and the bias
+# equilibrium comes from Newton's method ({py:func}`gtcore.stability.equilibrium`) and the bias
 # $b = -(A + V + V\Sigma^*B)\mu_{\rm target}$ from `bias_for_mean_target`. We check both against a
 # direct integration of eq. (1.1) over `general_draws` draws in $d = 3$ (seed `general_seed`, never
 # used before): $A$ anti-stable (a Ginibre matrix shifted right, scaled by 0.3), $V$ negative
 # definite and not a multiple of $I$, $B$ non-symmetric with a positive-definite symmetric part
 # (opposite definiteness), each kept when Newton certifies a positive-definite equilibrium that is
 # linearly stable, the mean matrix has spectral abscissa below $-0.5$ and the sampling strength at
-# $\Sigma^*$ is below 0.45 (`gtcore.studies.stability.general_v`). From $\mu_0 \sim N(0, I)$,
+# $\Sigma^*$ is below 0.45 ({py:mod}`gtcore.studies.stability.general_v`). From $\mu_0 \sim N(0, I)$,
 # $\Sigma_0 = I$ the ODE runs 30 relaxation times. *Thresholds*: the integrator's tolerances are
 # $10^{-12}$, so both endpoint errors must be below $10^{-8}$ in every draw (a derivation check:
 # closed forms against a direct integration). **Control**: the bias computed from $\Sigma_0$ instead

@@ -51,7 +51,7 @@
 # rank (a normal-approximation 99% band). A value inside the band is indistinguishable from
 # Gaussian at this sample size.
 #
-# **The criterion, fixed before looking** (`gtcore.studies.pretrained.layer_criteria`). The abstract's words are
+# **The criterion, fixed before looking** ({py:mod}`gtcore.studies.pretrained.layer_criteria`). The abstract's words are
 # turned into a test as follows, for an $L$-block model:
 #
 # * *early and intermediate layers* are the block outputs $\ell = 1, \dots, \lceil L/2\rceil$
@@ -68,7 +68,7 @@
 # Gaussian tokens sharing a per-sequence component of variance $c^2 = 1/T$ (between-sequence
 # ratio about $1 + Tc^2 = 2$).
 #
-# Two input modes (`gtcore.models`):
+# Two input modes ({py:mod}`gtcore.models`):
 # **pure**, the first block sees exactly the Gaussian tokens (no embedding LayerNorm, no
 # positions: the model is then permutation equivariant, like the paper's mean-field flow), and
 # **embedding**, the Gaussian vectors replace the word-embedding lookup and pass through the
@@ -91,12 +91,18 @@ control_shared = 1.0
 import math
 
 from gtcore.book import claim
-from gtcore.studies.pretrained.layer_criteria import (WITHIN, early_layers, first_block_departure, sample_statistics,
-                                   shared_component_tokens, student_t_tokens,
-                                   within_sequence_statistics)
 from gtcore.book.glue import glue
-from gtcore.studies.pretrained.figures import layer_statistics_figure
 from gtcore.models import load_or_random_init, load_transformer
+from gtcore.studies.pretrained.figures import layer_statistics_figure
+from gtcore.studies.pretrained.layer_criteria import (
+    WITHIN,
+    early_layers,
+    first_block_departure,
+    sample_statistics,
+    shared_component_tokens,
+    student_t_tokens,
+    within_sequence_statistics,
+)
 from gtcore.studies.pretrained.statistics import departure_table, layer_statistics
 
 settings = dict(n_projections=n_projections, repeats=repeats, level=level, seed=seed)

@@ -33,8 +33,8 @@
 #   \frac{e^{x_j^{l\top} B_l x_i^l}}{\sum_m e^{x_m^{l\top} B_l x_i^l}}\, x_j^l\Big),
 # $$
 #
-# explicit Euler with $L$ steps for the particle system of the book (`gtcore.training.transformer_tokens`;
-# a test checks it against `gtcore.simulate(..., method="euler")` to round-off). For a Gaussian input the
+# explicit Euler with $L$ steps for the particle system of the book ({py:func}`gtcore.training.transformer_tokens`;
+# a test checks it against {py:func}`gtcore.simulate(..., method="euler") <gtcore.particles.simulate>` to round-off). For a Gaussian input the
 # layer map is exact (chapter 1): $N(\mu, \Sigma) \mapsto N(\mu^+, M\Sigma M^\top)$ with
 # $M = I + h(A_l + V_l\Sigma B_l)$.
 #
@@ -45,7 +45,7 @@
 #   = \min_{\sigma} \frac1N\sum_i \lVert x_i - y_{\sigma(i)}\rVert^2,
 # $$
 #
-# an optimal assignment, differentiated with the optimal $\sigma$ held fixed (`gtcore.training`). Adam runs
+# an optimal assignment, differentiated with the optimal $\sigma$ held fixed ({py:mod}`gtcore.training`). Adam runs
 # on **fresh samples at every step** (new input tokens, a new target sample), so each recorded loss is
 # measured on tokens the network has not been trained on. The squared Bures–Wasserstein distance of the
 # output's moments to $(\mu_1, \Sigma_1)$ is recorded beside it: the Gaussian part of the loss.
@@ -53,7 +53,7 @@
 # **The noise floor of $N$ tokens.** Even a perfect network leaves a loss: two independent $N$-samples of
 # the same Gaussian are at a positive $W_2^2$. The floor is therefore *computed*: the distribution of
 # $\ell(X', Y')$ over independent pairs, $X'$ drawn from the best distribution the network can reach and
-# $Y'$ from the target (`gtcore.studies.learning.harness.null_losses`).
+# $Y'$ from the target ({py:func}`gtcore.studies.learning.harness.null_losses`).
 #
 # ## The rank floor
 #
@@ -77,8 +77,8 @@
 #   = \min_{\nu \text{ on an } r\text{-dim. affine subspace}} W_2^2\big(\nu, N(\mu_1, \Sigma_1)\big),
 # $$
 #
-# attained by the **nearest reachable Gaussian** $N(\mu_1, P_E\Sigma_1P_E)$ (`gtcore.training.rank_floor`,
-# `best_rank_approximation`; a test checks $F_r$ against a brute-force minimisation over rank-$r$ Gaussians).
+# attained by the **nearest reachable Gaussian** $N(\mu_1, P_E\Sigma_1P_E)$ ({py:func}`gtcore.training.rank_floor`,
+# {py:func}`best_rank_approximation <gtcore.training.best_rank_approximation>`; a test checks $F_r$ against a brute-force minimisation over rank-$r$ Gaussians).
 #
 # *Why the network meets it.* From a rank-$r$ start the Gaussian never gains rank (chapter 3: the covariance
 # moves by congruence; one layer maps $\Sigma$ to $M\Sigma M^\top$, of rank at most $r$). Without attention
@@ -258,9 +258,10 @@ figs.training_curves({"full-rank start": runs[t0.name], "rank-2 start, V = 0": w
 
 # %% mystnb={"figure": {"name": "fig-wall-clouds", "caption": "Output tokens (blue) of trained networks on fresh inputs and a target sample (green), in the target's eigen-coordinates: largest variance horizontally, smallest vertically. Left: from the rank-2 start with $V = 0$: no spread along the smallest direction. Middle: from the full-rank start, covering the target. Right: of all the networks this chapter trains from the rank-2 start with attention, the one with the lowest test loss relative to the wall."}, "image": {"alt": "Three scatter plots. Left: the green target cloud is an ellipse, the blue output lies on a horizontal segment through it. Middle: the blue and green clouds overlap as ellipses of the same shape. Right: the output of the deepest attention network behind the wall, which is either a segment like the left panel or spreads vertically as well."}}
 # every network trained from the rank-2 start to a full-rank target with attention, with its target and floor
-behind = ([(f"{n}", wall[n], t, null_wall[n]) for n, t in zip(wall, full_targets)]
-          + [(f"{t0.name}, N = {n}", run, t0, nl) for n, run, nl in zip(ladder_ns, ladder_wall, ladder_null_wall)]
-          + [(f"{t0.name}, L = {L}", run, t0, null_wall[t0.name]) for L, run in zip(depths, depth_wall)])
+behind = ([(f"{n}", wall[n], t, null_wall[n]) for n, t in zip(wall, full_targets, strict=True)]
+          + [(f"{t0.name}, N = {n}", run, t0, nl)
+             for n, run, nl in zip(ladder_ns, ladder_wall, ladder_null_wall, strict=True)]
+          + [(f"{t0.name}, L = {L}", run, t0, null_wall[t0.name]) for L, run in zip(depths, depth_wall, strict=True)])
 deepest = min(behind, key=lambda row: row[1].test_loss / band(row[3])[0])
 t_deep = deepest[2]
 figs.wall_clouds(t_deep, {"rank-2 start, V = 0": output_tokens(wall0[t_deep.name], n_tokens, seed=seed + 4)[1],
@@ -396,10 +397,11 @@ glue("null_slope_se", null_slope.se);
 
 # %%
 claim("full-rank start reaches the target at every N: max over N of mean test W2^2 / q99",
-      max(run.test_loss / band(nl)[1] for run, nl in zip(ladder_full, ladder_null_full)), lt=1.0,
+      max(run.test_loss / band(nl)[1] for run, nl in zip(ladder_full, ladder_null_full, strict=True)), lt=1.0,
       statement="reachability", kind="reproduces")
 claim("V = 0: rank-2 start inside the wall's noise floor [q01, q99] at every N",
-      bool(all(band(nl)[0] < run.test_loss < band(nl)[1] for run, nl in zip(ladder_wall0, ladder_null_wall))),
+      bool(all(band(nl)[0] < run.test_loss < band(nl)[1]
+               for run, nl in zip(ladder_wall0, ladder_null_wall, strict=True))),
       statement="rank_invariance", kind="reproduces")
 claim("V = 0: slack slope, trained minus nearest rank-2 Gaussian, in units of its standard error",
       (trained_slope.slope - null_slope.slope) / slope_se, gt=-4.0, lt=4.0, statement="beyond_learning",
@@ -419,7 +421,7 @@ claim("V = 0: trained slack shrinks with N: (slope + 4 SE)", trained_slope.slope
 # reaches the target and the attention-free rank-2 start stops at the wall; every $V = 0$ network reaches its
 # same-rank target ($\bar\ell < q_{99}$).
 
-# %% mystnb={"figure": {"name": "fig-depth", "caption": "Left: the mean test loss against the number of layers $L$ at fixed $T$, from the full-rank start (blue) and the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with their noise floors (1–99%) and $F_2$ (dashed). Right: the energy of the learned controls from the full-rank start against $L$: the feed-forward part $h\\sum_l \\lVert A_l\\rVert_F^2 + \\lVert b_l\\rVert^2$ and the energy of the affine velocity the layers apply to the Gaussian (attention folded in), with chapter 3's constructive and minimum-energy controls."}, "image": {"alt": "Left: nearly flat lines of dots against the number of layers, each in its own band, the lowest one below a dashed line. Right: energy curves against the number of layers with two horizontal reference lines."}}
+# %% mystnb={"figure": {"name": "fig-learning-depth", "caption": "Left: the mean test loss against the number of layers $L$ at fixed $T$, from the full-rank start (blue) and the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with their noise floors (1–99%) and $F_2$ (dashed). Right: the energy of the learned controls from the full-rank start against $L$: the feed-forward part $h\\sum_l \\lVert A_l\\rVert_F^2 + \\lVert b_l\\rVert^2$ and the energy of the affine velocity the layers apply to the Gaussian (attention folded in), with chapter 3's constructive and minimum-energy controls."}, "image": {"alt": "Left: nearly flat lines of dots against the number of layers, each in its own band, the lowest one below a dashed line. Right: energy curves against the number of layers with two horizontal reference lines."}}
 energies = {t.name: energy_comparison(t, d, runs[t.name], runs0[t.name], pieces=energy_pieces) for t in full_targets}
 energies.update({t.name: energy_comparison(t, r, low[t.name], low0[t.name], pieces=energy_pieces)
                  for t in low_targets})
@@ -447,10 +449,10 @@ glue("depth_e_hi", float(depth_e.max()))
  "depth": {f"L = {L}": {"full start": round(a.test_loss, 4), "rank-2 start, V = 0": round(b0.test_loss, 4),
                         "rank-2 start, attention": round(b.test_loss, 4), "energy (A, b)": round(a.training.energy, 3),
                         "energy (Gaussian velocity)": round(a.gaussian_energy, 3)}
-           for L, a, b0, b in zip(depths, depth_full, depth_wall0, depth_wall)}}
+           for L, a, b0, b in zip(depths, depth_full, depth_wall0, depth_wall, strict=True)}}
 
 # %% [markdown]
-# In {numref}`fig-depth` (left) the test loss stays in its noise floor at every $L$ from either start; the
+# In {numref}`fig-learning-depth` (left) the test loss stays in its noise floor at every $L$ from either start; the
 # learned energies (right, both kinds) lie between {glue:text}`depth_e_lo:.2f` and {glue:text}`depth_e_hi:.2f`
 # times chapter 3's minimum energy for this target.
 #
@@ -493,8 +495,10 @@ behind_all = [(name, run, t, nl, mean_field_departure(run, t.mu, t.Sigma, clouds
               for i, (name, run, t, nl) in enumerate(behind)]
 figs.escape_figure([(m.kappa, run.test_loss / band(nl)[0], m.departed) for _, run, _, nl, m in behind_all],
                    [run.test_loss / band(null_wall[n])[0] for n, run in wall0.items()]
-                   + [run.test_loss / band(nl)[0] for run, nl in zip(ladder_wall0, ladder_null_wall)]
-                   + [run.test_loss / band(null_wall[t0.name])[0] for run in depth_wall0])
+                   + [run.test_loss / band(nl)[0] for run, nl in zip(ladder_wall0, ladder_null_wall, strict=True)]
+                   + [run.test_loss / band(null_wall[t0.name])[0] for run in depth_wall0]);
+
+# %%
 escape_table = [{"run": name, "mean test loss": round(run.test_loss, 4), "q01 of the wall": round(band(nl)[0], 4),
                  "F_2": round(rank_floor(t.Sigma, r), 4), "below the wall": bool(run.test_loss <= band(nl)[0]),
                  "kappa max": float(f"{m.kappa:.3g}"), "departure": float(f"{m.departure:.3g}"),
@@ -536,7 +540,9 @@ claim("attention on: the planarity statistic sees the finite-N bending, least si
 
 # %% mystnb={"figure": {"name": "fig-bending", "caption": "The network trained with attention from the rank-2 start that got lowest relative to the wall, run on fresh clouds of several sizes $N$ with its controls unchanged. Left: how far its output bends out of the plane, $\\sigma_3/\\sigma_1$ (dots: clouds; line: their mean; dashed: $N^{-1/2}$). Right: its loss against a fresh target sample of the same size, with $F_2$ (dashed) and the samples' floors $F_2(\\hat\\Sigma_Y)$."}, "image": {"alt": "Left: the bending of one network's output against the number of tokens on log-log axes, beside a dashed falling reference line. Right: its loss against the number of tokens beside a dashed horizontal line and a dotted line of floors."}}
 bending = thickness_against_n(deepest[1], bend_ns, clouds=bend_clouds, seed=seed + 8, target=t_deep)
-figs.bending_figure(bending, floors[t_deep.name])
+figs.bending_figure(bending, floors[t_deep.name]);
+
+# %%
 glue("bend_slope", bending.slope)
 glue("bend_name", deepest[0])
 glue("bend_loss_first", float(bending.losses[0].mean()))

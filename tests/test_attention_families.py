@@ -20,13 +20,13 @@ import scipy.linalg
 import torch
 from numpy.polynomial.hermite_e import hermegauss
 
+from conftest import particle_moment_errors, random_spd
 from gtcore import Controls, gaussian_tokens, integrate_moments, moment_rhs
 from gtcore.attention import ATTENTION_TYPES
 from gtcore.attention.sinkhorn import SinkhornConvergenceWarning, gaussian_column_potential, gaussian_conditional_gain
 from gtcore.attention.sinkhorn_scaling import sinkhorn_average, sinkhorn_potentials
-from gtcore.studies.fits import loglog_slope
 from gtcore.studies.families.harness import head_cancellation
-from conftest import particle_moment_errors, random_spd
+from gtcore.studies.fits import loglog_slope
 
 
 # ----------------------------------------------------------------------------- the peer's formulas
@@ -384,8 +384,7 @@ def test_sinkhorn_float32_converges_with_its_default_tolerance(rng):
 
 def test_formulas_only_the_dot_product_has_are_refused_by_name():
     """Mixture averages and the sampling strength exist for the dot product only: a ValueError naming the type."""
-    from gtcore.attention import AttentionType
-    from gtcore.attention import max_sampling_strength
+    from gtcore.attention import AttentionType, max_sampling_strength
 
     with pytest.raises(TypeError):
         AttentionType()  # the interface: tilt, logits and params are abstract

@@ -19,13 +19,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from browser import PAGE_REPORT, Browser, chromium_path
 from gtcore.book import build as book_build
 from gtcore.book import chapters as book_chapters
 from gtcore.book import cli as book_cli
 from gtcore.book import execute as book_execute
 from gtcore.book import provenance
 from gtcore.book.lock import TreeLock
-from browser import PAGE_REPORT, Browser, chromium_path
 from minibook import make_mini_book
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,22 +116,24 @@ def test_set_values_of_the_right_type_are_converted(mini):
 
 
 def test_repeated_only_keeps_every_chapter_once_in_book_order():
-    args = book_cli._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance", "03_rank_and_reachability"])
+    args = book_cli._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance",
+                                          "03_rank_and_reachability"])
     assert args.only == ["03", "01_gaussian_invariance", "03_rank_and_reachability"]
     picked = book_chapters.select(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), args.only)
     assert [c.name for c in picked] == ["01_gaussian_invariance", "03_rank_and_reachability"]
 
 
 def test_profile_table_naming_no_chapter_is_an_error(monkeypatch):
-    monkeypatch.setattr(book_chapters, "load_profiles", lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
-    with pytest.raises(book_chapters.BookError, match="01_gausian_invariance.*names no chapter"):
+    monkeypatch.setattr(book_chapters, "load_profiles",
+                        lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
+    with pytest.raises(book_chapters.BookError, match=r"01_gausian_invariance.*names no chapter"):
         book_chapters.resolve_parameters(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), "quick", [])
 
 
 def test_missing_parameters_tag_names_the_file(tmp_path):
     path = tmp_path / "09_untagged.py"
     path.write_text("# %%\nseed = 0\n")
-    with pytest.raises(book_chapters.BookError, match="09_untagged.py.*parameters"):
+    with pytest.raises(book_chapters.BookError, match=r"09_untagged\.py.*parameters"):
         book_chapters.chapter_defaults(path)
 
 
@@ -258,7 +260,7 @@ def test_the_library_hash_follows_the_modules_a_chapter_imports(tmp_path):
     h0 = hashes()
     edit("book/cli.py")
     assert hashes() == h0
-    edit("studies/stability/harness.py")
+    edit("studies/stability/finite_n.py")  # the pole study: chapter 4 only (chapter 8 reuses the harness)
     h1 = hashes()
     assert [n for n in h0 if h1[n] != h0[n]] == ["04_stability_regimes"]
     edit("moments/__init__.py")
@@ -312,7 +314,7 @@ def test_a_second_run_fails_clearly_with_no_wait_and_waits_without(mini):
         assert waiting.poll() is None and not (mini / "executed" / "01_tiny.ipynb").exists()
     finally:
         lock.release()
-    out, err = waiting.communicate(timeout=120)
+    _, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0 and "waiting for" in err
     assert (mini / "executed" / "01_tiny.ipynb").exists()
 
@@ -382,7 +384,7 @@ def test_ctrl_c_stops_cleanly_with_one_line_and_keeps_the_last_good_output(mini)
         time.sleep(0.2)
     time.sleep(4)  # the kernel is inside the chapter's cells
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert err.strip().splitlines()[-1].startswith("gtbook: interrupted")
@@ -443,7 +445,7 @@ def test_ctrl_c_under_j_keeps_every_notebook_whole(ran):
         time.sleep(0.2)
     time.sleep(4)  # both kernels are inside the chapter's cells
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=90)
+    _, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, err[-3000:]
     assert {p.name: p.read_bytes() for p in executed.glob("*.ipynb")} == before
     for name in before:
@@ -474,7 +476,7 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
 
 
 # ---------------------------------------------------------------- the quick book, built once
-from conftest import snapshot as _snapshot  # noqa: E402,F401
+from conftest import snapshot as _snapshot  # noqa: E402
 
 
 @pytest.mark.slow
@@ -556,6 +558,92 @@ def test_chapter_pages_open_with_their_provenance_box(built_book):
     alts = re.findall(r'<img[^>]*alt="([^"]*)"', ch1)
     assert len(alts) >= 4 and all(len(a) > 20 for a in alts[:4])
     assert re.search(r'fitted slope <span class="pasted-text">-0\.\d\d</span>', ch1)
+
+
+#: the chapters' prose names that link to the API reference ({py:func} and {py:mod} roles in notebooks/*.py)
+API_LINKS = {
+    "03_rank_and_reachability": ("reachability.html#gtcore.reachability.steer",
+                                 "particles.html#gtcore.particles.simulate"),
+    "04_stability_regimes": ("riccati.html#gtcore.riccati.blowup_time", "particles.html#gtcore.particles.simulate",
+                             "studies.html#gtcore.studies.stability.finite_n.particle_radius_bound",
+                             "stability.html#module-gtcore.stability", "stability.html#gtcore.stability.equilibrium",
+                             "studies.html#module-gtcore.studies.stability.kalman",
+                             "studies.html#module-gtcore.studies.stability.general_v"),
+    "05_pretrained_moments": ("studies.html#module-gtcore.studies.pretrained.layer_criteria",
+                              "models.html#module-gtcore.models"),
+    "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed",
+                                "particles.html#gtcore.particles.simulate"),
+    "07_attention_families": ("attention.html#module-gtcore.attention", "riccati.html#gtcore.riccati.blowup_time",
+                              "attention.html#gtcore.attention.sinkhorn.gaussian_conditional_gain"),
+    "08_regime_atlas": ("studies.html#module-gtcore.studies.atlas.regimes", "moments.html#module-gtcore.moments.lanes",
+                        "riccati.html#gtcore.riccati.blowup_time", "stability.html#gtcore.stability.classify",
+                        "moments.html#gtcore.moments.integrate_moments"),
+    "09_learning_reachability": ("training.html#gtcore.training.transformer_tokens",
+                                 "training.html#module-gtcore.training",
+                                 "particles.html#gtcore.particles.simulate", "training.html#gtcore.training.rank_floor",
+                                 "studies.html#gtcore.studies.learning.harness.null_losses"),
+}
+
+def api_reference_problems(html: Path) -> list[str]:
+    """What the rendered API reference (``html/book/api``) lacks: a page of the toc's "gtcore API" part,
+    an object of the public API (:mod:`public_api`) in the Sphinx inventory, a name of ``gtcore.__all__``
+    in the index's table, or a link (a reference to a gtcore name rendered as code with no link: the build
+    resolves every one, with ``-n``, and this says so even without it)."""
+    import zlib
+
+    import yaml
+
+    import gtcore
+    from public_api import api_data, api_objects
+
+    problems = []
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    part = [p for p in toc["parts"] if p["caption"] == "gtcore API"]
+    files = [c["file"] for c in part[0]["chapters"]] if part else []
+    if not files:
+        problems.append('_toc.yml has no "gtcore API" part')
+    for f in files:
+        if not (html / f"{f}.html").exists():
+            problems.append(f"{f}.html was not rendered")
+    # Sphinx's inventory: four header lines, then zlib-compressed lines "name domain:role priority uri dispname"
+    body = zlib.decompress((html / "objects.inv").read_bytes().split(b"\n", 4)[4]).decode()
+    names = {line.split(" ", 1)[0] for line in body.splitlines() if line.strip()}
+    problems += [f"{q} is not in the API reference" for q in api_objects() if q not in names]
+    for module, constants in api_data().items():
+        for c in constants:
+            if not any(n.startswith(module + ".") and n.endswith("." + c) for n in names):
+                problems.append(f"{module}.{c} is not in the API reference")
+    index = (html / "book" / "api" / "index.html").read_text() if files else ""
+    problems += [f"the API index does not list gtcore.{n}" for n in gtcore.__all__ if f">{n}</span>" not in index]
+    ours = {n.rsplit(".", 1)[-1] for n in names if n.startswith("gtcore")}
+    for page in sorted((html / "book" / "api").glob("*.html")):  # a reference to gtcore shown without a link
+        text = page.read_text()
+        for m in re.finditer(r'<code class="xref py py-\w+ docutils literal notranslate">(.*?)</code>', text):
+            shown = re.sub(r"<[^>]+>", "", m.group(1)).removesuffix("()")
+            linked = re.search(r"<a [^>]*>\s*$", text[max(0, m.start() - 400):m.start()])
+            if not linked and (shown.startswith("gtcore") or shown.split(".")[-1] in ours):
+                problems.append(f"{page.name}: {shown} is not linked")
+    return problems
+
+
+@pytest.mark.slow
+def test_the_api_reference_documents_the_public_api_and_the_chapters_link_to_it(built_book):
+    tree, _ = built_book
+    html = tree / "_build" / "html"
+    problems = api_reference_problems(html)
+    for chapter, targets in API_LINKS.items():
+        text = (html / "executed" / f"{chapter}.html").read_text()
+        problems += [f"{chapter} does not link to {t}" for t in targets if f'href="../book/api/{t}"' not in text]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_docstring_edit_rebuilds_the_book():
+    """The API part renders gtcore's docstrings: its sources are inputs of the build's cache key."""
+    import gtcore
+
+    inputs = set(book_build.build_inputs(book_chapters.open_book(ROOT)))
+    sources = set(Path(gtcore.__file__).parent.rglob("*.py"))
+    assert sources and sources <= inputs
 
 
 @pytest.mark.slow

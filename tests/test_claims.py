@@ -66,7 +66,8 @@ def test_claims_are_read_back_from_notebook_outputs():
 
 @pytest.mark.parametrize("label, match", [
     (dict(statement="no_such_statement", kind="reproduces"), "unknown statement 'no_such_statement'.*invariance"),
-    (dict(statement="invariance", kind="reproduction"), "kind must be one of reproduces, derivation, consistency, control"),
+    (dict(statement="invariance", kind="reproduction"),
+     "kind must be one of reproduces, derivation, consistency, control"),
 ])
 def test_unknown_statement_or_kind_is_an_error(label, match):
     with pytest.raises(ValueError, match=match):

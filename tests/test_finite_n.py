@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from gtcore import Controls, gaussian_tokens
-from gtcore.studies.stability.finite_n import particle_radius_bound, pole_study
 from gtcore.particles import simulate
+from gtcore.studies.stability.finite_n import particle_radius_bound, pole_study
 from gtcore.studies.stability.harness import rotating_controls
 
 B = np.array([[1.0, 0.4], [-0.2, 0.6]])

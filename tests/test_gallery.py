@@ -108,7 +108,8 @@ def test_cell_metadata_gives_caption_and_alt(tmp_path):
     nb = nbformat.read(path, as_version=4)
     nb.cells[2].metadata["mystnb"] = {"figure": {"name": "fig-a", "caption": "A red box, see {numref}`fig-b`."},
                                       "image": {"alt": "A small\nred rectangle."}}
-    nb.cells[5].metadata["mystnb"] = {"figure": {"name": "anim-a", "caption": "A long caption about clouds. " + "word " * 60}}
+    nb.cells[5].metadata["mystnb"] = {"figure": {"name": "anim-a",
+                                                 "caption": "A long caption about clouds. " + "word " * 60}}
     nbformat.write(nb, path)
     fig, anim, fig2 = gallery.collect_entries(path)
     assert fig.caption == "A red box, see." and fig.alt == "A small red rectangle."

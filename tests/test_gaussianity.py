@@ -8,6 +8,7 @@ import torch
 from scipy import integrate, stats
 from scipy.linalg import sqrtm
 
+from conftest import random_psd, random_spd
 from gtcore.stats.gaussianity import (
     NoiseFloor,
     bures_wasserstein,
@@ -20,7 +21,6 @@ from gtcore.stats.gaussianity import (
     sliced_w2,
     w2_to_standard_normal,
 )
-from conftest import random_psd, random_spd
 
 
 def uniform_cloud(n, d, seed):

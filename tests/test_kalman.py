@@ -4,8 +4,13 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from gtcore.studies.stability.kalman import (covariance_lrt, filter_ensemble, kalman_bucy_error, lrt_null_quantile,
-                                             observation_matrix)
+from gtcore.studies.stability.kalman import (
+    covariance_lrt,
+    filter_ensemble,
+    kalman_bucy_error,
+    lrt_null_quantile,
+    observation_matrix,
+)
 
 
 def test_lrt_null_is_chi_square():
@@ -51,7 +56,7 @@ def test_negative_information_is_refused():
 
 def test_ensemble_draws_satisfy_the_condition_and_are_general():
     ens = filter_ensemble(3, 3, 0.5, paths=500, steps=100, records=2, seed=5)
-    for A, v, B, S0 in ens.controls:
+    for A, v, B, _S0 in ens.controls:
         assert np.linalg.eigvalsh(v * (B + B.T)).max() <= 1e-12
         assert np.abs(B - B.T).max() > 1e-3 and np.abs(A).max() > 0
     assert ens.threshold == pytest.approx(chi2.ppf(1 - 0.01 / 6, 6))

@@ -49,7 +49,8 @@ def imported(path: Path) -> set[str]:
             else:
                 name = node.module or ""
             out.add(name)
-            out |= {f"{name}.{a.name}" for a in node.names if (PKG.parent / f"{name}.{a.name}".replace(".", "/")).is_dir()
+            out |= {f"{name}.{a.name}" for a in node.names
+                    if (PKG.parent / f"{name}.{a.name}".replace(".", "/")).is_dir()
                     or (PKG.parent / (f"{name}.{a.name}".replace(".", "/") + ".py")).is_file()}
     return {m for m in out if m == "gtcore" or m.startswith("gtcore.")}
 
@@ -79,7 +80,8 @@ def test_the_top_level_exports_only_the_core():
 def _fresh_import(modules: list[str]) -> dict[str, bool]:
     code = ("import importlib, json, sys\n"
             f"for m in {modules!r}: importlib.import_module(m)\n"
-            "print(json.dumps({k: k in sys.modules for k in ('torch', 'transformers', 'matplotlib', 'scipy.integrate')}))")
+            "print(json.dumps({k: k in sys.modules\n"
+            "                  for k in ('torch', 'transformers', 'matplotlib', 'scipy.integrate')}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     return json.loads(proc.stdout)
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from gtcore import Controls
-from gtcore.studies.invariance.nongaussian import slope_standard_error, softmax_stack_study
 from gtcore.stats.sampling import LAWS, moment_matched_tokens
+from gtcore.studies.invariance.nongaussian import slope_standard_error, softmax_stack_study
 
 MU = np.array([0.5, -0.3])
 SIGMA = np.array([[1.0, 0.4], [0.4, 0.7]])

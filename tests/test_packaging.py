@@ -138,3 +138,20 @@ def test_the_book_links_to_no_foreign_repository():
     html = config["html"]
     assert not html["use_repository_button"] and not html["use_issues_button"]
     assert not any(config.get("launch_buttons", {}).get(k) for k in ("binderhub_url", "jupyterhub_url", "colab_url"))
+
+
+def test_the_type_marker_ships():
+    assert (ROOT / "gtcore" / "py.typed").is_file()
+    assert PYPROJECT["tool"]["setuptools"]["package-data"]["gtcore"] == ["py.typed"]
+
+
+def test_ci_lints_before_it_tests_with_the_pinned_tools():
+    steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+             if line.strip().startswith("make ")]
+    assert steps.index("make lint") < steps.index("make test")
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\nlint: $(STAMP)\n\t$(BIN)/ruff check .\n\t$(BIN)/mypy\n" in makefile
+    assert {"ruff", "mypy"} <= {_name(r) for r in META["optional-dependencies"]["test"]}
+    hooks = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"]
+    assert [r["repo"] for r in hooks] == ["local"]  # hook repositories cannot be fetched here
+    assert {h["id"] for h in hooks[0]["hooks"]} >= {"ruff", "mypy"}

@@ -20,7 +20,7 @@ from gtcore.models import (  # noqa: E402
     random_init_transformer,
     reference_config,
 )
-from gtcore.studies.pretrained.statistics import (
+from gtcore.studies.pretrained.statistics import (  # noqa: E402
     LayerStatistics,
     ProbeResult,
     between_sequence_ratio,
@@ -173,7 +173,7 @@ def test_bert_embedding_mode_matches_hf_forward(loaded):
         ref = lt.model(inputs_embeds=torch.as_tensor(x, dtype=torch.float32),
                        output_hidden_states=True).hidden_states
     assert len(mine) == len(ref) == 4
-    for a, b in zip(mine, ref):
+    for a, b in zip(mine, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
@@ -208,7 +208,7 @@ def test_pure_mode_first_layer_sees_the_tokens_and_is_permutation_equivariant(lo
     np.testing.assert_allclose(hs[0].numpy(), x, rtol=1e-6, atol=1e-6)
     perm = np.random.default_rng(0).permutation(16)
     hp = hidden_states(lt, x[:, perm], "pure")
-    for a, b in zip(hs, hp):
+    for a, b in zip(hs, hp, strict=True):
         torch.testing.assert_close(a[:, perm], b, rtol=1e-4, atol=1e-4)
     # the deepest layer really changed the tokens (not a trivially equivariant identity)
     assert float((hs[-1] - hs[0]).abs().max()) > 0.1

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from gtcore import Controls, gaussian_tokens
-from gtcore.stats.gaussianity import bures_wasserstein
 from gtcore.particles import simulate
+from gtcore.stats.gaussianity import bures_wasserstein
 from gtcore.studies.beyond.relu import first_order_w2, moment_departure, relu_departure_rate, relu_departure_rate_tokens
 
 W = np.array([[1.5, -1.0], [1.0, 0.5]])

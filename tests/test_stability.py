@@ -8,6 +8,7 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import minimize_scalar
 
+from conftest import random_psd, random_spd
 from gtcore import Controls, integrate_moments
 from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold, riccati_quadratic
 from gtcore.stability import (
@@ -21,7 +22,6 @@ from gtcore.stability import (
     observe_regime,
 )
 from gtcore.studies.stability.harness import regime_map
-from conftest import random_psd, random_spd
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 
@@ -331,14 +331,15 @@ def test_bad_input_names_the_argument(call, name):
 
 
 def test_regime_boundary_and_rotating_family():
-    from gtcore.studies.stability.harness import regime_boundary, rotating_controls as rc
+    from gtcore.studies.stability.harness import regime_boundary
+    from gtcore.studies.stability.harness import rotating_controls as rc
 
     B = np.array([[1.0, 0.4], [-0.2, 0.6]])
     c = rc(-0.3, 0.5, B, omega=0.7)
     np.testing.assert_allclose(np.linalg.eigvals(c.A), [-0.3 + 0.7j, -0.3 - 0.7j])
     bd = regime_boundary([-0.6, -0.3, 0.2], B, S0_2, omega=0.7)
     np.testing.assert_array_equal(bd.a_curve, [-0.6, -0.3])
-    for a, vc in zip(bd.a_curve, bd.v_curve):
+    for a, vc in zip(bd.a_curve, bd.v_curve, strict=True):
         assert classify(rc(a, 0.97 * vc, B, omega=0.7), S0_2).verdict == "collapses to 0"
         assert classify(rc(a, 1.03 * vc, B, omega=0.7), S0_2).verdict == "blows up"
     with pytest.raises(ValueError, match="B"):

@@ -6,7 +6,7 @@ from gtcore.studies.reachability.steered_tokens import _TransposedHead, random_s
 
 
 def test_draws_are_general_and_of_the_given_rank():
-    mu0, F0, mu1, F1, V, B = random_steering_draw(4, 2, np.random.default_rng(0))
+    _, F0, _, F1, V, B = random_steering_draw(4, 2, np.random.default_rng(0))
     assert np.linalg.matrix_rank(F0 @ F0.T) == 2 == np.linalg.matrix_rank(F1 @ F1.T)
     assert np.abs(B - B.T).max() > 1e-3 and np.abs(V - V[0, 0] * np.eye(4)).max() > 1e-3
 

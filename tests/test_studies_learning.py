@@ -32,7 +32,7 @@ def _no_disk_cache(monkeypatch):
 def test_random_targets_are_seeded_general_and_of_the_asked_rank():
     a = random_targets(4, 3, 2, seed=5, eigenvalue_range=(0.5, 2.0))
     b = random_targets(4, 3, 2, seed=5, eigenvalue_range=(0.5, 2.0))
-    for s, t in zip(a, b):
+    for s, t in zip(a, b, strict=True):
         np.testing.assert_array_equal(s.Sigma, t.Sigma)
         lam = s.eigenvalues
         assert np.all(lam[:2] >= 0.5 - 1e-12) and np.all(lam[:2] <= 2.0 + 1e-12) and abs(lam[2]) < 1e-12

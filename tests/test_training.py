@@ -175,8 +175,9 @@ def test_gaussian_energy_is_the_energy_of_the_equivalent_attention_free_layers()
     mu0, S0 = rng.standard_normal(d), _random_covariance(rng, d)
     traj = layer_stack(mu0, S0, list(ctl), h)
     # attention-free layers with A + sum_k V_k Sigma_l B_k and b + sum_k V_k mu_l move the Gaussian identically
-    free = [Controls(A=c.A + sum(Vk @ S @ Bk for Vk, Bk in zip(c.V, c.B)), b=c.b + sum(Vk for Vk in c.V) @ m)
-            for c, m, S in zip(ctl, traj.mu[:-1], traj.Sigma[:-1])]
+    free = [Controls(A=c.A + sum(Vk @ S @ Bk for Vk, Bk in zip(c.V, c.B, strict=True)),
+                     b=c.b + sum(Vk for Vk in c.V) @ m)
+            for c, m, S in zip(ctl, traj.mu[:-1], traj.Sigma[:-1], strict=True)]
     free_traj = layer_stack(mu0, S0, free, h)
     np.testing.assert_allclose(free_traj.Sigma, traj.Sigma, atol=1e-12)
     np.testing.assert_allclose(free_traj.mu, traj.mu, atol=1e-12)
@@ -247,7 +248,7 @@ def test_checkpoint_resumes_exactly(tmp_path, monkeypatch):
     resumed = train_transformer(x, y, checkpoint=path, **kw)
     assert resumed.resumed_from == 10
     np.testing.assert_array_equal(resumed.loss, whole.loss)
-    for c1, c2 in zip(resumed.controls, whole.controls):
+    for c1, c2 in zip(resumed.controls, whole.controls, strict=True):
         np.testing.assert_array_equal(c1.A, c2.A)
         np.testing.assert_array_equal(c1.V, c2.V)
     again = train_transformer(x, y, checkpoint=path, **kw)  # a finished checkpoint: nothing left to run

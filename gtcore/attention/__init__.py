@@ -27,7 +27,7 @@ With the Gaussian tilt the velocity field is affine, :math:`v(x) = Fx + g` with
 and the moments obey :math:`\mu' = F\mu + g`, :math:`\Sigma' = F\Sigma + \Sigma F^\top`.
 
 Types are registered by name in :data:`ATTENTION_TYPES` (:func:`register`); a
-:class:`~gtcore.Controls` selects one with ``attention=`` (default ``"dot"``). Adding a type is one
+:class:`~gtcore.controls.Controls` selects one with ``attention=`` (default ``"dot"``). Adding a type is one
 class here (or anywhere, registered with :func:`register`): every consumer (moments, layer map,
 particles, stability, reachability, mixtures, mean-field diagnostics) goes through this module, and
 ``tests/test_attention.py`` checks the new type against its definition without being edited.
@@ -36,7 +36,7 @@ The paper's type is :class:`DotProduct`: logits :math:`x_j^\top B_h x_i` (query 
 :math:`j`), softmax over :math:`j`, scale 1, whose Gaussian tilt is :math:`\mu + \Sigma B x`.
 Beyond the paper: :class:`L2` (logits :math:`-\|Q_hx_i - K_hx_j\|^2`) and :class:`Sinkhorn`
 (the kernel :math:`e^{x_j^\top B_h x_i}` scaled to a doubly-stochastic matrix, then
-row-normalised). Heads add their velocities; all heads of one :class:`~gtcore.Controls` share
+row-normalised). Heads add their velocities; all heads of one :class:`~gtcore.controls.Controls` share
 one type.
 
 Modules: :mod:`~gtcore.attention.base` (the interface), :mod:`~gtcore.attention.dot`,
@@ -56,8 +56,17 @@ from gtcore.attention.dot import DotProduct
 from gtcore.attention.l2 import L2
 from gtcore.attention.sinkhorn import Sinkhorn
 
-__all__ = ["ATTENTION_TYPES", "AttentionType", "DotProduct", "L2", "Sinkhorn", "attention_of", "gaussian_velocity",
-           "max_sampling_strength", "register"]
+__all__ = [
+    "ATTENTION_TYPES",
+    "L2",
+    "AttentionType",
+    "DotProduct",
+    "Sinkhorn",
+    "attention_of",
+    "gaussian_velocity",
+    "max_sampling_strength",
+    "register",
+]
 
 
 #: the one registry of attention types, by name
@@ -65,7 +74,23 @@ ATTENTION_TYPES: dict[str, AttentionType] = {}
 
 
 def register(attention: AttentionType) -> AttentionType:
-    """Add an attention type to :data:`ATTENTION_TYPES` under its ``name``; returns it."""
+    """Add an attention type to :data:`ATTENTION_TYPES` under its ``name``; returns it.
+
+    Parameters
+    ----------
+    attention : AttentionType
+        An instance of the type, with a non-empty ``name`` (an existing entry of that name is replaced).
+
+    Returns
+    -------
+    AttentionType
+        ``attention`` (so that it can be used as a decorator-like one-liner).
+
+    Raises
+    ------
+    ValueError
+        ``attention.name`` is empty.
+    """
     if not attention.name:
         raise ValueError("an attention type needs a non-empty name")
     ATTENTION_TYPES[attention.name] = attention
@@ -78,7 +103,18 @@ register(Sinkhorn())
 
 
 def attention_of(controls: Any) -> AttentionType:
-    """The attention type selected by ``controls`` (its ``attention`` name, ``"dot"`` by default)."""
+    """The attention type selected by ``controls`` (its ``attention`` name, ``"dot"`` by default).
+
+    Parameters
+    ----------
+    controls : Controls
+        One layer's parameters (any object with an ``attention`` name; ``"dot"`` without one).
+
+    Returns
+    -------
+    AttentionType
+        The registered type of that name.
+    """
     return ATTENTION_TYPES[getattr(controls, "attention", "dot")]
 
 
@@ -90,7 +126,22 @@ def gaussian_velocity(Sigma: Any, controls: Any) -> tuple[np.ndarray, np.ndarray
         F = A + \sum_h V_h M_h(\Sigma), \qquad G = \sum_h V_h C_h(\Sigma),
 
     with :math:`(M_h, C_h\mu)` the tilt of :func:`attention_of(controls) <attention_of>`; ``A`` and
-    ``b`` are the identity-activation fold (:attr:`Controls.affine_A`, :attr:`Controls.affine_b`).
+    ``b`` are the identity-activation fold (:attr:`~gtcore.controls.Controls.affine_A`,
+    :attr:`~gtcore.controls.Controls.affine_b`).
+
+    Parameters
+    ----------
+    Sigma : (d, d) array
+        The covariance of the Gaussian.
+    controls : Controls
+        One layer's parameters.
+
+    Returns
+    -------
+    F : (d, d) ndarray
+        The velocity's linear part in the query.
+    G : (d, d) ndarray
+        The matrix of its offset in the mean.
     """
     att = attention_of(controls)
     p = att.params(controls)
@@ -99,7 +150,7 @@ def gaussian_velocity(Sigma: Any, controls: Any) -> tuple[np.ndarray, np.ndarray
 
 def max_sampling_strength(controls: Any, times: Any, Sigmas: Any) -> float:
     r""":math:`\kappa = \max_t \max_h \kappa_h(\Sigma(t))` along a trajectory: the largest
-    :meth:`~gtcore.attention.base.AttentionType.sampling_strength` of the heads (for the dot product
+    :meth:`~gtcore.attention.AttentionType.sampling_strength` of the heads (for the dot product
     :math:`\lambda_{\max}(B_h^\top \Sigma B_h \Sigma)`, real and non-negative; the N-token softmax
     average has finite variance at Gaussian queries while :math:`\kappa < \tfrac12`).
 
@@ -121,7 +172,7 @@ def max_sampling_strength(controls: Any, times: Any, Sigmas: Any) -> float:
 
     fn = as_control_function(controls)
     kappa = 0.0
-    for t, S in zip(times, Sigmas):
+    for t, S in zip(times, Sigmas, strict=True):
         ctl = evaluate_controls(fn, float(t))
         att = attention_of(ctl)
         params = att.params(ctl)

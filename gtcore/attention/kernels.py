@@ -30,13 +30,40 @@ import torch.nn.functional as F
 
 from gtcore.attention.base import BLOCK, _check_method
 
+
 def _pad(x: torch.Tensor, width: int) -> torch.Tensor:
     return F.pad(x, (0, width - x.shape[1])) if x.shape[1] < width else x
 
 
 def softmax_average(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values: torch.Tensor,
                     method: str = "sdpa", block: int = BLOCK) -> torch.Tensor:
-    r""":math:`\sum_j \operatorname{softmax}_j(q_i^\top k_j + \beta_j)\, v_j` for every query: (n, dv)."""
+    r""":math:`\sum_j \operatorname{softmax}_j(q_i^\top k_j + \beta_j)\, v_j` for every query: (n, dv).
+
+    Parameters
+    ----------
+    q : (n, k) tensor
+        The queries :math:`q_i`.
+    k : (m, k) tensor
+        The keys :math:`k_j`.
+    bias : (m,) tensor
+        The per-key bias :math:`\beta_j`.
+    values : (m, dv) tensor
+        The values :math:`v_j`.
+    method : ``"sdpa"`` or ``"blocked"``
+        The fused kernel on augmented vectors, or ``block`` query rows at a time (see the module).
+    block : int
+        Query rows per block of ``"blocked"``.
+
+    Returns
+    -------
+    (n, dv) tensor
+        The average at each query.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``method``.
+    """
     _check_method(method)
     if method == "blocked":
         out = torch.empty(q.shape[0], values.shape[1], dtype=values.dtype, device=values.device)
@@ -44,7 +71,7 @@ def softmax_average(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values
             w = torch.softmax(q[s:s + block] @ k.T + bias, dim=1)
             out[s:s + block] = w @ values
         return out
-    n, m, dv = q.shape[0], k.shape[0], values.shape[1]
+    n, dv = q.shape[0], values.shape[1]
     width = max(q.shape[1] + 1, dv)
     qa = _pad(torch.cat([q, q.new_ones(n, 1)], 1), width)
     ka = _pad(torch.cat([k, bias[:, None]], 1), width)
@@ -62,7 +89,7 @@ def _attend_blocked(q, k, bias, values, block):
         E = S.sub_(top).exp_()                 # one exponential per entry, in place
         total = E.sum(dim=1)
         lse[s:s + block] = top[:, 0] + torch.log(total)
-        if values is not None:
+        if avg is not None:  # avg is None exactly when values is
             avg[s:s + block] = (E @ values) / total[:, None]
     return avg, lse
 
@@ -73,9 +100,35 @@ def attend(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values: torch.T
     r"""``(average, lse)``: :math:`\sum_j \operatorname{softmax}_j(s_{ij})\,v_j` (None without ``values``) and
     :math:`\log\sum_j e^{s_{ij}}`, :math:`s_{ij} = q_i^\top k_j + \beta_j`, in one pass.
 
-    ``guess`` (n,) is the dummy key's logit :math:`c_i` of the ``"sdpa"`` method (any value within
-    a few hundred of the answer; by default the Cauchy--Schwarz bound
-    :math:`\|q_i\|\max_j\|k_j\| + \max_j\beta_j`).
+    Parameters
+    ----------
+    q : (n, k) tensor
+        The queries :math:`q_i`.
+    k : (m, k) tensor
+        The keys :math:`k_j`.
+    bias : (m,) tensor
+        The per-key bias :math:`\beta_j`.
+    values : (m, dv) tensor, optional
+        The values :math:`v_j`; without them only the log-sum-exp is computed.
+    guess : (n,) tensor, optional
+        The dummy key's logit :math:`c_i` of the ``"sdpa"`` method (any value within a few hundred
+        of the answer; by default the Cauchy--Schwarz bound :math:`\|q_i\|\max_j\|k_j\| + \max_j\beta_j`).
+    method : ``"sdpa"`` or ``"blocked"``
+        The fused kernel on augmented vectors, or ``block`` query rows at a time (see the module).
+    block : int
+        Query rows per block of ``"blocked"`` (and of the rows ``"sdpa"`` recomputes).
+
+    Returns
+    -------
+    average : (n, dv) tensor or None
+        The softmax average (None without ``values``).
+    lse : (n,) tensor
+        :math:`\log\sum_j e^{s_{ij}}`.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``method``.
     """
     _check_method(method)
     if method == "blocked":
@@ -97,7 +150,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values: torch.T
     bad = ~torch.isfinite(lse) | ((lse - guess).abs() > margin)
     if bool(bad.any()):
         a, lse[bad] = _attend_blocked(q[bad], k, bias, values, block)
-        if values is not None:
+        if avg is not None:  # avg is None exactly when values is
             avg[bad] = a
     return avg, lse
 

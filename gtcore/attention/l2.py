@@ -44,16 +44,71 @@ class L2(AttentionType):
     name = "l2"
 
     def params(self, controls):
+        """The stacked query and key maps, ``params[h] = [Q_h, K_h]``.
+
+        Parameters
+        ----------
+        controls : Controls
+            One layer's parameters, with ``Q`` and ``K``.
+
+        Returns
+        -------
+        (H, 2, k, d) array
+            :math:`(Q_h, K_h)` for each head.
+
+        Raises
+        ------
+        ValueError
+            ``controls`` has no ``Q`` and ``K``.
+        """
         if controls.Q is None:
             raise ValueError("attention 'l2' needs controls with Q and K")
         return np.stack([controls.Q, controls.K], axis=1)
 
     def logits(self, xq, xk, QK_h):
+        r""":math:`\ell_{ij} = -\|Q_hx_i - K_hx_j\|^2` for query :math:`i` and key :math:`j`.
+
+        Parameters
+        ----------
+        xq : (n, d) array or tensor
+            The queries.
+        xk : (m, d) array or tensor
+            The keys.
+        QK_h : (2, k, d) array or tensor
+            The head's :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        (n, m) array or tensor
+            The logits.
+        """
         Q, K = QK_h[0], QK_h[1]
         qx, ky = xq @ Q.T, xk @ K.T
         return (2.0 * qx @ ky.T - (ky * ky).sum(-1)[None, :]) - (qx * qx).sum(-1)[:, None]
 
     def tilt(self, mu, Sigma, QK_h):
+        r"""The Gaussian tilt :math:`Mx + C\mu` (see the class).
+
+        .. math::
+
+            M = 2(I + 2\Sigma K^\top K)^{-1}\Sigma K^\top Q, \qquad C = (I + 2\Sigma K^\top K)^{-1}.
+
+        Parameters
+        ----------
+        mu : (d,) or (d, d) array or tensor
+            The mean (the identity gives :math:`C`).
+        Sigma : (d, d) array or tensor
+            The covariance.
+        QK_h : (2, k, d) array or tensor
+            The head's :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        M : (d, d) array or tensor
+            The linear response to the query.
+        c : array or tensor
+            :math:`C\mu`.
+        """
         lib = _lib(Sigma)
         Q, K = QK_h[0], QK_h[1]
         C = lib.linalg.inv(_eye_like(Sigma) + 2.0 * Sigma @ K.T @ K)
@@ -62,7 +117,20 @@ class L2(AttentionType):
     def kernel(self, x, QK):
         r"""Per head :math:`\operatorname{softmax}_j(2(Q_hx_i)^\top(K_hx_j) - \|K_hx_j\|^2)\,x_j`, through the
         fused attention kernel with the key term as a bias (:mod:`gtcore.attention.kernels`): memory
-        :math:`O(Nd)`. Returns shape (H, N, d)."""
+        :math:`O(Nd)`. Returns shape (H, N, d).
+
+        Parameters
+        ----------
+        x : (N, d) tensor
+            The tokens.
+        QK : (H, 2, k, d) tensor
+            The heads' :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        (H, N, d) tensor
+            Each head's average at each token.
+        """
         import torch
 
         from gtcore.attention.kernels import softmax_average

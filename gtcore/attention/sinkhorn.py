@@ -43,6 +43,16 @@ def default_tol(dtype: Any) -> float:
     The marginal violation cannot go below a few units of round-off :math:`\varepsilon` (measured
     8--16 :math:`\varepsilon` in float32), so a float64 tolerance would make every float32 scaling
     run to ``max_iter`` and warn; in float64 this is ``TOL``.
+
+    Parameters
+    ----------
+    dtype : torch.dtype
+        The tokens' dtype.
+
+    Returns
+    -------
+    float
+        The stopping tolerance on the relative marginal violation.
     """
     import torch
 
@@ -109,23 +119,89 @@ class Sinkhorn(AttentionType):
         _check_method(method)
 
     def params(self, controls):
+        """The stacked query-key matrices.
+
+        Parameters
+        ----------
+        controls : Controls
+            One layer's parameters.
+
+        Returns
+        -------
+        (H, d, d) array
+            ``controls.B``.
+        """
         return controls.B
 
     def _options(self, method=None):
         return dict(tol=self.tol, max_iter=self.max_iter, method=method or self.method, block=self.block)
 
     def logits(self, xq, xk, B_h):
+        r""":math:`x_j^\top B_h x_i + g_j`, the column potential :math:`g` scaled on the keys (dense reference).
+
+        Parameters
+        ----------
+        xq : (n, d) tensor
+            The queries.
+        xk : (m, d) tensor
+            The keys (the tokens the scaling runs on).
+        B_h : (d, d) tensor
+            The head's query-key matrix.
+
+        Returns
+        -------
+        (n, m) tensor
+            The logits whose row softmax is the Sinkhorn attention's weights.
+        """
         from gtcore.attention.sinkhorn_scaling import sinkhorn_potentials
 
         res = sinkhorn_potentials(xk, B_h, **self._options("blocked"))
         return xq @ B_h.T @ xk.T + res.g[None, :]
 
     def average(self, xq, xk, B_h, log_weights=None):
+        """One head's Sinkhorn average of the weighted keys at the queries
+        (:func:`~gtcore.attention.sinkhorn_scaling.sinkhorn_average`).
+
+        Parameters
+        ----------
+        xq : (n, d) tensor
+            The queries.
+        xk : (m, d) tensor
+            The keys, the support of the measure the scaling runs on.
+        B_h : (d, d) tensor
+            The head's query-key matrix.
+        log_weights : (m,) tensor, optional
+            The keys' log-weights; uniform when omitted.
+
+        Returns
+        -------
+        (n, d) tensor
+            The average at each query.
+        """
         from gtcore.attention.sinkhorn_scaling import sinkhorn_average
 
         return sinkhorn_average(xk, B_h, log_weights, queries=xq, **self._options())[0]
 
     def tilt(self, mu, Sigma, B_h):
+        r"""The Gaussian tilt :math:`\mu + M(x - \mu)` (:func:`~gtcore.attention.sinkhorn.gaussian_conditional_gain`):
+        :math:`C = I - M`.
+
+        Parameters
+        ----------
+        mu : (d,) or (d, d) array or tensor
+            The mean (the identity gives :math:`C`).
+        Sigma : (d, d) array or tensor
+            The covariance.
+        B_h : (d, d) array or tensor
+            The head's query-key matrix.
+
+        Returns
+        -------
+        M : (d, d) array or tensor
+            The gain.
+        c : array or tensor
+            :math:`\mu - M\mu`.
+        """
         if isinstance(Sigma, np.ndarray):
             M = gaussian_conditional_gain(Sigma, np.asarray(B_h))
         else:
@@ -134,7 +210,21 @@ class Sinkhorn(AttentionType):
         return M, mu - M @ mu
 
     def kernel(self, x, B):
-        """Per head :func:`gtcore.attention.sinkhorn_scaling.sinkhorn_average` (warns when a scaling does not converge): (H, N, d)."""
+        """Per head :func:`gtcore.attention.sinkhorn_scaling.sinkhorn_average` (warns when a scaling does not
+        converge): (H, N, d).
+
+        Parameters
+        ----------
+        x : (N, d) tensor
+            The tokens.
+        B : (H, d, d) tensor
+            The query-key matrices.
+
+        Returns
+        -------
+        (H, N, d) tensor
+            Each head's Sinkhorn average at each token.
+        """
         import torch
 
         from gtcore.attention.sinkhorn_scaling import sinkhorn_average
@@ -143,7 +233,8 @@ class Sinkhorn(AttentionType):
 
 
 def gaussian_conditional_gain(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
-    r"""The gain :math:`M` of Sinkhorn attention against :math:`N(\mu, \Sigma)`: :math:`\mathbb{E}_\pi[y\mid x] = \mu + M(x - \mu)`.
+    r"""The gain :math:`M` of Sinkhorn attention against :math:`N(\mu, \Sigma)`:
+    :math:`\mathbb{E}_\pi[y\mid x] = \mu + M(x - \mu)`.
 
     .. math::
 
@@ -178,6 +269,18 @@ def gaussian_conditional_gain(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
     Properties: :math:`M \approx \Sigma B` for small :math:`\Sigma^{1/2}B\Sigma^{1/2}` (the dot
     product's tilt), and :math:`\|\Sigma^{-1/2}M\Sigma^{1/2}\|_2 = \|K\|_2 < 1` always, so
     :math:`\|C\|_2 \le \|\Sigma\|_2`.
+
+    Parameters
+    ----------
+    Sigma : (d, d) array
+        The covariance (positive semi-definite; singular allowed).
+    B : (d, d) array
+        The query-key matrix (any square matrix).
+
+    Returns
+    -------
+    (d, d) ndarray
+        The gain :math:`M`.
     """
     Sh = psd_sqrt(0.5 * (Sigma + Sigma.T))
     d = Sh.shape[0]
@@ -224,14 +327,25 @@ def gaussian_column_potential(y: np.ndarray, mu: np.ndarray, Sigma: np.ndarray, 
     = 2(I + R)^{-1}G^\top G` by the defining relation :math:`K(I - K^\top K)^{-1} = G` and
     :math:`K = 2G(I + R)^{-1}`.
 
-    The finite-N solver starts from it (:func:`sinkhorn_potentials` with ``init="gaussian"``,
-    moments of the tokens); a discretised Gaussian is scaled to it up to the quadrature error.
+    The finite-N solver starts from it (:func:`~gtcore.attention.sinkhorn_scaling.sinkhorn_potentials` with
+    ``init="gaussian"``, moments of the tokens); a discretised Gaussian is scaled to it up to the quadrature error.
 
     Parameters
     ----------
     y : (n, d) array
         Points to evaluate at.
     mu, Sigma, B : (d,), (d, d), (d, d) arrays
+        The Gaussian's mean and covariance, and the query-key matrix.
+
+    Returns
+    -------
+    (n,) ndarray
+        :math:`g(y)` at each point, up to one additive constant.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not agree.
     """
     y, mu, Sigma, B = (np.asarray(a, dtype=float) for a in (y, mu, Sigma, B))
     d = Sigma.shape[0]

@@ -22,8 +22,8 @@ iteration stops at the first pair whose relative violation
 :math:`\max(\max_i|\sum_jP_{ij}/a_i - 1|, \max_j|\sum_iP_{ij}/a_j - 1|)` is at most ``tol``,
 returns that pair and the attention average of the pass that computed it, or stops after
 ``max_iter`` row updates (then ``converged=False`` and :func:`sinkhorn_average` warns with
-:class:`SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way whatever
-the starting point and acceleration, which change only how many passes it takes.
+:class:`~gtcore.attention.sinkhorn.SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way
+whatever the starting point and acceleration, which change only how many passes it takes.
 
 **Speed-ups** (each pass costs about one dot-product attention kernel).
 
@@ -50,15 +50,23 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
+from gtcore._repr import short_repr
 from gtcore.attention.base import BLOCK
 from gtcore.attention.kernels import attend, softmax_average
-from gtcore.attention.sinkhorn import (ANDERSON, MAX_ITER, SinkhornConvergenceWarning, _check_acceleration,
-                                      _check_stopping, _potential_hessian, default_tol)
-from gtcore._repr import short_repr
+from gtcore.attention.sinkhorn import (
+    ANDERSON,
+    MAX_ITER,
+    SinkhornConvergenceWarning,
+    _check_acceleration,
+    _check_stopping,
+    _potential_hessian,
+    default_tol,
+)
 
 __all__ = ["SinkhornResult", "sinkhorn_average", "sinkhorn_potentials"]
 
@@ -89,16 +97,19 @@ class SinkhornResult:
 
     @property
     def status(self) -> str:
+        """``"converged"``, or ``"max_iter"`` when the scaling stopped at ``max_iter`` above ``tol``."""
         return "converged" if self.converged else "max_iter"
 
 
 def _violation(u: torch.Tensor, v: torch.Tensor) -> float:
-    """:math:`\\max_k |e^{u_k - v_k} - 1|`: the relative marginal violation when the sums are :math:`a_k e^{u_k - v_k}`."""
+    """:math:`\\max_k |e^{u_k - v_k} - 1|`: the relative marginal violation when the sums are
+    :math:`a_k e^{u_k - v_k}`."""
     return float(torch.expm1(u - v).abs().max())
 
 
 def _gaussian_start(x, B, loga):
-    """The Gaussian column potential (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential`) at the tokens, as a tensor."""
+    """The Gaussian column potential (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential`) at the tokens,
+    as a tensor."""
     xd = x.detach()
     w = torch.exp(loga)
     mu = w @ xd
@@ -116,7 +127,9 @@ class _Anderson:
     """Type-II Anderson mixing of a fixed-point map :math:`g \\mapsto G(g)` with restarts."""
 
     def __init__(self, depth: int):
-        self.depth, self.gs, self.rs = depth, [], []
+        self.depth = depth
+        self.gs: list[torch.Tensor] = []
+        self.rs: list[torch.Tensor] = []
 
     def step(self, g, Gg, grew: bool):
         if self.depth == 0:
@@ -155,7 +168,10 @@ def _scale(x, B, log_weights, tol, max_iter, method, block, want_average, init, 
     g = _gaussian_start(x, B, loga) if init == "gaussian" else torch.zeros_like(loga)
     mixer = _Anderson(int(anderson))
     values = x if want_average else None
-    f = Gf = lse_rows = lse_cols = None       # the last pair's f and T_c(f)
+    # the last pair's f and T_c(f): set together at the first iteration (max_iter >= 1)
+    f: Any = None
+    Gf: Any = None
+    lse_rows = lse_cols = None
     err = last = math.inf
     for it in range(1, max_iter + 1):
         avg, lse_rows = attend(q, x, g, values, lse_rows, method, block)
@@ -185,22 +201,34 @@ def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Ten
     Parameters
     ----------
     x : (N, d) tensor
+        The tokens.
     B : (d, d) tensor
+        The query-key matrix (logits :math:`x_j^\top Bx_i`).
     log_weights : (N,) tensor, optional
         :math:`\log a_j` (normalised to sum 1 here); uniform when omitted.
     tol, max_iter : float, int
         Stop when the relative violation of both marginals is at most ``tol`` (default
-        :func:`default_tol` of ``x``'s dtype), or after
+        :func:`~gtcore.attention.sinkhorn.default_tol` of ``x``'s dtype), or after
         ``max_iter`` row updates.
     method : ``"sdpa"`` or ``"blocked"``
         How the log-sum-exps run (:mod:`gtcore.attention.kernels`).
     block : int
         Rows per block of ``"blocked"``.
     init : ``"gaussian"`` or ``"zero"``
-        Starting column potential: the Gaussian problem's (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential` at the
-        tokens' empirical moments) or 0.
+        Starting column potential: the Gaussian problem's
+        (:func:`~gtcore.attention.sinkhorn.gaussian_column_potential` at the tokens' empirical moments) or 0.
     anderson : int
         Depth of the Anderson acceleration; 0 for plain Sinkhorn.
+
+    Returns
+    -------
+    SinkhornResult
+        The potentials :math:`f, g` of the certified pair, the iterations and the marginal error.
+
+    Raises
+    ------
+    ValueError
+        A ``tol``, ``max_iter``, ``init`` or ``anderson`` out of range, or an unknown ``method``.
     """
     return _scale(x, B, log_weights, tol, max_iter, method, block, False, init, anderson)[0]
 
@@ -216,9 +244,39 @@ def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor
         a(x_q) = \sum_j \operatorname{softmax}_j(x_j^\top B x_q + g_j)\, x_j,
 
     with :math:`g` from :func:`sinkhorn_potentials` (same arguments); for the tokens themselves
-    the average comes out of the pass that certified the returned pair. Warns with :class:`SinkhornConvergenceWarning`
-    when the scaling did not converge (``warn=True``); the returned :class:`SinkhornResult`
-    carries the status either way.
+    the average comes out of the pass that certified the returned pair. Warns with
+    :class:`~gtcore.attention.sinkhorn.SinkhornConvergenceWarning` when the scaling did not converge
+    (``warn=True``); the returned :class:`SinkhornResult` carries the status either way.
+
+    Parameters
+    ----------
+    x : (N, d) tensor
+        The tokens, the keys and values (and the queries when ``queries`` is omitted).
+    B : (d, d) tensor
+        The query-key matrix.
+    log_weights : (N,) tensor, optional
+        The tokens' log-weights :math:`\log a_j`; uniform when omitted.
+    queries : (n, d) tensor, optional
+        Where to evaluate the average; the tokens themselves when omitted.
+    tol, max_iter : float, int
+        The stopping rule of :func:`sinkhorn_potentials`.
+    method : ``"sdpa"`` or ``"blocked"``
+        How the log-sum-exps run (:mod:`gtcore.attention.kernels`).
+    block : int
+        Rows per block of ``"blocked"``.
+    warn : bool
+        Warn when the scaling did not converge.
+    init : ``"gaussian"`` or ``"zero"``
+        The starting column potential (:func:`sinkhorn_potentials`).
+    anderson : int
+        Depth of the Anderson acceleration; 0 for plain Sinkhorn.
+
+    Returns
+    -------
+    average : (N, d) or (n, d) tensor
+        The Sinkhorn attention average at each token (or query).
+    result : SinkhornResult
+        The scaling's potentials and status.
     """
     if tol is None:
         tol = default_tol(x.dtype)

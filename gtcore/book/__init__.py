@@ -7,7 +7,7 @@ package data), records claims and glued numbers (:mod:`~gtcore.book.claims`,
 :mod:`~gtcore.book.glue`) and writes the report and the gallery. It imports the core and the studies;
 neither imports it.
 
-A chapter records its claims with :func:`claim` (importable from here) and the numbers its prose
+A chapter records its claims with :func:`~gtcore.book.claims.claim` (importable from here) and the numbers its prose
 quotes with :func:`gtcore.book.glue.glue`::
 
     from gtcore.book import claim

@@ -29,7 +29,7 @@ from gtcore.book import children, provenance, verify
 from gtcore.book import files as _files
 from gtcore.book.chapters import Book, BookError, _book
 
-__all__ = ["STAMP", "toc_chapters", "build_inputs", "build_key", "built_state", "chapter_profiles", "build"]
+__all__ = ["STAMP", "build", "build_inputs", "build_key", "built_state", "chapter_profiles", "toc_chapters"]
 
 #: the file inside ``_build/html`` that holds the key of the inputs the pages were built from
 STAMP = ".gtbook-build"
@@ -42,15 +42,20 @@ def toc_chapters(bk: Book | None = None) -> list[str]:
 
     toc = yaml.safe_load((_book(bk).root / "_toc.yml").read_text())
     files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
-    return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f not in ("executed/report", "executed/gallery")]
+    return [f.split("/", 1)[1] for f in files
+            if f.startswith("executed/") and f not in ("executed/report", "executed/gallery")]
 
 
 def build_inputs(bk: Book) -> list[Path]:
-    """Every file Jupyter Book reads: the executed pages, the prose, the configuration, static files."""
+    """Every file Jupyter Book reads: the executed pages, the prose, the configuration, static files,
+    and gtcore's sources (the API part, ``book/api/``, renders their docstrings)."""
+    import gtcore
+
     files = [bk.root / "_config.yml", bk.root / "_toc.yml"]
-    files += sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")) + [bk.executed / "report.md"]
+    files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md"]
     for folder in ("book", "_static"):
         files += sorted(p for p in (bk.root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files += sorted(Path(gtcore.__file__).parent.rglob("*.py"))
     return [p for p in files if p.exists()]
 
 

@@ -15,7 +15,8 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 from gtcore.book.root import RootNotFound, find_root
 
-__all__ = ["BookError", "Book", "open_book", "Chapter", "chapter_defaults", "discover_chapters", "load_profiles", "parse_sets", "resolve_parameters", "select"]
+__all__ = ["Book", "BookError", "Chapter", "chapter_defaults", "discover_chapters", "load_profiles", "open_book",
+           "parse_sets", "resolve_parameters", "select"]
 
 
 class BookError(RuntimeError):

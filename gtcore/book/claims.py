@@ -31,7 +31,9 @@ from typing import Any
 
 from gtcore.book.statements import StatementError, load_statements
 
+#: the MIME type under which a claim is recorded in the cell's output
 CLAIM_MIME = "application/vnd.gtbook.claim+json"
+#: the kinds of evidence a claim can be
 KINDS = ("reproduces", "derivation", "consistency", "control")
 
 

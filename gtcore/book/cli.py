@@ -23,7 +23,7 @@ would do.
 hashes the chapter's source, its resolved parameters and profile, the ``gtcore`` sources, the versions
 of Python and the packages that change numbers or figures, and the kernel's thread count
 (:mod:`gtcore.book.provenance`). ``--force`` reruns (and clears the on-disk cache of
-:mod:`gtcore._cache`). ``gtbook build`` likewise skips Jupyter Book when none of its inputs changed.
+``gtcore._cache``). ``gtbook build`` likewise skips Jupyter Book when none of its inputs changed.
 
 **Safety.** One ``gtbook run``/``build``/``all`` at a time per tree: a second one waits (or, with
 ``--no-wait``, fails with a message naming the first). Each chapter executes into its own scratch
@@ -87,6 +87,11 @@ _COMMANDS = {
     "probe": ("per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens",
               "Feed N(0, I) tokens to a pretrained model found on this machine (no download) and print "
               "per-layer Gaussianity statistics."),
+    "atlas": ("the regime atlas sweep (chapter 8) on Dask: in-process, local, or a cluster",
+              "Sweep the condition ensembles of chapter 8 (draws per attention type and dimension), classify "
+              "each draw's regime, write the results as parquet chunks to --out (a rerun resumes) and print "
+              "the regime fractions with Wilson 95 % intervals. Runs in this process, on a local Dask "
+              "cluster (--scheduler local) or on a dask.distributed scheduler."),
 }
 
 
@@ -100,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="the book's folder (default: the working directory or the first one above it "
                         "holding _config.yml)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           help="run, status, build, all, claims or probe (`gtbook COMMAND --help` for its options)")
+                           help="run, status, build, all, claims, probe or atlas (`gtbook COMMAND --help` for its options)")
 
     def add_book_parser(name):  # `--root` also after the command (`gtbook status --root PATH`)
         short, long = _COMMANDS[name]
@@ -169,6 +174,19 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--sequences", type=int, default=16, help="number of sequences (default 16)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the Gaussian tokens (default 0)")
     pr.add_argument("--figure", default=None, metavar="PATH", help="save the figure here")
+    short, long = _COMMANDS["atlas"]
+    at = sub.add_parser("atlas", help=short, description=long)
+    at.add_argument("--scheduler", default=None, metavar="ADDR",
+                    help="a dask.distributed scheduler (tcp://host:8786), or 'local' for a LocalCluster; "
+                         "default: in this process")
+    at.add_argument("--out", default="atlas", metavar="DIR",
+                    help="folder of the parquet chunks (resumes; default atlas)")
+    at.add_argument("--ds", type=int, nargs="+", default=[2, 3, 4, 5, 6, 7, 8], metavar="D",
+                    help="dimensions (default 2 3 4 5 6 7 8)")
+    at.add_argument("--draws", type=int, default=40, help="draws per (attention type, d) (default 40)")
+    at.add_argument("--lanes", type=int, default=256, help="draws per chunk (default 256)")
+    at.add_argument("--workers", type=int, default=2, help="workers of --scheduler local (default 2)")
+    at.add_argument("--seed", type=int, default=0, help="seed of the condition draws (default 0)")
     return p
 
 
@@ -247,6 +265,17 @@ def _main(argv: list[str] | None) -> int:
             print(result.table())
             if args.figure:
                 print(f"figure: {args.figure}")
+            return 0
+        if args.command == "atlas":
+            from gtcore.studies.atlas.sweep import atlas
+
+            try:
+                res, table = atlas(args.out, ds=args.ds, draws=args.draws, seed=args.seed, lanes=args.lanes,
+                                   scheduler=args.scheduler, workers=args.workers)
+            except (ValueError, OSError) as exc:
+                raise BookError(str(exc)) from None
+            print(table)
+            print(res)
             return 0
         bk = open_book(args.root)
         os.environ[ROOT_ENV] = str(bk.root)  # this process's statement registry (the report) is the book's

@@ -1,4 +1,5 @@
-r"""Running chapters: cache keys and states, papermill kernels with a thread budget, serial and parallel runs, atomic publishing.
+r"""Running chapters: cache keys and states, papermill kernels with a thread budget, serial and parallel runs,
+atomic publishing.
 
 **Profiles stick.** Without ``--profile``, a chapter runs (and ``gtbook status`` compares it) with the
 profile it was last run with; a chapter never run gets the book's profile (the one every executed
@@ -45,7 +46,9 @@ from gtcore.book.chapters import (
 from gtcore.book.lock import LockFailed, TreeLock
 from gtcore.book.root import ROOT_ENV
 
-__all__ = ["THREAD_ENVS", "KERNEL_WARNINGS", "DEFAULT_PROFILE", "Job", "make_job", "kernel_threads", "book_profile", "plan", "read_meta", "ChapterState", "chapter_state", "status", "status_table", "clean_scratch", "run_chapter", "run"]
+__all__ = ["DEFAULT_PROFILE", "KERNEL_WARNINGS", "THREAD_ENVS", "ChapterState", "Job", "book_profile",
+           "chapter_state", "clean_scratch", "kernel_threads", "make_job", "plan", "read_meta", "run",
+           "run_chapter", "status", "status_table"]
 
 
 #: thread-count variables set for each kernel under ``-j N`` (torch's intra-op pool follows OMP)
@@ -321,12 +324,9 @@ def _kernel_manager_class(log_path: Path, env: dict[str, str]):
     class GtbookKernelManager(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw["env"] = {**(kw.get("env") or os.environ), **env}
-            log = open(log_path, "ab")
-            kw["stdout"] = kw["stderr"] = log
-            try:
+            with open(log_path, "ab") as log:  # closed on return: the kernel holds its own descriptor
+                kw["stdout"] = kw["stderr"] = log
                 return await super()._async_launch_kernel(kernel_cmd, **kw)
-            finally:
-                log.close()  # the kernel holds its own descriptor
 
     return GtbookKernelManager
 
@@ -403,7 +403,7 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job
             lines = cell.source.split("\n")
             head = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
             if head is not None:
-                cell.source = "\n".join(lines[:head + 1] + ["", box, ""] + lines[head + 1:])
+                cell.source = "\n".join([*lines[:head + 1], "", box, "", *lines[head + 1:]])
                 return
             break
     import nbformat
@@ -418,6 +418,57 @@ def _key_guard(job: Job):
         return (f"{job.chapter.name} changed while it ran ({', '.join(changed)}): its cache key is no longer "
                 f"the one it was run for; rerun it") if changed else None
     return guard
+
+
+def _failure(bk: Book, name: str, exc: Exception, out: Path, kept: Path, kernel_log: Path, scratch: Path,
+             guard=None) -> BookError:
+    """Keep a failed run's notebook and kernel log in ``executed/failed/`` (published under ``guard``, as
+    the chapter would be: a process that may no longer write the tree keeps nothing); the error that says
+    where they are."""
+    import papermill as pm
+
+    if out.exists():
+        try:
+            _publish(bk, out, kept, guard)
+        except BookError:
+            pass  # this process may no longer write the tree: keep nothing
+    log_kept = bk.failed / f"{name}.kernel.log"
+    if kernel_log.exists() and kernel_log.stat().st_size:
+        copy = scratch / "kernel.log.copy"
+        shutil.copyfile(kernel_log, copy)
+        try:
+            _publish(bk, copy, log_kept, guard)
+        except BookError:
+            pass
+    if isinstance(exc, pm.PapermillExecutionError):
+        where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
+    else:
+        where = f"({type(exc).__name__}: {exc})"
+    return BookError(
+        f"chapter {name} failed {where}\n  "
+        + (f"the failed notebook is kept at {bk.shown(kept)}; " if kept.exists() else "")
+        + (f"the kernel's log at {bk.shown(log_kept)}; " if log_kept.exists() else "")
+        + "the last good output is untouched"
+    )
+
+
+def _run_metadata(bk: Book, chapter: Chapter, job: Job, elapsed: float) -> dict[str, Any]:
+    """What a run records in its notebook (``metadata.gtbook``): parameters, time, commit, environment, key
+    (the digest of the outputs is added once the parameters are folded into the notebook)."""
+    merged = job.merged
+    return {
+        "chapter": chapter.name,
+        "profile": job.profile,
+        "parameters": {k: v for k, v in merged.items() if _jsonable(v)},
+        "overrides": {k: v for k, v in job.overrides.items() if _jsonable(v)},
+        "changed": {k: v for k, v in merged.items() if _jsonable(v) and v != chapter.defaults.get(k)},
+        "runtime_s": round(elapsed, 2),
+        "date": provenance.now_utc(),
+        "threads": job.threads,
+        "git": provenance.git_state(bk.root),
+        "environment": provenance.environment(),
+        "cache": {"key": job.key, "components": job.components},
+    }
 
 
 def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile: str = "quick", *,
@@ -465,47 +516,12 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
                                               "disable": None}
                                 if progress else False, report_mode=False,
                                 kernel_manager_class=_kernel_manager_class(kernel_log, env))
-        except Exception as exc:  # a failed cell, a dead kernel, a timeout, a missing kernel
-            if out.exists():
-                try:
-                    _publish(bk, out, kept, guard)
-                except BookError:
-                    pass  # this process may no longer write the tree: keep nothing
-            log_kept = bk.failed / f"{chapter.name}.kernel.log"
-            if kernel_log.exists() and kernel_log.stat().st_size:
-                copy = scratch / "kernel.log.copy"
-                shutil.copyfile(kernel_log, copy)
-                try:
-                    _publish(bk, copy, log_kept, guard)
-                except BookError:
-                    pass
-            if isinstance(exc, pm.PapermillExecutionError):
-                where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
-            else:
-                where = f"({type(exc).__name__}: {exc})"
-            raise BookError(
-                f"chapter {chapter.name} failed {where}\n  "
-                + (f"the failed notebook is kept at {bk.shown(kept)}; " if kept.exists() else "")
-                + (f"the kernel's log at {bk.shown(log_kept)}; " if log_kept.exists() else "")
-                + "the last good output is untouched"
-            ) from None
+        except Exception as exc:  # noqa: BLE001 - a failed cell, a dead kernel, a timeout, a missing kernel
+            raise _failure(bk, chapter.name, exc, out, kept, kernel_log, scratch, guard) from None
         elapsed = time.perf_counter() - start
         executed = nbformat.read(out, as_version=4)
-        merged = job.merged
         claims = claims_in_notebook(executed)
-        meta = {
-            "chapter": chapter.name,
-            "profile": job.profile,
-            "parameters": {k: v for k, v in merged.items() if _jsonable(v)},
-            "overrides": {k: v for k, v in job.overrides.items() if _jsonable(v)},
-            "changed": {k: v for k, v in merged.items() if _jsonable(v) and v != chapter.defaults.get(k)},
-            "runtime_s": round(elapsed, 2),
-            "date": provenance.now_utc(),
-            "threads": job.threads,
-            "git": provenance.git_state(bk.root),
-            "environment": provenance.environment(),
-            "cache": {"key": job.key, "components": job.components},
-        }
+        meta = _run_metadata(bk, chapter, job, elapsed)
         _fold_parameters(executed, meta, claims, job)
         meta["digest"] = verify.notebook_digest(executed, len(claims))
         executed.metadata["gtbook"] = meta
@@ -571,6 +587,9 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, token: str | None = None) -
         folder = Path(tempfile.mkdtemp(prefix=f"run.{os.getpid()}.", dir=bk.running))
     except OSError as exc:
         raise BookError(_files.os_error_line(exc)) from None
+    active: dict[str, tuple[subprocess.Popen, Path]]
+    times: dict[str, float]
+    errors: list[str]
     pending, active, times, errors = list(jobs), {}, {}, []
     threads = jobs[0].threads
     print(f"running {len(jobs)} chapters, {n} at a time, {threads} thread(s) each", file=sys.stderr, flush=True)
@@ -580,7 +599,7 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, token: str | None = None) -
                 job = pending.pop(0)
                 spec = folder / f"{job.chapter.name}.job.json"
                 spec.write_text(json.dumps(_spec(bk, job, token)))
-                with open(spec.with_suffix(".log"), "w") as log:
+                with open(spec.with_suffix(".log"), "w") as log:  # the worker holds its own descriptor
                     proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "_worker", str(spec)],
                                             cwd=bk.root, stdout=log, stderr=subprocess.STDOUT)
                 active[job.chapter.name] = (proc, spec)

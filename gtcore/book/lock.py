@@ -128,7 +128,7 @@ class TreeLock:
                 self._lock.release()
                 self._lock = None
 
-    def __enter__(self) -> "TreeLock":
+    def __enter__(self) -> TreeLock:
         self.acquire()
         return self
 

@@ -7,7 +7,7 @@ which one changed:
 * ``parameters``: the profile and every parameter value the kernel sees (defaults, profile overrides,
   ``--set`` values);
 * ``library``: the sources of the ``gtcore`` modules the chapter imports, directly or through other
-  modules (the static import graph of :mod:`gtcore._dependencies`): editing one chapter's study reruns
+  modules (the static import graph of ``gtcore._dependencies``): editing one chapter's study reruns
   that chapter only;
 * ``versions``: Python and every package whose version can change a number or a figure
   (:data:`KEY_PACKAGES`: numpy, scipy, torch, transformers, matplotlib, pillow, safetensors and the
@@ -30,7 +30,6 @@ import os
 import platform
 import shutil
 import subprocess
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from gtcore import _dependencies as imports
 from gtcore._dependencies import KEY_PACKAGES, key_versions, package_version
 
 #: reported on the report page besides KEY_PACKAGES
-REPORT_PACKAGES = KEY_PACKAGES + ("jupyter-book", "myst-nb", "papermill")
+REPORT_PACKAGES = (*KEY_PACKAGES, "jupyter-book", "myst-nb", "papermill")
 #: the components of a cache key, in the order ``gtbook status`` reports them
 COMPONENTS = ("source", "parameters", "library", "versions", "threads")
 

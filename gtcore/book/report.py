@@ -24,6 +24,7 @@ class ReportError(ValueError):
     """An executed notebook cannot be read; the message names the file and how to recover."""
 
 
+#: the status of a statement in the report (see the module docstring)
 STATUSES = ("reproduced", "failed", "consistency checks only", "not reproducible here", "not checked")
 
 
@@ -82,8 +83,6 @@ def executed_notebooks(executed: Path, names: list[str] | None = None) -> list[P
     paths = sorted(Path(executed).glob("[0-9][0-9]_*.ipynb"))
     return [p for p in paths if not names or p.stem in names]
 
-
-_executed_notebooks = executed_notebooks
 
 
 def read_executed(path: Path) -> dict[str, Any]:
@@ -151,12 +150,6 @@ def chapter_metadata(executed: Path) -> dict[str, dict[str, Any]]:
     return {p.stem: _gtbook_meta(read_executed(p)) for p in executed_notebooks(executed)}
 
 
-def chapter_runtimes(executed: Path) -> dict[str, tuple[str, float]]:
-    """``{chapter: (profile, run time in s)}`` of the executed chapters."""
-    return {name: (m.get("profile", "unknown"), m.get("runtime_s", float("nan")))
-            for name, m in chapter_metadata(executed).items()}
-
-
 def overrides_text(overrides: dict[str, Any]) -> str:
     """``--set`` overrides as ``name=value`` pairs (empty when none)."""
     import json
@@ -192,9 +185,9 @@ def claims_table(rows: list[ClaimRow], *, wide: bool = False) -> str:
             line += [r.statement, r.threshold, r.profile, str(r.seed), overrides_text(r.overrides) or "-"]
         body.append(line)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(),
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip(),
              "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)).rstrip() for b in body]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip() for b in body]
     return "\n".join(lines)
 
 
@@ -388,8 +381,8 @@ def _environment_lines(metas: dict[str, dict[str, Any]]) -> list[str]:
     """The commit(s) and environment(s) the chapters were run in (one table when all agree)."""
     lines = ["## How these chapters were made", ""]
     if not metas:
-        return lines + ["No executed chapters.", ""]
-    commits = {}
+        return [*lines, "No executed chapters.", ""]
+    commits: dict[str, list[str]] = {}
     for chap, meta in metas.items():
         commits.setdefault(_commit(meta.get("git", {})), []).append(chap)
     if len(commits) == 1:
@@ -402,7 +395,7 @@ def _environment_lines(metas: dict[str, dict[str, Any]]) -> list[str]:
         if env:
             envs.setdefault(repr(sorted(env.items(), key=str)), (env, []))[1].append(chap)
     if not envs:
-        return lines + ["The executed chapters record no environment (run by an older gtbook).", ""]
+        return [*lines, "The executed chapters record no environment (run by an older gtbook).", ""]
     for env, chaps in envs.values():
         if len(envs) > 1:
             lines += [f"**Environment of {', '.join(chaps)}:**", ""]

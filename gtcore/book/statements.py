@@ -2,8 +2,9 @@
 
 The registry is ``statements.toml``, package data of :mod:`gtcore.book` (read with
 :mod:`importlib.resources`, so a claim works in any folder, inside a book's tree or not). Each
-entry is a :class:`Statement`; every claim names one by id (``claim(..., statement="blowup", kind="reproduces")``), and the
-reproducibility report groups the claims by statement.
+entry is a :class:`Statement`; every claim names one by id
+(``claim(..., statement="blowup", kind="reproduces")``), and the reproducibility report groups the claims by
+statement.
 """
 
 from __future__ import annotations

@@ -79,9 +79,17 @@ __all__ = list(_LAZY)
 
 if TYPE_CHECKING:
     from gtcore.models.forward import MODES, hidden_states, iter_layers, max_tokens
-    from gtcore.models.loading import (FAMILIES, KNOWN_MODELS, LoadedTransformer, ModelFileError, ModelNotAvailable,
-                                       load_or_random_init, load_transformer, random_init_transformer,
-                                       reference_config)
+    from gtcore.models.loading import (
+        FAMILIES,
+        KNOWN_MODELS,
+        LoadedTransformer,
+        ModelFileError,
+        ModelNotAvailable,
+        load_or_random_init,
+        load_transformer,
+        random_init_transformer,
+        reference_config,
+    )
     from gtcore.models.prescribed import PrescribedTransformer, prescribed_transformer
 
 

@@ -1,4 +1,5 @@
-r"""Layer-by-layer forward passes of a loaded Transformer fed Gaussian tokens (the two input modes of :mod:`gtcore.models`)."""
+r"""Layer-by-layer forward passes of a loaded Transformer fed Gaussian tokens (the two input modes of
+:mod:`gtcore.models`)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,25 @@ def _check_mode(mode: str) -> str:
 
 
 def max_tokens(lt: LoadedTransformer, mode: str) -> int | None:
-    """The largest sequence length ``mode`` accepts for this model (``None``: no limit)."""
+    """The largest sequence length ``mode`` accepts for this model (``None``: no limit).
+
+    Parameters
+    ----------
+    lt : LoadedTransformer
+        The model.
+    mode : {"embedding", "pure"}
+        The input mode (:mod:`gtcore.models`).
+
+    Returns
+    -------
+    int or None
+        The size of the position table of BERT and ModernBERT in mode ``"embedding"``; None otherwise.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``mode``.
+    """
     _check_mode(mode)
     if mode == "pure":
         return None
@@ -84,7 +103,7 @@ def _embed(lt: LoadedTransformer, x, mode: str):
             special = [emb.cls_token.expand(B, -1, -1)]
             if fam == "deit":
                 special.append(emb.distillation_token.expand(B, -1, -1))
-            h = torch.cat(special + [x], dim=1)
+            h = torch.cat([*special, x], dim=1)
             side = math.isqrt(T) * emb.patch_size
             if T == emb.position_embeddings.shape[1] - len(special):
                 h = h + emb.position_embeddings
@@ -113,7 +132,8 @@ def iter_layers(model: LoadedTransformer, x: Any, mode: str = "pure", *, progres
 
     Parameters
     ----------
-    model : LoadedTransformer
+    model : LoadedTransformer, str or path
+        The model, or a name or directory for :func:`~gtcore.models.load_transformer`.
     x : (S, T, d) array or tensor
         ``S`` sequences of ``T`` input vectors (the Gaussian tokens).
     mode : {"embedding", "pure"}
@@ -124,8 +144,14 @@ def iter_layers(model: LoadedTransformer, x: Any, mode: str = "pure", *, progres
     Yields
     ------
     layer : int
+        :math:`\ell`, 0 for what block 1 sees.
     tokens : (S, T, d) float32 torch tensor on the model's device
         The Gaussian-token positions only (special tokens dropped).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``mode``, ``x`` of the wrong shape, or a sequence length the mode does not accept.
 
     Notes
     -----
@@ -156,13 +182,28 @@ def iter_layers(model: LoadedTransformer, x: Any, mode: str = "pure", *, progres
     yield 0, out
     for i in it:
         with torch.no_grad():
-            hs = [_step(lt, blocks[i], h, ctx) for h, ctx in zip(hs, ctxs)]
+            hs = [_step(lt, blocks[i], h, ctx) for h, ctx in zip(hs, ctxs, strict=True)]
             out = torch.cat(hs)[:, k:]
         yield i + 1, out
 
 
 def hidden_states(model: LoadedTransformer, x: Any, mode: str = "pure") -> list:
-    """All of :func:`iter_layers` as a list of ``L + 1`` tensors of shape (S, T, d)."""
+    r"""All of :func:`iter_layers` as a list of ``L + 1`` tensors of shape (S, T, d).
+
+    Parameters
+    ----------
+    model : LoadedTransformer, str or path
+        The model, or a name or directory for :func:`~gtcore.models.load_transformer`.
+    x : (S, T, d) array or tensor
+        ``S`` sequences of ``T`` input vectors.
+    mode : {"embedding", "pure"}
+        The input mode.
+
+    Returns
+    -------
+    list of torch.Tensor
+        The tokens after each layer :math:`\ell = 0..L`, each (S, T, d), float32.
+    """
     return [h for _, h in iter_layers(model, x, mode)]
 
 

@@ -66,7 +66,7 @@ class LoadedTransformer:
         The base model (``BertModel``, ``ModernBertModel``, ``DeiTModel`` or ``ViTModel``), in
         eval mode, float32, on :attr:`device`.
     family : str
-        One of :data:`FAMILIES`.
+        One of :data:`~gtcore.models.loading.FAMILIES`.
     name : str
         A short label (``"all-MiniLM-L6-v2"``, ``"ModernBERT-base (random init)"``, ...).
     source : str
@@ -93,6 +93,7 @@ class LoadedTransformer:
 
     @property
     def device(self):
+        """The device of the model's parameters."""
         return next(self.model.parameters()).device
 
     def __repr__(self) -> str:  # the folder's name only: a page never shows a machine's paths
@@ -129,7 +130,7 @@ def _resolve_known(key: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
-        snapshot_download = None
+        snapshot_download = None  # type: ignore[assignment]
     if snapshot_download is not None:
         for repo in repo_ids:
             try:
@@ -228,7 +229,7 @@ def load_transformer(name_or_path: str | os.PathLike = "minilm", *, device: str 
     ----------
     name_or_path : str or path
         ``"minilm"`` (the bundled all-MiniLM-L6-v2), ``"modernbert"`` or ``"deit-tiny"`` (looked
-        up as ``$GTBOOK_MODELS/<dir>`` for the directory names in :data:`KNOWN_MODELS`, then in
+        up as ``$GTBOOK_MODELS/<dir>`` for the directory names in :data:`~gtcore.models.loading.KNOWN_MODELS`, then in
         the Hugging Face cache), or a local directory of a ``bert``, ``modernbert``, ``deit`` or
         ``vit`` model saved with ``save_pretrained`` (``config.json`` + ``*.safetensors``), or a
         hub id ``org/name`` resolved from the local Hugging Face cache only (``local_files_only``).
@@ -289,6 +290,23 @@ def reference_config(name: str, *, vocab_size: int = 50368):
     attention every 3rd layer, local window 128, RoPE). ``"deit-tiny"``: DeiT-tiny distilled,
     patch 16 at 224 px (hidden 192, 12 layers, 3 heads, MLP width 768). ``vocab_size`` (ModernBERT
     only) sizes the token-embedding table, which Gaussian inputs never use.
+
+    Parameters
+    ----------
+    name : {"modernbert", "deit-tiny"}
+        The architecture.
+    vocab_size : int
+        The rows of ModernBERT's token-embedding table.
+
+    Returns
+    -------
+    transformers.ModernBertConfig or transformers.DeiTConfig
+        The configuration (SDPA attention).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``name``.
     """
     from transformers import DeiTConfig, ModernBertConfig
 
@@ -296,14 +314,16 @@ def reference_config(name: str, *, vocab_size: int = 50368):
     if key == "modernbert":
         special = {} if vocab_size > 50283 else dict(pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                                      cls_token_id=1, sep_token_id=2)
-        return ModernBertConfig(vocab_size=vocab_size, **special, hidden_size=768,
-                                num_hidden_layers=22, num_attention_heads=12,
-                                intermediate_size=1152, global_attn_every_n_layers=3,
-                                local_attention=128, attn_implementation="sdpa")
+        # transformers 5 takes global_attn_every_n_layers and attn_implementation through **kwargs
+        modern: dict[str, Any] = dict(**special, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
+                                      intermediate_size=1152, global_attn_every_n_layers=3, local_attention=128,
+                                      attn_implementation="sdpa")
+        return ModernBertConfig(vocab_size=vocab_size, **modern)
     if key == "deit-tiny":
-        return DeiTConfig(hidden_size=192, num_hidden_layers=12, num_attention_heads=3,
-                          intermediate_size=768, image_size=224, patch_size=16,
-                          attn_implementation="sdpa")
+        deit: dict[str, Any] = dict(hidden_size=192, num_hidden_layers=12, num_attention_heads=3,
+                                    intermediate_size=768, image_size=224, patch_size=16,
+                                    attn_implementation="sdpa")
+        return DeiTConfig(**deit)
     raise ValueError(f"name must be 'modernbert' or 'deit-tiny', got {name!r}")
 
 
@@ -320,9 +340,16 @@ def random_init_transformer(name: str, *, seed: int = 0, device: str | Any = "au
     Parameters
     ----------
     name : {"modernbert", "deit-tiny"}
+        The architecture (:func:`reference_config`).
     seed : int
-        Seed of ``torch.manual_seed`` before construction.
+        Seed of ``torch.manual_seed`` before construction (the global generator is left as it was).
     device : "auto", "cpu", "cuda" or a torch.device
+        Where the model lives; ``"auto"`` uses the GPU when one is present.
+
+    Returns
+    -------
+    LoadedTransformer
+        The model in eval mode, float32, with ``pretrained=False``.
     """
     import torch
 
@@ -342,6 +369,20 @@ def load_or_random_init(name: str, *, seed: int = 0, device: str | Any = "auto"
     """:func:`load_transformer` when the weights are present, else :func:`random_init_transformer`.
 
     The result's ``pretrained`` flag and ``name`` say which one was returned.
+
+    Parameters
+    ----------
+    name : {"modernbert", "deit-tiny"}
+        The model.
+    seed : int
+        The seed of the random initialisation, when it is used.
+    device : "auto", "cpu", "cuda" or a torch.device
+        Where the model lives.
+
+    Returns
+    -------
+    LoadedTransformer
+        The pretrained model, or the random-init baseline.
     """
     try:
         return load_transformer(name, device=device)

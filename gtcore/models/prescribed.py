@@ -1,6 +1,6 @@
 r"""Transformers with prescribed attention, built from the real Hugging Face ``transformers`` classes.
 
-:func:`prescribed_transformer` builds a BERT, ViT (the DeiT/ViT encoder) or ModernBERT encoder
+:func:`~gtcore.models.prescribed_transformer` builds a BERT, ViT (the DeiT/ViT encoder) or ModernBERT encoder
 from a configuration only (no weights are downloaded) and overwrites every layer's weights so that
 one block is the residual layer of the book's particle model (the conventions of :mod:`gtcore.controls`),
 
@@ -83,7 +83,8 @@ from torch import nn
 from gtcore.controls import Controls, PiecewiseControls
 from gtcore.moments import layer_stack
 
-__all__ = ["FAMILIES", "RANK_RTOL", "ATTN_IMPLEMENTATION", "head_dim", "PrescribedTransformer", "prescribed_transformer", "hidden_states", "split_controls", "split_schedule", "layer_moments"]
+__all__ = ["ATTN_IMPLEMENTATION", "FAMILIES", "RANK_RTOL", "PrescribedTransformer", "head_dim", "hidden_states",
+           "layer_moments", "prescribed_transformer", "split_controls", "split_schedule"]
 
 
 #: supported families
@@ -109,6 +110,20 @@ def head_dim(family: str, d: int, heads: int) -> int:
     """The head size the family uses for hidden size ``d`` and ``heads`` heads.
 
     ``"vit"``: ``d`` (its config's ``head_dim`` override); ``"bert"``, ``"modernbert"``: ``d / heads``.
+
+    Parameters
+    ----------
+    family : {"bert", "vit", "modernbert"}
+        The encoder family.
+    d : int
+        The hidden size.
+    heads : int
+        The number of heads.
+
+    Returns
+    -------
+    int
+        The head size.
 
     Raises
     ------
@@ -161,17 +176,39 @@ class PrescribedTransformer(nn.Module):
     Built by :func:`prescribed_transformer`; calling it on tokens of shape (N, d) or (S, N, d)
     returns the hidden states (L + 1, N, d) or (L + 1, S, N, d) as a tensor.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The ``transformers`` base model (``BertModel``, ``ViTModel`` or ``ModernBertModel``).
+    family : {"bert", "vit", "modernbert"}
+        Its family.
+    controls : Controls
+        The layer's parameters (those of the first layer when they vary).
+    n_layers : int
+        The number of blocks L.
+    h : float
+        The layer size.
+    layer_norm : bool
+        Whether the family's LayerNorms are kept.
+    feed_forward : bool
+        Whether the MLP realises :math:`h(Ax + b)`.
+    head_size : int
+        The head size (:func:`~gtcore.models.prescribed.head_dim`).
+
     Attributes
     ----------
-    model : the ``transformers`` base model (``BertModel``, ``ViTModel`` or ``ModernBertModel``)
-    family, controls, n_layers, h, layer_norm, feed_forward : as given
-    head_dim : the head size
+    model : torch.nn.Module
+        The ``transformers`` base model.
+    family, controls, n_layers, h, layer_norm, feed_forward
+        As given.
+    head_dim : int
+        The head size.
     """
 
     def __init__(self, model: nn.Module, family: str, controls: Controls, n_layers: int, h: float,
                  layer_norm: bool, feed_forward: bool, head_size: int) -> None:
         super().__init__()
-        self.model = model
+        self.model: Any = model  # a transformers model: its submodules are not visible to the type checker
         self.family = family
         self.controls = controls
         self.n_layers = n_layers
@@ -187,15 +224,28 @@ class PrescribedTransformer(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
+        """The dtype of the weights."""
         return next(self.model.parameters()).dtype
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The residual stream through the L blocks (no special tokens, no mask, RoPE neutralised).
+
+        Parameters
+        ----------
+        tokens : (N, d) or (S, N, d) tensor
+            One sequence, or S independent ones, in the model's dtype.
+
+        Returns
+        -------
+        (L + 1, N, d) or (L + 1, S, N, d) tensor
+            The input, then the output of each block.
+        """
         single = tokens.ndim == 2
         x = tokens.unsqueeze(0) if single else tokens
         out = [x]
         with self._rope_neutralised():
             if self.family == "modernbert":
-                S, N, _ = x.shape
+                _, N, _ = x.shape
                 rope = (torch.ones(1, N, self.head_dim, dtype=x.dtype, device=x.device),
                         torch.zeros(1, N, self.head_dim, dtype=x.dtype, device=x.device))
                 if self.layer_norm:
@@ -224,6 +274,13 @@ class PrescribedTransformer(nn.Module):
             yield
 
     def extra_repr(self) -> str:
+        """The line ``torch.nn.Module``'s repr shows for this module.
+
+        Returns
+        -------
+        str
+            Family, dimension, heads, head size, layers, layer size and options.
+        """
         return (f"family={self.family!r}, d={self.controls.d}, heads={self.controls.heads}, "
                 f"head_dim={self.head_dim}, n_layers={self.n_layers}, h={self.h:g}, "
                 f"layer_norm={self.layer_norm}, feed_forward={self.feed_forward}")
@@ -232,15 +289,15 @@ class PrescribedTransformer(nn.Module):
 def _config(family: str, d: int, H: int, n_layers: int, width: int):
     import transformers
 
-    common = dict(hidden_size=d, num_hidden_layers=n_layers, num_attention_heads=H,
-                  intermediate_size=width, attn_implementation=ATTN_IMPLEMENTATION)
+    common: dict[str, Any] = dict(hidden_size=d, num_hidden_layers=n_layers, num_attention_heads=H,
+                                  intermediate_size=width, attn_implementation=ATTN_IMPLEMENTATION)
     if family == "bert":
         return transformers.BertConfig(vocab_size=4, max_position_embeddings=4, type_vocab_size=1,
                                        hidden_act="linear", hidden_dropout_prob=0.0,
                                        attention_probs_dropout_prob=0.0, **common)
     if family == "vit":
-        return transformers.ViTConfig(head_dim=d, image_size=1, patch_size=1, num_channels=1,
-                                      hidden_act="linear", hidden_dropout_prob=0.0,
+        vit: dict[str, Any] = dict(head_dim=d, image_size=1, patch_size=1, num_channels=1)  # head_dim: **kwargs
+        return transformers.ViTConfig(**vit, hidden_act="linear", hidden_dropout_prob=0.0,
                                       attention_probs_dropout_prob=0.0, qkv_bias=False, **common)
     return transformers.ModernBertConfig(
         vocab_size=4, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
@@ -256,7 +313,7 @@ def _set(param: torch.Tensor | None, value: np.ndarray | float) -> None:
         param.copy_(torch.as_tensor(np.broadcast_to(value, tuple(param.shape)).copy(), dtype=param.dtype))
 
 
-def _layer_norms(block: nn.Module, family: str) -> list[tuple[nn.Module, str]]:
+def _layer_norms(block: Any, family: str) -> list[tuple[nn.Module, str]]:
     """(parent, attribute) of every LayerNorm inside one block."""
     if family == "bert":
         return [(block.attention.output, "LayerNorm"), (block.output, "LayerNorm")]
@@ -265,7 +322,7 @@ def _layer_norms(block: nn.Module, family: str) -> list[tuple[nn.Module, str]]:
     return [(block, "attn_norm"), (block, "mlp_norm")]
 
 
-def _prescribe_block(block: nn.Module, family: str, ctl: Controls, h: float, r: int,
+def _prescribe_block(block: Any, family: str, ctl: Controls, h: float, r: int,
                      layer_norm: bool, feed_forward: bool) -> None:
     d, H = ctl.d, ctl.heads
     Wq = np.zeros((H * r, d))
@@ -349,13 +406,15 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
     controls : Controls, or a sequence of ``n_layers`` Controls (one per layer)
         Heads :math:`(V_{h'}, B_{h'})` and, with ``feed_forward=True``, :math:`A, b`.
     n_layers : int >= 1
+        The number of blocks L.
     h : float > 0
         Layer size.
     layer_norm : bool
         Keep the family's LayerNorms (unit gain, zero bias) or replace them by the identity.
     feed_forward : bool
         Realise :math:`h(Ax + b)` in the MLP, or make the MLP exactly zero.
-    dtype : torch dtype of the weights (float64 for round-off agreement)
+    dtype : torch.dtype
+        The dtype of the weights (float64 for round-off agreement).
 
     Returns
     -------
@@ -376,10 +435,10 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
     if not isinstance(h, (int, float, np.floating, np.integer)) or not math.isfinite(h) or h <= 0:
         raise ValueError(f"h must be a finite number > 0, got {h!r}")
     h = float(h)
-    per_layer = list(controls) if isinstance(controls, (list, tuple)) else [controls] * n_layers
-    if len(per_layer) != n_layers:
-        raise ValueError(f"controls: a sequence must hold n_layers={n_layers} Controls, got {len(per_layer)}")
-    per_layer = [_check_controls(c, feed_forward) for c in per_layer]
+    given: list[Any] = list(controls) if isinstance(controls, (list, tuple)) else [controls] * n_layers
+    if len(given) != n_layers:
+        raise ValueError(f"controls: a sequence must hold n_layers={n_layers} Controls, got {len(given)}")
+    per_layer = [_check_controls(c, feed_forward) for c in given]
     d, H = per_layer[0].d, per_layer[0].heads
     if any(c.d != d or c.heads != H for c in per_layer):
         raise ValueError("controls: every layer must have the same dimension d and head count H")
@@ -395,7 +454,7 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
     model = model.to(dtype).eval()
     wrapper = PrescribedTransformer(model, family, per_layer[0], n_layers, h, bool(layer_norm),
                                     bool(feed_forward), r)
-    for block, ctl in zip(wrapper.blocks, per_layer):
+    for block, ctl in zip(wrapper.blocks, per_layer, strict=True):
         _prescribe_block(block, family, ctl, h, r, bool(layer_norm), bool(feed_forward))
     return wrapper.eval()
 
@@ -406,13 +465,20 @@ def hidden_states(model: PrescribedTransformer, tokens: Any) -> np.ndarray:
     Parameters
     ----------
     model : PrescribedTransformer
+        The model (:func:`~gtcore.models.prescribed_transformer`).
     tokens : (N, d) array or tensor
         One sequence (the token cloud), no special tokens, no mask. A batch (S, N, d) of
         independent sequences is accepted too.
 
     Returns
     -------
-    (L + 1, N, d) numpy array (or (L + 1, S, N, d)), in the model's dtype.
+    (L + 1, N, d) or (L + 1, S, N, d) ndarray
+        The residual stream, in the model's dtype.
+
+    Raises
+    ------
+    ValueError
+        ``model`` is not a :class:`PrescribedTransformer`, or tokens of the wrong shape or not finite.
     """
     if not isinstance(model, PrescribedTransformer):
         raise ValueError(f"model must be a PrescribedTransformer, got {type(model).__name__}")
@@ -428,7 +494,25 @@ def hidden_states(model: PrescribedTransformer, tokens: Any) -> np.ndarray:
 
 # ============================================================================== the Gaussian side
 def split_controls(controls: Controls) -> tuple[Controls, Controls]:
-    """The two sub-layers of a block: ``(attention: V, B only; feed-forward: A, b only)``."""
+    """The two sub-layers of a block: ``(attention: V, B only; feed-forward: A, b only)``.
+
+    Parameters
+    ----------
+    controls : Controls
+        One layer's parameters.
+
+    Returns
+    -------
+    attention : Controls
+        ``Controls(V=controls.V, B=controls.B)``.
+    feed_forward : Controls
+        ``Controls(A=controls.A, b=controls.b)``.
+
+    Raises
+    ------
+    ValueError
+        ``controls`` is not a :class:`~gtcore.controls.Controls`.
+    """
     if not isinstance(controls, Controls):
         raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
     return Controls(V=controls.V, B=controls.B), Controls(A=controls.A, b=controls.b)
@@ -441,6 +525,20 @@ def split_schedule(controls: Controls, n_layers: int, h: float) -> PiecewiseCont
     sub-layer (:func:`split_controls`), so ``simulate(x0, split_schedule(c, L, h), (0, 2*L*h),
     2*L, method="euler")`` recorded at even steps is the prescribed Transformer with
     ``feed_forward=True``.
+
+    Parameters
+    ----------
+    controls : Controls
+        One layer's parameters (the same in every block).
+    n_layers : int
+        The number of blocks L.
+    h : float
+        The layer size.
+
+    Returns
+    -------
+    PiecewiseControls
+        2L pieces of length h, alternating the two sub-layers.
     """
     att, ff = split_controls(controls)
     breaks = h * np.arange(2 * n_layers + 1)
@@ -451,24 +549,32 @@ def layer_moments(mu0: Any, Sigma0: Any, controls: Controls, n_layers: int, h: f
                   feed_forward: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     r"""Exact moments of a Gaussian input after each block of the prescribed Transformer.
 
-    Without LayerNorm each sub-layer is an affine map on a Gaussian (:func:`gtcore.layer_map`):
+    Without LayerNorm each sub-layer is an affine map on a Gaussian (:func:`gtcore.moments.layer_map`):
     the attention sub-layer :math:`\Sigma \mapsto M\Sigma M^\top`,
     :math:`M = I + h\sum_{h'} V_{h'}\Sigma B_{h'}`, then the feed-forward sub-layer
     :math:`\Sigma \mapsto (I + hA)\Sigma(I + hA)^\top`. With :math:`A = 0, b = 0` this is
-    :func:`gtcore.layer_stack` of ``controls``.
+    :func:`gtcore.moments.layer_stack` of ``controls``.
 
     Parameters
     ----------
-    mu0, Sigma0 : the input Gaussian's moments
-    controls : Controls (the same in every layer)
+    mu0, Sigma0 : (d,) and (d, d) arrays
+        The input Gaussian's moments.
+    controls : Controls
+        The layer's parameters (the same in every layer).
     n_layers : int >= 1
+        The number of blocks L.
     h : float > 0
-    feed_forward : whether the feed-forward sub-layer is applied (default: when A or b is nonzero)
+        The layer size.
+    feed_forward : bool, optional
+        Whether the feed-forward sub-layer is applied (default: when A or b is nonzero).
 
     Returns
     -------
-    mus : (L + 1, d), Sigmas : (L + 1, d, d)
-        Fewer rows when a norm passes :func:`gtcore.layer_stack`'s ``blowup_norm`` (1e8).
+    mus : (L + 1, d) ndarray
+        The means after each block (the input first).
+    Sigmas : (L + 1, d, d) ndarray
+        The covariances. Fewer rows when a norm passes :func:`gtcore.moments.layer_stack`'s
+        ``blowup_norm`` (1e8).
     """
     if feed_forward is None:
         feed_forward = bool(np.any(controls.A) or np.any(controls.b))

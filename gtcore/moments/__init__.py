@@ -22,4 +22,5 @@ from gtcore.moments.batched import LaneMoments, integrate_moments_lanes
 from gtcore.moments.layers import LayerTrajectory, layer_map, layer_stack
 from gtcore.moments.ode import MAX_NFEV, MomentTrajectory, integrate_moments, moment_rhs
 
-__all__ = ["LaneMoments", "LayerTrajectory", "MAX_NFEV", "MomentTrajectory", "integrate_moments", "integrate_moments_lanes", "layer_map", "layer_stack", "moment_rhs"]
+__all__ = ["MAX_NFEV", "LaneMoments", "LayerTrajectory", "MomentTrajectory", "integrate_moments",
+           "integrate_moments_lanes", "layer_map", "layer_stack", "moment_rhs"]

@@ -1,4 +1,5 @@
-r"""Many moment ODEs side by side (the regime map): eq. (1.1) for a list of constant controls, stepped by the lanes integrator."""
+r"""Many moment ODEs side by side (the regime map): eq. (1.1) for a list of constant controls, stepped by the
+lanes integrator."""
 
 from __future__ import annotations
 
@@ -26,11 +27,15 @@ class LaneMoments:
 
     Attributes
     ----------
-    t : (n,) last time of each lane (``t_span[1]`` when completed; for "blowup" the end of the step at
-        which :math:`\|\Sigma\|_F` crossed ``blowup_norm``)
-    mu : (n, d) means there
-    Sigma : (n, d, d) covariances there, exactly symmetric
-    status : (n,) "completed", "blowup" or "failed"
+    t : (n,) ndarray
+        The last time of each lane (``t_span[1]`` when completed; for ``"blowup"`` the end of the step
+        at which :math:`\|\Sigma\|_F` crossed ``blowup_norm``).
+    mu : (n, d) ndarray
+        The means there.
+    Sigma : (n, d, d) ndarray
+        The covariances there, exactly symmetric.
+    status : (n,) ndarray of str
+        ``"completed"``, ``"blowup"`` or ``"failed"``.
     """
 
     t: np.ndarray
@@ -55,16 +60,29 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls],
 
     Parameters
     ----------
-    mu0 : (d,) or (n, d) initial means
-    Sigma0 : (d, d) or (n, d, d) initial covariances
-    controls : n constant :class:`Controls` of one dimension, dot-product attention
-    t_span : (t0, t1)
-    rtol : relative tolerance
-    atol, blowup_norm : scalars or one per lane
+    mu0 : (d,) or (n, d) array
+        The initial means (one for all lanes, or one per lane).
+    Sigma0 : (d, d) or (n, d, d) array
+        The initial covariances.
+    controls : sequence of Controls
+        n constant :class:`~gtcore.controls.Controls` of one dimension, dot-product attention.
+    t_span : (float, float)
+        ``(t0, t1)``.
+    rtol : float
+        The relative tolerance.
+    atol, blowup_norm : float or (n,) array
+        The absolute tolerance and the blow-up threshold on :math:`\|\Sigma\|_F`: scalars or one per lane.
 
     Returns
     -------
     LaneMoments
+        Where each lane ended, with its status.
+
+    Raises
+    ------
+    ValueError
+        No controls, controls that are not constant dot-product :class:`~gtcore.controls.Controls` of
+        one dimension, invalid initial moments, or a ``blowup_norm`` not above every :math:`\|\Sigma_0\|_F`.
     """
     from gtcore.attention import DotProduct, attention_of
     from gtcore.moments.lanes import integrate_lanes

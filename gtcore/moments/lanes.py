@@ -2,9 +2,9 @@ r"""Many independent ODEs at once: the DOP853 method of ``scipy.integrate.solve_
 
 A *lane* is one initial-value problem :math:`y_k' = f_k(t, y_k)`, :math:`y_k(t_0) = y_{k,0}`.
 :func:`integrate_lanes` advances every lane with the explicit Runge–Kutta 8(5,3) pair of Dormand and
-Prince (the coefficients of :mod:`scipy.integrate`'s ``DOP853``) and **its own adaptive step**: the
-initial-step heuristic, the step-size controller (safety 0.9, factors in :math:`[0.2, 10]`, no
-growth right after a rejection), the error norm
+Prince (the coefficients of :mod:`scipy.integrate`'s ``DOP853``, copied in ``gtcore.moments._dop853``)
+and **its own adaptive step**: the initial-step heuristic, the step-size controller (safety 0.9, factors
+in :math:`[0.2, 10]`, no growth right after a rejection), the error norm
 
 .. math::
 
@@ -18,8 +18,10 @@ systems costs a few thousand NumPy calls instead of millions of Python calls. Re
 
 A lane stops at ``t_span[1]`` ("completed"), when ``stop`` becomes true after an accepted step
 ("stopped": the analogue of a terminal event with direction +1, detected at the end of the step, so the
-reported time is the end of that step, not a located root), or when its step falls below ten units in
-the last place of :math:`t` ("failed").
+reported time is the end of that step, not a located root), when its step falls below ten units in
+the last place of :math:`t` ("failed"), or, with ``max_nfev``, once it has used that many
+right-hand-side evaluations ("budget", at the end of its last accepted step: a stiff lane, whose
+explicit steps stay tiny, no longer holds the others up).
 """
 
 from __future__ import annotations
@@ -29,17 +31,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.integrate._ivp import dop853_coefficients as _dop
 
-from gtcore._validation import as_float_array
 from gtcore._repr import short_repr
+from gtcore._validation import as_float_array
+from gtcore.moments import _dop853 as _dop  # SciPy's DOP853 tables, copied (a private SciPy module)
 
 __all__ = ["LaneSolution", "integrate_lanes"]
 
 _N_STAGES = _dop.N_STAGES
-_A = _dop.A[:_N_STAGES, :_N_STAGES]
+_A = _dop.A
 _B = _dop.B
-_C = _dop.C[:_N_STAGES]
+_C = _dop.C
 _E3, _E5 = _dop.E3, _dop.E5
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order 7 + 1)
@@ -54,11 +56,16 @@ class LaneSolution:
 
     Attributes
     ----------
-    t : (n,) the last time of each lane (``t_span[1]`` when completed)
-    y : (n, m) the state there
-    status : (n,) array of "completed", "stopped" or "failed"
-    steps : (n,) accepted steps
-    nfev : (n,) right-hand-side evaluations per lane
+    t : (n,) ndarray
+        The last time of each lane (``t_span[1]`` when completed).
+    y : (n, m) ndarray
+        The state there.
+    status : (n,) ndarray of str
+        ``"completed"``, ``"stopped"``, ``"failed"`` or ``"budget"``.
+    steps : (n,) ndarray of int
+        The accepted steps of each lane.
+    nfev : (n,) ndarray of int
+        The right-hand-side evaluations of each lane.
     """
 
     t: np.ndarray
@@ -91,7 +98,7 @@ def _initial_step(fun, t0, y0, f0, lanes, t_bound, rtol, atol):
 
 def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, rtol: float = 1e-10,
                     atol: Any = 1e-12, stop: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-                    max_iterations: int = 1_000_000) -> LaneSolution:
+                    max_iterations: int = 1_000_000, max_nfev: int | None = None) -> LaneSolution:
     r"""Integrate ``n`` independent systems :math:`y_k' = f(t, y_k)` with DOP853, each with its own step.
 
     Parameters
@@ -99,17 +106,31 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
     fun : callable ``fun(t, Y, lanes)``
         ``t`` (k,) times, ``Y`` (k, m) states and ``lanes`` (k,) the indices (into ``y0``) of the
         rows, for the lanes still running; returns the (k, m) derivatives.
-    t_span : (t0, t1), t1 > t0, common to all lanes
-    y0 : (n, m) initial states
-    rtol : relative tolerance
-    atol : absolute tolerance, a scalar or one per lane (n,)
+    t_span : (float, float)
+        ``(t0, t1)`` with ``t1 > t0``, common to all lanes.
+    y0 : (n, m) array
+        The initial states.
+    rtol : float
+        The relative tolerance, in (0, 1).
+    atol : float or (n,) array
+        The absolute tolerance, a scalar or one per lane.
     stop : callable ``stop(Y, lanes) -> (k,) bool``, optional
-        Checked after every accepted step; a lane where it is true stops ("stopped").
-    max_iterations : guard on the number of trial steps of the slowest lane
+        Checked after every accepted step; a lane where it is true stops (``"stopped"``).
+    max_iterations : int
+        A guard on the number of trial steps of the slowest lane.
+    max_nfev : int, optional
+        Per-lane budget of right-hand-side evaluations: a lane that has used it stops with status
+        ``"budget"`` at its last accepted step (``t`` and ``y`` are that step's). None: no budget.
 
     Returns
     -------
     LaneSolution
+        Where each lane ended, its status, steps and evaluations.
+
+    Raises
+    ------
+    ValueError
+        A bad ``y0``, ``t_span``, ``rtol`` or ``atol``.
     """
     y = as_float_array(y0, "y0").copy()
     if y.ndim != 2 or y.shape[0] < 1 or y.shape[1] < 1:
@@ -121,6 +142,9 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
         raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {t_span!r}")
     if not 0 < rtol < 1:
         raise ValueError(f"rtol must lie in (0, 1), got {rtol!r}")
+    if max_nfev is not None and (isinstance(max_nfev, bool) or not isinstance(max_nfev, (int, np.integer))
+                                 or max_nfev < 1):
+        raise ValueError(f"max_nfev must be a positive integer or None, got {max_nfev!r}")
     n, m = y.shape
     atol_all = np.broadcast_to(as_float_array(atol, "atol"), (n,)).astype(float)
     if np.any(atol_all < 0) or not np.all(np.isfinite(atol_all)):
@@ -189,6 +213,10 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
             ended[np.flatnonzero(accept)[hit]] = True
         finished = accept & ~ended & (t_new >= t_bound)
         status[active[finished]] = "completed"
+        if max_nfev is not None:
+            spent = ~(ended | finished) & (nfev[active] >= max_nfev)
+            status[active[spent]] = "budget"
+            finished = finished | spent
         active = active[~(ended | finished)]
     else:
         raise RuntimeError(f"integrate_lanes: {active.size} lane(s) still running after "

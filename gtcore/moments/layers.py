@@ -20,7 +20,7 @@ from gtcore.controls import (
 from gtcore.moments.ode import _check_below_blowup, _checked_moments
 from gtcore._repr import short_repr
 
-__all__ = ["layer_map", "LayerTrajectory", "layer_stack"]
+__all__ = ["LayerTrajectory", "layer_map", "layer_stack"]
 
 
 def layer_map(mu: Any, Sigma: Any, controls: Controls, h: float) -> tuple[np.ndarray, np.ndarray]:
@@ -37,15 +37,19 @@ def layer_map(mu: Any, Sigma: Any, controls: Controls, h: float) -> tuple[np.nda
 
     Parameters
     ----------
-    mu, Sigma : the input Gaussian's moments (validated)
+    mu, Sigma : (d,) and (d, d) arrays
+        The input Gaussian's moments (validated).
     controls : Controls
+        The layer's parameters.
     h : float
         Step (layer) size, positive.
 
     Returns
     -------
-    mu_next : (d,) array
-    Sigma_next : (d, d) array, exactly symmetric
+    mu_next : (d,) ndarray
+        :math:`\mu^+`.
+    Sigma_next : (d, d) ndarray
+        :math:`\Sigma^+`, exactly symmetric.
 
     Raises
     ------
@@ -81,14 +85,20 @@ class LayerTrajectory:
 
     Attributes
     ----------
-    mu : (n, d) array; ``mu[0]`` is the input, ``mu[l]`` the output of layer ``l``
-    Sigma : (n, d, d) array, symmetric positive semidefinite
-    status : "completed" (``n = L + 1``) or "blowup": at layer ``blowup_layer``
+    mu : (n, d) ndarray
+        ``mu[0]`` is the input, ``mu[l]`` the output of layer ``l``.
+    Sigma : (n, d, d) ndarray
+        The covariances, symmetric positive semidefinite.
+    status : str
+        ``"completed"`` (``n = L + 1``) or ``"blowup"``: at layer ``blowup_layer``
         :math:`\|\Sigma_l\|_F` or :math:`\|\mu_l\|_2` exceeded ``blowup_norm`` (the arrays end
-        with that layer) or overflowed float64 (the arrays end with the layer before)
-    blowup_layer : the first layer past ``blowup_norm``, or None
-    blowup_norm : the threshold
-    message : which norm crossed, at which layer
+        with that layer) or overflowed float64 (the arrays end with the layer before).
+    blowup_layer : int or None
+        The first layer past ``blowup_norm``, or None.
+    blowup_norm : float
+        The threshold.
+    message : str
+        Which norm crossed, at which layer.
     """
 
     mu: np.ndarray
@@ -124,8 +134,10 @@ def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: 
 
     Parameters
     ----------
-    mu, Sigma : input moments
-    controls_per_layer : sequence of L :class:`Controls`
+    mu, Sigma : (d,) and (d, d) arrays
+        The input moments.
+    controls_per_layer : sequence of Controls
+        The L layers' parameters (:class:`~gtcore.controls.Controls` of one dimension).
     h : float
         Layer size (an L-layer stack with ``h = T / L`` is explicit Euler on ``[0, T]``).
     blowup_norm : float
@@ -136,6 +148,12 @@ def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: 
     LayerTrajectory
         ``mu`` (L + 1, d) and ``Sigma`` (L + 1, d, d) when completed (fewer rows after a blow-up),
         with ``status`` and ``blowup_layer``.
+
+    Raises
+    ------
+    ValueError
+        Invalid moments, ``h`` or ``blowup_norm``, no layers, or a layer that is not a
+        :class:`~gtcore.controls.Controls` of the moments' dimension.
     """
     mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
     h = check_positive(h, "h")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from gtcore.controls import (
 )
 from gtcore._repr import short_repr
 
-__all__ = ["moment_rhs", "MomentTrajectory", "MAX_NFEV", "integrate_moments"]
+__all__ = ["MAX_NFEV", "MomentTrajectory", "integrate_moments", "moment_rhs"]
 
 
 def moment_rhs(mu: Any, Sigma: Any, controls: Controls) -> tuple[np.ndarray, np.ndarray]:
@@ -43,15 +44,19 @@ def moment_rhs(mu: Any, Sigma: Any, controls: Controls) -> tuple[np.ndarray, np.
     Parameters
     ----------
     mu : (d,) array
+        The mean.
     Sigma : (d, d) symmetric array
+        The covariance (positive semidefinite).
     controls : Controls
-        With a feed-forward block, its identity-activation fold
-        (:attr:`Controls.affine_A`, :attr:`Controls.affine_b`) is used.
+        One layer's parameters. With a feed-forward block, its identity-activation fold
+        (:attr:`~gtcore.controls.Controls.affine_A`, :attr:`~gtcore.controls.Controls.affine_b`) is used.
 
     Returns
     -------
-    dmu : (d,) array
-    dSigma : (d, d) array, exactly symmetric
+    dmu : (d,) ndarray
+        :math:`\mu'`.
+    dSigma : (d, d) ndarray
+        :math:`\Sigma'`, exactly symmetric.
 
     Raises
     ------
@@ -96,17 +101,24 @@ class MomentTrajectory:
 
     Attributes
     ----------
-    t : (n,) array of times
-    mu : (n, d) array of means
-    Sigma : (n, d, d) array of covariances, each exactly symmetric
-    status : "completed"; "blowup" (:math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed
-        ``blowup_norm``); "budget" (stopped after ``max_nfev`` right-hand-side evaluations, before
-        the end of ``t_span``); or "failed" (the solver gave up)
-    crossing_time : the time at which :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed
-        ``blowup_norm`` (located by a terminal event), or None. For :math:`\Sigma` it precedes the
-        pole :math:`t^*` of the solution (:func:`gtcore.riccati.blowup_time`)
-    message : what the solver said, or which norm crossed, or where the budget ran out
-    nfev : number of right-hand-side evaluations
+    t : (n,) ndarray
+        The times.
+    mu : (n, d) ndarray
+        The means.
+    Sigma : (n, d, d) ndarray
+        The covariances, each exactly symmetric.
+    status : str
+        ``"completed"``; ``"blowup"`` (:math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed
+        ``blowup_norm``); ``"budget"`` (stopped after ``max_nfev`` right-hand-side evaluations, before
+        the end of ``t_span``); or ``"failed"`` (the solver gave up).
+    crossing_time : float or None
+        The time at which :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` crossed ``blowup_norm`` (located by a
+        terminal event), or None. For :math:`\Sigma` it precedes the pole :math:`t^*` of the solution
+        (:func:`gtcore.riccati.blowup_time`).
+    message : str
+        What the solver said, or which norm crossed, or where the budget ran out.
+    nfev : int
+        The number of right-hand-side evaluations.
     """
 
     t: np.ndarray
@@ -128,10 +140,10 @@ class MomentTrajectory:
 def _segments(t0: float, t1: float, breaks: Sequence[float]) -> list[tuple[float, float]]:
     inner = sorted(b for b in breaks if t0 < b < t1)
     edges = [t0, *inner, t1]
-    return list(zip(edges[:-1], edges[1:]))
+    return list(pairwise(edges))
 
 
-#: default cap on right-hand-side evaluations of :func:`integrate_moments` (about 15 s at d = 2)
+#: default cap on right-hand-side evaluations of :func:`~gtcore.moments.integrate_moments` (about 15 s at d = 2)
 MAX_NFEV = 1_000_000
 
 
@@ -160,21 +172,28 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     Parameters
     ----------
     mu0 : (d,) array
-    Sigma0 : (d, d) array, symmetric positive semidefinite (rank-deficient allowed)
+        The initial mean.
+    Sigma0 : (d, d) array
+        The initial covariance, symmetric positive semidefinite (rank-deficient allowed).
     controls : Controls, PiecewiseControls or callable ``t -> Controls``
-    t_span : (t0, t1) with t1 > t0
+        The layer's parameters over time.
+    t_span : (float, float)
+        ``(t0, t1)`` with ``t1 > t0``.
     t_eval : array, optional
         Times at which to report the solution (within ``t_span``, increasing). By default the
         solver's own steps.
-    rtol, atol : tolerances passed to the solver, finite and positive (scipy raises an ``rtol``
-        below 100 machine epsilons to that value, with a warning)
-    blowup_norm : threshold on :math:`\|\Sigma\|_F` and on :math:`\|\mu\|_2` that counts as blow-up
+    rtol, atol : float
+        Tolerances passed to the solver, finite and positive (scipy raises an ``rtol`` below 100
+        machine epsilons to that value, with a warning).
+    blowup_norm : float
+        The threshold on :math:`\|\Sigma\|_F` and on :math:`\|\mu\|_2` that counts as blow-up.
     max_nfev : int
-        Budget of right-hand-side evaluations (default :data:`MAX_NFEV`).
+        Budget of right-hand-side evaluations (default :data:`~gtcore.moments.ode.MAX_NFEV`).
 
     Returns
     -------
     MomentTrajectory
+        The times, means and covariances, with the status of the integration.
 
     Raises
     ------
@@ -201,8 +220,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     def blowup_event(t, y):
         return max(np.linalg.norm(y[d:]), np.linalg.norm(y[:d])) - blowup_norm
 
-    blowup_event.terminal = True
-    blowup_event.direction = 1
+    blowup_event.terminal = True  # type: ignore[attr-defined]  # scipy's event attributes
+    blowup_event.direction = 1  # type: ignore[attr-defined]
 
     calls = [0]  # right-hand-side evaluations, all segments together
     budget = {"t_stop": np.inf}
@@ -213,8 +232,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             budget["t_stop"] = t
         return budget["t_stop"] - t
 
-    budget_event.terminal = True
-    budget_event.direction = -1
+    budget_event.terminal = True  # type: ignore[attr-defined]
+    budget_event.direction = -1  # type: ignore[attr-defined]
 
     ts, mus, Sigmas = [], [], []
     y = np.concatenate([mu0, Sigma0.ravel()])
@@ -228,7 +247,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
         else:
             inside = np.nextafter(b, a)
 
-            def at(t, a=a, inside=inside):
+            def at(t, a=a, inside=inside):  # type: ignore[misc]
                 return evaluate_controls(fn, min(max(t, a), inside), d=d)
 
         def rhs(t, y, at=at):

@@ -20,7 +20,7 @@ This module makes that constructive:
   mean), with attention off or held fixed and compensated along the reference trajectory;
 * :func:`steer_min_energy` (beyond the paper) minimises :math:`\int_0^T \|A\|_F^2 + \|b\|^2\,dt`
   over piecewise-constant controls that hit the target, starting from :func:`steer`'s solution;
-* :func:`endpoint_error` checks any controls through :func:`gtcore.integrate_moments`.
+* :func:`endpoint_error` checks any controls through :func:`gtcore.moments.integrate_moments`.
 
 The controls apply unchanged to N real tokens: :func:`gtcore.particles.simulate` steps exactly to
 their breaks. Chapter 3's harness (rank invariance along the ODE, steered token clouds) is
@@ -45,4 +45,5 @@ from gtcore.reachability.steering import (
     steer,
 )
 
-__all__ = ["MinEnergyResult", "RankMismatchError", "SteeringControls", "control_path", "covariance_rank", "endpoint_error", "singular_values", "steer", "steer_min_energy", "steer_min_energy_starts"]
+__all__ = ["MinEnergyResult", "RankMismatchError", "SteeringControls", "control_path", "covariance_rank",
+           "endpoint_error", "singular_values", "steer", "steer_min_energy", "steer_min_energy_starts"]

@@ -36,7 +36,7 @@ class MinEnergyResult:
     energy : float
         :math:`\int_0^T \|A\|_F^2 + \|b\|^2 dt` of ``controls``.
     endpoint_error : float
-        :func:`endpoint_error` of ``controls`` (through :func:`gtcore.integrate_moments`).
+        :func:`endpoint_error` of ``controls`` (through :func:`gtcore.moments.integrate_moments`).
     constructive : SteeringControls
         :func:`steer`'s solution, the starting point.
     constructive_energy, constructive_endpoint_error : float
@@ -46,6 +46,7 @@ class MinEnergyResult:
     nit : int
         Optimiser iterations.
     message : str
+        The optimiser's message.
     """
 
     controls: PiecewiseControls
@@ -124,11 +125,12 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
     :math:`N_1`): :math:`U_1^\top\Sigma U_1 = D_1` and :math:`N_1^\top\Sigma U_1 = 0`, which on that
     manifold is equivalent to :math:`\Sigma = \Sigma_1` and keeps the constraint Jacobian of full
     rank. SLSQP (scipy) from :func:`steer`'s solution sampled on the pieces, then Gauss–Newton
-    steps onto the constraint; the endpoint is re-checked with :func:`gtcore.integrate_moments`.
+    steps onto the constraint; the endpoint is re-checked with :func:`gtcore.moments.integrate_moments`.
 
     Parameters
     ----------
-    mu0, Sigma0, mu1, Sigma1, T : as in :func:`steer`
+    mu0, Sigma0, mu1, Sigma1, T : arrays and float
+        The initial and target moments and the steering time, as in :func:`steer`.
     pieces : int
         K, number of equal pieces (an even K contains :func:`steer`'s two stages exactly).
     maxiter : int
@@ -144,6 +146,7 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
     Returns
     -------
     MinEnergyResult
+        The optimised controls, their energy and endpoint error, beside :func:`steer`'s.
 
     Raises
     ------
@@ -212,14 +215,35 @@ def steer_min_energy_starts(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: flo
     r""":func:`steer_min_energy` from ``starts`` seeded random starting points.
 
     Start ``k`` draws every entry of every :math:`A_k` and :math:`b_k` i.i.d. from
-    :math:`N(0, 	ext{scale}^2)` (``numpy.random.default_rng(seed + k)``): points that know nothing of
+    :math:`N(0, \text{scale}^2)` (``numpy.random.default_rng(seed + k)``): points that know nothing of
     :func:`steer`'s solution and in general do not steer to the target. A minimum that several such
     starts reach, and that the start from the constructive solution reaches too, is not an artefact of
     where the optimiser began. Other keywords go to :func:`steer_min_energy`.
 
+    Parameters
+    ----------
+    mu0, Sigma0, mu1, Sigma1, T : arrays and float
+        The initial and target moments and the steering time, as in :func:`steer`.
+    pieces : int
+        K, the number of equal pieces.
+    starts : int
+        The number of random starting points.
+    scale : float
+        The standard deviation of their entries.
+    seed : int
+        Start ``k`` uses ``numpy.random.default_rng(seed + k)``.
+    **kwargs
+        Passed to :func:`steer_min_energy` (``maxiter``, ``feasibility_tol``, ``rtol``).
+
     Returns
     -------
-    list of MinEnergyResult, one per start
+    list of MinEnergyResult
+        One per start.
+
+    Raises
+    ------
+    ValueError
+        ``starts`` not a positive integer or ``scale`` not positive; as :func:`steer_min_energy`.
     """
     if isinstance(starts, bool) or int(starts) != starts or starts < 1:
         raise ValueError(f"starts must be a positive integer, got {starts!r}")

@@ -17,7 +17,22 @@ __all__ = ["RankMismatchError", "covariance_rank", "singular_values"]
 
 
 class RankMismatchError(ValueError):
-    """The target's covariance has a different rank from the initial one: it is unreachable."""
+    """The target's covariance has a different rank from the initial one: it is unreachable.
+
+    Parameters
+    ----------
+    rank0 : int
+        The rank of the initial covariance.
+    rank1 : int
+        The rank of the target covariance.
+    d : int
+        The dimension.
+
+    Attributes
+    ----------
+    rank0, rank1, d : int
+        The same, kept for callers that handle the error.
+    """
 
     def __init__(self, rank0: int, rank1: int, d: int) -> None:
         self.rank0, self.rank1, self.d = int(rank0), int(rank1), int(d)
@@ -40,9 +55,10 @@ def covariance_rank(Sigma: Any, rtol: float = RANK_RTOL) -> int:
 
     Parameters
     ----------
-    Sigma : (d, d) symmetric positive semidefinite array
+    Sigma : (d, d) array
+        The covariance, symmetric positive semidefinite.
     rtol : float
-        Relative threshold, positive (default :data:`RANK_RTOL` = 1e-8).
+        Relative threshold, positive (default ``gtcore._linalg.RANK_RTOL`` = 1e-8).
 
     Returns
     -------
@@ -55,7 +71,23 @@ def covariance_rank(Sigma: Any, rtol: float = RANK_RTOL) -> int:
 
 
 def singular_values(Sigma: Any) -> np.ndarray:
-    r"""Singular values of one covariance ``(d, d)`` or of a stack ``(n, d, d)``, largest first."""
+    r"""Singular values of one covariance ``(d, d)`` or of a stack ``(n, d, d)``, largest first.
+
+    Parameters
+    ----------
+    Sigma : (d, d) or (n, d, d) array
+        One matrix or a stack of them.
+
+    Returns
+    -------
+    (d,) or (n, d) ndarray
+        The singular values of each matrix, in decreasing order.
+
+    Raises
+    ------
+    ValueError
+        ``Sigma`` is not square or a stack of square matrices.
+    """
     S = as_float_array(Sigma, "Sigma")
     if S.ndim not in (2, 3) or S.shape[-1] != S.shape[-2]:
         raise ValueError(f"Sigma must have shape (d, d) or (n, d, d), got shape {S.shape}")

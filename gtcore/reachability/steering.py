@@ -25,7 +25,7 @@ from gtcore.controls import (
 from gtcore.moments import integrate_moments
 from gtcore.reachability.rank import RankMismatchError, covariance_rank
 
-__all__ = ["SteeringControls", "steer", "endpoint_error", "control_path"]
+__all__ = ["SteeringControls", "control_path", "endpoint_error", "steer"]
 
 
 # ------------------------------------------------------------------ matrix building blocks
@@ -158,14 +158,29 @@ class SteeringControls:
     which make eq. (1.1) along the reference read :math:`\mu' = \tilde A\mu + \tilde b`,
     :math:`\Sigma' = \tilde A\Sigma + \Sigma\tilde A^\top`: the same trajectory as without attention.
 
+    Parameters
+    ----------
+    mu0 : (d,) array
+        The initial mean, where the reference trajectory starts.
+    Sigma0 : (d, d) array
+        The initial covariance.
+    durations : sequence of float
+        The length of each stage; they start at 0 and add up to ``T``.
+    stages : sequence of Controls
+        One attention-free :class:`~gtcore.controls.Controls` per stage, with symmetric or
+        skew-symmetric ``A`` (their flows are computed in closed form).
+    heads : (V, B) pair of (H, d, d) arrays, optional
+        The fixed attention heads to compensate; None: attention off.
+
     Attributes
     ----------
     d : int
+        The dimension.
     T : float
         Final time; ``span = (0, T)``.
     breaks : tuple of float
-        Interior stage boundaries (honoured exactly by :func:`gtcore.integrate_moments`).
-    stages : tuple of :class:`Controls`
+        Interior stage boundaries (honoured exactly by :func:`gtcore.moments.integrate_moments`).
+    stages : tuple of Controls
         The attention-free base controls :math:`(\tilde A_k, \tilde b_k)`.
     heads : tuple (V, B) of (H, d, d) arrays, or None
         The fixed attention heads that the controls compensate (None: attention off).
@@ -189,7 +204,7 @@ class SteeringControls:
         self.heads = heads
         mus, Sigmas = [np.asarray(mu0, float)], [np.asarray(Sigma0, float)]
         self._flows = tuple(_NormalFlow(c.A, c.b) for c in self.stages)
-        for flow, tau in zip(self._flows, self.durations):
+        for flow, tau in zip(self._flows, self.durations, strict=True):
             F, g = flow(tau)
             mus.append(F @ mus[-1] + g)
             S = F @ Sigmas[-1] @ F.T
@@ -198,7 +213,7 @@ class SteeringControls:
 
     @property
     def attention(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Deprecated alias of :attr:`heads`."""
+        """Deprecated alias of ``heads``."""
         warnings.warn("SteeringControls.attention is deprecated; use .heads", DeprecationWarning,
                       stacklevel=2)
         return self.heads
@@ -207,13 +222,39 @@ class SteeringControls:
         return max(0, min(len(self.stages) - 1, bisect.bisect_right(self._starts, float(t)) - 1))
 
     def reference(self, t: float) -> tuple[np.ndarray, np.ndarray]:
-        """The reference moments :math:`(\\mu_\\text{ref}(t), \\Sigma_\\text{ref}(t))`, in closed form."""
+        r"""The reference moments :math:`(\mu_\text{ref}(t), \Sigma_\text{ref}(t))`, in closed form.
+
+        Parameters
+        ----------
+        t : float
+            The time (outside :math:`[0, T]` the first and last stages continue).
+
+        Returns
+        -------
+        mu : (d,) ndarray
+            :math:`\mu_\text{ref}(t)`.
+        Sigma : (d, d) ndarray
+            :math:`\Sigma_\text{ref}(t)`, exactly symmetric.
+        """
         k = self._stage(t)
         F, g = self._flows[k](float(t) - self._starts[k])
         S = F @ self._Sigma_starts[k] @ F.T
         return F @ self._mu_starts[k] + g, 0.5 * (S + S.T)
 
     def __call__(self, t: float) -> Controls:
+        r"""The controls at time ``t``: the stage's, compensated for the fixed heads along the reference.
+
+        Parameters
+        ----------
+        t : float
+            The time.
+
+        Returns
+        -------
+        Controls
+            :math:`(\tilde A_k - \sum_h V_h\Sigma_\text{ref}(t)B_h,\ \tilde b_k - \sum_h V_h\mu_\text{ref}(t), V, B)`,
+            or the stage itself when attention is off.
+        """
         k = self._stage(t)
         base = self.stages[k]
         if self.heads is None:
@@ -225,9 +266,22 @@ class SteeringControls:
         b = base.b - att.mean_gain(S, V, B) @ mu
         return Controls(A=A, b=b, V=V, B=B)
 
-    def uncompensated(self, V: Any, B: Any) -> "_HeadsOn":
+    def uncompensated(self, V: Any, B: Any) -> _HeadsOn:
         r"""The attention-free stages with heads :math:`(V_h, B_h)` switched on and not compensated:
-        :math:`t \mapsto (\tilde A(t), \tilde b(t), V, B)`, the contrast to the compensated controls."""
+        :math:`t \mapsto (\tilde A(t), \tilde b(t), V, B)`, the contrast to the compensated controls.
+
+        Parameters
+        ----------
+        V : (d, d) or (H, d, d) array
+            The value matrices switched on.
+        B : (d, d) or (H, d, d) array
+            The query-key matrices switched on.
+
+        Returns
+        -------
+        callable ``t -> Controls``
+            Piecewise-constant controls with the same ``breaks`` and ``span``.
+        """
         return _HeadsOn(self, V, B)
 
     def energy(self, nodes: int = 32) -> float:
@@ -235,14 +289,24 @@ class SteeringControls:
 
         Exact for attention off (constant stages); Gauss–Legendre with ``nodes`` nodes per stage
         when attention is compensated (the integrand is smooth inside a stage).
+
+        Parameters
+        ----------
+        nodes : int
+            Gauss–Legendre nodes per stage (used only when attention is compensated).
+
+        Returns
+        -------
+        float
+            The energy.
         """
         if self.heads is None:
             return float(sum(tau * (np.sum(c.A ** 2) + np.sum(c.b ** 2))
-                             for c, tau in zip(self.stages, self.durations)))
+                             for c, tau in zip(self.stages, self.durations, strict=True)))
         x, w = np.polynomial.legendre.leggauss(int(nodes))
         total = 0.0
-        for a, tau in zip(self._starts, self.durations):
-            for xi, wi in zip(x, w):
+        for a, tau in zip(self._starts, self.durations, strict=True):
+            for xi, wi in zip(x, w, strict=True):
                 c = self(a + 0.5 * tau * (xi + 1))
                 total += 0.5 * tau * wi * (np.sum(c.A ** 2) + np.sum(c.b ** 2))
         return float(total)
@@ -304,8 +368,10 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
 
     Parameters
     ----------
-    mu0, Sigma0 : initial mean (d,) and covariance (d, d), symmetric PSD
-    mu1, Sigma1 : target mean and covariance
+    mu0, Sigma0 : (d,) and (d, d) arrays
+        The initial mean and covariance (symmetric PSD).
+    mu1, Sigma1 : (d,) and (d, d) arrays
+        The target mean and covariance.
     T : float
         Steering time, positive.
     heads : (V, B), optional
@@ -318,7 +384,7 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
     Returns
     -------
     SteeringControls
-        A callable ``t -> Controls`` with ``breaks``, accepted by :func:`gtcore.integrate_moments`
+        A callable ``t -> Controls`` with ``breaks``, accepted by :func:`gtcore.moments.integrate_moments`
         and by :func:`gtcore.particles.simulate` (which steps exactly to the breaks).
 
     Raises
@@ -381,7 +447,7 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
 
 def endpoint_error(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
                    rtol: float = 1e-12, atol: float = 1e-14) -> float:
-    r"""Distance of the moment ODE's endpoint to the target, through :func:`gtcore.integrate_moments`.
+    r"""Distance of the moment ODE's endpoint to the target, through :func:`gtcore.moments.integrate_moments`.
 
     .. math::
 
@@ -393,7 +459,25 @@ def endpoint_error(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigm
     ``inf`` if the solution blows up: :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` beyond
     :math:`10^8` times the size of the problem, the largest of 1 and the norms of the four given
     moments (so that steering to a large target is not mistaken for blow-up), or the integration
-    stops short of ``T`` (:attr:`gtcore.MomentTrajectory.status`).
+    stops short of ``T`` (the ``status`` of :class:`~gtcore.moments.MomentTrajectory`).
+
+    Parameters
+    ----------
+    controls : Controls, PiecewiseControls or callable ``t -> Controls``
+        The controls to check.
+    mu0, Sigma0 : (d,) and (d, d) arrays
+        The initial moments.
+    mu1, Sigma1 : (d,) and (d, d) arrays
+        The target moments.
+    T : float
+        The steering time.
+    rtol, atol : float
+        The integrator's tolerances.
+
+    Returns
+    -------
+    float
+        :math:`e`, or ``inf`` when the integration does not complete.
     """
     mu0, Sigma0 = check_moments(mu0, Sigma0, "mu0", "Sigma0")
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1", mu0.shape[0])
@@ -407,7 +491,22 @@ def endpoint_error(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigm
 
 
 def control_path(controls: ControlsLike, t: Any) -> tuple[np.ndarray, np.ndarray]:
-    r"""The sizes :math:`\|A(t)\|_F` and :math:`\|b(t)\|` of time-varying controls on the times ``t``."""
+    r"""The sizes :math:`\|A(t)\|_F` and :math:`\|b(t)\|` of time-varying controls on the times ``t``.
+
+    Parameters
+    ----------
+    controls : Controls, PiecewiseControls or callable ``t -> Controls``
+        The controls (``A`` and ``b`` are the identity-activation fold).
+    t : (n,) array
+        The times.
+
+    Returns
+    -------
+    A_norm : (n,) ndarray
+        :math:`\|A(t)\|_F` at each time.
+    b_norm : (n,) ndarray
+        :math:`\|b(t)\|_2` at each time.
+    """
     fn = as_control_function(controls)
     t = as_float_array(t, "t")
     cs = [fn(float(s)) for s in t]

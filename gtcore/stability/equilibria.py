@@ -25,7 +25,8 @@ from gtcore.riccati import (
 )
 from gtcore._repr import short_repr
 
-__all__ = ["NoEquilibriumError", "Equilibrium", "ROOT_UNCERTAINTY_RATIO", "equilibrium", "LinearStability", "linear_stability"]
+__all__ = ["ROOT_UNCERTAINTY_RATIO", "Equilibrium", "LinearStability", "NoEquilibriumError", "equilibrium",
+           "linear_stability"]
 
 
 class NoEquilibriumError(ValueError):
@@ -104,11 +105,16 @@ class Equilibrium:
 
     Attributes
     ----------
-    Sigma : (d, d) array, symmetric positive definite
-    residual : :math:`\|F(\Sigma^*)\|_F`
-    relative_residual : ``residual`` divided by the sum of the norms of the terms of :math:`F`
-    method : "closed form (Lyapunov)" or "Newton"
-    iterations : Newton iterations (0 for the closed form)
+    Sigma : (d, d) ndarray
+        :math:`\Sigma^*`, symmetric positive definite.
+    residual : float
+        :math:`\|F(\Sigma^*)\|_F`.
+    relative_residual : float
+        ``residual`` divided by the sum of the norms of the terms of :math:`F`.
+    method : str
+        ``"closed form (Lyapunov)"`` or ``"Newton"``.
+    iterations : int
+        Newton iterations (0 for the closed form).
     """
 
     Sigma: np.ndarray
@@ -218,17 +224,20 @@ def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-
     :math:`V = -I`, :math:`B = I`: :math:`\Sigma(t) = I/(1 + 2t)`). A Newton limit is therefore
     accepted only when every matrix within its distance to the exact root (first order:
     :math:`\|F\|/\sigma_{\min}(DF)`, with the round-off of :math:`F` as a floor) is positive
-    definite, with a factor :data:`ROOT_UNCERTAINTY_RATIO` to spare: :math:`\lambda_{\min}(\Sigma^*)
-    > 10^3\,\delta`. Near a singular root :math:`\delta` is of the order of :math:`\|\Sigma\|`.
+    definite, with a factor :data:`~gtcore.stability.equilibria.ROOT_UNCERTAINTY_RATIO` to spare:
+    :math:`\lambda_{\min}(\Sigma^*) > 10^3\,\delta`. Near a singular root :math:`\delta` is of the order of
+    :math:`\|\Sigma\|`.
 
     Parameters
     ----------
     controls : Controls
         Time-invariant parameters (a feed-forward block enters through ``affine_A``).
     Sigma_guess : (d, d) symmetric positive-definite array, optional
+        A starting point for Newton's method, tried first.
     tol : float
         Newton stops when :math:`\|F(\Sigma)\|_F \le \text{tol}` times the size of the terms.
     max_iter : int
+        Newton iterations from each start.
 
     Returns
     -------
@@ -307,9 +316,13 @@ class LinearStability:
 
     Attributes
     ----------
-    eigenvalues : (d(d+1)/2,) complex array, sorted by decreasing real part
-    max_real : the largest real part (the spectral abscissa)
-    verdict : "stable" (max_real < 0), "unstable" (> 0) or "marginal" (0 within 1e-10 relative)
+    eigenvalues : (d(d+1)/2,) complex ndarray
+        Sorted by decreasing real part.
+    max_real : float
+        The largest real part (the spectral abscissa).
+    verdict : str
+        ``"stable"`` (``max_real < 0``), ``"unstable"`` (``> 0``) or ``"marginal"`` (0 within
+        :math:`10^{-10}` relative).
     """
 
     eigenvalues: np.ndarray
@@ -333,11 +346,14 @@ def linear_stability(controls: Controls, Sigma_star: Any) -> LinearStability:
     Parameters
     ----------
     controls : Controls
-    Sigma_star : (d, d) symmetric positive semidefinite array
+        Time-invariant parameters.
+    Sigma_star : (d, d) array
+        The equilibrium (symmetric positive semidefinite).
 
     Returns
     -------
     LinearStability
+        The eigenvalues of the linearisation, the spectral abscissa and the verdict.
     """
     controls = _check_controls(controls)
     S = check_covariance(Sigma_star, "Sigma_star", controls.d)

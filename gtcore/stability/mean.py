@@ -16,7 +16,7 @@ from gtcore.riccati import (
     _check_controls,
 )
 
-__all__ = ["mean_matrix", "asymptotic_mean", "bias_for_mean_target"]
+__all__ = ["asymptotic_mean", "bias_for_mean_target", "mean_matrix"]
 
 
 # ------------------------------------------------------------------------------ the mean
@@ -26,6 +26,18 @@ def mean_matrix(controls: Controls, Sigma_star: Any) -> np.ndarray:
     The mean converges to :func:`asymptotic_mean` iff this matrix is Hurwitz. Since
     :math:`M^* = A + \sum_h V_h\Sigma^*B_h` has purely imaginary spectrum at an equilibrium,
     for :math:`V = vI` its eigenvalues are :math:`v + i\omega`: the rate is :math:`v`.
+
+    Parameters
+    ----------
+    controls : Controls
+        Time-invariant parameters.
+    Sigma_star : (d, d) array
+        The covariance (an equilibrium), symmetric positive semidefinite.
+
+    Returns
+    -------
+    (d, d) ndarray
+        :math:`A + \sum_h V_h C_h(\Sigma^*) + \sum_h V_h M_h(\Sigma^*)` (for the dot product the matrix above).
     """
     controls = _check_controls(controls)
     S = check_covariance(Sigma_star, "Sigma_star", controls.d)
@@ -52,6 +64,18 @@ def asymptotic_mean(controls: Controls, Sigma_star: Any) -> np.ndarray:
 
     It attracts when :func:`mean_matrix` is Hurwitz.
 
+    Parameters
+    ----------
+    controls : Controls
+        Time-invariant parameters.
+    Sigma_star : (d, d) array
+        The covariance (an equilibrium), symmetric positive semidefinite.
+
+    Returns
+    -------
+    (d,) ndarray
+        :math:`\mu^*`.
+
     Raises
     ------
     ValueError
@@ -75,9 +99,21 @@ def bias_for_mean_target(controls: Controls, Sigma_star: Any, mu_target: Any, *,
     point that repels (or is not approached), and the bias is refused unless
     ``allow_unstable=True``.
 
+    Parameters
+    ----------
+    controls : Controls
+        Time-invariant parameters (their own ``b`` is ignored).
+    Sigma_star : (d, d) array
+        The covariance (an equilibrium), symmetric positive semidefinite.
+    mu_target : (d,) array
+        The wanted asymptotic mean.
+    allow_unstable : bool
+        Return the bias even when the mean matrix is not Hurwitz.
+
     Returns
     -------
-    (d,) array, to pass as ``Controls(..., b=...)``
+    (d,) ndarray
+        The bias, to pass as ``Controls(..., b=...)``.
 
     Raises
     ------
@@ -94,6 +130,7 @@ def bias_for_mean_target(controls: Controls, Sigma_star: Any, mu_target: Any, *,
                 f"controls: A + V + V Sigma* B is not Hurwitz (largest real part {abscissa:.3g}), so the "
                 "mean does not converge to mu_target; pass allow_unstable=True for the bias anyway")
     b = -M @ mu
-    if controls.has_feedforward:
-        b = b - controls.W @ controls.c
+    W, c = controls.W, controls.c
+    if W is not None and c is not None:  # the feed-forward block (U, W, c come together)
+        b = b - W @ c
     return b

@@ -39,6 +39,7 @@ from gtcore._repr import short_repr
 __all__ = ["VERDICTS", "Regime", "classify", "observe_regime", "observe_regimes"]
 
 
+#: the outcomes of :func:`~gtcore.stability.classify` and :func:`~gtcore.stability.observe_regime`
 VERDICTS = ("converges", "collapses to 0", "blows up", "undetermined")
 
 
@@ -49,12 +50,17 @@ class Regime:
 
     Attributes
     ----------
-    verdict : "converges", "collapses to 0", "blows up" or "undetermined"
-    reason : why (definiteness of V and B, spectrum of A, what was computed)
-    Sigma_star : the limit for "converges", else None
-    t_star : the blow-up time for "blows up", else None
-    method : "closed form" (:math:`V_h = v_hI`) or "numerical" (general :math:`V`, or when the
-        :math:`V = vI` blow-up search fell back to the integrator, see :class:`BlowupTime`)
+    verdict : str
+        ``"converges"``, ``"collapses to 0"``, ``"blows up"`` or ``"undetermined"``.
+    reason : str
+        Why (definiteness of V and B, spectrum of A, what was computed).
+    Sigma_star : (d, d) ndarray or None
+        The limit for ``"converges"``, else None.
+    t_star : float or None
+        The blow-up time for ``"blows up"``, else None.
+    method : str
+        ``"closed form"`` (:math:`V_h = v_hI`) or ``"numerical"`` (general :math:`V`, or when the
+        :math:`V = vI` blow-up search fell back to the integrator, see :class:`~gtcore.riccati.BlowupTime`).
     """
 
     verdict: str
@@ -79,7 +85,7 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
 
     With every :math:`V_h = v_hI` (:math:`Q = \sum_h v_h(B_h + B_h^\top)`) the verdict is exact:
 
-    * finite :func:`blowup_time` :math:`\Rightarrow` "blows up";
+    * finite :func:`~gtcore.riccati.blowup_time` :math:`\Rightarrow` "blows up";
     * :math:`A` anti-stable and :math:`P^*A + A^\top P^* = -Q` with :math:`P^* \succ 0`,
       :math:`\Sigma_0 \succ 0` :math:`\Rightarrow` "converges" to :math:`(P^*)^{-1}`
       (:math:`P(t) - P^* = e^{-A^\top t}(P_0 - P^*)e^{-At} \to 0`);
@@ -92,20 +98,22 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
 
     Parameters
     ----------
-    controls : Controls (time-invariant)
-    Sigma0 : (d, d) symmetric positive semidefinite array
+    controls : Controls
+        Time-invariant parameters.
+    Sigma0 : (d, d) array
+        The initial covariance, symmetric positive semidefinite.
     t_max : float, optional
-        Horizon of the numerical checks (default as in :func:`blowup_time`).
+        Horizon of the numerical checks (default as in :func:`~gtcore.riccati.blowup_time`).
 
     Returns
     -------
     Regime
+        The verdict, its reason, the limit or the blow-up time, and how it was obtained.
     """
     controls = _check_controls(controls)
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)
     if t_max is not None:
         t_max = check_positive(t_max, "t_max")
-    d = controls.d
     A = controls.affine_A
     desc = _describe(controls)
     Q = riccati_quadratic(controls)
@@ -119,12 +127,13 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
         return Regime("blows up", f"{desc}; Q = sum v_h(B_h + B_h^T) {qd}: {bt.reason}",
                       t_star=bt.t_star, method=meth)
     cls, lam = _spectrum_class(A)
-    full_rank = np.linalg.eigvalsh(S0)[0] > 1e-12 * max(np.linalg.norm(S0), 1e-300)
+    full_rank = np.linalg.eigvalsh(S0)[0] > 1e-12 * max(float(np.linalg.norm(S0)), 1e-300)
     if cls == "anti-stable":
         if not full_rank:
             return Regime("undetermined", f"{desc}; rank(Sigma0) < d is invariant, so there is no "
                           "positive-definite limit", method=meth)
         P = _lyapunov_P(A, Q)
+        assert P is not None  # A anti-stable: the Lyapunov equation has a unique solution
         w = np.linalg.eigvalsh(P)
         if w[0] > 0:
             S = np.linalg.inv(P)
@@ -178,13 +187,33 @@ def _classify_numerical(controls: Controls, S0: np.ndarray, t_max: float | None,
 # ------------------------------------------------------------------- observation and map
 def observe_regime(controls: Controls, Sigma0: Any, t_max: float, *, rtol: float = 1e-10,
                    settle_tol: float = 1e-6, collapse_tol: float = 1e-8) -> str:
-    r"""The outcome seen by integrating the ODE alone (no theory): one of :data:`VERDICTS`.
+    r"""The outcome seen by integrating the ODE alone (no theory): one of :data:`~gtcore.stability.regimes.VERDICTS`.
 
-    "blows up" when :func:`gtcore.integrate_moments` stops on its blow-up event before ``t_max``;
+    "blows up" when :func:`gtcore.moments.integrate_moments` stops on its blow-up event before ``t_max``;
     "collapses to 0" when :math:`\|\Sigma(t_{\max})\| \le` ``collapse_tol`` :math:`\|\Sigma_0\|`;
     "converges" when :math:`\Sigma(t_{\max}) \succ 0` is stationary,
     :math:`\|F(\Sigma)\| \le` ``settle_tol`` :math:`\|\Sigma\|`, with
     :math:`\lambda_{\min}(\Sigma) >` ``settle_tol`` :math:`\|\Sigma\|`; else "undetermined".
+
+    Parameters
+    ----------
+    controls : Controls
+        Time-invariant parameters.
+    Sigma0 : (d, d) array
+        The initial covariance, symmetric positive semidefinite.
+    t_max : float
+        The horizon of the integration.
+    rtol : float
+        The integrator's relative tolerance (its absolute tolerance is :math:`10^{-14}\|\Sigma_0\|`).
+    settle_tol : float
+        The relative size of :math:`F(\Sigma)` (and the smallest relative eigenvalue) of a settled end point.
+    collapse_tol : float
+        The relative size of a collapsed end point.
+
+    Returns
+    -------
+    str
+        ``"converges"``, ``"collapses to 0"``, ``"blows up"`` or ``"undetermined"``.
     """
     controls = _check_controls(controls)
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)
@@ -215,6 +244,22 @@ def observe_regimes(controls: Sequence[Controls], Sigma0: Any, t_max: float, *, 
     threshold) and the same verdicts, with every point's moment ODE stepped side by side by
     :func:`gtcore.moments.integrate_moments_lanes` (each with its own DOP853 steps; dot-product
     attention; other attention types fall back to :func:`observe_regime` point by point).
+
+    Parameters
+    ----------
+    controls : sequence of Controls
+        The time-invariant parameters of each point.
+    Sigma0 : (d, d) array
+        The initial covariance, common to all points.
+    t_max : float
+        The horizon of the integration.
+    rtol, settle_tol, collapse_tol : float
+        As in :func:`observe_regime`.
+
+    Returns
+    -------
+    list of str
+        One verdict of :data:`~gtcore.stability.regimes.VERDICTS` per point.
     """
     ctls = [_check_controls(c, f"controls[{k}]") for k, c in enumerate(controls)]
     if not ctls:
@@ -228,4 +273,4 @@ def observe_regimes(controls: Sequence[Controls], Sigma0: Any, t_max: float, *, 
     ends = integrate_moments_lanes(np.zeros(ctls[0].d), S0, ctls, (0.0, t_max), rtol=rtol,
                                    atol=1e-30 + 1e-14 * n0, blowup_norm=1e8 * max(n0, 1.0))
     return [_observed_verdict(c, st, S, n0, settle_tol, collapse_tol)
-            for c, st, S in zip(ctls, ends.status, ends.Sigma)]
+            for c, st, S in zip(ctls, ends.status, ends.Sigma, strict=True)]

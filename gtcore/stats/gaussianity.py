@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from gtcore._linalg import psd_sqrt, whiten
 from gtcore._linalg import empirical_moments as _empirical_moments
+from gtcore._linalg import psd_sqrt, whiten
 from gtcore._progress import progress as progress_bar
 from gtcore._validation import check_moments, check_tokens
 from gtcore._repr import short_repr
@@ -183,10 +183,24 @@ def sliced_w2(x: Any, n_projections: int = 128, seed: int | np.random.Generator 
 
 def sliced_w2_of_whitened(y: np.ndarray, n_projections: int = 128,
                           seed: int | np.random.Generator | None = 0) -> float:
-    r""":func:`sliced_w2` of a sample already whitened by :func:`gtcore._linalg.whiten` (shape (N, r)).
+    r""":func:`sliced_w2` of a sample already whitened by ``gtcore._linalg.whiten`` (shape (N, r)).
 
     Lets a caller that evaluates several statistics of one sample whiten it once; the value is
     the one :func:`sliced_w2` returns on the raw sample.
+
+    Parameters
+    ----------
+    y : (N, r) array
+        The whitened sample (mean 0, covariance :math:`I_r`).
+    n_projections : int
+        The number of random directions.
+    seed : int or numpy Generator
+        The seed of the directions.
+
+    Returns
+    -------
+    float
+        The sliced :math:`W_2` distance to :math:`N(0, I_r)`.
     """
     n, r = y.shape
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
@@ -298,7 +312,18 @@ def mardia_kurtosis_excess(x: Any) -> float:
 
 
 def mardia_kurtosis_excess_of_whitened(y: np.ndarray) -> float:
-    """:func:`mardia_kurtosis_excess` of a sample already whitened by :func:`gtcore._linalg.whiten`."""
+    r""":func:`mardia_kurtosis_excess` of a sample already whitened by ``gtcore._linalg.whiten``.
+
+    Parameters
+    ----------
+    y : (N, r) array
+        The whitened sample (mean 0, covariance :math:`I_r`).
+
+    Returns
+    -------
+    float
+        :math:`(b_{2,r} - r(r+2))/(r(r+2))`.
+    """
     r = y.shape[1]
     return (_mardia_b2(y) - r * (r + 2)) / (r * (r + 2))
 
@@ -362,11 +387,13 @@ class NoiseFloor:
 
     @property
     def mean(self) -> Any:
+        """The mean of ``values`` over the repeats (a float for a scalar statistic)."""
         m = np.mean(self.values, axis=0)
         return float(m) if np.ndim(m) == 0 else m
 
     @property
     def std(self) -> Any:
+        """The standard deviation (ddof = 1) of ``values`` over the repeats."""
         s = np.std(self.values, axis=0, ddof=1)
         return float(s) if np.ndim(s) == 0 else s
 
@@ -381,6 +408,23 @@ class NoiseFloor:
         ``method="normal"``: :math:`\text{mean} \pm z\,\text{std}` with
         :math:`z = \Phi^{-1}((1 + \text{level})/2)` (2.576 for 0.99): a normal approximation whose
         coverage does not shrink with few repeats, for expensive statistics.
+
+        Parameters
+        ----------
+        level : float
+            The band's coverage, in (0, 1).
+        method : "quantile" or "normal"
+            Empirical quantiles, or the normal approximation.
+
+        Returns
+        -------
+        lo, hi : float or array
+            The band's ends (arrays for an array statistic).
+
+        Raises
+        ------
+        ValueError
+            ``level`` outside (0, 1), or an unknown ``method``.
         """
         level = float(level)
         if not 0.0 < level < 1.0:
@@ -397,7 +441,22 @@ class NoiseFloor:
         return lo, hi
 
     def contains(self, value: Any, level: float = 0.99, method: str = "quantile") -> Any:
-        """Whether ``value`` lies inside :meth:`band` (elementwise for array statistics)."""
+        """Whether ``value`` lies inside :meth:`band` (elementwise for array statistics).
+
+        Parameters
+        ----------
+        value : float or array
+            The statistic of the sample under test.
+        level : float
+            The band's coverage.
+        method : "quantile" or "normal"
+            As in :meth:`band`.
+
+        Returns
+        -------
+        bool or array of bool
+            ``lo <= value <= hi``.
+        """
         lo, hi = self.band(level, method)
         inside = (np.asarray(value) >= lo) & (np.asarray(value) <= hi)
         return bool(inside) if np.ndim(inside) == 0 else inside
@@ -424,6 +483,7 @@ def noise_floor(statistic: Callable[[np.ndarray], Any] | str, n: int, d: int, *,
     repeats : int
         Number of Gaussian samples (at least 2).
     seed : int or numpy Generator
+        The seed of the Gaussian samples.
     progress : bool
         Show a progress bar (tqdm) over the repeats.
 
@@ -455,10 +515,10 @@ __all__ = [
     "excess_kurtosis_per_coordinate",
     "mardia_kurtosis",
     "mardia_kurtosis_excess",
+    "mardia_kurtosis_excess_of_whitened",
     "mardia_skewness",
     "noise_floor",
     "sliced_w2",
     "sliced_w2_of_whitened",
-    "mardia_kurtosis_excess_of_whitened",
     "w2_to_standard_normal",
 ]

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from gtcore._linalg import psd_factor
+from gtcore._repr import short_repr
 from gtcore._validation import as_float_array, check_covariance, check_finite, check_tokens
 from gtcore.attention import ATTENTION_TYPES
-from gtcore.stats.gaussianity import NoiseFloor, _STATISTICS, noise_floor
-from gtcore._repr import short_repr
+from gtcore.stats.gaussianity import _STATISTICS, NoiseFloor, noise_floor
 
 #: tolerance on the sum of the mixture weights
 WEIGHT_ATOL = 1e-12
@@ -41,8 +41,9 @@ class GaussianMixture:
     weights : (K,) array
         Non-negative, summing to 1 (to 1e-12).
     means : (K, d) array, or a sequence of K (d,) vectors
-    covariances : (K, d, d) array, or a sequence of K (d, d) symmetric PSD matrices
-        (rank-deficient allowed)
+        The components' means :math:`\mu_k`.
+    covariances : (K, d, d) array, or a sequence of K (d, d) matrices
+        The components' covariances :math:`\Sigma_k`, symmetric PSD (rank-deficient allowed).
 
     Raises
     ------
@@ -100,18 +101,37 @@ class GaussianMixture:
 
             \mu = \sum_k w_k \mu_k, \qquad
             \Sigma = \sum_k w_k \big(\Sigma_k + (\mu_k - \mu)(\mu_k - \mu)^\top\big).
+
+        Returns
+        -------
+        mu : (d,) ndarray
+            The mixture's mean.
+        Sigma : (d, d) ndarray
+            Its covariance, exactly symmetric.
         """
         mu = self.weights @ self.means
         dm = self.means - mu
         S = np.einsum("k,kij->ij", self.weights, self.covariances) + np.einsum("k,ki,kj->ij", self.weights, dm, dm)
         return mu, 0.5 * (S + S.T)
 
-    def sample(self, n: int, seed: int | np.random.Generator | None = 0) -> "LabelledTokens":
+    def sample(self, n: int, seed: int | np.random.Generator | None = 0) -> LabelledTokens:
         r"""``n`` i.i.d. tokens with their component labels.
 
         Labels are drawn i.i.d. from ``weights`` (so component sizes are multinomial), then
         :math:`x_i = \mu_{k_i} + L_{k_i} z_i` with :math:`L_k L_k^\top = \Sigma_k`,
         :math:`z_i \sim N(0, I)`. The same seed gives the same tokens and labels.
+
+        Parameters
+        ----------
+        n : int
+            The number of tokens (at least 1).
+        seed : int or numpy Generator
+            The seed of the labels and tokens.
+
+        Returns
+        -------
+        LabelledTokens
+            The (n, d) tokens and their (n,) component labels.
         """
         if isinstance(n, bool) or int(n) != n or n < 1:
             raise ValueError(f"n must be a positive integer, got {n!r}")
@@ -125,18 +145,22 @@ class GaussianMixture:
         return LabelledTokens(tokens=x, labels=labels)
 
     def attention_average(self, x: Any, B: Any) -> np.ndarray:
-        r"""The exact dot-product attention average against the mixture (:meth:`gtcore.attention.DotProduct.mixture_average`).
+        r"""The exact dot-product attention average against the mixture
+        (:meth:`gtcore.attention.DotProduct.mixture_average`).
 
         See the module docstring for :math:`\pi_k`. For one component it is the Gaussian tilt.
 
         Parameters
         ----------
-        x : (n, d) array of query tokens
-        B : (d, d) query-key matrix (logits :math:`y^\top B x`)
+        x : (n, d) array
+            The query tokens.
+        B : (d, d) array
+            The query-key matrix (logits :math:`y^\top B x`).
 
         Returns
         -------
-        (n, d) array
+        (n, d) ndarray
+            The attention average at each query.
         """
         x = check_tokens(x, "x", self.d)
         B = as_float_array(B, "B")
@@ -165,7 +189,15 @@ def _components(x: Any, name: str, K: int, ndim: int) -> list[np.ndarray]:
 
 @dataclass(frozen=True)
 class LabelledTokens:
-    """Tokens (N, d) with an integer label per token (N,)."""
+    """Tokens (N, d) with an integer label per token (N,).
+
+    Attributes
+    ----------
+    tokens : (N, d) ndarray
+        The tokens.
+    labels : (N,) ndarray of int
+        The component (or group) of each token, 0..K-1.
+    """
 
     tokens: np.ndarray
     labels: np.ndarray
@@ -173,7 +205,13 @@ class LabelledTokens:
     __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     def counts(self) -> np.ndarray:
-        """Number of tokens per label 0..K-1."""
+        """Number of tokens per label 0..K-1.
+
+        Returns
+        -------
+        (K,) ndarray of int
+            ``numpy.bincount(labels)``.
+        """
         return np.bincount(self.labels)
 
 
@@ -202,13 +240,17 @@ def per_label_statistic(tokens: Any, labels: Any, statistic: Callable[[np.ndarra
 
     Parameters
     ----------
-    tokens : (N, d) array, or (T, N, d) for the same tokens at T times
-    labels : (N,) non-negative integers (every label 0..K-1 must hold at least 2 tokens)
-    statistic : callable or the name of a :mod:`gtcore.stats.gaussianity` statistic
+    tokens : (N, d) or (T, N, d) array
+        One cloud, or the same tokens at T times.
+    labels : (N,) array of int
+        Non-negative labels (every label 0..K-1 must hold at least 2 tokens).
+    statistic : callable or str
+        A statistic (N, d) -> float, or the name of a :mod:`gtcore.stats.gaussianity` statistic.
 
     Returns
     -------
-    (K,) array, or (T, K) for a time series of clouds
+    (K,) or (T, K) ndarray
+        The statistic of each label's tokens (at each time).
     """
     fn = _statistic(statistic)
     x = as_float_array(tokens, "tokens")
@@ -217,7 +259,8 @@ def per_label_statistic(tokens: Any, labels: Any, statistic: Callable[[np.ndarra
     lab = _labels(labels, x.shape[-2])
     counts = np.bincount(lab)
     if np.any(counts < 2):
-        raise ValueError(f"labels: every label 0..{counts.size - 1} needs at least 2 tokens, got counts {counts.tolist()}")
+        raise ValueError(f"labels: every label 0..{counts.size - 1} needs at least 2 tokens, "
+                         f"got counts {counts.tolist()}")
     frames = x[None] if x.ndim == 2 else x
     out = np.array([[float(fn(f[lab == k])) for k in range(counts.size)] for f in frames])
     return out[0] if x.ndim == 2 else out
@@ -229,6 +272,24 @@ def per_label_noise_floor(statistic: Callable[[np.ndarray], Any] | str, labels: 
 
     Label ``k`` with :math:`n_k` tokens gets ``noise_floor(statistic, n_k, d, repeats=repeats,
     seed=seed + k)``: the band a true Gaussian sample of the same size would give.
+
+    Parameters
+    ----------
+    statistic : callable or str
+        As in :func:`~gtcore.stats.gaussianity.noise_floor`.
+    labels : (N,) array of int
+        The tokens' labels.
+    d : int
+        The dimension.
+    repeats : int
+        The number of Gaussian samples per label.
+    seed : int
+        Label ``k`` uses ``seed + k``.
+
+    Returns
+    -------
+    list of NoiseFloor
+        One per label 0..K-1.
     """
     lab = _labels(labels, np.asarray(labels).shape[0])
     counts = np.bincount(lab)
@@ -236,7 +297,20 @@ def per_label_noise_floor(statistic: Callable[[np.ndarray], Any] | str, labels: 
 
 
 def statistic_path(tokens: Any, statistic: Callable[[np.ndarray], Any] | str) -> np.ndarray:
-    """A statistic of the whole cloud at each time: ``tokens`` (T, N, d) -> (T,) array."""
+    """A statistic of the whole cloud at each time: ``tokens`` (T, N, d) -> (T,) array.
+
+    Parameters
+    ----------
+    tokens : (T, N, d) array
+        The cloud at T times.
+    statistic : callable or str
+        A statistic (N, d) -> float, or the name of a :mod:`gtcore.stats.gaussianity` statistic.
+
+    Returns
+    -------
+    (T,) ndarray
+        The statistic at each time.
+    """
     fn = _statistic(statistic)
     x = as_float_array(tokens, "tokens")
     if x.ndim != 3:

@@ -38,14 +38,22 @@ def gaussian_tokens(n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator
     n : int
         Number of tokens (at least 1).
     mu : (d,) array
-    Sigma : (d, d) symmetric PSD array; rank-deficient is allowed (the tokens then lie in
+        The mean.
+    Sigma : (d, d) array
+        The covariance, symmetric PSD; rank-deficient is allowed (the tokens then lie in
         :math:`\mu + \operatorname{range}\Sigma`).
     seed : int or numpy Generator
         The same seed gives the same tokens.
 
     Returns
     -------
-    (n, d) float64 array
+    (n, d) float64 ndarray
+        The tokens.
+
+    Raises
+    ------
+    ValueError
+        ``n`` not a positive integer, or invalid moments.
     """
     if (isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer, float, np.floating))
             or not np.isfinite(n) or int(n) != n or n < 1):
@@ -85,18 +93,31 @@ def moment_matched_tokens(law: str, n: int, mu: Any, Sigma: Any, seed: int | np.
 
     Parameters
     ----------
-    law : one of :data:`LAWS`
-    n : int, number of tokens (at least 1)
-    mu, Sigma : (d,), (d, d) the population moments (Sigma PSD; rank-deficient allowed)
+    law : str
+        One of :data:`LAWS`.
+    n : int
+        The number of tokens (at least 1).
+    mu, Sigma : (d,) and (d, d) arrays
+        The population moments (``Sigma`` PSD; rank-deficient allowed).
     seed : int or numpy Generator
-    dof : Student-t degrees of freedom, > 2 (finite covariance); > 4 for a finite kurtosis
-    weight : mixture weight p of the first component, in (0, 1)
-    separation : mixture separation s in (0, 1): the share :math:`s^2` of the variance along
-        :math:`e_1` (whitened) carried by the distance between the component means
+        The same seed gives the same tokens.
+    dof : float
+        Student-t degrees of freedom, > 2 (finite covariance); > 4 for a finite kurtosis.
+    weight : float
+        Mixture weight p of the first component, in (0, 1).
+    separation : float
+        Mixture separation s in (0, 1): the share :math:`s^2` of the variance along :math:`e_1`
+        (whitened) carried by the distance between the component means.
 
     Returns
     -------
-    (n, d) float64 array
+    (n, d) float64 ndarray
+        The tokens.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``law``, or ``n``, ``dof``, ``weight``, ``separation`` or the moments out of range.
     """
     if law not in LAWS:
         raise ValueError(f"law must be one of {', '.join(LAWS)}, got {law!r}")

@@ -30,9 +30,9 @@ import base64
 import hashlib
 import html as _html
 import re
-from io import BytesIO
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from io import BytesIO
 from typing import Any, Literal
 
 import numpy as np
@@ -40,8 +40,15 @@ from IPython.display import HTML
 
 from gtcore.studies.style import COLORS, STYLE, ellipse_points
 
-__all__ = ["AnimationBudgetError", "CloudAnimation", "CloudPanel", "DEFAULT_BUDGET", "animate_clouds", "frame_uris",
-           "moments_at"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "AnimationBudgetError",
+    "CloudAnimation",
+    "CloudPanel",
+    "animate_clouds",
+    "frame_uris",
+    "moments_at",
+]
 
 #: default size budget of one animation's HTML, in bytes (the page budget is ~2 MB)
 DEFAULT_BUDGET = 1_500_000
@@ -129,11 +136,6 @@ class CloudAnimation(HTML):
             meta["gtbook"]["alt"] = alt
         super().__init__(html, metadata=meta)
 
-    @property
-    def frames_base64(self) -> list[str]:
-        """The embedded frames as ``data:image/png;base64,...`` URIs, in order."""
-        return frame_uris(self.data)
-
 
 def frame_uris(html: str) -> list[str]:
     """The frames embedded in an animation's HTML (``frames[i] = "data:..."``), in order."""
@@ -157,7 +159,7 @@ def moments_at(trajectory: Any, times: Any, *, name: str = "trajectory",
     out_S = np.full((times.size, *S.shape[1:]), np.inf)
     scale = max(1.0, float(np.abs(times).max(initial=0.0)))
     j = np.clip(np.searchsorted(t, times), 0, t.size - 1)
-    for i, (tt, jj) in enumerate(zip(times, j)):
+    for i, (tt, jj) in enumerate(zip(times, j, strict=True)):
         for k in (jj - 1, jj):
             if 0 <= k < t.size and abs(t[k] - tt) <= rtol * scale:
                 out_mu[i], out_S[i] = mu[k], S[k]
@@ -168,7 +170,7 @@ def moments_at(trajectory: Any, times: Any, *, name: str = "trajectory",
 
 
 # ----------------------------------------------------------------------------- validation
-def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, int]) -> dict:
+def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, ...]) -> dict:
     name = f"panels[{k}]" if k >= 0 else ""
     pre = f"{name}." if name else ""
     frames = np.asarray(p.frames, float)
@@ -183,7 +185,7 @@ def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, int]) -> dict:
         raise ValueError(f"{pre}times must have shape ({T},) to match {pre}frames, got {times.shape}")
     if not np.all(np.isfinite(times)) or np.any(np.diff(times) <= 0):
         raise ValueError(f"{pre}times must be finite and strictly increasing")
-    out = {"frames": frames[:, :, list(dims)], "times": times, "mu": None, "Sigma": None}
+    out: dict[str, Any] = {"frames": frames[:, :, list(dims)], "times": times, "mu": None, "Sigma": None}
     if (p.mu is None) != (p.Sigma is None):
         raise ValueError(f"{pre}mu and {pre}Sigma go together: give both or neither")
     if p.mu is not None:
@@ -208,10 +210,8 @@ def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, int]) -> dict:
                 raise ValueError(f"{pre}target must be a (mu, Sigma) tuple or an (M, k) array of points "
                                  f"with k > {max(dims)}, got shape {pts.shape}")
             out["target"] = ("points", pts[:, list(dims)])
-    if p.annotations is not None and not callable(p.annotations):
-        if len(p.annotations) != T:
-            raise ValueError(f"{pre}annotations must have {T} entries (one per frame), "
-                             f"got {len(p.annotations)}")
+    if p.annotations is not None and not callable(p.annotations) and len(p.annotations) != T:
+        raise ValueError(f"{pre}annotations must have {T} entries (one per frame), got {len(p.annotations)}")
     if not (p.limits in ("fixed", "follow") or (isinstance(p.limits, tuple) and len(p.limits) == 4)):
         raise ValueError(f"{pre}limits must be 'fixed', 'follow' or (xmin, xmax, ymin, ymax), got {p.limits!r}")
     return out
@@ -244,6 +244,83 @@ def _box(points: np.ndarray, whole: np.ndarray | None = None,
 
 
 # ----------------------------------------------------------------------------- rendering
+def _fixed_box(P: dict, idx: np.ndarray, radius: float) -> tuple[float, float, float, float]:
+    """Limits that keep every drawn token, ellipse and the target of a panel in view."""
+    shown = [np.empty((0, 2))]
+    if P["mu"] is not None:
+        shown += [ellipse_points(P["mu"][j], P["Sigma"][j], radius, n=24) for j in idx
+                  if np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j]))]
+    if P["target"] is not None:
+        shown.append(ellipse_points(P["target"][1], P["target"][2], radius, n=24)
+                     if P["target"][0] == "gaussian" else P["target"][1])
+    return _box(P["frames"][idx].reshape(-1, 2), np.vstack(shown))
+
+
+def _panel_artists(ax: Any, P: dict, spec: CloudPanel, idx: np.ndarray, radius: float) -> tuple[Any, Any, Any]:
+    """Draw a panel's still parts (labels, target, limits, legend); return its moving artists:
+    the tokens' scatter, the ellipse's line and the note."""
+    ax.set_aspect("equal", adjustable="box")
+    ax.set_xlabel(r"$x_1$")
+    ax.set_ylabel(r"$x_2$")
+    if P["target"] is not None:
+        if P["target"][0] == "gaussian":
+            pts = ellipse_points(P["target"][1], P["target"][2], radius)
+            ax.plot(pts[:, 0], pts[:, 1], ls="--", color=COLORS["target"], lw=1.4, label="target")
+        else:
+            ax.plot(*P["target"][1].T, "x", color=COLORS["target"], ms=6, label="target")
+    scat = ax.scatter(*P["frames"][idx[0]].T, s=5, alpha=0.6, color=COLORS["particles"],
+                      lw=0, label="tokens")
+    (ell,) = ax.plot([], [], color=COLORS["theory"], lw=1.5,
+                     label=fr"${radius:g}\sigma$ ellipse" if P["mu"] is not None else None)
+    note = ax.text(0.03, 0.97, "", transform=ax.transAxes, va="top", ha="left", fontsize=8,
+                   bbox=dict(boxstyle="round", fc="white", ec="none", alpha=0.75))
+    if isinstance(spec.limits, tuple):
+        ax.set_xlim(spec.limits[:2])
+        ax.set_ylim(spec.limits[2:])
+    elif spec.limits == "fixed":
+        box = _fixed_box(P, idx, radius)
+        ax.set_xlim(box[:2])
+        ax.set_ylim(box[2:])
+    ax.legend(loc="lower right", fontsize=7)
+    return scat, ell, note
+
+
+def _show_frame(ax: Any, P: dict, spec: CloudPanel, j: int, artists: tuple[Any, Any, Any], radius: float) -> None:
+    """Set a panel's moving artists (tokens, ellipse, limits when following, title, note) to its frame ``j``."""
+    scat, ell, note = artists
+    X = P["frames"][j]
+    scat.set_offsets(X)
+    outline = None
+    if P["mu"] is not None and np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j])):
+        outline = ellipse_points(P["mu"][j], P["Sigma"][j], radius)
+        ell.set_data(outline[:, 0], outline[:, 1])
+    else:
+        ell.set_data([], [])
+    if spec.limits == "follow":  # the tokens, and the ellipse unless it is far larger
+        box = _box(X)
+        if outline is not None:
+            both = _box(X, outline)
+            if both[1] - both[0] <= 3 * (box[1] - box[0]):
+                box = both
+        ax.set_xlim(box[:2])
+        ax.set_ylim(box[2:])
+    head = f"{spec.title}, " if spec.title else ""
+    ax.set_title(f"{head}{spec.time_label} = {P['times'][j]:.3g}")
+    if spec.annotations is not None:
+        note.set_text(spec.annotations(j) if callable(spec.annotations) else spec.annotations[j])
+
+
+def _png_base64(canvas: Any) -> str:
+    """The canvas as a palette PNG, base64-encoded."""
+    from PIL import Image
+
+    img = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    buf = BytesIO()
+    # zlib level 7: about half the encoding time of level 9, frames about 9 % larger
+    img.convert("RGB").quantize(colors=PALETTE_COLORS).save(buf, format="png", compress_level=7)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
 def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray], n_frames: int, *,
             radius: float, dpi: int, width: float, height: float, interval_ms: int, suptitle: str,
             alt: str = "") -> str:
@@ -251,7 +328,6 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
     import matplotlib as mpl
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from PIL import Image
 
     n = len(panels)
     with mpl.rc_context(STYLE):
@@ -264,39 +340,8 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
         axes = fig.subplots(1, n, squeeze=False)[0]
         if suptitle:
             fig.suptitle(suptitle)
-        artists = []
-        for ax, P, spec, idx in zip(axes, panels, specs, index):
-            ax.set_aspect("equal", adjustable="box")
-            ax.set_xlabel(r"$x_1$")
-            ax.set_ylabel(r"$x_2$")
-            if P["target"] is not None:
-                if P["target"][0] == "gaussian":
-                    pts = ellipse_points(P["target"][1], P["target"][2], radius)
-                    ax.plot(pts[:, 0], pts[:, 1], ls="--", color=COLORS["target"], lw=1.4, label="target")
-                else:
-                    ax.plot(*P["target"][1].T, "x", color=COLORS["target"], ms=6, label="target")
-            scat = ax.scatter(*P["frames"][idx[0]].T, s=5, alpha=0.6, color=COLORS["particles"],
-                              lw=0, label="tokens")
-            (ell,) = ax.plot([], [], color=COLORS["theory"], lw=1.5,
-                             label=fr"${radius:g}\sigma$ ellipse" if P["mu"] is not None else None)
-            note = ax.text(0.03, 0.97, "", transform=ax.transAxes, va="top", ha="left", fontsize=8,
-                           bbox=dict(boxstyle="round", fc="white", ec="none", alpha=0.75))
-            if isinstance(spec.limits, tuple):
-                ax.set_xlim(spec.limits[:2])
-                ax.set_ylim(spec.limits[2:])
-            elif spec.limits == "fixed":  # every drawn token, ellipse and the target stay in view
-                pts = [np.empty((0, 2))]
-                if P["mu"] is not None:
-                    pts += [ellipse_points(P["mu"][j], P["Sigma"][j], radius, n=24) for j in idx
-                            if np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j]))]
-                if P["target"] is not None:
-                    pts.append(ellipse_points(P["target"][1], P["target"][2], radius, n=24)
-                               if P["target"][0] == "gaussian" else P["target"][1])
-                box = _box(P["frames"][idx].reshape(-1, 2), np.vstack(pts))
-                ax.set_xlim(box[:2])
-                ax.set_ylim(box[2:])
-            ax.legend(loc="lower right", fontsize=7)
-            artists.append((scat, ell, note))
+        artists = [_panel_artists(ax, P, spec, idx, radius)
+                   for ax, P, spec, idx in zip(axes, panels, specs, index, strict=True)]
 
         # Blitting: a panel with fixed limits keeps its axes, ticks, labels and target in a background
         # drawn once; only its tokens, ellipse, legend, note and title are drawn per frame. A panel that
@@ -304,7 +349,7 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
         fixed = [spec.limits != "follow" for spec in specs]
         blit = any(fixed)
         if blit:
-            for ax, still, (scat, ell, note) in zip(axes, fixed, artists):
+            for ax, still, (scat, ell, note) in zip(axes, fixed, artists, strict=True):
                 if still:
                     for a in (scat, ell, note, ax.get_legend(), ax.title):
                         a.set_animated(True)
@@ -315,31 +360,11 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
 
         frames = []
         for k in range(n_frames):
-            for ax, P, spec, idx, (scat, ell, note) in zip(axes, panels, specs, index, artists):
-                j = idx[int(round(k * (len(idx) - 1) / max(1, n_frames - 1)))]
-                X = P["frames"][j]
-                scat.set_offsets(X)
-                pts = None
-                if P["mu"] is not None and np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j])):
-                    pts = ellipse_points(P["mu"][j], P["Sigma"][j], radius)
-                    ell.set_data(pts[:, 0], pts[:, 1])
-                else:
-                    ell.set_data([], [])
-                if spec.limits == "follow":  # the tokens, and the ellipse unless it is far larger
-                    box = _box(X)
-                    if pts is not None:
-                        both = _box(X, pts)
-                        if both[1] - both[0] <= 3 * (box[1] - box[0]):
-                            box = both
-                    ax.set_xlim(box[:2])
-                    ax.set_ylim(box[2:])
-                head = f"{spec.title}, " if spec.title else ""
-                ax.set_title(f"{head}{spec.time_label} = {P['times'][j]:.3g}")
-                if spec.annotations is not None:
-                    note.set_text(spec.annotations(j) if callable(spec.annotations) else spec.annotations[j])
+            for ax, P, spec, idx, art in zip(axes, panels, specs, index, artists, strict=True):
+                _show_frame(ax, P, spec, idx[round(k * (len(idx) - 1) / max(1, n_frames - 1))], art, radius)
             if blit:
                 canvas.restore_region(background)
-                for ax, still, (scat, ell, note) in zip(axes, fixed, artists):
+                for ax, still, (scat, ell, note) in zip(axes, fixed, artists, strict=True):
                     if still:
                         for a in (scat, ell, note, ax.get_legend(), ax.title):
                             ax.draw_artist(a)
@@ -347,17 +372,14 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
                         fig.draw_artist(ax)
             else:
                 canvas.draw()
-            img = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-            buf = BytesIO()
-            # zlib level 7: about half the encoding time of level 9, frames about 9 % larger
-            img.convert("RGB").quantize(colors=PALETTE_COLORS).save(buf, format="png", compress_level=7)
-            frames.append(base64.b64encode(buf.getvalue()).decode("ascii"))
+            frames.append(_png_base64(canvas))
     return _player(frames, interval_ms, alt)
 
 
 def _player(frames: list[str], interval_ms: int, alt: str = "") -> str:
-    """matplotlib's JavaScript player (the template of ``Animation.to_jshtml``) around the frames."""
-    from matplotlib import _animation_data as tpl
+    """matplotlib's JavaScript player (the template of ``Animation.to_jshtml``, copied in
+    :mod:`gtcore.studies._jshtml`) around the frames."""
+    from gtcore.studies import _jshtml as tpl
 
     fill = "\n" + "".join(f'  frames[{i}] = "data:image/png;base64,{f}"\n' for i, f in enumerate(frames))
     ident = hashlib.sha1("".join(frames).encode()).hexdigest()[:16]  # stable across runs of the same frames

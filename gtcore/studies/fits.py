@@ -5,8 +5,8 @@ r"""Chapter harnesses: one module per chapter, each returning result dataclasses
 * :mod:`~gtcore.studies.reachability.harness` (chapter 3): rank invariance along the ODE, steered tokens;
 * :mod:`~gtcore.studies.stability.harness` (chapter 4): the planar rotating family, regime maps.
 
-Chapter 5's harness is :func:`gtcore.models.layer_statistics`. Figures for each chapter live
-in :mod:`gtcore.plotting` and take these dataclasses.
+Chapter 5's harness is :func:`gtcore.studies.pretrained.statistics.layer_statistics`. Figures for each
+chapter live in its study package (``figures.py``) and take these dataclasses.
 """
 
 from __future__ import annotations

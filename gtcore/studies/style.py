@@ -7,13 +7,18 @@ figures live in submodules of this package (one per chapter topic).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from gtcore._linalg import psd_sqrt
 
-STYLE = {
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+STYLE: dict[RcKeyType, Any] = {
     "figure.dpi": 110,
     "savefig.dpi": 110,
     "font.size": 10,
@@ -39,8 +44,11 @@ COLORS = {
 
 
 def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.2, height: float = 3.4,
-           **kwargs) -> tuple[plt.Figure, np.ndarray | plt.Axes]:
-    """A figure in the book's style: ``ncols × nrows`` panels of ``width × height`` inches."""
+           **kwargs) -> tuple[Figure, Any]:
+    """A figure in the book's style: ``ncols × nrows`` panels of ``width × height`` inches.
+
+    The axes are what :func:`matplotlib.pyplot.subplots` returns: one ``Axes`` for a single panel, else
+    an array of them (typed ``Any``, as matplotlib types them)."""
     plt.rcParams.update(STYLE)
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
                              constrained_layout=True, **kwargs)
@@ -64,8 +72,8 @@ def plot_ellipse(ax: plt.Axes, mu: np.ndarray, Sigma: np.ndarray, radius: float 
     return ax.plot(pts[:, 0], pts[:, 1], **kwargs)
 
 
-def noise_band(ax: plt.Axes, x: Sequence[float], low: float | Sequence[float], high: float | Sequence[float],
-               label: str = "Gaussian noise floor", **kwargs):
+def noise_band(ax: plt.Axes, x: Sequence[float] | np.ndarray, low: float | Sequence[float] | np.ndarray,
+               high: float | Sequence[float] | np.ndarray, label: str = "Gaussian noise floor", **kwargs):
     """Shade the band a true Gaussian sample would fall in."""
     kwargs.setdefault("color", COLORS["floor"])
     kwargs.setdefault("alpha", 0.25)
@@ -75,7 +83,7 @@ def noise_band(ax: plt.Axes, x: Sequence[float], low: float | Sequence[float], h
     return ax.fill_between(x, low, high, label=label, lw=0, **kwargs)
 
 
-def reference_slope(ax: plt.Axes, x: Sequence[float], y0: float, slope: float, label: str | None = None,
+def reference_slope(ax: plt.Axes, x: Sequence[float] | np.ndarray, y0: float, slope: float, label: str | None = None,
                     **kwargs):
     r"""A line :math:`y = y_0 (x / x_0)^{\text{slope}}` on log–log axes, through ``(x[0], y0)``."""
     x = np.asarray(x, float)

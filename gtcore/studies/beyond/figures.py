@@ -3,6 +3,7 @@ r"""Figures of the chapter *Where invariance ends*: ReLU feed-forward layers and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -24,7 +25,7 @@ def _series_colors(keys: Sequence[str]) -> dict:
     """Black for the identity control, a sequential colour map for the other runs."""
     others = [k for k in keys if k != "identity"]
     cmap = plt.get_cmap("plasma")
-    cols = {k: cmap(0.1 + 0.7 * i / max(len(others) - 1, 1)) for i, k in enumerate(others)}
+    cols: dict[str, Any] = {k: cmap(0.1 + 0.7 * i / max(len(others) - 1, 1)) for i, k in enumerate(others)}
     cols["identity"] = "k"
     return cols
 
@@ -35,7 +36,7 @@ def relu_gaussianity(paths: Mapping, floors: Mapping, *, level: float = 0.99,
 
     Parameters
     ----------
-    paths : dict label -> :class:`gtcore.stats.mixtures.GaussianityPath` (whole-cloud statistics);
+    paths : dict label -> :class:`gtcore.studies.beyond.harness.GaussianityPath` (whole-cloud statistics);
         the key ``"identity"`` is drawn in black as the control
     floors : dict statistic name -> :class:`gtcore.stats.gaussianity.NoiseFloor`
     level : band level
@@ -44,8 +45,8 @@ def relu_gaussianity(paths: Mapping, floors: Mapping, *, level: float = 0.99,
     fig, axes = figure(len(statistics), 1, width=4.4, height=3.5)
     axes = np.atleast_1d(axes)
     cols = _series_colors(list(paths))
-    for ax, name in zip(axes, statistics):
-        t_all = None
+    for ax, name in zip(axes, statistics, strict=True):
+        t_all: Any = None
         for key, p in paths.items():
             t, v = p.t[1:], p.statistics[name][1:]
             t_all = t
@@ -67,7 +68,7 @@ def prediction_error(paths: Mapping, tol: float, *, slope_until: float | None = 
 
     Parameters
     ----------
-    paths : dict label -> :class:`gtcore.stats.mixtures.GaussianityPath`
+    paths : dict label -> :class:`gtcore.studies.beyond.harness.GaussianityPath`
     tol : the tolerance (horizontal line)
     slope_until : draw a slope-1 reference line from the first time up to this time
     """
@@ -104,7 +105,7 @@ def mixture_gaussianity(mixture_path, control_path, floors: Mapping, final_label
 
     Parameters
     ----------
-    mixture_path, control_path : :class:`gtcore.stats.mixtures.GaussianityPath` with per-label statistics
+    mixture_path, control_path : :class:`gtcore.studies.beyond.harness.GaussianityPath` with per-label statistics
     floors : dict statistic name -> list of :class:`gtcore.stats.gaussianity.NoiseFloor`, one per label
     final_labels : (N,) labels of the mixture's tokens
     """
@@ -120,7 +121,7 @@ def mixture_gaussianity(mixture_path, control_path, floors: Mapping, final_label
     ax.set_ylabel(r"$x_2$")
     ax.set_title(f"mixture tokens at $t = {mixture_path.t[-1]:g}$")
     ax.legend(loc="upper right", markerscale=4)
-    for ax, name in zip(axes[1:], statistics):
+    for ax, name in zip(axes[1:], statistics, strict=True):
         t = mixture_path.t[1:]
         for k, fl in enumerate(floors[name]):
             col = LABEL_COLORS[k % len(LABEL_COLORS)]

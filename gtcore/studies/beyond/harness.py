@@ -18,18 +18,19 @@ import torch
 from gtcore._linalg import empirical_moments
 from gtcore._validation import as_float_array, check_finite, check_positive, check_tokens
 from gtcore.controls import ControlsLike
-from gtcore.stats.gaussianity import bures_wasserstein, noise_floor
-from gtcore.stats.mixtures import _statistic, per_label_noise_floor, per_label_statistic, statistic_path
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
+from gtcore.stats.gaussianity import bures_wasserstein, noise_floor
+from gtcore.stats.mixtures import _statistic, per_label_noise_floor, per_label_statistic, statistic_path
 from gtcore.studies.precision import STUDY_KERNEL_DTYPE
+
 
 def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLike) -> np.ndarray:
     r"""Relative Bures–Wasserstein error of the moment ODE's Gaussian prediction along a cloud's path.
 
     The prediction :math:`(\bar\mu(t), \bar\Sigma(t))` integrates eq. (1.1) with the layer's affine
-    fold (:attr:`Controls.affine_A`, :attr:`Controls.affine_b`: the identity-activation, i.e.
-    linearised, feed-forward) from the cloud's initial moments; the error is
+    fold (:attr:`~gtcore.controls.Controls.affine_A`, :attr:`~gtcore.controls.Controls.affine_b`: the
+    identity-activation, i.e. linearised, feed-forward) from the cloud's initial moments; the error is
 
     .. math::
 
@@ -63,7 +64,8 @@ def gaussian_prediction_error(t: Any, mu: Any, Sigma: Any, controls: ControlsLik
 
 
 def time_within(t: Any, values: Any, tol: float) -> float:
-    r"""The last time before ``values`` first exceeds ``tol``: :math:`\max\{t_k : v_j \le \text{tol}\ \forall j \le k\}`.
+    r"""The last time before ``values`` first exceeds ``tol``:
+    :math:`\max\{t_k : v_j \le \text{tol}\ \forall j \le k\}`.
 
     Returns ``t[-1]`` when ``values`` never exceeds ``tol`` and ``nan`` when already ``values[0]`` does.
     """
@@ -117,7 +119,7 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
     each time, with :math:`\lceil (t_k - t_{k-1}) / \text{max\_step} \rceil` steps between two,
     so log-spaced times cost few extra steps), evaluates each named statistic of :mod:`gtcore.stats.gaussianity`
     on the whole cloud (``labels=None``) or on each labelled sub-cloud
-    (:func:`per_label_statistic`), and the error of the linearised moment ODE's prediction
+    (:func:`~gtcore.stats.mixtures.per_label_statistic`), and the error of the linearised moment ODE's prediction
     (:func:`gaussian_prediction_error`).
 
     Parameters
@@ -147,6 +149,7 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
                     average=average, dtype=dtype, device=device, keep_tokens=True, progress=progress,
                     kernel_dtype=kernel_dtype)
     keep = np.isin(path.t, np.concatenate([[0.0], ts]))  # on blow-up: up to the last time reached
+    assert path.tokens is not None  # keep_tokens=True
     tokens = path.tokens[keep]
     mu, Sigma = empirical_moments(tokens)  # of the float64 tokens, one stack
     path = replace(path, t=path.t[keep], mu=mu, Sigma=Sigma, tokens=tokens)
@@ -156,14 +159,14 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
         stats = {name: per_label_statistic(path.tokens, labels, name) for name in statistics}
     err = gaussian_prediction_error(path.t, path.mu, path.Sigma, controls)
     return GaussianityPath(t=path.t, mu=path.mu, Sigma=path.Sigma, statistics=stats, prediction_error=err,
-                           final_tokens=path.tokens[-1], status=path.status, steps=path.steps)
+                           final_tokens=tokens[-1], status=path.status, steps=path.steps)
 
 
 def noise_floors(statistics: Sequence[str], n: int, d: int, *, labels: Any = None, repeats: int = 64,
                  seed: int = 0) -> dict:
-    """Noise floors of several statistics: one :class:`NoiseFloor` each (size ``n``), or with
+    """Noise floors of several statistics: one :class:`~gtcore.stats.gaussianity.NoiseFloor` each (size ``n``), or with
     ``labels`` a list with one per label (at that label's size; ``n`` is then ignored)."""
-    out = {}
+    out: dict[str, Any] = {}
     for i, name in enumerate(statistics):
         s = seed + 1000 * i
         if labels is None:

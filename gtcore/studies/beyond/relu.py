@@ -117,7 +117,7 @@ def relu_departure_rate_spread(controls: Any, n: int, repeats: int, *, mu: Any =
     r""":func:`relu_departure_rate_tokens` on ``repeats`` Gaussian samples of size ``n``, for each layer.
 
     Vectorised over the samples (``chunk`` at a time); every layer of ``controls`` (one
-    :class:`Controls` or a sequence) is evaluated on the same samples, drawn from
+    :class:`~gtcore.controls.Controls` or a sequence) is evaluated on the same samples, drawn from
     :math:`N(\mu, \Sigma)` (default :math:`N(0, I)`). Its quantiles are the sampling band of the
     measured rate of a finite Gaussian cloud.
 
@@ -162,7 +162,7 @@ def moment_departure(mu_a: Any, Sigma_a: Any, mu_b: Any, Sigma_b: Any) -> np.nda
     if not (mu_a.shape == mu_b.shape and Sigma_a.shape == Sigma_b.shape and mu_a.ndim == 2):
         raise ValueError("mu_a, mu_b must be (T, d) and Sigma_a, Sigma_b (T, d, d) of matching shapes")
     return np.array([bures_wasserstein(ma, Sa, mb, Sb) / np.sqrt(np.trace(Sb))
-                     for ma, Sa, mb, Sb in zip(mu_a, Sigma_a, mu_b, Sigma_b)])
+                     for ma, Sa, mb, Sb in zip(mu_a, Sigma_a, mu_b, Sigma_b, strict=True)])
 
 
 __all__ = ["first_order_w2", "moment_departure", "relu_departure_rate", "relu_departure_rate_spread",

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from gtcore.studies.style import COLORS, figure, plot_ellipse
 
 
-def clouds_by_type(runs: Mapping[str, object], max_points: int = 1500):
+def clouds_by_type(runs: Mapping[str, Any], max_points: int = 1500):
     """One panel per attention type: tokens at the last time with the moment ODE's 1σ and 2σ
     ellipses (solid, dashed) and the initial 2σ ellipse (dotted)."""
     fig, axes = figure(len(runs), 1, width=3.2, height=3.2, sharex=True, sharey=True)
     axes = np.atleast_1d(axes)
-    for ax, (label, run) in zip(axes, runs.items()):
+    for ax, (label, run) in zip(axes, runs.items(), strict=True):
         x = run.particles.tokens[-1][:max_points]
         ax.scatter(x[:, 0], x[:, 1], s=2, alpha=0.35, color=COLORS["particles"], rasterized=True, label="tokens")
         for r, ls in ((1, "-"), (2, "--")):
@@ -30,8 +31,8 @@ def clouds_by_type(runs: Mapping[str, object], max_points: int = 1500):
     return fig
 
 
-def growth_curves(trajs: Mapping[str, object], t_star: float, rates: Mapping[str, float],
-                  particles: Mapping[str, object] | None = None):
+def growth_curves(trajs: Mapping[str, Any], t_star: float, rates: Mapping[str, float],
+                  particles: Mapping[str, Any] | None = None):
     r""":math:`\log\lambda_{\max}(\Sigma(t))` per type (ODE lines, token clouds as dots), the dot product's
     blow-up time (vertical line) and each predicted asymptotic slope (dashed, anchored at the end)."""
     fig, ax = figure(1, 1, width=5.6, height=3.8)
@@ -65,7 +66,7 @@ def discrepancy_table(labels: Sequence[str], matrix: np.ndarray, floor: Sequence
             ax.text(j, i, f"{matrix[i, j]:.3f}", ha="center", va="center",
                     color="white" if i == j else "black", fontsize=8)
     ax.set_xticks(range(len(labels)), [f"ODE {lab}" for lab in labels])
-    ax.set_yticks(range(len(labels)), [f"tokens {lab}\n(floor {f:.3f})" for lab, f in zip(labels, floor)])
+    ax.set_yticks(range(len(labels)), [f"tokens {lab}\n(floor {f:.3f})" for lab, f in zip(labels, floor, strict=True)])
     ax.grid(False)
     fig.colorbar(im, ax=ax, label="log10 discrepancy")
     return fig

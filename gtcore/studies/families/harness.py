@@ -24,7 +24,8 @@ __all__ = ["FamilyRun", "growth_bound_excess", "growth_rate", "head_cancellation
 
 
 def moment_discrepancy(mu_hat: np.ndarray, Sigma_hat: np.ndarray, mu: np.ndarray, Sigma: np.ndarray) -> float:
-    r""":math:`\|\hat\mu - \mu\|_2/\|\Sigma\|_2^{1/2} + \|\hat\Sigma - \Sigma\|_F/\|\Sigma\|_F`: scale-free moment error."""
+    r""":math:`\|\hat\mu - \mu\|_2/\|\Sigma\|_2^{1/2} + \|\hat\Sigma - \Sigma\|_F/\|\Sigma\|_F`: scale-free moment
+    error."""
     return float(np.linalg.norm(mu_hat - mu) / np.sqrt(np.linalg.norm(Sigma, 2))
                  + np.linalg.norm(Sigma_hat - Sigma) / np.linalg.norm(Sigma))
 
@@ -77,13 +78,15 @@ def growth_rate(traj: MomentTrajectory, window: float) -> float:
 
 
 def growth_bound_excess(traj: MomentTrajectory, rate: float) -> float:
-    r""":math:`\max_t\,[\log\|\Sigma(t)\|_2 - \log\|\Sigma(0)\|_2 - \text{rate}\cdot t]` (:math:`\le 0` when the bound holds)."""
+    r""":math:`\max_t\,[\log\|\Sigma(t)\|_2 - \log\|\Sigma(0)\|_2 - \text{rate}\cdot t]` (:math:`\le 0` when the
+    bound holds)."""
     lam = np.linalg.eigvalsh(traj.Sigma)[:, -1]
     return float(np.max(np.log(lam) - np.log(lam[0]) - rate * (traj.t - traj.t[0])))
 
 
 def predicted_rate(controls: Controls) -> float:
-    r"""The asymptotic growth rate of :math:`\lambda_{\max}(\Sigma)` derived from the moment ODE, when :math:`\Sigma^{-1} \to 0`.
+    r"""The asymptotic growth rate of :math:`\lambda_{\max}(\Sigma)` derived from the moment ODE, when
+    :math:`\Sigma^{-1} \to 0`.
 
     * ``"l2"``, every :math:`K_h` square and invertible: :math:`M_h \to K_h^{-1}Q_h`, so
       :math:`\Sigma' \approx F\Sigma + \Sigma F^\top` with :math:`F = A + \sum_h V_hK_h^{-1}Q_h`:
@@ -104,9 +107,9 @@ def predicted_rate(controls: Controls) -> float:
     A = controls.affine_A
     if controls.attention == "l2":
         Q, K = controls.Q, controls.K
-        if Q.shape[1] != controls.d or min(abs(np.linalg.det(k)) for k in K) == 0:
+        if Q is None or K is None or Q.shape[1] != controls.d or min(abs(np.linalg.det(k)) for k in K) == 0:
             raise ValueError("predicted_rate for 'l2' needs square invertible K_h")
-        F = A + sum(V @ np.linalg.solve(k, q) for V, q, k in zip(controls.V, Q, K))
+        F = A + sum(V @ np.linalg.solve(k, q) for V, q, k in zip(controls.V, Q, K, strict=True))
         if np.linalg.eigvals(F).real.min() <= 0:
             raise ValueError("predicted_rate for 'l2' needs every eigenvalue of A + sum_h V_h K_h^-1 Q_h to have "
                              "positive real part (otherwise Sigma does not grow in every direction)")

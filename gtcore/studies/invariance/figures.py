@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +15,7 @@ def cloud_with_ellipses(tokens: np.ndarray, times: Sequence[float], mus: np.ndar
     """Token clouds at a few times, each with the moment ODE's 1- and 2-sigma ellipses."""
     fig, axes = figure(len(times), 1, width=3.3, height=3.2, sharex=True, sharey=True)
     axes = np.atleast_1d(axes)
-    for ax, x, t, mu, S in zip(axes, tokens, times, mus, Sigmas):
+    for ax, x, t, mu, S in zip(axes, tokens, times, mus, Sigmas, strict=True):
         pts = x[:max_points]
         ax.scatter(pts[:, 0], pts[:, 1], s=2, alpha=0.35, color=COLORS["particles"], rasterized=True,
                    label="tokens")
@@ -38,12 +39,12 @@ def n_ticks(ax, Ns: Sequence[int]) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _errors_against_n(studies: Mapping[str, object], label, ylabel: str):
+def _errors_against_n(studies: Mapping[str, Any], label, ylabel: str):
     """Mean error over seeds (with its standard error) against N, log–log, one curve per study
     (``label(name, study)`` names it), and the N^(-1/2) reference line."""
     fig, ax = figure(1, 1, width=5.0, height=3.6)
     colors = [COLORS["particles"], COLORS["alt"], COLORS["target"]]
-    for (name, st), c in zip(studies.items(), colors):
+    for (name, st), c in zip(studies.items(), colors, strict=False):
         m = st.errors.mean(axis=1)
         sd = st.errors.std(axis=1, ddof=1) / np.sqrt(st.errors.shape[1])
         ax.errorbar(st.Ns, m, yerr=sd, marker="o", color=c, capsize=2, label=label(name, st))
@@ -67,26 +68,11 @@ def error_against_n(studies: Mapping[str, object]):
 def layer_errors(errors: Mapping[str, np.ndarray]):
     """Per-layer discrepancy between the token Transformer and the exact layer map."""
     fig, ax = figure(1, 1, width=5.0, height=3.2)
-    for (label, e), c in zip(errors.items(), [COLORS["theory"], COLORS["particles"]]):
+    for (label, e), c in zip(errors.items(), [COLORS["theory"], COLORS["particles"]], strict=False):
         ax.semilogy(np.arange(1, len(e) + 1), np.maximum(e, 1e-17), marker="o", color=c, label=label)
     ax.set_xlabel("layer $l$")
     ax.set_ylabel("relative moment discrepancy")
     ax.legend()
-    return fig
-
-
-def statistics_over_time(times: Sequence[float], stats: Mapping[str, np.ndarray],
-                         bands: Mapping[str, tuple[float, float]], level: float = 0.99):
-    """Each Gaussianity statistic of the cloud over time, inside the noise-floor band."""
-    fig, axes = figure(len(stats), 1, width=4.0, height=3.0)
-    axes = np.atleast_1d(axes)
-    for ax, (name, values) in zip(axes, stats.items()):
-        lo, hi = bands[name]
-        noise_band(ax, times, lo, hi, label=f"{int(level * 100)}% band of a Gaussian sample")
-        ax.plot(times, values, marker="o", color=COLORS["particles"], label="token cloud")
-        ax.set_xlabel("time $t$")
-        ax.set_ylabel(name)
-    axes[0].legend()
     return fig
 
 
@@ -108,12 +94,12 @@ def statistics_with_controls(times: Sequence[float], flows: Mapping[str, Mapping
     axes = np.atleast_1d(axes)
     colors = [COLORS["particles"], COLORS["alt"], COLORS["target"], COLORS["theory"]]
     markers = ["s", "^", "D", "v"]
-    for ax, name in zip(axes, names):
+    for ax, name in zip(axes, names, strict=True):
         lo, hi = bands[name]
         noise_band(ax, times, lo, hi, label=f"{int(level * 100)}% band of a Gaussian sample")
-        for (label, stats), c in zip(flows.items(), colors):
+        for (label, stats), c in zip(flows.items(), colors, strict=False):
             ax.plot(times, stats[name], marker="o", ms=3, color=c, label=label)
-        for (law, vals), mk in zip(controls.items(), markers):
+        for (law, vals), mk in zip(controls.items(), markers, strict=False):
             ax.plot([times[0]], [vals[name]], marker=mk, ls="none", color="k", label=f"{law} (t = 0)")
         ax.set_yscale("log")
         ax.set_xlabel("time $t$")

@@ -28,9 +28,9 @@ from gtcore.attention import max_sampling_strength
 from gtcore.controls import ControlsLike
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
-from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 from gtcore.stats.sampling import gaussian_tokens
 from gtcore.studies.fits import loglog_slope
+from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 
 
 def relative_moment_discrepancy(mu: np.ndarray, Sigma: np.ndarray, mu_ref: np.ndarray,
@@ -74,13 +74,13 @@ class MeanFieldStudy:
 
 
 def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tuple[float, float],
-                     Ns: Sequence[int], seeds: int, steps: int, *, method: str = "rk4",
+                     Ns: Sequence[int] | np.ndarray, seeds: int, steps: int, *, method: str = "rk4",
                      progress: bool = True, kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> MeanFieldStudy:
     r"""Run the N-token Transformer from seeded Gaussian samples and compare with the moment ODE.
 
     For each :math:`N` in ``Ns`` and each seed :math:`s < \text{seeds}`, tokens are drawn from
     :math:`N(\mu_0, \Sigma_0)` (seed ``s``), moved with empirical attention by ``steps`` steps of
-    ``method``, and the final moments compared with :func:`gtcore.integrate_moments`. The softmax
+    ``method``, and the final moments compared with :func:`gtcore.moments.integrate_moments`. The softmax
     kernel runs in ``kernel_dtype`` (:data:`gtcore.studies.precision.STUDY_KERNEL_DTYPE`: float32, see there).
     """
     Ns = np.asarray(Ns, dtype=int)

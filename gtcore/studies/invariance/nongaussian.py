@@ -4,7 +4,7 @@ The finite-N comparisons of :mod:`gtcore.studies.invariance.harness` only mean s
 *fail* where the law is not Gaussian. :func:`softmax_stack_study` runs the L-layer residual
 Transformer with softmax attention over N tokens drawn by
 :func:`gtcore.stats.sampling.moment_matched_tokens` (a Gaussian, or a non-Gaussian law with the same
-two moments) and compares it with the exact Gaussian layer map (:func:`gtcore.layer_stack`) started
+two moments) and compares it with the exact Gaussian layer map (:func:`gtcore.moments.layer_stack`) started
 from the sample's own moments.
 """
 
@@ -18,11 +18,12 @@ import numpy as np
 
 from gtcore._progress import progress as progress_bar
 from gtcore.controls import ControlsLike, as_control_function, evaluate_controls
-from gtcore.studies.fits import loglog_slope
 from gtcore.moments import layer_stack
-from gtcore.stats.sampling import moment_matched_tokens
 from gtcore.particles import simulate
+from gtcore.stats.sampling import moment_matched_tokens
+from gtcore.studies.fits import loglog_slope
 from gtcore.studies.precision import STUDY_KERNEL_DTYPE
+
 
 @dataclass
 class StackStudy:
@@ -32,7 +33,7 @@ class StackStudy:
     ----------
     Ns : (k,) token counts
     errors : (k, seeds) :math:`\|\hat\mu_L - \mu_L\| + \|\hat\Sigma_L - \Sigma_L\|_F` after the last
-        layer, :math:`(\mu_L, \Sigma_L)` from :func:`gtcore.layer_stack` started at the sample's moments
+        layer, :math:`(\mu_L, \Sigma_L)` from :func:`gtcore.moments.layer_stack` started at the sample's moments
     slope : log–log slope of the mean error over seeds against N
     law : the law the tokens were drawn from
     """
@@ -48,16 +49,16 @@ class StackStudy:
 
 
 def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, n_layers: int,
-                        Ns: Sequence[int], seeds: int, *, law: str = "gaussian", seed: int = 0,
+                        Ns: Sequence[int] | np.ndarray, seeds: int, *, law: str = "gaussian", seed: int = 0,
                         progress: bool = False, kernel_dtype: Any = STUDY_KERNEL_DTYPE,
                         **law_kwargs) -> StackStudy:
     r"""How far the softmax residual stack is from the Gaussian layer map, as N grows.
 
-    For each N and each of ``seeds`` samples (drawn by :func:`moment_matched_tokens` from
+    For each N and each of ``seeds`` samples (drawn by :func:`~gtcore.stats.sampling.moment_matched_tokens` from
     ``law``, seeds ``seed, seed + 1, ...``), the tokens go through ``n_layers`` residual layers
     :math:`x \mapsto x + h\,v(x)`, :math:`h = T/L`, with softmax attention over the tokens
     (:func:`gtcore.particles.simulate`, ``method="euler"``). The exact layer map
-    (:func:`gtcore.layer_stack`) is started from the sample's own empirical moments, so the
+    (:func:`gtcore.moments.layer_stack`) is started from the sample's own empirical moments, so the
     initial sampling error cancels: what is left is the gap between the softmax over the tokens
     and the Gaussian attention average :math:`\hat\mu + \hat\Sigma B x`. For a Gaussian sample
     that gap is a sampling fluctuation (it shrinks with N); for another law with the same moments
@@ -94,7 +95,7 @@ def slope_standard_error(Ns: Any, errors: Any, *, n_boot: int = 2000, seed: int 
 
     ``errors`` is (k, seeds): for each of ``n_boot`` resamples the seeds are drawn with
     replacement independently for each N, the mean over them is taken, and
-    :func:`gtcore.studies.loglog_slope` is fitted; the result is the standard deviation
+    :func:`gtcore.studies.fits.loglog_slope` is fitted; the result is the standard deviation
     (ddof = 1) of those slopes. A claim ``|slope - s_0| < 3 SE`` is then a 99.7% (normal)
     confidence statement about the slope that the seed-to-seed scatter allows.
     """

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gtcore.studies.style import COLORS, figure
 from gtcore.studies.learning.harness import (
     EnergyComparison,
     LearningRun,
@@ -16,6 +15,7 @@ from gtcore.studies.learning.harness import (
     Target,
     Thickness,
 )
+from gtcore.studies.style import COLORS, figure
 
 #: the central band drawn for a noise floor: from its 1% to its 99% quantile
 BAND = (0.01, 0.99)
@@ -50,7 +50,7 @@ def training_curves(runs: Mapping[str, LearningRun], nulls: Mapping[str, PairLos
     Right: the same for the squared Bures–Wasserstein distance of the output moments."""
     fig, (ax1, ax2) = figure(2, 1, width=4.4, height=3.4)
     colors = [COLORS["particles"], COLORS["alt"], COLORS["target"]]
-    for (name, run), c in zip(runs.items(), colors):
+    for (name, run), c in zip(runs.items(), colors, strict=False):
         t = run.training
         steps = np.arange(t.loss.size)
         for ax, y in ((ax1, t.loss), (ax2, t.moment_w2sq)):
@@ -80,7 +80,7 @@ def wall_clouds(target: Target, outputs: Mapping[str, np.ndarray], target_tokens
     fig, axes = figure(len(outputs), 1, width=3.6, height=3.4, sharex=True, sharey=True)
     axes = np.atleast_1d(axes)
     y = (target_tokens - target.mu) @ basis
-    for ax, (name, x) in zip(axes, outputs.items()):
+    for ax, (name, x) in zip(axes, outputs.items(), strict=True):
         p = (x - target.mu) @ basis
         ax.scatter(y[:max_points, 0], y[:max_points, 1], s=4, color=COLORS["target"], alpha=0.45,
                    label="target sample")
@@ -102,8 +102,8 @@ def ensemble_figure(groups: Mapping[str, Sequence[tuple[str, LearningRun, Learni
     ``groups`` maps a panel title to rows ``(label, run, run_without_attention, null, floor)``."""
     fig, axes = figure(len(groups), 1, width=3.2, height=3.4)
     axes = np.atleast_1d(axes)
-    for ax, (title, rows) in zip(axes, groups.items()):
-        for i, (label, run, run0, null, floor) in enumerate(rows):
+    for ax, (title, rows) in zip(axes, groups.items(), strict=True):
+        for i, (_label, run, run0, null, floor) in enumerate(rows):
             lo, hi = _band(null)
             ax.plot([i, i], [lo, hi], color=COLORS["floor"], lw=7, alpha=0.45, solid_capstyle="butt",
                     label="noise floor 1–99%" if i == 0 else None)
@@ -122,7 +122,7 @@ def ensemble_figure(groups: Mapping[str, Sequence[tuple[str, LearningRun, Learni
     return fig
 
 
-def slack_figure(ns: Sequence[int], full: Sequence[LearningRun], full_nulls: Sequence[PairLosses],
+def slack_figure(ns: Sequence[int] | np.ndarray, full: Sequence[LearningRun], full_nulls: Sequence[PairLosses],
                  wall: Sequence[LearningRun], wall_nulls: Sequence[PairLosses], wall_attention: Sequence[LearningRun],
                  floor: float, trained_slope: SlackSlope, null_slope: SlackSlope) -> plt.Figure:
     r"""Left: the mean test loss against N, from a full-rank start (attention on) and from a rank-:math:`r` start
@@ -230,7 +230,7 @@ def bending_figure(bending: Thickness, floor: float) -> plt.Figure:
     ax1.set_ylabel(r"bending $\sigma_{r+1}/\sigma_1$ of the output")
     ax1.set_title(rf"largest $\kappa$ of its layers: {bending.kappa:.3g}")
     ax1.legend(fontsize=7)
-    if bending.losses is not None:
+    if bending.losses is not None and bending.floors is not None:  # both or neither (a target given)
         ax2.plot(n, bending.losses, ".", color=COLORS["alt"], alpha=0.5)
         ax2.plot(n, bending.losses.mean(axis=1), "o-", color=COLORS["alt"], label="loss of the network")
         ax2.plot(n, bending.floors.mean(axis=1), "s:", color=COLORS["floor"], label=r"$F_r(\hat\Sigma_Y)$ (mean)")
@@ -265,4 +265,5 @@ def escape_figure(rows: Sequence[tuple[float, float, bool]], rows_no_attention: 
     return fig
 
 
-__all__ = ["bending_figure", "depth_figure", "energy_figure", "ensemble_figure", "escape_figure", "slack_figure", "training_curves", "wall_clouds"]
+__all__ = ["bending_figure", "depth_figure", "energy_figure", "ensemble_figure", "escape_figure", "slack_figure",
+           "training_curves", "wall_clouds"]

@@ -1,7 +1,7 @@
 r"""Chapter 9 (reachability seen from learning): seeded targets, trained runs, noise floors and slacks.
 
 Every trained run and every noise floor here is a pure function of its arguments (seeds included) and
-is cached on disk (:func:`gtcore._cache.disk_cache`): a chapter rerun with the same parameters and the same
+is cached on disk (``gtcore._cache.disk_cache``): a chapter rerun with the same parameters and the same
 ``gtcore`` sources reads them back instead of training again.
 
 The statistic throughout is the squared 2-Wasserstein distance :math:`\ell = W_2^2(X, Y)` between N output
@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from gtcore._progress import progress as progress_bar
-from gtcore._validation import check_count, check_moments
 from gtcore._cache import disk_cache
-from gtcore.stats.gaussianity import NoiseFloor
+from gtcore._validation import check_count, check_moments
 from gtcore.reachability import covariance_rank, steer, steer_min_energy
+from gtcore.stats.gaussianity import NoiseFloor
 from gtcore.stats.sampling import gaussian_tokens
+from gtcore.studies.fits import loglog_slope
 from gtcore.training import (
     TrainingResult,
     apply_transformer,
@@ -39,7 +39,6 @@ from gtcore.training import (
     train_transformer,
     w2_squared,
 )
-from gtcore.studies.fits import loglog_slope
 
 
 # ------------------------------------------------------------------------------- targets
@@ -77,7 +76,8 @@ def random_targets(count: int, d: int, rank: int, *, seed: int, eigenvalue_range
 
     .. math::
 
-        \mu \sim N(0, s^2 I_d), \qquad \Sigma = Q_{:, 1:r}\operatorname{diag}(\lambda_1, \dots, \lambda_r)Q_{:, 1:r}^\top,
+        \mu \sim N(0, s^2 I_d), \qquad
+        \Sigma = Q_{:, 1:r}\operatorname{diag}(\lambda_1, \dots, \lambda_r)Q_{:, 1:r}^\top,
 
     :math:`Q` Haar on :math:`SO(d)` (general orientations: no eigenvector along a coordinate axis),
     :math:`\log\lambda_k` uniform on :math:`\log` ``eigenvalue_range``, :math:`s` = ``mean_scale``.
@@ -140,7 +140,7 @@ class PairLosses:
         return self.losses - self.floors
 
     def noise_floor(self) -> NoiseFloor:
-        """The losses as a :class:`gtcore.NoiseFloor` (its ``band`` and ``contains``)."""
+        """The losses as a :class:`gtcore.stats.gaussianity.NoiseFloor` (its ``band`` and ``contains``)."""
         return NoiseFloor(values=self.losses, n=self.n_tokens, d=0)
 
     def __repr__(self) -> str:
@@ -217,7 +217,8 @@ class LearningRun:
 def learning_run(mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigma1: np.ndarray, *, n_tokens: int,
                  layers: int, T: float, attention: bool, steps: int, lr: float, final_lr: float,
                  init_scale: float, seed: int, test_repeats: int, test_seed: int) -> LearningRun:
-    r"""Train the L-layer Transformer from :math:`N(\mu_0, \Sigma_0)` to :math:`N(\mu_1, \Sigma_1)` on N tokens, then test it.
+    r"""Train the L-layer Transformer from :math:`N(\mu_0, \Sigma_0)` to :math:`N(\mu_1, \Sigma_1)` on N tokens,
+    then test it.
 
     Training: :func:`gtcore.training.train_transformer` with fresh samples of both at every step.
     Test: ``test_repeats`` pairs drawn with ``test_seed`` (input tokens from the start moved by the trained
@@ -261,7 +262,8 @@ class TrainingSettings:
 
 def run_for(target: Target, start_rank: int, n_tokens: int, settings: TrainingSettings, *, seed: int,
             attention: bool = True, layers: int | None = None) -> LearningRun:
-    """:func:`learning_run` from :func:`standard_start` of ``start_rank`` to ``target`` (test pairs seeded by ``seed + 7919``)."""
+    """:func:`learning_run` from :func:`standard_start` of ``start_rank`` to ``target`` (test pairs seeded by
+    ``seed + 7919``)."""
     mu0, Sigma0 = standard_start(target.mu.shape[0], start_rank)
     return learning_run(mu0, Sigma0, target.mu, target.Sigma, n_tokens=int(n_tokens),
                         layers=int(settings.layers if layers is None else layers), T=settings.T,
@@ -271,7 +273,8 @@ def run_for(target: Target, start_rank: int, n_tokens: int, settings: TrainingSe
 
 
 def output_tokens(run: LearningRun, n_tokens: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(inputs, outputs)``: ``n_tokens`` fresh tokens from the run's start (seeded) and the trained network's output."""
+    """``(inputs, outputs)``: ``n_tokens`` fresh tokens from the run's start (seeded) and the trained network's
+    output."""
     t = run.training
     d = t.controls[0].d
     x0 = gaussian_tokens(check_count(n_tokens, "n_tokens", 2), *standard_start(d, run.start_rank), seed=seed)
@@ -304,7 +307,7 @@ class Thickness:
     kappa : float
         The largest sampling strength :math:`\kappa = \lambda_{\max}(B^\top\Sigma B\Sigma)` of the trained
         layers along the exact layer maps (finite-variance softmax weights, and the :math:`N^{-1/2}` rate,
-        need :math:`\kappa < 1/2`; :meth:`gtcore.DotProduct.sampling_strength`).
+        need :math:`\kappa < 1/2`; :meth:`gtcore.attention.DotProduct.sampling_strength`).
     """
 
     n_tokens: np.ndarray
@@ -336,7 +339,7 @@ def thickness_against_n(run: LearningRun, ns: Sequence[int], *, clouds: int, see
         for k in range(clouds):
             out = apply_transformer(gaussian_tokens(n, mu0, Sigma0, seed=rng), t.controls, t.h)
             ratios[i, k] = off_subspace_ratio(out, run.start_rank)
-            if target is not None:
+            if target is not None and losses is not None and floors is not None:  # all three or none
                 y = gaussian_tokens(n, target.mu, target.Sigma, seed=rng)
                 losses[i, k] = w2_squared(out, y)
                 floors[i, k] = empirical_rank_floor(y, run.start_rank)
@@ -346,7 +349,7 @@ def thickness_against_n(run: LearningRun, ns: Sequence[int], *, clouds: int, see
 
 def max_sampling_strength(run: LearningRun) -> float:
     r"""The largest :math:`\kappa = \lambda_{\max}(B^\top\Sigma_lB\Sigma_l)` of the trained layers along the exact
-    layer maps from the start (:meth:`gtcore.DotProduct.sampling_strength`; 0 without attention). The N-token
+    layer maps from the start (:meth:`gtcore.attention.DotProduct.sampling_strength`; 0 without attention). The N-token
     softmax average is a self-normalised importance-sampling estimate of its Gaussian tilt, with
     finite-variance weights only while :math:`\kappa < 1/2` (chapter 1); ``inf`` if the Gaussian blows up."""
     from gtcore.attention import DotProduct
@@ -360,7 +363,8 @@ def max_sampling_strength(run: LearningRun) -> float:
     if traj.status != "completed":
         return float("inf")
     dot = DotProduct()
-    return float(max(dot.sampling_strength(S, B) for c, S in zip(t.controls, traj.Sigma[:-1]) for B in c.B))
+    return float(max(dot.sampling_strength(S, B)
+                     for c, S in zip(t.controls, traj.Sigma[:-1], strict=True) for B in c.B))
 
 
 def attended_tokens(run: LearningRun, *, seed: int) -> np.ndarray:
@@ -388,7 +392,7 @@ def attended_tokens(run: LearningRun, *, seed: int) -> np.ndarray:
 class MeanFieldDeparture:
     r"""How far a trained network's N tokens are from its own Gaussian (mean-field) dynamics.
 
-    The exact layer maps of the learned controls (:func:`gtcore.layer_stack`) move the start
+    The exact layer maps of the learned controls (:func:`gtcore.moments.layer_stack`) move the start
     :math:`N(\mu_0, \Sigma_0)` to :math:`N(\mu_L, \Sigma_L)`: what the layers do to the Gaussian, the mean-field
     limit of the N-token network.
 
@@ -427,8 +431,8 @@ class MeanFieldDeparture:
 def mean_field_departure(run: LearningRun, mu1: Any, Sigma1: Any, *, clouds: int, repeats: int,
                          seed: int) -> MeanFieldDeparture:
     """:class:`MeanFieldDeparture` of ``run`` (``clouds`` fresh input clouds, a floor of ``repeats`` samples)."""
-    from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
     from gtcore.moments import layer_stack
+    from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 
     t = run.training
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1")
@@ -465,7 +469,7 @@ class EnergyComparison:
     learned_no_attention : float
         The trained layers' energy with :math:`V = 0`.
     constructive, min_energy : float
-        :func:`gtcore.steer` and :func:`gtcore.reachability.steer_min_energy` (``pieces`` equal pieces)
+        :func:`gtcore.reachability.steer` and :func:`gtcore.reachability.steer_min_energy` (``pieces`` equal pieces)
         to the reached Gaussian: the target, or its nearest Gaussian of the start's rank behind the wall.
     min_energy_error : float
         The minimum-energy controls' endpoint error.
@@ -549,11 +553,6 @@ def slack_slope(pairs: Sequence[PairLosses], *, n_boot: int = 2000, seed: int = 
         m = np.array([s[rng.integers(0, s.size, s.size)].mean() for s in slacks])
         boot[i] = np.polyfit(np.log(ns), np.log(np.maximum(m, 1e-300)), 1)[0]
     return SlackSlope(n_tokens=ns.astype(int), mean_slack=means, slope=slope, boot=boot)
-
-
-def progress_over(items: Sequence[Any], desc: str, enabled: bool = True):
-    """A progress bar over a list of jobs (silent inside book builds)."""
-    return progress_bar(items, desc, enabled=enabled, total=len(items))
 
 
 __all__ = [

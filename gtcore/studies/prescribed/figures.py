@@ -26,7 +26,7 @@ def regimes_figure(destab: Sequence, stab: Sequence, *, layer_norm: Sequence = (
     threshold ``factor`` (dotted) and, when given, the LayerNorm model (orange) and the unscaled
     matrices (grey). Bottom: the stabilising configuration, with :math:`\|\Sigma^*_h\|_F` of the
     layer map (dashed) and the model without :math:`A` (grey). Arguments are sequences of
-    :class:`gtcore.models.prescribed.PrescribedRun`, one per family, in the same order.
+    :class:`gtcore.studies.prescribed.harness.PrescribedRun`, one per family, in the same order.
     """
     n = len(destab)
     fig, axes = figure(n, 2, width=3.5, height=3.0, squeeze=False)
@@ -97,7 +97,7 @@ def layers_animation(tokens_destab: np.ndarray, destab, tokens_stab: np.ndarray,
     ----------
     tokens_destab, tokens_stab : (L + 1, N, d) arrays
         Hidden states (:func:`gtcore.models.prescribed.hidden_states`) of the two models on the same input.
-    destab, stab : :class:`gtcore.models.prescribed.PrescribedRun`
+    destab, stab : :class:`gtcore.studies.prescribed.harness.PrescribedRun`
         The runs of the same models (their ``Sigma_map`` and norm ratios are drawn).
     max_frames, max_tokens, **kwargs : passed to :func:`gtcore.studies.animation.animate_clouds`
 
@@ -115,7 +115,7 @@ def layers_animation(tokens_destab: np.ndarray, destab, tokens_stab: np.ndarray,
                              f"{run.Sigma_map.shape[0]} layers (L + 1)")
         mr, pr = run.model_ratio, run.map_ratio
         notes = [f"\u2016\u03a3\u2113\u2016/\u2016\u03a3\u2080\u2016: model {m:.3g}, map {p:.3g}"
-                 for m, p in zip(mr, pr)]  # plain text: mathtext per frame is slow
+                 for m, p in zip(mr, pr, strict=True)]  # plain text: mathtext per frame is slow
         mu = np.zeros((X.shape[0], X.shape[2]))
         panels.append(CloudPanel(X, np.arange(X.shape[0]), mu=mu, Sigma=run.Sigma_map, annotations=notes,
                                  title=f"{run.family}, {name}", time_label="layer \u2113",

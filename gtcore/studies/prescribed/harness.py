@@ -1,4 +1,5 @@
-r"""Chapter 6's harness: prescribed Transformers run on tokens against the exact Gaussian layer map, blow-up depth, depth convergence."""
+r"""Chapter 6's harness: prescribed Transformers run on tokens against the exact Gaussian layer map, blow-up
+depth, depth convergence."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from gtcore.models.prescribed import (
 )
 from gtcore.moments import layer_map
 
-__all__ = ["BlowupDepth", "first_exceedance", "layer_map_blowup_depth", "antithetic_gaussian_tokens", "covariance_band", "PrescribedRun", "run_prescribed", "DepthConvergence", "depth_convergence"]
+__all__ = ["BlowupDepth", "DepthConvergence", "PrescribedRun", "antithetic_gaussian_tokens", "covariance_band",
+           "depth_convergence", "first_exceedance", "layer_map_blowup_depth", "run_prescribed"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def layer_map_blowup_depth(mu0: Any, Sigma0: Any, controls: Controls, h: float, 
                            feed_forward: bool | None = None) -> BlowupDepth:
     r"""Depth at which the exact layer map's covariance first exceeds ``factor`` times its start.
 
-    Iterates :func:`layer_moments`' map one block at a time and stops at the crossing, so the
+    Iterates :func:`~gtcore.models.prescribed.layer_moments`' map one block at a time and stops at the crossing, so the
     super-exponential growth past the ODE's :math:`t^*` never overflows. As :math:`h \to 0`,
     ``depth * h`` tends to the time at which the moment ODE's :math:`\|\Sigma\|_F` crosses
     ``factor`` :math:`\|\Sigma_0\|_F`, and to :math:`t^*` as ``factor`` grows.
@@ -121,9 +123,9 @@ class PrescribedRun:
     ----------
     family, layer_norm, feed_forward, h : the model
     Sigma_model : (L + 1, d, d) empirical covariance of the hidden states after each layer
-    Sigma_map : (L + 1, d, d) the exact layer map (:func:`layer_moments`) from the input's
+    Sigma_map : (L + 1, d, d) the exact layer map (:func:`~gtcore.models.prescribed.layer_moments`) from the input's
         empirical moments; ``inf`` once it overflows
-    t_ode, Sigma_ode : the moment ODE (:func:`gtcore.integrate_moments`) at the layer times
+    t_ode, Sigma_ode : the moment ODE (:func:`gtcore.moments.integrate_moments`) at the layer times
         :math:`\ell h` up to its blow-up event
     t_star : the ODE's blow-up time from the input's covariance (:func:`gtcore.riccati.blowup_time`)
     seconds : wall time of the model's forward pass
@@ -242,7 +244,7 @@ class DepthConvergence:
     order: float
 
 
-def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[float], *,
+def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[float] | np.ndarray, *,
                       factor: float = 1e8) -> DepthConvergence:
     r"""Blow-up depth of the exact layer map for each ``h`` (:func:`layer_map_blowup_depth`)
     and its convergence to the ODE's :math:`t^*`; ``factor`` large so that the ODE's own crossing
@@ -251,12 +253,12 @@ def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[fl
 
     t_star = float(blowup_time(Sigma0, controls).t_star)
     hs = np.asarray(hs, float)
-    depths = []
+    found: list[float] = []
     for h in hs:
         bd = layer_map_blowup_depth(mu0, Sigma0, controls, float(h), factor=factor,
                                     max_layers=int(10 * t_star / h) + 10)
-        depths.append(np.nan if bd.depth is None else bd.depth)
-    depths = np.array(depths, float)
+        found.append(np.nan if bd.depth is None else bd.depth)
+    depths = np.array(found, float)
     errors = np.abs(depths * hs - t_star)
     order = float(np.polyfit(np.log(hs), np.log(errors), 1)[0])
     return DepthConvergence(hs, depths, t_star, float(factor), errors, order)

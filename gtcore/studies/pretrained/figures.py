@@ -31,7 +31,7 @@ def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = No
 
     Parameters
     ----------
-    results : sequence of :class:`gtcore.models.LayerStatistics`
+    results : sequence of :class:`gtcore.studies.pretrained.statistics.LayerStatistics`
     labels : sequence of str, optional
         Legend entries (default ``"<model>, <mode>"``).
     relative_depth : bool
@@ -52,8 +52,8 @@ def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = No
         raise ValueError(f"labels must have {len(results)} entries, got {len(labels)}")
     fig, axes = figure(2, 2, width=4.6, height=3.2)
     axes = np.asarray(axes).ravel()
-    for ax, stat in zip(axes, STATISTICS):
-        for k, (res, lab) in enumerate(zip(results, labels)):
+    for ax, stat in zip(axes, STATISTICS, strict=True):
+        for k, (res, lab) in enumerate(zip(results, labels, strict=True)):
             c = PALETTE[k % len(PALETTE)]
             x = res.layers / (res.layers[-1] if relative_depth else 1)
             ax.fill_between(x, res.floor_low[stat], res.floor_high[stat], color=c, alpha=0.15,

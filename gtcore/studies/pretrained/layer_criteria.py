@@ -8,7 +8,7 @@ intermediate layers". This module turns it into a criterion fixed before any mod
   :math:`\ell = 1, \dots, \lceil L/2 \rceil` (:func:`early_layers`);
 * **close to Gaussian** for a statistic means inside its 99% noise band, the band of the same
   statistic over true Gaussian samples of the same shape and rank
-  (:class:`gtcore.models.LayerStatistics`);
+  (:class:`gtcore.studies.pretrained.statistics.LayerStatistics`);
 * the statement holds for a statistic iff its first block out of band
   (:func:`first_block_departure`) comes after :math:`\lceil L/2 \rceil` (or never).
 
@@ -32,18 +32,16 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from gtcore._linalg import whiten
+from gtcore._linalg import numerical_rank, whiten
+from gtcore.models import LoadedTransformer, iter_layers
 from gtcore.stats.gaussianity import (
     excess_kurtosis_per_coordinate,
     mardia_kurtosis_excess_of_whitened,
     sliced_w2_of_whitened,
 )
-from gtcore.models import LoadedTransformer, iter_layers
-from gtcore.studies.pretrained.statistics import STATISTICS
-from gtcore._linalg import numerical_rank
-from gtcore.studies.pretrained.statistics import _floor as _sequence_floor
-from gtcore.studies.pretrained.statistics import _statistics
 from gtcore.stats.sampling import gaussian_tokens
+from gtcore.studies.pretrained.statistics import STATISTICS, _statistics
+from gtcore.studies.pretrained.statistics import _floor as _sequence_floor
 
 #: the statistics computed within sequences (the between-sequence ratio is 0 there by design)
 WITHIN = ("sliced_w2", "mardia_excess", "coord_kurtosis")
@@ -59,21 +57,15 @@ def early_layers(n_layers: int) -> list[int]:
 def first_block_departure(stats: Any, statistic: str) -> int | None:
     r"""The first block :math:`\ell \ge 1` at which ``statistic`` leaves its band (``None``: never).
 
-    ``stats`` is a :class:`~gtcore.models.LayerStatistics` or a
+    ``stats`` is a :class:`~gtcore.studies.pretrained.statistics.LayerStatistics` or a
     :class:`WithinSequenceStatistics`. Layer 0 (the input of block 1) is not a block output and
     is skipped.
     """
     inside = stats.within_band(statistic)
-    for layer, ok in zip(stats.layers, inside):
+    for layer, ok in zip(stats.layers, inside, strict=True):
         if layer >= 1 and not ok:
             return int(layer)
     return None
-
-
-def holds_early(stats: Any, statistic: str) -> bool:
-    r"""The criterion: ``statistic`` stays in its band over :func:`early_layers`."""
-    dep = first_block_departure(stats, statistic)
-    return dep is None or dep > math.ceil(int(stats.layers[-1]) / 2)
 
 
 def _centre_sequences(x: np.ndarray, S: int, T: int) -> np.ndarray:
@@ -164,7 +156,7 @@ def within_sequence_statistics(model: LoadedTransformer, *, sequences: int = 8, 
                                seed: int = 0, mode: str = "pure", n_projections: int = 128,
                                repeats: int = 32, level: float = 0.99
                                ) -> WithinSequenceStatistics:
-    r"""As :func:`gtcore.models.layer_statistics` (same seeded tokens), centred per sequence.
+    r"""As :func:`gtcore.studies.pretrained.statistics.layer_statistics` (same seeded tokens), centred per sequence.
 
     At each layer the tokens :math:`y_{s,t}` are replaced by :math:`y_{s,t} - \bar y_s` and the
     three statistics of :data:`WITHIN` are computed on the pooled :math:`ST` centred tokens. The
@@ -175,15 +167,15 @@ def within_sequence_statistics(model: LoadedTransformer, *, sequences: int = 8, 
         raise ValueError("model must be a LoadedTransformer (gtcore.models.load_transformer)")
     S, T, d = int(sequences), int(tokens), model.d
     x = gaussian_tokens(S * T, np.zeros(d), np.eye(d), seed=int(seed)).reshape(S, T, d)
-    layers, ranks, vals = [], [], []
+    layers, ranks, rows = [], [], []
     with threadpool_limits(limits=1, user_api="blas"):
         for layer, h in iter_layers(model, x, mode):
             X = h.reshape(S * T, d).double().cpu().numpy()
             Z = _centre_sequences(X, S, T)
             layers.append(layer)
             ranks.append(numerical_rank(Z.T @ Z / (S * T)))
-            vals.append(_within_values(X, S, T, int(n_projections), int(seed)))
-        vals = np.array(vals)
+            rows.append(_within_values(X, S, T, int(n_projections), int(seed)))
+        vals = np.array(rows)
         lo, hi = np.empty_like(vals), np.empty_like(vals)
         floor_ranks: list[int] = []
         for i, r in enumerate(ranks):
@@ -226,8 +218,8 @@ class SampleStatistics:
 
 def sample_statistics(x: Any, *, within: bool = False, n_projections: int = 128, repeats: int = 32,
                       level: float = 0.99, seed: int = 0) -> SampleStatistics:
-    r"""The four statistics of :data:`gtcore.models.STATISTICS` on an :math:`(S, T, d)`
-    sample, with the same bands as :func:`gtcore.models.layer_statistics` (mean
+    r"""The four statistics of :data:`gtcore.studies.pretrained.statistics.STATISTICS` on an :math:`(S, T, d)`
+    sample, with the same bands as :func:`gtcore.studies.pretrained.statistics.layer_statistics` (mean
     :math:`\pm z` std over ``repeats`` Gaussian samples of the same shape and rank); with
     ``within=True``, the three of :data:`WITHIN` after centring each sequence, with the bands of
     :func:`within_sequence_statistics`."""
@@ -243,9 +235,9 @@ def sample_statistics(x: Any, *, within: bool = False, n_projections: int = 128,
         r = numerical_rank(Z.T @ Z / (S * T))
         lo, hi = _band(kind, S, T, r, int(n_projections), int(repeats), int(seed), float(level))
     names = list(WITHIN) if within else list(STATISTICS)
-    return SampleStatistics(values=dict(zip(names, map(float, vals))),
-                            floor_low=dict(zip(names, map(float, lo))),
-                            floor_high=dict(zip(names, map(float, hi))))
+    return SampleStatistics(values=dict(zip(names, map(float, vals), strict=True)),
+                            floor_low=dict(zip(names, map(float, lo), strict=True)),
+                            floor_high=dict(zip(names, map(float, hi), strict=True)))
 
 
 def student_t_tokens(S: int, T: int, d: int, nu: float, *, seed: int = 0) -> np.ndarray:
@@ -284,7 +276,6 @@ __all__ = [
     "WithinSequenceStatistics",
     "early_layers",
     "first_block_departure",
-    "holds_early",
     "sample_statistics",
     "shared_component_tokens",
     "student_t_tokens",

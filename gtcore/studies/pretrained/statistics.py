@@ -30,6 +30,8 @@ from threadpoolctl import threadpool_limits
 
 from gtcore._linalg import numerical_rank, whiten
 from gtcore._validation import check_moments, check_positive
+from gtcore.models.forward import _check_mode, _check_tokens, iter_layers
+from gtcore.models.loading import LoadedTransformer, _as_loaded, load_transformer
 from gtcore.stats.gaussianity import (
     empirical_moments,
     excess_kurtosis_per_coordinate,
@@ -38,8 +40,6 @@ from gtcore.stats.gaussianity import (
     sliced_w2_of_whitened,
 )
 from gtcore.stats.sampling import gaussian_tokens
-from gtcore.models.forward import _check_mode, _check_tokens, iter_layers
-from gtcore.models.loading import LoadedTransformer, _as_loaded, load_transformer
 
 #: the per-layer statistics, in table order: name -> (column header, description)
 STATISTICS = {
@@ -131,7 +131,7 @@ class LayerStatistics:
     Sigma : (L+1, d, d) array
         Pooled :math:`1/n` covariance per layer.
     rank : (L+1,) int array
-        Numerical rank of :attr:`Sigma` (LayerNorm outputs: :math:`d-1`).
+        Numerical rank of ``Sigma`` (LayerNorm outputs: :math:`d-1`).
     values : dict name -> (L+1,) array
         The statistics of :data:`STATISTICS`.
     floor_mean, floor_low, floor_high : dict name -> (L+1,) array
@@ -168,26 +168,6 @@ class LayerStatistics:
         self._check_stat(statistic)
         v = self.values[statistic]
         return (v >= self.floor_low[statistic]) & (v <= self.floor_high[statistic])
-
-    def band_margin(self, statistic: str, layers: Sequence[int] | None = None) -> float:
-        r"""Smallest margin to the band's nearer edge over ``layers``, in band widths.
-
-        .. math::
-
-            m = \min_{\ell} \frac{\min(v_\ell - \text{low}_\ell,\ \text{high}_\ell - v_\ell)}
-                                  {\text{high}_\ell - \text{low}_\ell},
-
-        positive when every listed layer lies inside its band (at most 1/2, at the centre),
-        negative when one lies outside. ``layers`` defaults to all.
-        """
-        self._check_stat(statistic)
-        where = {int(layer): i for i, layer in enumerate(self.layers)}
-        wanted = list(where) if layers is None else [int(layer) for layer in layers]
-        if not wanted or any(layer not in where for layer in wanted):
-            raise ValueError(f"layers must be among {list(where)}, got {layers!r}")
-        idx = np.array([where[layer] for layer in wanted])
-        v, lo, hi = (a[statistic][idx] for a in (self.values, self.floor_low, self.floor_high))
-        return float(np.min(np.minimum(v - lo, hi - v) / (hi - lo)))
 
     def first_departure(self, statistic: str) -> int | None:
         """The first layer at which ``statistic`` leaves its band (``None``: it never does)."""
@@ -232,7 +212,7 @@ def layer_statistics(model: LoadedTransformer | str | os.PathLike, mu: Any = Non
 
     Draws :math:`x_{s,t} \sim N(\mu, \Sigma)` i.i.d. for :math:`S` sequences of :math:`T`
     tokens (:func:`gtcore.stats.sampling.gaussian_tokens`, one seeded draw of :math:`ST` tokens),
-    passes them through the model in ``mode`` (:func:`iter_layers`) and, at each layer
+    passes them through the model in ``mode`` (:func:`~gtcore.models.iter_layers`) and, at each layer
     :math:`\ell = 0..L`, on the pooled :math:`n = ST` tokens: mean :math:`\hat\mu_\ell`,
     covariance :math:`\hat\Sigma_\ell` and its rank, sliced :math:`W_2` to the moment-matched
     Gaussian in whitened coordinates, Mardia's kurtosis relative excess
@@ -295,7 +275,7 @@ def _layer_statistics(lt, mu, Sigma, S, T, seed, mode, n_projections, repeats, l
     d = lt.d
     x = gaussian_tokens(S * T, mu, Sigma, seed=seed).reshape(S, T, d)
 
-    layers, mus, Sigmas, ranks, vals = [], [], [], [], []
+    layers, mus, Sigmas, ranks, rows = [], [], [], [], []
     for layer, h in iter_layers(lt, x, mode, progress=progress):
         X = h.reshape(S * T, d).double().cpu().numpy()
         m, C = empirical_moments(X)
@@ -303,8 +283,8 @@ def _layer_statistics(lt, mu, Sigma, S, T, seed, mode, n_projections, repeats, l
         mus.append(m)
         Sigmas.append(C)
         ranks.append(numerical_rank(C))
-        vals.append(_statistics(X, S, T, int(n_projections), int(seed)))
-    vals = np.array(vals)
+        rows.append(_statistics(X, S, T, int(n_projections), int(seed)))
+    vals = np.array(rows)
     lo, hi, mean = (np.empty_like(vals) for _ in range(3))
     floor_ranks: list[int] = []
     for i, r in enumerate(ranks):
@@ -389,7 +369,7 @@ def probe(name_or_path: str | os.PathLike = "minilm", *, mode: str = "pure", tok
     Parameters
     ----------
     name_or_path : str or path
-        As :func:`load_transformer` (``"minilm"``, ``"modernbert"``, ``"deit-tiny"`` or a local
+        As :func:`~gtcore.models.load_transformer` (``"minilm"``, ``"modernbert"``, ``"deit-tiny"`` or a local
         model directory).
     mode : {"pure", "embedding"}
         See the module docstring.

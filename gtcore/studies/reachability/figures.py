@@ -58,7 +58,7 @@ def steering_figure(traj2, target2: tuple[Any, Any], traj3, target3: tuple[Any, 
     ax1 = fig.add_subplot(1, 2, 1)
     ax2 = fig.add_subplot(1, 2, 2, projection="3d")
     idx = np.linspace(0, len(traj2.t) - 1, snapshots).round().astype(int)
-    for c, i in zip(_time_colors(len(idx)), idx):
+    for c, i in zip(_time_colors(len(idx)), idx, strict=True):
         plot_ellipse(ax1, traj2.mu[i], traj2.Sigma[i], color=c, lw=1.2)
         ax1.plot(*traj2.mu[i], ".", color=c)
     ax1.plot(traj2.mu[:, 0], traj2.mu[:, 1], color="k", lw=0.8, alpha=0.5, label="mean path")
@@ -75,7 +75,7 @@ def steering_figure(traj2, target2: tuple[Any, Any], traj3, target3: tuple[Any, 
         half = 2 * np.sqrt(max(w[-1], 0.0)) * U[:, -1]
         return np.stack([mu - half, mu + half])
 
-    for c, i in zip(_time_colors(len(idx)), idx):
+    for c, i in zip(_time_colors(len(idx)), idx, strict=True):
         seg = segment(traj3.mu[i], traj3.Sigma[i])
         ax2.plot(seg[:, 0], seg[:, 1], seg[:, 2], color=c, lw=1.6)
     seg = segment(*target3)
@@ -91,7 +91,7 @@ def steering_figure(traj2, target2: tuple[Any, Any], traj3, target3: tuple[Any, 
     return fig
 
 
-def distance_vs_n_figure(ns: Sequence[int], distances: np.ndarray, slope: float) -> plt.Figure:
+def distance_vs_n_figure(ns: Sequence[int] | np.ndarray, distances: np.ndarray, slope: float) -> plt.Figure:
     r"""Bures–Wasserstein distance of the steered token cloud's moments to the target, against
     N (each repeat a dot, the geometric mean a line), with the :math:`N^{-1/2}` reference."""
     fig, ax = figure(1, 1, width=5.0, height=3.6)

@@ -11,10 +11,10 @@ import numpy as np
 from gtcore._progress import progress as progress_bar
 from gtcore._validation import check_moments, check_positive
 from gtcore.controls import ControlsLike
-from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
 from gtcore.reachability import covariance_rank, singular_values
+from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.stats.sampling import gaussian_tokens
 
 
@@ -46,7 +46,7 @@ def rank_invariance(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, *, 
                     rtols: Sequence[float] = (1e-8, 1e-10, 1e-12, 2.5e-14)) -> RankInvariance:
     r"""Singular values of :math:`\Sigma(t)` along the moment ODE, at several solver tolerances.
 
-    Integrates eq. (1.1) with :func:`gtcore.integrate_moments` on ``n_times`` times in
+    Integrates eq. (1.1) with :func:`gtcore.moments.integrate_moments` on ``n_times`` times in
     :math:`[0, T]` once per tolerance in ``rtols`` (``atol = 1e-4 * rtol``), and measures the
     largest relative "null" singular value
 
@@ -76,6 +76,8 @@ def rank_invariance(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, *, 
                              f"choose smaller controls or a shorter T")
         sv = singular_values(traj.Sigma)
         etas.append(float(np.max(sv[:, r:] / sv[:, :1])) if r < mu0.shape[0] else 0.0)
+    if traj is None:
+        raise ValueError("rtols must hold at least one tolerance")
     return RankInvariance(t=traj.t, singular_values=sv, rank0=r,
                           ranks=np.array([covariance_rank(S) for S in traj.Sigma]),
                           rtols=np.array(list(rtols), float), eta=np.array(etas), status=traj.status)

@@ -122,7 +122,7 @@ class RankOnTokens:
     slope: float
 
     def slope_standard_error(self, n_boot: int = 2000, seed: int = 0) -> float:
-        """Bootstrap standard error of :attr:`slope` (seeds resampled within each draw and N)."""
+        """Bootstrap standard error of ``slope`` (seeds resampled within each draw and N)."""
         rng = np.random.default_rng(seed)
         D, n, S = self.excess.shape
         slopes = np.empty(n_boot)
@@ -145,8 +145,8 @@ def _pooled_slope(Ns: np.ndarray, excess: np.ndarray) -> float:
     return float((yc @ xc).sum() / (len(y) * (xc @ xc)))
 
 
-def rank_on_tokens(d: int, r: int, Ns: Sequence[int], *, draws: int, seeds: int, layers: int, T: float = 1.0,
-                   law: str = "gaussian", seed: int = 0, kappa: float = 0.15, kappa_cap: float = 0.45,
+def rank_on_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int, seeds: int, layers: int,
+                   T: float = 1.0, law: str = "gaussian", seed: int = 0, kappa: float = 0.15, kappa_cap: float = 0.45,
                    max_tries: int = 100) -> RankOnTokens:
     r"""Run ``layers`` residual layers (explicit Euler, step :math:`T/\text{layers}`) on rank-r clouds.
 
@@ -208,5 +208,6 @@ def rank_on_tokens(d: int, r: int, Ns: Sequence[int], *, draws: int, seeds: int,
                 z = g.standard_normal((N, r)) if law == "gaussian" else g.uniform(-np.sqrt(3), np.sqrt(3), (N, r))
                 tr = simulate(z @ F.T, ctl, (0.0, T), layers, method="euler", record_every=layers,
                               keep_tokens=True, device="cpu")
+                assert tr.tokens is not None  # keep_tokens=True
                 out[k, i, s] = excess_spread(tr.tokens[-1], r)
     return RankOnTokens(Ns, out, law, float(kappa_max), _pooled_slope(Ns, out))

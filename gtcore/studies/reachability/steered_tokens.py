@@ -73,7 +73,7 @@ def random_steering_draw(d: int, r: int, rng: np.random.Generator, *, head_scale
 
 
 class _TransposedHead:
-    """The controls ``ctl`` with every head's :math:`B_h` replaced by :math:`B_h^\top` (the control's error)."""
+    r"""The controls ``ctl`` with every head's :math:`B_h` replaced by :math:`B_h^\top` (the control's error)."""
 
     def __init__(self, ctl) -> None:
         self.ctl, self.d, self.breaks = as_control_function(ctl), ctl.d, getattr(ctl, "breaks", ())
@@ -120,7 +120,7 @@ class SteeredTokens:
     dynamic_slope: float
 
     def slope_standard_error(self, which: str = "distance", n_boot: int = 2000, seed: int = 0) -> float:
-        """Bootstrap standard error of :attr:`slope` (``which="distance"``) or :attr:`dynamic_slope`
+        """Bootstrap standard error of ``slope`` (``which="distance"``) or ``dynamic_slope``
         (``"dynamic"``): seeds resampled within each draw and N."""
         values = {"distance": self.distance, "dynamic": self.dynamic}[which]
         rng = np.random.default_rng(seed)
@@ -137,9 +137,9 @@ class SteeredTokens:
                 f"ode_error={self.ode_error:.2g}, kappa_max={self.kappa_max:.3f})")
 
 
-def steered_tokens(d: int, r: int, Ns: Sequence[int], *, draws: int, seeds: int, steps: int, T: float = 1.0,
-                   law: str = "gaussian", transposed: bool = False, seed: int = 0, head_scale: float = 0.5,
-                   kappa_cap: float = 0.45, max_tries: int = 100) -> SteeredTokens:
+def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int, seeds: int, steps: int,
+                   T: float = 1.0, law: str = "gaussian", transposed: bool = False, seed: int = 0,
+                   head_scale: float = 0.5, kappa_cap: float = 0.45, max_tries: int = 100) -> SteeredTokens:
     r"""Steer rank-r token clouds to random same-rank targets with a head on (module docstring).
 
     Parameters

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
@@ -40,7 +41,7 @@ def phase_line(a: float, qs: Sequence[float], runs: Sequence[dict]) -> plt.Figur
     ``runs`` holds dicts with keys ``label, t, closed, t_num, num`` and optionally ``t_star``.
     """
     fig, (ax0, ax1) = figure(2, 1, width=4.4)
-    for q, color in zip(qs, (COLORS["target"], COLORS["theory"], COLORS["alt"])):
+    for q, color in zip(qs, (COLORS["target"], COLORS["theory"], COLORS["alt"]), strict=False):
         star = -2 * a / q
         smax = 2.2 * abs(star) if star > 0 else 3.0
         s = np.linspace(0, smax, 200)
@@ -57,7 +58,7 @@ def phase_line(a: float, qs: Sequence[float], runs: Sequence[dict]) -> plt.Figur
     ax0.set_ylabel(r"$\sigma' = 2a\sigma + q\sigma^2$")
     ax0.set_title(fr"phase line, $a = {a:g}$")
     ax0.legend()
-    for run, color in zip(runs, (COLORS["target"], COLORS["theory"], COLORS["alt"], COLORS["particles"])):
+    for run, color in zip(runs, (COLORS["target"], COLORS["theory"], COLORS["alt"], COLORS["particles"]), strict=False):
         ax1.plot(run["t"], run["closed"], color=color, label=run["label"])
         ax1.plot(run["t_num"], run["num"], ".", color=color, ms=3)
         if run.get("t_star") is not None and np.isfinite(run["t_star"]):
@@ -79,7 +80,7 @@ def psd_cone(trajectories: Sequence[np.ndarray], labels: Sequence[str], *, z_max
     z = np.linspace(0, z_max, 12)
     Th, Z = np.meshgrid(th, z)
     ax.plot_surface(Z * np.cos(Th), Z * np.sin(Th), Z, color=COLORS["floor"], alpha=0.12, lw=0)
-    for S, label, color in zip(trajectories, labels, (COLORS["target"], COLORS["theory"], COLORS["alt"])):
+    for S, label, color in zip(trajectories, labels, (COLORS["target"], COLORS["theory"], COLORS["alt"]), strict=False):
         xyz = cone_coordinates(S)
         keep = xyz[:, 2] <= z_max
         cut = np.argmin(keep) if not keep.all() else len(keep)
@@ -92,33 +93,6 @@ def psd_cone(trajectories: Sequence[np.ndarray], labels: Sequence[str], *, z_max
     ax.set_ylabel(r"$2b$")
     ax.set_zlabel(r"$a + c$")
     ax.legend(loc="upper left")
-    return fig
-
-
-def blowup_panels(blow: dict, stab: dict) -> plt.Figure:
-    r""":math:`\|\Sigma(t)\|_F / \|\Sigma_0\|_F` for the moment ODE and the particle Transformer.
-
-    ``blow`` and ``stab`` hold ``t_ode, n_ode, t_part, n_part`` (norm ratios) and, for ``blow``,
-    ``t_pred`` (closed form) and ``t_det`` (the integrator's event); for ``stab``, ``n_star``.
-    """
-    fig, (ax0, ax1) = figure(2, 1, width=4.4)
-    ax0.semilogy(blow["t_ode"], blow["n_ode"], color=COLORS["theory"], label="moment ODE")
-    ax0.semilogy(blow["t_part"], blow["n_part"], color=COLORS["particles"], label="particles")
-    ax0.axvline(blow["t_pred"], color="k", ls="--", lw=1, label=r"predicted $t^*$")
-    ax0.plot([blow["t_det"]], [blow["n_ode"][-1]], "x", color=COLORS["theory"], ms=8,
-             label="detected (event)")
-    ax0.axhline(10, color=COLORS["floor"], ls=":", lw=1, label=r"$10\times$")
-    ax0.set_ylim(0.5, 1e4)
-    ax0.set_xlabel("$t$")
-    ax0.set_ylabel(r"$\|\Sigma(t)\|_F / \|\Sigma_0\|_F$")
-    ax0.set_title("same definiteness: blow-up")
-    ax0.legend()
-    ax1.plot(stab["t_ode"], stab["n_ode"], color=COLORS["theory"], label="moment ODE")
-    ax1.plot(stab["t_part"], stab["n_part"], color=COLORS["particles"], label="particles")
-    ax1.axhline(stab["n_star"], color="k", ls="--", lw=1, label=r"$\|\Sigma^*\|_F / \|\Sigma_0\|_F$")
-    ax1.set_xlabel("$t$")
-    ax1.set_title("opposite definiteness: bounded")
-    ax1.legend()
     return fig
 
 
@@ -145,7 +119,7 @@ def regime_map_figure(rm: RegimeMap, boundary: RegimeBoundary) -> plt.Figure:
     ax.set_ylim(rm.ys[0] - dy, rm.ys[-1] + dy)
     ax.set_xlabel(r"$a = \operatorname{Re}\,\lambda(A)$")
     ax.set_ylabel(r"$v$  ($V = vI$)")
-    handles = [Patch(color=c, label=k) for k, c in VERDICT_COLORS.items()]
+    handles: list[Artist] = [Patch(color=c, label=k) for k, c in VERDICT_COLORS.items()]
     handles.append(plt.Line2D([], [], color="k", label="theory boundary"))
     ax.legend(handles=handles, loc="upper left", fontsize=7, framealpha=0.9)
     ax.grid(False)
@@ -176,7 +150,7 @@ def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: flo
     Left: the stabilising particle run with the moment ODE's :math:`2\sigma` ellipse and the
     equilibrium's (dashed, centred at the ODE's final mean), and
     :math:`\|\hat\Sigma(t)\|_F / \|\hat\Sigma(0)\|_F` on each frame. Right: the destabilising run
-    up to a fraction of :math:`t^*` (the chapter's pole study, :func:`gtcore.studies.stability.finite_n.pole_cloud`),
+    up to a fraction of :math:`t^*` (the chapter's pole study, :class:`gtcore.studies.stability.finite_n.PoleCloud`),
     axes following the cloud, the ODE's ellipse (drawn while finite, and while at most 3 times the
     cloud's box), and on each frame the covariance norm relative to its start for the cloud and for
     the ODE, and :math:`t^* - t`: the ODE's diverges, the cloud's cannot.
@@ -216,7 +190,7 @@ def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: flo
                       title="opposite signs: to \u03a3*")
     right = CloudPanel(blow.tokens, blow.t, mu=mu_b, Sigma=S_b, limits="follow",
                        annotations=[f"{norm}: cloud {r:.3g}, ODE {o:.3g}\nt* \u2212 t = {t_star - t:.3f}"
-                                    for r, o, t in zip(n_b, o_b, blow.t)],
+                                    for r, o, t in zip(n_b, o_b, blow.t, strict=True)],
                        title="same signs: toward t*")
     kwargs.setdefault("caption", "Left: with opposite definiteness the cloud and the ODE's ellipse settle on "
                                  "$\\Sigma^*$ (dashed). Right: with the same definiteness the ODE's covariance "

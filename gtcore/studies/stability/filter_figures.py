@@ -14,7 +14,7 @@ def filter_figure(ens: FilterEnsemble) -> plt.Figure:
     """Left: the filter error's relative gap to Sigma(t) over time, per draw; right: each draw's largest
     likelihood-ratio statistic against the Bonferroni threshold, identification and control."""
     fig, (ax, bx) = figure(2, width=4.4)
-    for i, (run, ctl) in enumerate(zip(ens.runs, ens.control_runs)):
+    for i, (run, ctl) in enumerate(zip(ens.runs, ens.control_runs, strict=True)):
         ax.plot(run.t[1:], run.relative_gap()[1:], color=COLORS["particles"], alpha=0.7,
                 label="filter with eq. (1.1)'s Σ(t)" if i == 0 else None)
         ax.plot(ctl.t[1:], ctl.relative_gap()[1:], color=COLORS["alt"], alpha=0.7,

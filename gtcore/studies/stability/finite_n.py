@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 
 from gtcore._progress import progress as progress_bar
-from gtcore.controls import Controls
-from gtcore.stats.gaussianity import empirical_moments
 from gtcore.attention import max_sampling_strength
+from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
-from gtcore.studies.precision import STUDY_KERNEL_DTYPE
+from gtcore.stats.gaussianity import empirical_moments
 from gtcore.stats.sampling import gaussian_tokens
+from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 
 
 def particle_radius_bound(controls: Controls, R0: float, t: Any) -> np.ndarray:
@@ -142,14 +142,14 @@ class PoleStudy:
         for i, N in enumerate(self.Ns):
             m = self.ratio[i].mean(axis=0)
             se = self.ratio[i].std(axis=0, ddof=1) / np.sqrt(s) if s > 1 else np.zeros_like(m)
-            lines.append(f"{N:>7d} " + " ".join(f"{a:9.4f} +- {b:5.4f}" for a, b in zip(m, se)))
+            lines.append(f"{N:>7d} " + " ".join(f"{a:9.4f} +- {b:5.4f}" for a, b in zip(m, se, strict=True)))
         lines.append(f"{'ODE':>7} " + " ".join(f"{'|S|/|S0| = ' + format(x, '.3g'):>17}"
                                                 for x in self.ode_norm))
         lines.append(f"{'kappa':>7} " + " ".join(f"{x:17.3g}" for x in self.kappa))
         return "\n".join(lines)
 
 
-def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], seeds: int,
+def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int] | np.ndarray, seeds: int,
                fractions: Sequence[float], steps: int, *, method: str = "rk4",
                device: str = "auto", progress: bool = False,
                keep: tuple[int, int] | None = None,
@@ -178,7 +178,7 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
         :data:`gtcore.studies.precision.STUDY_KERNEL_DTYPE`, float32, by default: see there)
     keep : (N, seed), optional
         Keep that cloud's tokens at every step, with its reference ODE at the same times
-        (:attr:`PoleStudy.kept`); ``N`` one of ``Ns``, ``seed`` in ``range(seeds)``. The run is the
+        (``PoleStudy.kept``); ``N`` one of ``Ns``, ``seed`` in ``range(seeds)``. The run is the
         one the study makes anyway: keeping it costs only the ODE at every step.
 
     Returns
@@ -202,7 +202,7 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int], see
     if not np.isfinite(t_star):
         raise ValueError("controls: the moment ODE does not blow up from Sigma0")
     pop = integrate_moments(mu0, Sigma0, controls, (0.0, fr[-1] * t_star), t_eval=fr * t_star)
-    kappa = np.array([max_sampling_strength(controls, [t], [S]) for t, S in zip(pop.t, pop.Sigma)])
+    kappa = np.array([max_sampling_strength(controls, [t], [S]) for t, S in zip(pop.t, pop.Sigma, strict=True)])
     ode_norm = np.linalg.norm(pop.Sigma, axis=(1, 2)) / np.linalg.norm(np.asarray(Sigma0, float))
 
     k, S, m = Ns.size, int(seeds), fr.size

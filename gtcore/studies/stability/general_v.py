@@ -2,13 +2,13 @@ r"""Mean steering with a general value matrix: on the moment ODE and on N tokens
 
 For :math:`V \ne vI` neither the precision equation nor the closed-form equilibrium of
 :mod:`gtcore.riccati` applies: the equilibrium :math:`\Sigma^*` of eq. (1.1) comes from Newton's
-method (:func:`gtcore.equilibrium`) and the bias that puts the asymptotic mean at a target,
+method (:func:`gtcore.stability.equilibrium`) and the bias that puts the asymptotic mean at a target,
 
 .. math::
 
     b = -\big(A + V + V\Sigma^*B\big)\,\mu_{\text{target}},
 
-from :func:`gtcore.bias_for_mean_target`. Both are derived from the statement; this module checks
+from :func:`gtcore.stability.bias_for_mean_target`. Both are derived from the statement; this module checks
 them (a) against a direct integration of eq. (1.1) over a seeded ensemble (a derivation check), and
 (b) on N tokens moved by softmax attention with those controls (a reproduction): the cloud's mean
 should reach the target up to the finite-N error, :math:`\propto N^{-1/2}`. The control uses the bias
@@ -63,8 +63,8 @@ class MeanSteeringDraw:
     T : float
         The horizon :math:`12/\\text{rate}`.
     ode_mean_error, ode_cov_error : float
-        :math:`\\|\\mu(T) - \\mu_{\\text{target}}\\|` and :math:`\\|\\Sigma(T) - \\Sigma^*\\|_F/\\|\\Sigma^*\\|_F` of eq. (1.1)
-        integrated directly (tolerances 1e-12).
+        :math:`\\|\\mu(T) - \\mu_{\\text{target}}\\|` and :math:`\\|\\Sigma(T) - \\Sigma^*\\|_F/\\|\\Sigma^*\\|_F` of
+        eq. (1.1) integrated directly (tolerances 1e-12).
     """
 
     controls: Controls
@@ -165,7 +165,7 @@ class MeanSteeringTokens:
     slope: float
 
     def slope_standard_error(self, n_boot: int = 2000, seed: int = 0) -> float:
-        """Bootstrap standard error of :attr:`slope` (seeds resampled within each draw and N)."""
+        """Bootstrap standard error of ``slope`` (seeds resampled within each draw and N)."""
         rng = np.random.default_rng(seed)
         D, n, S = self.error.shape
         out = np.empty(n_boot)
@@ -179,8 +179,8 @@ class MeanSteeringTokens:
                 f"seeds={self.error.shape[2]}, slope={self.slope:.3f})")
 
 
-def mean_steering_tokens(draws: Sequence[MeanSteeringDraw], Ns: Sequence[int], *, seeds: int, step: float = 0.1,
-                         seed: int = 0, wrong: bool = False) -> MeanSteeringTokens:
+def mean_steering_tokens(draws: Sequence[MeanSteeringDraw], Ns: Sequence[int] | np.ndarray, *, seeds: int,
+                         step: float = 0.1, seed: int = 0, wrong: bool = False) -> MeanSteeringTokens:
     r"""Move N tokens from :math:`N(\mu_0, \Sigma^*)` with each draw's controls to :math:`T` (RK4, step about ``step``).
 
     Parameters

@@ -38,13 +38,13 @@ class RegimeMap:
     disagreements: list = field(default_factory=list)
 
 
-def regime_map(make_controls: Callable[[float, float], Controls], xs: Sequence[float],
-               ys: Sequence[float], Sigma0: Any, t_max: float, *, progress: bool = True) -> RegimeMap:
-    r"""Classify every :math:`(x, y)` of a grid by :func:`classify` (theory) and
-    :func:`observe_regime` (integration to ``t_max``), and compare.
+def regime_map(make_controls: Callable[[float, float], Controls], xs: Sequence[float] | np.ndarray,
+               ys: Sequence[float] | np.ndarray, Sigma0: Any, t_max: float, *, progress: bool = True) -> RegimeMap:
+    r"""Classify every :math:`(x, y)` of a grid by :func:`~gtcore.stability.classify` (theory) and
+    :func:`~gtcore.stability.observe_regime` (integration to ``t_max``), and compare.
 
     The observations are made by :func:`gtcore.stability.observe_regimes`: the same integrations and
-    verdicts as :func:`observe_regime`, all grid points stepped side by side.
+    verdicts as :func:`~gtcore.stability.observe_regime`, all grid points stepped side by side.
 
     Parameters
     ----------
@@ -69,13 +69,13 @@ def regime_map(make_controls: Callable[[float, float], Controls], xs: Sequence[f
     # thousands of 2x2 and 4x4 solves and exponentials: BLAS threads only add wake-up latency
     # (10-100x slower per call on a loaded 2-core machine)
     with threadpool_limits(limits=1, user_api="blas"):
-        for (i, j), c in zip(progress_bar(cells, "regime map", enabled=progress), controls):
+        for (i, j), c in zip(progress_bar(cells, "regime map", enabled=progress), controls, strict=True):
             theory[i, j] = classify(c, Sigma0, t_max=t_max).verdict
         # the observation: every point's moment ODE integrated side by side, each with its own steps
         observed = np.array(observe_regimes(controls, Sigma0, t_max), dtype=object).reshape(theory.shape)
     agree = theory == observed
     dis = [(float(xs[j]), float(ys[i]), theory[i, j], observed[i, j])
-           for i, j in zip(*np.nonzero(~agree))]
+           for i, j in zip(*np.nonzero(~agree), strict=True)]
     return RegimeMap(xs=xs, ys=ys, theory=theory, observed=observed,
                      agreement=float(agree.mean()), disagreements=dis)
 
@@ -112,8 +112,8 @@ class RegimeBoundary:
 def regime_boundary(a_values: Any, B: Any, Sigma0: Any, *, omega: float = 0.0) -> RegimeBoundary:
     r"""The theory's boundary of the planar family in the :math:`(a, v)` plane (:math:`B + B^\top \succeq 0`).
 
-    For :math:`a < 0` it is the curve :math:`v = v_c(a)` of :func:`critical_gain` (collapse below,
-    blow-up above), exact only when :math:`B + B^\top \succeq 0` (see :func:`critical_gain`:
+    For :math:`a < 0` it is the curve :math:`v = v_c(a)` of :func:`~gtcore.riccati.critical_gain` (collapse below,
+    blow-up above), exact only when :math:`B + B^\top \succeq 0` (see :func:`~gtcore.riccati.critical_gain`:
     with an indefinite :math:`B + B^\top` a transient can blow up below :math:`v_c`), so any
     other ``B`` is refused. When moreover :math:`B + B^\top \succ 0`, the rest of the boundary is
     :math:`v = 0` for :math:`a > 0` (converges below, blows up above) and :math:`a = 0` for

@@ -20,7 +20,7 @@ Euler–Maruyama with step :math:`\delta = T/\text{steps}`
     \hat x_{k+1} = \hat x_k + \delta A\hat x_k + K_k(\Delta Y_k - \delta C\hat x_k),
 
 with :math:`\xi_k \sim N(0, I)` and the gain :math:`K_k = \Sigma(t_k)\, C^\top`, where
-:math:`\Sigma(t)` is eq. (1.1) integrated by :func:`gtcore.integrate_moments` with the controls
+:math:`\Sigma(t)` is eq. (1.1) integrated by :func:`gtcore.moments.integrate_moments` with the controls
 :math:`(A, V = vI, B)`. Whatever the gain, the error :math:`e = X - \hat x` has zero mean and a
 covariance :math:`\Pi(t)` that solves the Lyapunov equation
 :math:`\Pi' = (A - KC)\Pi + \Pi(A - KC)^\top + KK^\top` from :math:`\Pi(0) = \Sigma_0`; substituting
@@ -252,7 +252,7 @@ def kalman_bucy_error(A: Any, v: float, B: Any, Sigma0: Any, T: float, *, paths:
             covs.append(e.T @ e / paths)
             preds.append(ode.Sigma[k + 1])
     covs_a, preds_a = np.array(covs), np.array(preds)
-    lrt = np.array([0.0] + [covariance_lrt(S, P, paths) for S, P in zip(covs_a[1:], preds_a[1:])])
+    lrt = np.array([0.0] + [covariance_lrt(S, P, paths) for S, P in zip(covs_a[1:], preds_a[1:], strict=True)])
     return FilterRun(np.array(t_rec), covs_a, preds_a, lrt, int(paths), int(steps), float(gain_scale))
 
 
