@@ -56,11 +56,11 @@ from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import brentq, minimize_scalar
 
 from gtcore._linalg import psd_sqrt
+from gtcore._repr import short_repr
 from gtcore._validation import as_float_array, check_covariance, check_matrix, check_positive
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.moments.ode import _moment_rhs
-from gtcore._repr import short_repr
 
 __all__ = [
     "BlowupTime",

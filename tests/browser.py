@@ -156,7 +156,10 @@ new Promise((resolve) => {
   };
   const scrolls = (el) => ['auto', 'scroll', 'hidden'].includes(getComputedStyle(el).overflowX);
   const luminance = (rgb) => {
-    const [r, g, b] = rgb.map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); });
+    const [r, g, b] = rgb.map((c) => {
+      c /= 255;
+      return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4);
+    });
     return 0.2126 * r + 0.7152 * g + 0.0722 * b;
   };
   const rgb = (text) => (text.match(/[\d.]+/g) || []).slice(0, 4).map(Number);
@@ -181,25 +184,31 @@ new Promise((resolve) => {
       let p = el.parentElement, inside = false;
       while (p && p !== article) {
         if (seen.has(p)) { inside = true; break; }
-        if (scrolls(p)) { const q = p.getBoundingClientRect(); if (q.right <= col.right + 1 && q.left >= col.left - 1) { inside = true; break; } }
+        if (scrolls(p)) {
+          const q = p.getBoundingClientRect();
+          if (q.right <= col.right + 1 && q.left >= col.left - 1) { inside = true; break; }
+        }
         p = p.parentElement;
       }
       if (inside) continue;
       seen.add(el);
-      wide.push(describe(el) + ` (${Math.round(r.left)}..${Math.round(r.right)} of ${Math.round(col.left)}..${Math.round(col.right)})`);
+      wide.push(describe(el) + ` (${Math.round(r.left)}..${Math.round(r.right)}` +
+                ` of ${Math.round(col.left)}..${Math.round(col.right)})`);
     }
     const broken = [];
     for (const cell of article.querySelectorAll('td, th')) {
       const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
       let node;
       while ((node = walker.nextNode())) {
-        const re = /[^\s\-\u2013]+[\-\u2013]?/g;  // a line may end after a hyphen or dash (blow-|up), never inside a word
+        // a line may end after a hyphen or dash (blow-|up), never inside a word
+        const re = /[^\s\-\u2013]+[\-\u2013]?/g;
         let m;
         while ((m = re.exec(node.textContent))) {
           const range = document.createRange();
           range.setStart(node, m.index);
           range.setEnd(node, m.index + m[0].length);
-          const tops = new Set(Array.from(range.getClientRects()).filter((q) => q.width > 0).map((q) => Math.round(q.top)));
+          const tops = new Set(Array.from(range.getClientRects()).filter((q) => q.width > 0)
+                                   .map((q) => Math.round(q.top)));
           if (tops.size > 1) broken.push(m[0]);
         }
       }
@@ -207,20 +216,25 @@ new Promise((resolve) => {
     // code that a reader must scroll sideways to read, and content clipped with no way to scroll to it
     const cut = [];
     for (const el of article.querySelectorAll('div.cell_input pre, div.cell_output pre, div.highlight pre')) {
-      if (el.scrollWidth > el.clientWidth + 1) cut.push('code: ' + (el.innerText || '').split('\n').find((l) => l.length > 0).slice(0, 60));
+      if (el.scrollWidth > el.clientWidth + 1) {
+        cut.push('code: ' + (el.innerText || '').split('\n').find((l) => l.length > 0).slice(0, 60));
+      }
     }
     for (const el of article.querySelectorAll('*')) {
       if (el.closest('.math, mjx-container')) continue;  // glyphs a pixel past an inline formula's box
       const ox = getComputedStyle(el).overflowX;
-      if ((ox === 'hidden' || ox === 'clip') && el.scrollWidth > el.clientWidth + 2 && el.clientWidth > 0) cut.push('clipped ' + describe(el));
+      if ((ox === 'hidden' || ox === 'clip') && el.scrollWidth > el.clientWidth + 2 && el.clientWidth > 0) {
+        cut.push('clipped ' + describe(el));
+      }
     }
     const page = document.documentElement.scrollWidth > window.innerWidth + 1;
     document.documentElement.dataset.theme = 'dark';
     document.documentElement.dataset.mode = 'dark';
     let captions = null;
     const para = article.querySelector('section > p') || article.querySelector('p');
-    const body = para ? ((Math.max(luminance(rgb(getComputedStyle(para).color).slice(0, 3)), luminance(background(para))) + 0.05) /
-                         (Math.min(luminance(rgb(getComputedStyle(para).color).slice(0, 3)), luminance(background(para))) + 0.05)) : null;
+    const paraFg = para ? luminance(rgb(getComputedStyle(para).color).slice(0, 3)) : 0;
+    const paraBg = para ? luminance(background(para)) : 0;
+    const body = para ? (Math.max(paraFg, paraBg) + 0.05) / (Math.min(paraFg, paraBg) + 0.05) : null;
     for (const cap of article.querySelectorAll('figcaption, figcaption p, .caption-number, .caption-text')) {
       const fg = luminance(rgb(getComputedStyle(cap).color).slice(0, 3));
       const bg = luminance(background(cap));
@@ -289,6 +303,7 @@ if __name__ == "__main__":  # python tests/browser.py BUILD/html [OUT.json]: mea
     if len(sys.argv) > 2:
         Path(sys.argv[2]).write_text(json.dumps(results, indent=1))
     for where, r in results.items():
-        print(f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  cut {len(r['cut']):3d}  page scrolls "
-              f"{'yes' if r['page'] else 'no '}  caption contrast (dark) "
-              f"{'-' if r['captions'] is None else format(r['captions'], '.2f')} (body {r['body'] or 0:.2f})  height {r['closed']} (all open {r['height']})")
+        captions = "-" if r["captions"] is None else format(r["captions"], ".2f")
+        print(f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  cut {len(r['cut']):3d}  "
+              f"page scrolls {'yes' if r['page'] else 'no '}  caption contrast (dark) {captions} "
+              f"(body {r['body'] or 0:.2f})  height {r['closed']} (all open {r['height']})")

@@ -459,7 +459,8 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
     rows = json.loads(gtbook("claims", "--json", cwd=mini).stdout)
     assert rows[0]["overrides"] == {"x": 1.25, "seed": 4} and rows[0]["seed"] == 4
     assert "seed=4 x=1.25" in gtbook("claims", "--wide", cwd=mini).stdout  # sorted by name
-    assert "| {doc}`01_tiny <01_tiny>` | `quick` | `4` | `seed=4 x=1.25` |" in (mini / "executed" / "report.md").read_text()
+    report = (mini / "executed" / "report.md").read_text()
+    assert "| {doc}`01_tiny <01_tiny>` | `quick` | `4` | `seed=4 x=1.25` |" in report
     nb = nbformat.read(mini / "executed" / "01_tiny.ipynb", as_version=4)
     box = nb.cells[0].source
     assert box.startswith("# 01_tiny\n") and "How this page was made" in box

@@ -19,16 +19,15 @@ import time
 import nbformat
 import pytest
 
+from minibook import make_mini_book
 from test_pipeline_faults import (
     gtbook,
     kill_all,
     needs_proc,
-    processes_of,
     start,
     state_of,
     wait_until_gone,
 )
-from minibook import make_mini_book
 
 CHAPTERS = ("01_tiny", "02_small")
 KILLS = 10
@@ -85,7 +84,8 @@ def test_kill_9_of_run_j2_at_random_times(tree):
         asked_new = gtbook("status", "--set", f"x={new}", cwd=tree).stdout
         for c in CHAPTERS:
             want = "fresh" if now[c] == new else "stale"
-            assert state_of(asked_new, c) == want, f"kill {i}: status says {state_of(asked_new, c)} for {c}\n{asked_new}"
+            said = state_of(asked_new, c)
+            assert said == want, f"kill {i}: status says {said} for {c}\n{asked_new}"
         outcomes.append((round(when, 2), tuple(now[c] == new for c in CHAPTERS)))
         had = now
     # nothing of the killed runs publishes later, and their job files are cleaned by the next run

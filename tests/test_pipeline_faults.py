@@ -13,9 +13,9 @@ truth about both.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import random
 import re
 import shlex
 import shutil
@@ -91,10 +91,8 @@ def wait_until_gone(tree: Path, seconds: float) -> list[tuple[int, str]]:
 
 def kill_all(tree: Path) -> None:
     for pid, _ in processes_of(tree):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def ran_x(tree: Path, chapter: str) -> float:
@@ -374,7 +372,7 @@ def test_16_run_j2_exits_when_a_chapter_fails_while_others_wait(three):
     profiles.write_text(text)  # and 03_third waits for a free worker
     proc = start("run", "-j", "2", cwd=three)
     try:
-        out, err = proc.communicate(timeout=150)
+        _, err = proc.communicate(timeout=150)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
@@ -400,7 +398,8 @@ def test_17_the_thread_count_is_part_of_the_key(tree):
 
 # ------------------------------------------------------- 18: a rerun command for a shell
 HOSTILE = ["x;touch${IFS}PWNED_semicolon", "$(touch${IFS}PWNED_subshell)", "`touch${IFS}PWNED_backtick`",
-           "x;touch PWNED_spaced", "it's \"quoted\"", "a b  c", "<img src=x onerror=alert(1)>", "x&&touch${IFS}PWNED_and"]
+           "x;touch PWNED_spaced", "it's \"quoted\"", "a b  c", "<img src=x onerror=alert(1)>",
+           "x&&touch${IFS}PWNED_and"]
 
 
 @pytest.mark.parametrize("label", HOSTILE)

@@ -9,7 +9,6 @@ with no book above it: its claims are checked and recorded, and it says that it 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import site
@@ -87,7 +86,7 @@ def test_the_wheel_holds_the_registry_and_imports_its_own_gtcore(wheel_env, tmp_
 
 
 def test_a_downloaded_chapter_notebook_reruns_with_papermill_outside_the_clone(wheel_env, tmp_path):
-    py, purelib = wheel_env
+    py, _purelib = wheel_env
     book = make_mini_book(tmp_path / "book")
     env = {k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"}
     env["PYTHONPATH"] = str(ROOT)
@@ -127,7 +126,10 @@ def test_the_sdist_holds_what_its_tests_need(source, tmp_path):
                           check=True, env=_clean_env()).stdout.strip().splitlines()[-1]
     with tarfile.open(out / name) as tar:
         members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
-        tar.extractall(tmp_path / "x", filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(tmp_path / "x")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(tmp_path / "x", filter="data")
+        else:
+            tar.extractall(tmp_path / "x")
     for needed in ("_config.yml", "_toc.yml", "notebooks/profiles.toml", "notebooks/01_gaussian_invariance.py",
                    "book/intro.md", "book/references.bib", "_static/gtbook.css", "tests/conftest.py",
                    "tests/minibook.py", "tests/test_book.py", "gtcore/book/statements.toml", "requirements.lock",

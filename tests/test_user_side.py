@@ -9,6 +9,7 @@ checkout), as in :mod:`test_pipeline_faults`.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import enum
 import importlib
@@ -94,7 +95,8 @@ def test_the_readme_walk_keeps_every_chapter_full(tree):
     gtbook("build", cwd=tree)
     status = gtbook("status", cwd=tree).stdout
     rows = json.loads(gtbook("claims", "--json", cwd=tree).stdout)
-    assert {r["profile"] for r in rows} == {"full"} and {_meta(tree, c)["profile"] for c in ("01_tiny", "02_small")} == {"full"}
+    assert {r["profile"] for r in rows} == {"full"}
+    assert {_meta(tree, c)["profile"] for c in ("01_tiny", "02_small")} == {"full"}
     assert "HTML: up to date" in status
 
 
@@ -122,10 +124,8 @@ def test_version_and_module_entry_points():
 
     proc = subprocess.run([*GTBOOK, "--version"], capture_output=True, text=True, env=_env())
     assert proc.returncode == 0 and proc.stdout.startswith("gtbook ")
-    try:
+    with contextlib.suppress(metadata.PackageNotFoundError):
         assert metadata.version("gaussian-transformer-book") in proc.stdout
-    except metadata.PackageNotFoundError:
-        pass
 
 
 def test_every_subcommand_and_option_has_a_description_and_help():
@@ -143,7 +143,8 @@ def test_every_subcommand_and_option_has_a_description_and_help():
         for action in sp._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
-            assert action.help and action.help != argparse.SUPPRESS, f"{name} {action.option_strings or action.dest}: no help"
+            what = action.option_strings or action.dest
+            assert action.help and action.help != argparse.SUPPRESS, f"{name} {what}: no help"
     for action in parser._actions:
         assert action.help, f"gtbook {action.option_strings}: no help"
 
@@ -160,7 +161,7 @@ def test_a_closed_pipe_ends_quietly(tree):
 def test_claims_narrow_table_summary_and_filters(tree):
     gtbook("run", "--set", "x=0.25", cwd=tree)
     text = gtbook("claims", cwd=tree).stdout
-    head, rule, *body, summary = text.strip().splitlines()
+    head, _rule, *_body, summary = text.strip().splitlines()
     assert head.split() == ["chapter", "claim", "kind", "value", "result"]
     assert max(len(line) for line in text.splitlines()) <= 100
     assert summary == "2 claims in 2 chapters: 2 pass, 0 fail"
@@ -224,7 +225,8 @@ def _core_result_classes():
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(
                     (isinstance(d, ast.Name) and d.id == "dataclass") or
-                    (isinstance(d, ast.Call) and getattr(d.func, "id", "") == "dataclass") for d in node.decorator_list):
+                    (isinstance(d, ast.Call) and getattr(d.func, "id", "") == "dataclass")
+                    for d in node.decorator_list):
                 module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
                 found.append((module, node.name))
     return found
@@ -294,8 +296,7 @@ def test_progress_bars_stay_quiet_where_nobody_watches(monkeypatch):
 
 
 def test_simulate_shows_progress_by_default_only_for_long_work(monkeypatch):
-    from gtcore import Controls, _progress, gaussian_tokens
-    from gtcore import particles
+    from gtcore import Controls, _progress, gaussian_tokens, particles
 
     monkeypatch.delenv(_progress.QUIET_ENV, raising=False)
     monkeypatch.setattr(_progress, "watched", lambda: True)
@@ -353,7 +354,8 @@ def test_the_makefile_installs_from_the_lock_and_never_pypis_cuda_torch():
     assert "curl" not in text
     dry = subprocess.run(["make", "-n", "-B", "venv", "PYTHON=python3"], cwd=ROOT, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr
-    sub = subprocess.run(["make", "-n", "TORCH_PIP=PIP", "install-torch"], cwd=ROOT, capture_output=True, text=True).stdout
+    sub = subprocess.run(["make", "-n", "TORCH_PIP=PIP", "install-torch"], cwd=ROOT, capture_output=True,
+                         text=True).stdout
     installs = [ln for ln in (dry.stdout + sub).splitlines() if "install" in ln and "torch==" in ln]
     assert installs
     for line in installs:  # the wheel itself only from local wheels or the CPU index; PyPI only for its deps

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-__all__ = ["die_with_parent", "parent_alive", "watch_parent", "command_dying_with_parent"]
+__all__ = ["command_dying_with_parent", "die_with_parent", "parent_alive", "watch_parent"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -44,7 +44,8 @@ def parent_alive(parent: int) -> bool:
     return os.getppid() == parent
 
 
-def watch_parent(parent: int, sig: int = signal.SIGTERM, *, every: float = 0.5, grace: float = 20.0) -> threading.Thread:
+def watch_parent(parent: int, sig: int = signal.SIGTERM, *, every: float = 0.5,
+                 grace: float = 20.0) -> threading.Thread:
     """Stop this process when ``parent`` is no longer its parent (a daemon thread; returns it).
 
     The process gets ``sig`` (its handler unwinds: kernels shut down, scratch files removed); if it is

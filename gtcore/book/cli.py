@@ -105,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="the book's folder (default: the working directory or the first one above it "
                         "holding _config.yml)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           help="run, status, build, all, claims, probe or atlas (`gtbook COMMAND --help` for its options)")
+                           help="run, status, build, all, claims, probe or atlas "
+                                "(`gtbook COMMAND --help` for its options)")
 
     def add_book_parser(name):  # `--root` also after the command (`gtbook status --root PATH`)
         short, long = _COMMANDS[name]

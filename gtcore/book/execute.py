@@ -16,6 +16,7 @@ chapter and the ones not started and exits non-zero, as a serial run does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -37,7 +38,6 @@ from gtcore.book.chapters import (
     Chapter,
     _book,
     discover_chapters,
-    load_profiles,
     open_book,
     parse_sets,
     resolve_parameters,
@@ -240,17 +240,20 @@ def chapter_state(job: Job) -> ChapterState:
     reasons = provenance.stale_reasons(recorded if isinstance(recorded, dict) else None, job.components)
     if failed:
         return ChapterState(chap.name, "failed", reasons, "latest run failed; the page shows the last good output")
-    if meta is None:
+    if nb is None or meta is None:
         return ChapterState(chap.name, "stale", ["unreadable"], "the executed notebook cannot be read")
     edited = verify.digest_problem(nb, meta)
     if edited:
         reasons.append("edited")
-    cache = meta.get("cache") if isinstance(meta.get("cache"), dict) else {}
+    cache = meta.get("cache")
+    if not isinstance(cache, dict):
+        cache = {}
     where = f"{_ran_text(meta)}, {provenance.seconds_text(meta.get('runtime_s'))}, key {cache.get('key', '?')}"
     if reasons:
         why = ", ".join(reasons)
         if "threads" in reasons:
-            why += f" (ran with {recorded.get('threads', '?') if isinstance(recorded, dict) else '?'} threads, now {job.threads})"
+            ran = recorded.get("threads", "?") if isinstance(recorded, dict) else "?"
+            why += f" (ran with {ran} threads, now {job.threads})"
         if edited:
             why += f"; {edited}"
         return ChapterState(chap.name, "stale", reasons, f"changed: {why} (was {where})")
@@ -428,18 +431,14 @@ def _failure(bk: Book, name: str, exc: Exception, out: Path, kept: Path, kernel_
     import papermill as pm
 
     if out.exists():
-        try:
+        with contextlib.suppress(BookError):  # this process may no longer write the tree: keep nothing
             _publish(bk, out, kept, guard)
-        except BookError:
-            pass  # this process may no longer write the tree: keep nothing
     log_kept = bk.failed / f"{name}.kernel.log"
     if kernel_log.exists() and kernel_log.stat().st_size:
         copy = scratch / "kernel.log.copy"
         shutil.copyfile(kernel_log, copy)
-        try:
+        with contextlib.suppress(BookError):
             _publish(bk, copy, log_kept, guard)
-        except BookError:
-            pass
     if isinstance(exc, pm.PapermillExecutionError):
         where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
     else:
@@ -629,7 +628,7 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, token: str | None = None) -
         for proc, _ in active.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
-        for proc, spec in active.values():
+        for proc, _ in active.values():
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -711,7 +710,7 @@ def run(profile: str | None = None, only: list[str] | None = None, sets: list[st
         if fresh:
             print(f"fresh, not rerun: {', '.join(fresh)} (--force reruns)", file=sys.stderr)
     if todo and profile is None:
-        by = {}
+        by: dict[str, list[str]] = {}
         for job in todo:
             by.setdefault(job.profile, []).append(job.chapter.name)
         print("profile: " + "; ".join(f"{p} ({', '.join(c)})" for p, c in by.items())

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "publish", "remove_stale_temporaries", "file_mode", "os_error_line"]
+__all__ = ["atomic_write_text", "file_mode", "os_error_line", "publish", "remove_stale_temporaries"]
 
 
 def file_mode() -> int:

@@ -22,6 +22,7 @@ import stat
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from gtcore.book import files as _files
 
@@ -69,7 +70,7 @@ class TreeLock:
         self.wait = wait
         self.what = what
         self.token = secrets.token_hex(8)
-        self._lock = None
+        self._lock: Any = None  # a filelock lock while held (filelock is imported on acquire)
 
     @property
     def held(self) -> bool:

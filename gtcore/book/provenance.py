@@ -215,8 +215,8 @@ def box_markdown(meta: dict[str, Any], claims: list[dict[str, Any]]) -> str:
     """
     n_pass = sum(bool(c.get("passed")) for c in claims)
     statements = sorted({str(c.get("statement", "")) for c in claims} - {""})
-    claims_text = (f"{n_pass} of {len(claims)} passed" + (f" (statements: {', '.join(code_span(s) for s in statements)})"
-                                                           if statements else "")) if claims else "none"
+    listed = f" (statements: {', '.join(code_span(s) for s in statements)})" if statements else ""
+    claims_text = f"{n_pass} of {len(claims)} passed{listed}" if claims else "none"
     rerun = rerun_command(str(meta["chapter"]), str(meta["profile"]), meta.get("overrides", {}) or {})
     threads = meta.get("threads")
     lines = [

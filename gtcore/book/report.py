@@ -126,8 +126,10 @@ def _claim_row(chapter: str, rec: dict[str, Any], meta: dict[str, Any]) -> Claim
 
     again = verify.recheck(rec)
     lower, upper = verify.bounds(rec)
-    params = meta.get("parameters") if isinstance(meta.get("parameters"), dict) else {}
-    overrides = meta.get("overrides") if isinstance(meta.get("overrides"), dict) else {}
+    params = meta.get("parameters")
+    params = params if isinstance(params, dict) else {}
+    overrides = meta.get("overrides")
+    overrides = overrides if isinstance(overrides, dict) else {}
     return ClaimRow(
         chapter=chapter,
         name=str(rec.get("name", "?")),
@@ -250,7 +252,7 @@ def _claim_lines(claims: list[ClaimRow]) -> list[str]:
     for chapter in dict.fromkeys(r.chapter for r in claims):
         mine = [r for r in claims if r.chapter == chapter]
         lines += [f"**{_chapter_link(chapter)}** ({len(mine)} claim{'s' if len(mine) != 1 else ''})", ""]
-        lines += _claim_table(mine) + [""]
+        lines += [*_claim_table(mine), ""]
     return lines
 
 
@@ -308,12 +310,14 @@ def _chapters_table(rows: list[ClaimRow], metas: dict[str, dict[str, Any]]) -> l
              "|---|---|---|---|---|---|"]
     for chap, meta in metas.items():
         mine = [r for r in rows if r.chapter == chap]
-        params = meta.get("parameters") if isinstance(meta.get("parameters"), dict) else {}
-        sets = overrides_text(meta.get("overrides") if isinstance(meta.get("overrides"), dict) else {})
+        params = meta.get("parameters")
+        params = params if isinstance(params, dict) else {}
+        overrides = meta.get("overrides")
+        sets = overrides_text(overrides if isinstance(overrides, dict) else {})
         lines.append(f"| {_chapter_link(chap)} | {_code_cell(meta.get('profile', 'unknown'))} | "
                      f"{_code_cell(params.get('seed', ''))} | {_code_cell(sets) if sets else '-'} | "
                      f"{seconds_text(meta.get('runtime_s'))} | {len(mine)} |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def report_markdown(executed: Path) -> str:
@@ -360,7 +364,7 @@ def report_markdown(executed: Path) -> str:
         for chapter in dict.fromkeys(r.chapter for r in consistency):
             mine = [r for r in consistency if r.chapter == chapter]
             lines += _dropdown(f"{plain(chapter)} · {len(mine)} check{'s' if len(mine) != 1 else ''}",
-                               _claim_table(mine) + [""], css="gtbook-consistency")
+                               [*_claim_table(mine), ""], css="gtbook-consistency")
     else:
         lines += ["None.", ""]
     if unregistered:

@@ -23,8 +23,8 @@ import math
 import re
 from typing import Any
 
-__all__ = ["criterion_text", "parse_threshold", "criterion_of", "recheck", "bounds", "outputs_digest",
-           "notebook_digest", "digest_problem"]
+__all__ = ["bounds", "criterion_of", "criterion_text", "digest_problem", "notebook_digest", "outputs_digest",
+           "parse_threshold", "recheck"]
 
 
 def _fmt(x: float) -> str:

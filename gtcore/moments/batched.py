@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gtcore._repr import short_repr
 from gtcore._validation import (
     as_float_array,
     check_moments,
@@ -16,7 +17,6 @@ from gtcore._validation import (
 from gtcore.controls import (
     Controls,
 )
-from gtcore._repr import short_repr
 
 __all__ = ["LaneMoments", "integrate_moments_lanes"]
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from gtcore._linalg import psd_project
+from gtcore._repr import short_repr
 from gtcore._validation import (
     check_moments,
     check_positive,
@@ -18,7 +19,6 @@ from gtcore.controls import (
     Controls,
 )
 from gtcore.moments.ode import _check_below_blowup, _checked_moments
-from gtcore._repr import short_repr
 
 __all__ = ["LayerTrajectory", "layer_map", "layer_stack"]
 

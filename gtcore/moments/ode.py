@@ -11,6 +11,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from gtcore._linalg import psd_project
+from gtcore._repr import short_repr
 from gtcore._validation import (
     as_float_array,
     check_count,
@@ -26,7 +27,6 @@ from gtcore.controls import (
     control_breaks,
     evaluate_controls,
 )
-from gtcore._repr import short_repr
 
 __all__ = ["MAX_NFEV", "MomentTrajectory", "integrate_moments", "moment_rhs"]
 

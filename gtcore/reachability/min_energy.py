@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from gtcore._linalg import RANK_RTOL
+from gtcore._repr import short_repr
 from gtcore.controls import (
     Controls,
     PiecewiseControls,
@@ -19,7 +20,6 @@ from gtcore.reachability.steering import (
     endpoint_error,
     steer,
 )
-from gtcore._repr import short_repr
 
 __all__ = ["MinEnergyResult", "steer_min_energy", "steer_min_energy_starts"]
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gtcore._repr import short_repr
 from gtcore._validation import (
     check_count,
     check_covariance,
@@ -23,7 +24,6 @@ from gtcore.riccati import (
     _lyapunov_P,
     riccati_quadratic,
 )
-from gtcore._repr import short_repr
 
 __all__ = ["ROOT_UNCERTAINTY_RATIO", "Equilibrium", "LinearStability", "NoEquilibriumError", "equilibrium",
            "linear_stability"]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
+from gtcore._repr import short_repr
 from gtcore._validation import (
     check_covariance,
     check_positive,
@@ -34,7 +35,6 @@ from gtcore.stability.equilibria import (
     equilibrium,
     linear_stability,
 )
-from gtcore._repr import short_repr
 
 __all__ = ["VERDICTS", "Regime", "classify", "observe_regime", "observe_regimes"]
 

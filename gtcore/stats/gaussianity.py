@@ -38,8 +38,8 @@ from scipy.special import ndtri
 from gtcore._linalg import empirical_moments as _empirical_moments
 from gtcore._linalg import psd_sqrt, whiten
 from gtcore._progress import progress as progress_bar
-from gtcore._validation import check_moments, check_tokens
 from gtcore._repr import short_repr
+from gtcore._validation import check_moments, check_tokens
 
 #: memory budget (bytes) for the temporary blocks of the chunked statistics
 _CHUNK_BYTES = 128 * 2**20

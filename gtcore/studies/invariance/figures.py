@@ -31,7 +31,7 @@ def cloud_with_ellipses(tokens: np.ndarray, times: Sequence[float], mus: np.ndar
 
 def n_ticks(ax, Ns: Sequence[int]) -> None:
     """Label a log x-axis with the N values used, and nothing else (no colliding minor labels)."""
-    from matplotlib.ticker import FixedLocator, FixedFormatter, NullFormatter, NullLocator
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter, NullLocator
 
     ax.xaxis.set_major_locator(FixedLocator(list(Ns)))
     ax.xaxis.set_major_formatter(FixedFormatter([f"{int(n)}" for n in Ns]))
