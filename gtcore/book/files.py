@@ -6,7 +6,7 @@ interruption at any point (Ctrl-C, SIGTERM, a kill) leaves the target untouched 
 ``.NAME.*.tmp`` beside it, which :func:`remove_stale_temporaries` clears.
 
 Published files get the usual mode, ``0o666`` less the process's umask (not the ``0o600`` of
-:func:`tempfile.mkstemp`), so a web server or the group can read the book. Neither helper follows a
+``tempfile.mkstemp``), so a web server or the group can read the book. Neither helper follows a
 symlink at the target: :func:`os.replace` replaces the link itself. :func:`os_error_line` turns an
 ``OSError`` (a read-only folder, a full disk) into the one line the command prints.
 """

@@ -1,7 +1,7 @@
-"""A lock file that makes concurrent ``gtbook`` commands on one tree safe (:mod:`filelock`).
+"""A lock file that makes concurrent ``gtbook`` commands on one tree safe (``filelock``).
 
 The lock is an OS lock on an open file (``flock`` on POSIX, ``msvcrt`` on Windows, through
-:mod:`filelock`), so it is released when the process ends, however it ends: a killed run never leaves a
+``filelock``), so it is released when the process ends, however it ends: a killed run never leaves a
 stale lock behind. Who holds it (pid, command, start time and a random **token**) is written to a file
 beside it (``.lock.info``), for the message a second command prints and for :meth:`TreeLock.holds`: a
 chapter worker checks, right before it publishes, that the run that started it still holds the lock

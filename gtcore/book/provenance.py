@@ -10,8 +10,8 @@ which one changed:
   modules (the static import graph of ``gtcore._dependencies``): editing one chapter's study reruns
   that chapter only;
 * ``versions``: Python and every package whose version can change a number or a figure
-  (:data:`KEY_PACKAGES`: numpy, scipy, torch, transformers, matplotlib, pillow, safetensors and the
-  MiniLM weights);
+  (``KEY_PACKAGES`` of ``gtcore._dependencies``: numpy, scipy, torch, transformers, matplotlib, pillow,
+  safetensors and the MiniLM weights);
 * ``threads``: the number of BLAS/torch threads the kernel ran with. Torch's parallel reductions add
   in an order that depends on it, so chapter 3 under ``-j 2`` (one thread per kernel) differs from
   ``-j 1`` in the last bits of some values: the thread count is part of what the key pins, and a run
