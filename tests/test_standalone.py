@@ -133,7 +133,7 @@ def test_the_sdist_holds_what_its_tests_need(source, tmp_path):
     for needed in ("_config.yml", "_toc.yml", "notebooks/profiles.toml", "notebooks/01_gaussian_invariance.py",
                    "book/intro.md", "book/references.bib", "_static/gtbook.css", "tests/conftest.py",
                    "tests/minibook.py", "tests/test_book.py", "gtcore/book/statements.toml", "requirements.lock",
-                   "environment.yml", "CITATION.cff", "Makefile", ".ci/run"):
+                   "environment.yml", "CITATION.cff", "Makefile", ".ci/run", ".pre-commit-config.yaml"):
         assert needed in members, f"the sdist lacks {needed}"
     assert not any(m.startswith(("executed/", "_build/")) for m in members)
     tree = tmp_path / "x" / name.removesuffix(".tar.gz")
