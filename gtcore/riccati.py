@@ -56,6 +56,7 @@ from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import brentq, minimize_scalar
 
 from gtcore._linalg import psd_sqrt
+from gtcore._repr import short_repr
 from gtcore._validation import as_float_array, check_covariance, check_matrix, check_positive
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
@@ -215,6 +216,8 @@ class BlowupTime:
                              f"(got t_star = {self.t_star}, verdict {self.verdict!r})")
         if self.proved == (self.verdict is Verdict.UNDETERMINED):
             raise ValueError(f"BlowupTime: proved={self.proved} contradicts the verdict {self.verdict!r}")
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     def __float__(self) -> float:
         return float(self.t_star)
@@ -649,6 +652,8 @@ class GainThreshold:
     t_peak: float
     limit: float
     formula: float
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n_grid: int = 4000) -> GainThreshold:

@@ -274,8 +274,9 @@ def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
 
     def fake_jupyter_book(cmd, cwd):
         calls.append(cmd)
-        (bk.build_dir / "html").mkdir(parents=True, exist_ok=True)
-        (bk.build_dir / "html" / "index.html").write_text("<html></html>")
+        out = Path(cmd[cmd.index("--path-output") + 1]) / "_build" / "html"  # its staging folder
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "index.html").write_text("<html></html>")
         return subprocess.CompletedProcess(cmd, 0)
 
     monkeypatch.setattr(book_build.subprocess, "run", fake_jupyter_book)
@@ -457,8 +458,9 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
     gtbook("run", "--set", "x=1.25", "--set", "seed=4", cwd=mini)
     rows = json.loads(gtbook("claims", "--json", cwd=mini).stdout)
     assert rows[0]["overrides"] == {"x": 1.25, "seed": 4} and rows[0]["seed"] == 4
-    assert "seed=4 x=1.25" in gtbook("claims", cwd=mini).stdout  # sorted by name
-    assert "| 01_tiny | quick | 4 | seed=4 x=1.25 |" in (mini / "executed" / "report.md").read_text()
+    assert "seed=4 x=1.25" in gtbook("claims", "--wide", cwd=mini).stdout  # sorted by name
+    report = (mini / "executed" / "report.md").read_text()
+    assert "| {doc}`01_tiny <01_tiny>` | `quick` | `4` | `seed=4 x=1.25` |" in report
     nb = nbformat.read(mini / "executed" / "01_tiny.ipynb", as_version=4)
     box = nb.cells[0].source
     assert box.startswith("# 01_tiny\n") and "How this page was made" in box
@@ -466,7 +468,7 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
     assert rerun == "gtbook run --only 01_tiny --profile quick --set seed=4 --set x=1.25"
     args = book_cli._parser().parse_args(rerun.split()[1:])
     assert args.set == ["seed=4", "x=1.25"] and args.profile == "quick"
-    assert "`x = 1.25`" in box and "`seed = 4`" in box and "1 of 1 passed" in box
+    assert "`x = 1.25` (`--set`)" in box and "`seed = 4` (`--set`)" in box and "1 of 1 passed" in box
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and "remove-cell" in injected[0].metadata["tags"]
     meta = nb.metadata["gtbook"]

@@ -113,8 +113,8 @@ def test_the_box_says_how_the_page_was_made():
             "git": {"commit": "abcdef1234567", "dirty": True}, "cache": {"key": "0123456789abcdef"}}
     box = provenance.box_markdown(meta, [{"passed": True, "statement": "s1"}, {"passed": True, "statement": "s2"}])
     assert box.startswith(":::{admonition} How this page was made") and box.endswith(":::")
-    for text in ("`full`", "**seed** `3`", "`n = 5`", "12.3 s", "2026-01-01", "`abcdef1234`", "uncommitted",
-                 "`0123456789abcdef`", "2 of 2 passed", "s1, s2",
+    for text in ("`full`", "**seed** `3`", "`n = 5` (`--set`)", "12.3 s", "2026-01-01", "`abcdef1234`", "uncommitted",
+                 "`0123456789abcdef`", "2 of 2 passed", "`s1`, `s2`",
                  "`gtbook run --only 01_x --profile full --set n=5 --set 'Ns=[1,2]'`"):
         assert text in box, text
 

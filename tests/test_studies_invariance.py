@@ -41,3 +41,25 @@ def test_mean_field_study_shapes_and_decay():
     assert st.mean_error[1] < st.mean_error[0]
     with pytest.raises(ValueError, match="Ns"):
         mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200], 4, 2)
+
+
+def test_error_figure_labels_the_n_values_and_no_minor_ticks():
+    """Chapter 1's error-against-N figure: the x ticks are the N values used, and no minor labels collide."""
+    from types import SimpleNamespace
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from gtcore.studies.invariance.figures import error_against_n
+
+    Ns = [250, 500, 1000, 2000, 4000]
+    errors = np.outer(np.array(Ns, float) ** -0.5, np.ones(3))
+    studies = {"weak": SimpleNamespace(Ns=Ns, errors=errors, kappa=0.2, slope=-0.5),
+               "strong": SimpleNamespace(Ns=Ns, errors=2 * errors, kappa=0.9, slope=-0.3)}
+    fig = error_against_n(studies)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert shown == [str(n) for n in Ns]
+    assert not [t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()]
+    assert not [t.get_text() for t in ax.yaxis.get_minorticklabels() if t.get_text()]

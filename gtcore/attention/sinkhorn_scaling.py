@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gtcore._repr import short_repr
 from gtcore.attention.base import BLOCK
 from gtcore.attention.kernels import attend, softmax_average
 from gtcore.attention.sinkhorn import (
@@ -91,6 +92,8 @@ class SinkhornResult:
     iterations: int
     marginal_error: float
     converged: bool
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     @property
     def status(self) -> str:

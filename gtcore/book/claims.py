@@ -38,8 +38,6 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
 from gtcore.book.statements import StatementError, load_statements
 
 #: the MIME type under which a claim is recorded in the cell's output
@@ -64,6 +62,9 @@ class Claim:
     value: Any
     threshold: str
     passed: bool
+    #: the criterion as numbers (``{"gt", "lt"}``, ``{"close_to", "rtol", "atol"}`` or ``{"true": True}``),
+    #: recorded so the report can evaluate the claim again (:mod:`gtcore.book.verify`)
+    criterion: dict | None = None
 
     def line(self) -> str:
         status = "PASS" if self.passed else "FAIL"
@@ -108,6 +109,8 @@ def evaluate_claim(name: str, value: Any, *, statement: str, kind: str, lt: floa
         raise ValueError("claim name must be a non-empty string")
     check_label(name, statement, kind)
     label = (statement, kind)
+    import numpy as np  # here, so reading claims back (`gtbook claims`) does not import numpy
+
     if isinstance(value, np.bool_):
         value = bool(value)
     bounds = lt is not None or gt is not None
@@ -120,7 +123,7 @@ def evaluate_claim(name: str, value: Any, *, statement: str, kind: str, lt: floa
             raise ValueError(f"claim {name!r}: a boolean value takes no threshold")
         if not isinstance(value, bool):
             raise ValueError(f"claim {name!r}: give a threshold (lt, gt or close_to) or a bool value")
-        return Claim(name, *label, value, "must be True", bool(value))
+        return Claim(name, *label, value, "must be True", bool(value), {"true": True})
     v = _to_number(value, name)
     if close_to is not None:
         r = 0.0 if rtol is None else float(rtol)
@@ -130,7 +133,8 @@ def evaluate_claim(name: str, value: Any, *, statement: str, kind: str, lt: floa
         tol = a + r * abs(float(close_to))
         passed = math.isfinite(v) and abs(v - float(close_to)) <= tol
         threshold = f"|value - {_fmt(float(close_to))}| <= {_fmt(tol)}"
-        return Claim(name, *label, v, threshold, passed)
+        return Claim(name, *label, v, threshold, passed,
+                     {"close_to": float(close_to), "rtol": r, "atol": a})
     parts, passed = [], math.isfinite(v)
     if gt is not None:
         parts.append(f"> {_fmt(float(gt))}")
@@ -138,7 +142,8 @@ def evaluate_claim(name: str, value: Any, *, statement: str, kind: str, lt: floa
     if lt is not None:
         parts.append(f"< {_fmt(float(lt))}")
         passed = passed and v < float(lt)
-    return Claim(name, *label, v, "value " + " and ".join(parts), passed)
+    return Claim(name, *label, v, "value " + " and ".join(parts), passed,
+                 {"gt": None if gt is None else float(gt), "lt": None if lt is None else float(lt)})
 
 
 def claim(name: str, value: Any, *, statement: str, kind: str, lt: float | None = None,
@@ -174,15 +179,34 @@ def claim(name: str, value: Any, *, statement: str, kind: str, lt: float | None 
     """
     c = evaluate_claim(name, value, statement=statement, kind=kind, lt=lt, gt=gt, close_to=close_to,
                        rtol=rtol, atol=atol)
+    _note_standalone()
     _show(c)
     if not c.passed and not os.environ.get(KEEP_GOING_ENV):
         raise ClaimFailed(c.line())
+
+
+_noted = False
+
+
+def _note_standalone() -> None:
+    """Say once per process, when no ``gtbook run`` started this kernel, that no book is being built."""
+    global _noted
+    from gtcore.book.root import ROOT_ENV
+
+    if _noted or os.environ.get(ROOT_ENV):
+        return
+    _noted = True
+    print("gtbook: not building a book (this kernel was not started by `gtbook run`): claims are checked "
+          "and recorded in this notebook only")
 
 
 def _show(c: Claim) -> None:
     record = asdict(c)
     if isinstance(record["value"], float) and not math.isfinite(record["value"]):
         record["value"] = str(record["value"])
+    for k, x in (record.get("criterion") or {}).items():
+        if isinstance(x, float) and not math.isfinite(x):
+            record["criterion"][k] = str(x)
     try:
         from IPython import get_ipython
         from IPython.display import display

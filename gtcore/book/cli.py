@@ -1,12 +1,13 @@
 r"""``gtbook``: execute the chapters under a profile, collect their claims, build the book.
 
     gtbook run [--profile quick|full] [--only NAME ...] [--set name=value ...] [-j N] [--force]
-    gtbook status [--profile ...] [--set ...]     fresh / stale (and why) / failed / missing
-    gtbook build [--force]
-    gtbook all [run options]                      run, then build
-    gtbook claims [--json]
+    gtbook status [--profile ...] [--only ...] [--set ...] [-j N]   fresh / stale (and why) / failed / missing
+    gtbook build [--force] [--mixed-profiles]
+    gtbook all [run options] [--mixed-profiles]                        run, then build
+    gtbook claims [--json] [--wide] [--failed] [--only ...] [--statement ID ...]
     gtbook mutations [--only NAME ...] [-j N] [--chapters NAME ...] [--verify]   what the claims can catch
     gtbook probe PATH_OR_NAME [--mode ...] [--tokens ...] [--sequences ...] [--figure PATH]
+    gtbook --version
 
 The book's root is the working directory, or the first folder above it holding ``_config.yml``
 (``--root PATH`` to choose; see :mod:`gtcore.book.root`), never the install location. Chapters are
@@ -14,20 +15,26 @@ jupytext percent-format ``notebooks/NN_name.py`` files. Each has one code cell t
 holding the full (paper-scale) values; the ``quick`` profile's overrides live in
 ``notebooks/profiles.toml``.
 
+**Profiles stick.** Without ``--profile``, ``gtbook run`` reruns each chapter with the profile it was
+last run with (a chapter never run: the profile of the others, else ``quick``); ``gtbook all`` uses the
+book's one profile. ``gtbook status`` takes the same arguments as ``run`` and says what that ``run``
+would do.
+
 **Cache.** A chapter runs only when its executed notebook's key differs from the current one: the key
-hashes the chapter's source, its resolved parameters and profile, the ``gtcore`` sources and the
-versions of Python, numpy, scipy, torch and transformers (:mod:`gtcore.book.provenance`). ``--force``
-reruns (and clears the on-disk cache of ``gtcore._cache``). ``gtbook build`` likewise skips Jupyter
-Book when none of its inputs changed.
+hashes the chapter's source, its resolved parameters and profile, the ``gtcore`` sources, the versions
+of Python and the packages that change numbers or figures, and the kernel's thread count
+(:mod:`gtcore.book.provenance`). ``--force`` reruns (and clears the on-disk cache of
+``gtcore._cache``). ``gtbook build`` likewise skips Jupyter Book when none of its inputs changed.
 
 **Safety.** One ``gtbook run``/``build``/``all`` at a time per tree: a second one waits (or, with
 ``--no-wait``, fails with a message naming the first). Each chapter executes into its own scratch
 folder under ``executed/.running/`` and is published to ``executed/NAME.ipynb`` (under a lock) only on
 success, so a failed or interrupted run never destroys the last good output (a failed notebook is kept
-in ``executed/failed/``).
+in ``executed/failed/``). Workers and Jupyter Book die with the command that started them.
 
 **Parallel.** ``-j N`` runs N chapters at once, each in its own kernel, with BLAS and torch threads set
-to ``cores // N`` per kernel so the kernels do not oversubscribe the machine.
+to ``cores // N`` per kernel so the kernels do not oversubscribe the machine (the thread count is part
+of the cache key: ``-j`` changes it).
 """
 
 from __future__ import annotations
@@ -39,63 +46,135 @@ import signal
 import sys
 from pathlib import Path
 
-from gtcore.book import report
-from gtcore.book.build import build
+# (the pipeline's modules are imported where a command needs them: `gtbook --help` imports no numpy)
 from gtcore.book.chapters import Book, BookError, open_book
-from gtcore.book.execute import _worker, run, status, status_table
-from gtcore.book.lock import LockBusy, TreeLock
+from gtcore.book.files import os_error_line
+from gtcore.book.lock import LockBusy, LockFailed, TreeLock
 from gtcore.book.root import ROOT_ENV
 
 __all__ = ["main"]
 
 
 # ------------------------------------------------------------------------------ CLI
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("gaussian-transformer-book")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+_COMMANDS = {
+    "run": ("execute the chapters that are not fresh, with papermill",
+            "Execute the selected chapters whose executed notebook is not fresh (source, parameters, "
+            "library, package versions or thread count changed), each in its own kernel, and publish "
+            "each one that succeeds to executed/. Without --profile, each chapter reruns with the profile "
+            "it was last run with. A failing claim stops the run (exit 2)."),
+    "status": ("each chapter: fresh, stale (and why), failed or missing",
+               "Say, for each chapter, what `gtbook run` with the same options would do: fresh (nothing), "
+               "stale (and which part of its key changed, or that its outputs were edited), failed or "
+               "missing; then whether the HTML is up to date."),
+    "build": ("render the executed chapters with Jupyter Book (if anything changed)",
+              "Render the executed chapters, the prose and the report into _build/html with Jupyter Book "
+              "(warnings are errors). Skipped when no input changed; a book whose chapters ran with "
+              "different profiles is refused unless --mixed-profiles."),
+    "all": ("run, then build",
+            "`gtbook run`, then `gtbook build`. Without --profile, every chapter runs with the book's "
+            "profile (the one its executed chapters share)."),
+    "claims": ("print the claims of the executed chapters",
+               "Print every claim recorded in the executed chapters, each evaluated again from its value "
+               "and criterion: a table (chapter, claim, kind, value, result; --wide for every column) "
+               "with a summary line, or JSON (--json, with numeric lower/upper bounds)."),
+    "mutations": ("what the claims can catch: the quick book under each registered mutation of gtcore",
+                  "Apply each plausible error of gtcore/book/mutations/registry.toml alone to a temporary copy "
+                  "of the tree, run the chapters that import the mutated module and its unit tests, and record "
+                  "which claim (if any) caught it in book/mutations.json, the source of the page 'What the "
+                  "claims can catch'. Takes about a minute per mutation per chapter run; --verify only checks "
+                  "that each entry applies once, compiles and changes its probe."),
+    "probe": ("per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens",
+              "Feed N(0, I) tokens to a pretrained model found on this machine (no download) and print "
+              "per-layer Gaussianity statistics."),
+    "atlas": ("the regime atlas sweep (chapter 8) on Dask: in-process, local, or a cluster",
+              "Sweep the condition ensembles of chapter 8 (draws per attention type and dimension), classify "
+              "each draw's regime, write the results as parquet chunks to --out (a rerun resumes) and print "
+              "the regime fractions with Wilson 95 % intervals. Runs in this process, on a local Dask "
+              "cluster (--scheduler local) or on a dask.distributed scheduler."),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gtbook", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="gtbook", description="gtbook: execute the book's chapters under a profile, "
+                                "collect their claims, build the book (the executable companion to arXiv:2606.07600).",
+                                epilog="`gtbook COMMAND --help` describes each command.")
+    p.add_argument("--version", action="version", version=f"gtbook {_version()}",
+                   help="print the version of the installed distribution and exit")
     p.add_argument("--root", default=None, metavar="PATH",
                    help="the book's folder (default: the working directory or the first one above it "
                         "holding _config.yml)")
-    sub = p.add_subparsers(dest="command", required=True)
-    add_parser = sub.add_parser
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="run, status, build, all, claims, mutations, probe or atlas "
+                                "(`gtbook COMMAND --help` for its options)")
 
-    def add_book_parser(*args, **kw):  # `--root` also after the command (`gtbook status --root PATH`)
-        sp = add_parser(*args, **kw)
+    def add_book_parser(name):  # `--root` also after the command (`gtbook status --root PATH`)
+        short, long = _COMMANDS[name]
+        sp = sub.add_parser(name, help=short, description=long)
         sp.add_argument("--root", default=argparse.SUPPRESS, metavar="PATH", help="the book's folder")
         return sp
-
-    sub.add_parser = add_book_parser  # type: ignore[method-assign]  # every subcommand takes --root
 
     def add_select_args(sp):
         sp.add_argument("--only", nargs="+", action="extend", metavar="NAME",
                         help="chapters (file stem, or without NN_); repeatable")
         sp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a parameter of the selected chapters (repeatable)")
+                        help="override a parameter of the selected chapters (repeatable; the value has the "
+                             "type of the parameter's default)")
 
-    def add_run_args(sp):
-        sp.add_argument("--profile", default="quick", help="quick (CI) or full (paper scale); default quick")
-        add_select_args(sp)
+    def add_profile_arg(sp):
+        sp.add_argument("--profile", default=None,
+                        help="quick (CI) or full (paper scale); default: the profile each chapter was last "
+                             "run with (a chapter never run: the book's, else quick)")
+
+    def add_jobs_arg(sp):
         sp.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
                         help="chapters to run at once, each in its own kernel (threads divided among them)")
+
+    def add_run_args(sp):
+        add_profile_arg(sp)
+        add_select_args(sp)
+        add_jobs_arg(sp)
         sp.add_argument("--force", action="store_true",
                         help="rerun even fresh chapters (and clear the on-disk cache of pure functions)")
         sp.add_argument("--no-wait", action="store_true",
                         help="fail at once if another gtbook command is running on this book")
 
-    add_run_args(sub.add_parser("run", help="execute the chapters that are not fresh, with papermill"))
-    st = sub.add_parser("status", help="each chapter: fresh, stale (and why), failed or missing")
-    st.add_argument("--profile", default=None,
-                    help="compare against this profile (default: the one each chapter was last run with)")
+    def add_mixed_arg(sp):
+        sp.add_argument("--mixed-profiles", action="store_true",
+                        help="build even when the chapters were run with different profiles")
+
+    add_run_args(add_book_parser("run"))
+    st = add_book_parser("status")
+    add_profile_arg(st)
     add_select_args(st)
-    bd = sub.add_parser("build", help="render the executed chapters with Jupyter Book (if anything changed)")
+    add_jobs_arg(st)
+    bd = add_book_parser("build")
     bd.add_argument("--force", action="store_true", help="rebuild even if nothing changed")
     bd.add_argument("--no-wait", action="store_true", help="fail at once if another gtbook command is running")
-    add_run_args(sub.add_parser("all", help="run, then build"))
-    cl = sub.add_parser("claims", help="print every claim of the executed chapters")
-    cl.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    mu = sub.add_parser("mutations", help="what the claims can catch: run the quick book under each registered "
-                                          "mutation of gtcore (see gtcore.book.mutations)")
+    add_mixed_arg(bd)
+    al = add_book_parser("all")
+    add_run_args(al)
+    add_mixed_arg(al)
+    cl = add_book_parser("claims")
+    cl.add_argument("--json", action="store_true", help="print a JSON list (every field, numeric bounds)")
+    cl.add_argument("--wide", action="store_true",
+                    help="every column (statement, criterion, profile, seed, --set values)")
+    cl.add_argument("--failed", action="store_true", help="only the claims that fail")
+    cl.add_argument("--only", nargs="+", action="extend", metavar="NAME",
+                    help="only these chapters (file stem, or without NN_); repeatable")
+    cl.add_argument("--statement", nargs="+", action="extend", metavar="ID",
+                    help="only the claims that check these statements (ids of the statement registry)")
+    mu = add_book_parser("mutations")
     mu.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="these mutations (default: all)")
-    mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="chapters to run at once")
+    mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="chapters to run at once (default 1)")
     mu.add_argument("--profile", default="quick", help="the chapters' profile (default quick)")
     mu.add_argument("--chapters", nargs="+", action="extend", metavar="NAME",
                     help="run only these chapters (default: every chapter that imports the mutated module)")
@@ -107,37 +186,62 @@ def _parser() -> argparse.ArgumentParser:
     mu.add_argument("--output", default=None, metavar="PATH",
                     help="results file (default book/mutations.json; other mutations' entries are kept)")
     mu.add_argument("--keep", action="store_true", help="keep the temporary trees (for debugging)")
-    pr = add_parser("probe", help="per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens")
+    short, long = _COMMANDS["probe"]
+    pr = sub.add_parser("probe", help=short, description=long)
     pr.add_argument("model", nargs="?", default="minilm",
                     help="minilm, modernbert, deit-tiny, a local path or a hub id org/name (local cache only)")
-    pr.add_argument("--mode", default="pure", choices=["pure", "embedding"])
-    pr.add_argument("--tokens", type=int, default=256, help="tokens per sequence")
-    pr.add_argument("--sequences", type=int, default=16, help="number of sequences")
-    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--mode", default="pure", choices=["pure", "embedding"],
+                    help="pure: Gaussian tokens straight into the first layer; embedding: through the "
+                         "model's embedding layer (default pure)")
+    pr.add_argument("--tokens", type=int, default=256, help="tokens per sequence (default 256)")
+    pr.add_argument("--sequences", type=int, default=16, help="number of sequences (default 16)")
+    pr.add_argument("--seed", type=int, default=0, help="seed of the Gaussian tokens (default 0)")
     pr.add_argument("--figure", default=None, metavar="PATH", help="save the figure here")
-    at = add_parser("atlas", help="the regime atlas sweep (chapter 8) on Dask: in-process, local, or a cluster")
+    short, long = _COMMANDS["atlas"]
+    at = sub.add_parser("atlas", help=short, description=long)
     at.add_argument("--scheduler", default=None, metavar="ADDR",
                     help="a dask.distributed scheduler (tcp://host:8786), or 'local' for a LocalCluster; "
                          "default: in this process")
-    at.add_argument("--out", default="atlas", metavar="DIR", help="folder of the parquet chunks (resumes)")
-    at.add_argument("--ds", type=int, nargs="+", default=[2, 3, 4, 5, 6, 7, 8], help="dimensions")
-    at.add_argument("--draws", type=int, default=40, help="draws per (attention type, d)")
-    at.add_argument("--lanes", type=int, default=256, help="draws per chunk")
-    at.add_argument("--workers", type=int, default=2, help="workers of --scheduler local")
-    at.add_argument("--seed", type=int, default=0)
+    at.add_argument("--out", default="atlas", metavar="DIR",
+                    help="folder of the parquet chunks (resumes; default atlas)")
+    at.add_argument("--ds", type=int, nargs="+", default=[2, 3, 4, 5, 6, 7, 8], metavar="D",
+                    help="dimensions (default 2 3 4 5 6 7 8)")
+    at.add_argument("--draws", type=int, default=40, help="draws per (attention type, d) (default 40)")
+    at.add_argument("--lanes", type=int, default=256, help="draws per chunk (default 256)")
+    at.add_argument("--workers", type=int, default=2, help="workers of --scheduler local (default 2)")
+    at.add_argument("--seed", type=int, default=0, help="seed of the condition draws (default 0)")
     return p
 
 
-def _claims(bk: Book, as_json: bool) -> str:
+def _claims(bk: Book, args) -> str:
+    from gtcore.book import report
+
     if not report.executed_notebooks(bk.executed):
         raise BookError("nothing has run yet: no executed chapters in "
                         f"{bk.shown(bk.executed)}/. Run `gtbook run` (quick profile, about a minute) or "
                         "`make book` (full profile), then `gtbook claims`")
+    names = None
+    if args.only:
+        from gtcore.book.chapters import discover_chapters, select
+
+        names = [c.name for c in select(discover_chapters(bk), args.only)]
     try:
-        rows = report.collect_claims(bk.executed)
+        rows = report.collect_claims(bk.executed, names)
     except report.ReportError as exc:
         raise BookError(str(exc)) from None
-    return json.dumps([r.as_dict() for r in rows], indent=2) if as_json else report.claims_table(rows)
+    if args.statement:
+        from gtcore.book.statements import load_statements
+
+        known = load_statements()
+        unknown = [s for s in args.statement if s not in known]
+        if unknown:
+            raise BookError(f"unknown statement(s) {', '.join(unknown)}; known statements: {', '.join(known)}")
+        rows = [r for r in rows if r.statement in args.statement]
+    shown = [r for r in rows if not r.passed] if args.failed else rows
+    if args.json:
+        return json.dumps([r.as_dict() for r in shown], indent=2)
+    table = report.claims_table(shown, wide=args.wide) if shown else "no claims match"
+    return table + "\n" + report.claims_summary(rows, shown=len(shown))
 
 
 def _mutations(bk: Book, args: argparse.Namespace) -> int:
@@ -188,6 +292,16 @@ def _interrupt(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``gtbook`` command (``argv`` defaults to the command line); returns the exit code."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if argv is None:  # the command line: Ctrl-C and SIGTERM stop cleanly (exit 130)
         signal.signal(signal.SIGINT, _interrupt)
@@ -224,28 +338,41 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[ROOT_ENV] = str(bk.root)  # this process's statement registry (the report) is the book's
         if args.command == "mutations":
             return _mutations(bk, args)
+        from gtcore.book.build import build, built_state
+        from gtcore.book.execute import book_profile, run, status, status_table
+
         if args.command == "status":
-            print(status_table(status(bk, args.profile, args.only, args.set)))
+            print(status_table(status(bk, args.profile, args.only, args.set, jobs=args.jobs)))
+            print(f"HTML: {built_state(bk)}")
         elif args.command == "claims":
-            print(_claims(bk, args.json))
+            print(_claims(bk, args))
         else:  # run, build, all: one at a time per tree
             what = "gtbook " + " ".join(argv if argv is not None else sys.argv[1:])
             try:
                 lock = TreeLock(bk.lock_file, wait=not args.no_wait, what=what)
                 lock.acquire()
-            except LockBusy as exc:
+            except (LockBusy, LockFailed) as exc:
                 raise BookError(str(exc)) from None
             try:
                 if args.command in ("run", "all"):
-                    times = run(args.profile, args.only, args.set, jobs=args.jobs, force=args.force, bk=bk)
+                    profile = args.profile
+                    if profile is None and args.command == "all" and not args.mixed_profiles:
+                        profile = book_profile(bk, strict=True)  # the book's one profile (None: none ran)
+                    times = run(profile, args.only, args.set, jobs=args.jobs, force=args.force, bk=bk,
+                                token=lock.token)
                     print("chapter times: " + (", ".join(f"{k} {v:.1f} s" for k, v in times.items())
                                                or "none (every chapter is fresh)"))
                 if args.command in ("build", "all"):
-                    build(bk, force=args.force)
+                    build(bk, force=args.force, mixed_profiles=args.mixed_profiles)
             finally:
                 lock.release()
     except BookError as exc:
         print(f"gtbook: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a read-only folder, a full disk: one line naming the path and the cause
+        if isinstance(exc, BrokenPipeError):
+            raise
+        print(f"gtbook: error: {os_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gtbook: interrupted; finished chapters are kept, the others keep their last good output",
@@ -254,10 +381,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _quiet_broken_pipe() -> int:
+    """The reader of our output went away (``gtbook status | head -2``): exit quietly, as a Unix tool does."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
+
+
 def _entry() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "_worker":
         signal.signal(signal.SIGINT, _interrupt)
         signal.signal(signal.SIGTERM, _interrupt)
+        from gtcore.book.execute import _worker
+
         try:
             return _worker(sys.argv[2])
         except KeyboardInterrupt:

@@ -1,8 +1,22 @@
 r"""Running chapters: cache keys and states, papermill kernels with a thread budget, serial and parallel runs,
-atomic publishing."""
+atomic publishing.
+
+**Profiles stick.** Without ``--profile``, a chapter runs (and ``gtbook status`` compares it) with the
+profile it was last run with; a chapter never run gets the book's profile (the one every executed
+chapter shares), else ``quick``. ``status`` plans exactly what ``run`` with the same arguments would run.
+
+**Faults.** A ``-j N`` worker dies with the ``gtbook`` process that started it (a parent-death signal
+and a watch on its parent's pid, :mod:`gtcore.book.children`), and before it publishes it checks, under
+the publishing lock, that its parent is alive and still holds the tree's lock (the lock's token), and
+that the chapter's cache key is still the one it was asked to run. A chapter executes the source text
+read when its job was planned, so what ran is what the key describes. A failed chapter under ``-j N``
+stops the run: no chapter starts after it, the running ones finish, and the command names the failed
+chapter and the ones not started and exits non-zero, as a serial run does.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,25 +30,25 @@ from pathlib import Path
 from typing import Any
 
 from gtcore._progress import QUIET_ENV
+from gtcore.book import children, provenance, verify
 from gtcore.book import files as _files
-from gtcore.book import provenance, report
 from gtcore.book.chapters import (
     Book,
     BookError,
     Chapter,
     _book,
     discover_chapters,
-    load_profiles,
     open_book,
     parse_sets,
     resolve_parameters,
     select,
 )
-from gtcore.book.lock import TreeLock
+from gtcore.book.lock import LockFailed, TreeLock
 from gtcore.book.root import ROOT_ENV
 
-__all__ = ["KERNEL_WARNINGS", "THREAD_ENVS", "ChapterState", "Job", "chapter_state", "clean_scratch", "make_job",
-           "plan", "read_meta", "run", "run_chapter", "status", "status_table"]
+__all__ = ["DEFAULT_PROFILE", "KERNEL_WARNINGS", "THREAD_ENVS", "ChapterState", "Job", "book_profile",
+           "chapter_state", "clean_scratch", "kernel_threads", "make_job", "plan", "read_meta", "run",
+           "run_chapter", "status", "status_table"]
 
 
 #: thread-count variables set for each kernel under ``-j N`` (torch's intra-op pool follows OMP)
@@ -44,6 +58,9 @@ THREAD_ENVS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VE
 
 #: silences the notebook-widget warning tqdm prints on import inside a kernel without ipywidgets
 KERNEL_WARNINGS = "ignore:IProgress not found"
+
+#: the profile of a chapter never run, in a book none of whose chapters ran
+DEFAULT_PROFILE = "quick"
 
 
 # ------------------------------------------------------------------------------ cache
@@ -64,6 +81,10 @@ class Job:
     injected: dict[str, Any]
     overrides: dict[str, Any]
     components: dict[str, str]
+    #: the chapter's source text, read once when the job was planned: what the kernel executes
+    source: str | None = None
+    #: the BLAS/torch threads of the kernel (part of the key)
+    threads: int | None = None
 
     @property
     def key(self) -> str:
@@ -74,31 +95,116 @@ class Job:
         return {**self.chapter.defaults, **self.injected}
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def kernel_threads(jobs: int = 1) -> int:
+    """The BLAS/torch threads each kernel gets: ``cores // jobs`` under ``-j N``; with ``-j 1``,
+    ``$OMP_NUM_THREADS`` when set, else every core. A function of ``-j`` alone (not of how many
+    chapters are stale), since it is part of the cache key."""
+    if jobs > 1:
+        return max(1, _cores() // jobs)
+    try:
+        n = int(os.environ.get("OMP_NUM_THREADS", "") or 0)
+    except ValueError:
+        n = 0
+    return n if n > 0 else _cores()
+
+
 def make_job(chapter: Chapter, profile: str, injected: dict[str, Any], overrides: dict[str, Any], *,
-             library: str | None = None, versions: dict[str, str] | None = None) -> Job:
+             library: str | None = None, versions: dict[str, str] | None = None,
+             threads: int | None = None) -> Job:
+    threads = kernel_threads(1) if threads is None else int(threads)
+    source = chapter.source
     merged = {k: v for k, v in {**chapter.defaults, **injected}.items() if _jsonable(v)}
-    comps = provenance.key_components(chapter.source, profile, merged, library=library, versions=versions)
-    return Job(chapter, profile, dict(injected), dict(sorted(overrides.items())), comps)
+    comps = provenance.key_components(source, profile, merged, library=library, versions=versions,
+                                      threads=threads)
+    return Job(chapter, profile, dict(injected), dict(sorted(overrides.items())), comps, source, threads)
 
 
-def plan(bk: Book, profile: str, only: list[str] | None, sets: list[str]) -> list[Job]:
-    """The jobs of ``gtbook run`` (every selected chapter; the cache is applied by :func:`run`)."""
+def _changed_since_planned(job: Job) -> list[str]:
+    """The key components that differ between the job's key and the chapter's key now (source,
+    library, versions): non-empty when the chapter changed while it ran."""
+    merged = {k: v for k, v in job.merged.items() if _jsonable(v)}
+    try:
+        now = provenance.key_components(job.chapter.source, job.profile, merged, threads=job.threads)
+    except OSError:
+        return ["source"]
+    return provenance.stale_reasons(job.components, now)
+
+
+def _recorded_profile(chapter: Chapter) -> str | None:
+    meta = read_meta(chapter.executed) if chapter.executed.exists() else None
+    prof = (meta or {}).get("profile")
+    return prof if isinstance(prof, str) and prof else None
+
+
+def book_profile(bk: Book, *, strict: bool = False) -> str | None:
+    """The profile every executed chapter was run with; None when none ran.
+
+    When they disagree: :data:`DEFAULT_PROFILE`, or with ``strict`` a BookError listing them.
+    """
+    seen: dict[str, list[str]] = {}
+    for chap in discover_chapters(bk).values():
+        prof = _recorded_profile(chap)
+        if prof is not None:
+            seen.setdefault(prof, []).append(chap.name)
+    if not seen:
+        return None
+    if len(seen) == 1:
+        return next(iter(seen))
+    if strict:
+        raise BookError("the executed chapters were run with different profiles ("
+                        + "; ".join(f"{p}: {', '.join(c)}" for p, c in seen.items())
+                        + "): pass --profile to choose one")
+    return DEFAULT_PROFILE
+
+
+def plan(bk: Book, profile: str | None, only: list[str] | None, sets: list[str], *, jobs: int = 1) -> list[Job]:
+    """The jobs of ``gtbook run`` (every selected chapter; the cache is applied by :func:`run`).
+
+    Without ``profile``, each chapter gets the profile it was last run with (a chapter never run: the
+    book's profile, else :data:`DEFAULT_PROFILE`).
+    """
     chapters = discover_chapters(bk)
     picked = select(chapters, only)
     sub = {c.name: c for c in picked}
-    params = resolve_parameters(sub, profile, sets, known=chapters, bk=bk)
-    overrides = parse_sets(sub, sets)
+    overrides = parse_sets(sub, sets)  # checks every --set against the whole selection
+    if profile is not None:
+        profiles = {c.name: profile for c in picked}
+    else:
+        fallback = book_profile(bk) or DEFAULT_PROFILE
+        profiles = {c.name: _recorded_profile(c) or fallback for c in picked}
+    params: dict[str, dict[str, Any]] = {}
+    for prof in dict.fromkeys(profiles.values()):
+        group = {n: c for n, c in sub.items() if profiles[n] == prof}
+        names = {p for c in group.values() for p in c.defaults}
+        mine = [item for item in sets if item.split("=", 1)[0].strip() in names]
+        params.update(resolve_parameters(group, prof, mine, known=chapters, bk=bk))
     versions = provenance.key_versions()
-    return [make_job(c, profile, params.get(c.name, {}), overrides[c.name], versions=versions) for c in picked]
+    threads = kernel_threads(jobs)
+    return [make_job(c, profiles[c.name], params.get(c.name, {}), overrides[c.name], versions=versions,
+                     threads=threads) for c in picked]
+
+
+def _read_notebook_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            nb = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return nb if isinstance(nb, dict) else None
 
 
 def read_meta(path: Path) -> dict[str, Any] | None:
     """The ``gtbook`` metadata of an executed notebook, or None when unreadable."""
-    try:
-        with open(path) as fh:
-            return json.load(fh).get("metadata", {}).get("gtbook")
-    except (OSError, ValueError, AttributeError):
-        return None
+    nb = _read_notebook_json(path)
+    meta = ((nb or {}).get("metadata") or {}).get("gtbook") if isinstance((nb or {}).get("metadata"), dict) else None
+    return meta if isinstance(meta, dict) else None
 
 
 @dataclass
@@ -109,45 +215,57 @@ class ChapterState:
     detail: str
 
 
+def _ran_text(meta: dict[str, Any]) -> str:
+    from gtcore.book.report import overrides_text
+
+    sets = overrides_text(meta.get("overrides") or {})
+    return f"{meta.get('profile', '?')}" + (f" --set {sets}" if sets else "")
+
+
 def chapter_state(job: Job) -> ChapterState:
-    """Whether ``job``'s executed notebook is fresh, and if not why."""
+    """Whether ``job``'s executed notebook is fresh, and if not why.
+
+    Stale reasons are the key's components that changed, and ``edited`` when the notebook's outputs
+    (its claims) no longer match the digest its run recorded.
+    """
     chap = job.chapter
     bk = _book(chap.book)
     failed = (bk.failed / f"{chap.name}.ipynb").exists()
     if not chap.executed.exists():
         return ChapterState(chap.name, "failed" if failed else "missing", [],
                             "latest run failed; no good output" if failed else "not run yet")
-    meta = read_meta(chap.executed)
-    recorded = (meta or {}).get("cache", {}).get("components")
-    reasons = provenance.stale_reasons(recorded, job.components)
+    nb = _read_notebook_json(chap.executed)
+    meta = read_meta(chap.executed) if nb is not None else None
+    recorded = (meta or {}).get("cache", {}).get("components") if isinstance((meta or {}).get("cache"), dict) else None
+    reasons = provenance.stale_reasons(recorded if isinstance(recorded, dict) else None, job.components)
     if failed:
         return ChapterState(chap.name, "failed", reasons, "latest run failed; the page shows the last good output")
-    if meta is None:
+    if nb is None or meta is None:
         return ChapterState(chap.name, "stale", ["unreadable"], "the executed notebook cannot be read")
-    where = (f"{meta.get('profile', '?')}, {meta.get('runtime_s', float('nan')):.1f} s, "
-             f"key {meta.get('cache', {}).get('key', '?')}")
+    edited = verify.digest_problem(nb, meta)
+    if edited:
+        reasons.append("edited")
+    cache = meta.get("cache")
+    if not isinstance(cache, dict):
+        cache = {}
+    where = f"{_ran_text(meta)}, {provenance.seconds_text(meta.get('runtime_s'))}, key {cache.get('key', '?')}"
     if reasons:
-        return ChapterState(chap.name, "stale", reasons, f"changed: {', '.join(reasons)} (was {where})")
+        why = ", ".join(reasons)
+        if "threads" in reasons:
+            ran = recorded.get("threads", "?") if isinstance(recorded, dict) else "?"
+            why += f" (ran with {ran} threads, now {job.threads})"
+        if edited:
+            why += f"; {edited}"
+        return ChapterState(chap.name, "stale", reasons, f"changed: {why} (was {where})")
     return ChapterState(chap.name, "fresh", [], where)
 
 
 def status(bk: Book, profile: str | None = None, only: list[str] | None = None,
-           sets: list[str] | None = None) -> list[ChapterState]:
-    """Each selected chapter's state. Without ``profile``, against the profile and ``--set`` values it
-    was last run with (so *fresh* means: rerunning that command would be a no-op)."""
-    if profile is not None:
-        return [chapter_state(j) for j in plan(bk, profile, only, sets or [])]
-    chapters = discover_chapters(bk)
-    profiles = load_profiles(bk)
-    versions = provenance.key_versions()
-    out = []
-    for chap in select(chapters, only):
-        meta = read_meta(chap.executed) if chap.executed.exists() else None
-        prof = (meta or {}).get("profile", "quick")
-        overrides = (meta or {}).get("overrides", {})
-        injected = {**profiles.get(prof, {}).get(chap.name, {}), **overrides}
-        out.append(chapter_state(make_job(chap, prof, injected, overrides, versions=versions)))
-    return out
+           sets: list[str] | None = None, *, jobs: int = 1) -> list[ChapterState]:
+    """Each selected chapter's state, against exactly what ``gtbook run`` with the same ``--profile``,
+    ``--only``, ``--set`` and ``-j`` would run (so *fresh* means: that command would not rerun it).
+    Without ``profile``, each chapter is compared with the profile it was last run with."""
+    return [chapter_state(j) for j in plan(bk, profile, only, sets or [], jobs=jobs)]
 
 
 def status_table(states: list[ChapterState]) -> str:
@@ -165,6 +283,8 @@ def cache_folder(bk: Book) -> Path:
 
 
 def _kernel_env(bk: Book, profile: str, threads: int | None) -> dict[str, str]:
+    """The kernel's environment: the book's root, profile and on-disk cache, quiet progress bars, and
+    ``threads`` BLAS/torch threads."""
     from gtcore._cache import CACHE_ENV
 
     env = {"GTBOOK_PROFILE": profile, QUIET_ENV: "1", ROOT_ENV: str(bk.root), CACHE_ENV: str(cache_folder(bk)),
@@ -176,17 +296,24 @@ def _kernel_env(bk: Book, profile: str, threads: int | None) -> dict[str, str]:
     return env
 
 
-def _cores() -> int:
+def _publish(bk: Book, src: Path, dest: Path, guard=None) -> None:
+    """Move ``src`` to ``dest`` atomically, under the tree's publishing lock.
+
+    ``guard()``, called under that lock, returns why this process may no longer publish (or None);
+    then nothing is published and BookError says why.
+    """
+    lock = TreeLock(bk.executed / ".publish.lock", what="publish")
     try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def _publish(bk: Book, src: Path, dest: Path) -> None:
-    """Move ``src`` to ``dest`` atomically, under the tree's publishing lock."""
-    with TreeLock(bk.executed / ".publish.lock", what="publish"):
+        lock.acquire()
+    except LockFailed as exc:
+        raise BookError(f"{bk.shown(dest)} not published: {exc}") from None
+    try:
+        refusal = guard() if guard is not None else None
+        if refusal:
+            raise BookError(f"{bk.shown(dest)} not published: {refusal}")
         _files.publish(src, dest)
+    finally:
+        lock.release()
 
 
 def _kernel_manager_class(log_path: Path, env: dict[str, str]):
@@ -218,7 +345,11 @@ def _alive(pid: int) -> bool:
 
 
 def clean_scratch(bk: Book) -> None:
-    """Remove scratch folders ``executed/.running/NAME.PID.*`` left by processes that no longer exist."""
+    """Remove scratch folders ``executed/.running/NAME.PID.*`` left by processes that no longer exist.
+
+    ``executed/.running`` is gtbook's own: a symlink there is removed, never followed."""
+    if bk.running.is_symlink():
+        bk.running.unlink()
     if not bk.running.is_dir():
         return
     for path in bk.running.iterdir():
@@ -227,12 +358,48 @@ def clean_scratch(bk: Book) -> None:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
-def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]]) -> None:
-    """Hide papermill's injected-parameters cell and open the page with the provenance box."""
+def parameters_cell_that_ran(source: str, injected: dict[str, Any], overrides: dict[str, Any],
+                             defaults: dict[str, Any], profile: str) -> str:
+    """A chapter's parameters cell rewritten to hold the values that ran, each changed one marked.
+
+    Every top-level assignment of a name in ``injected`` gets the injected value, with a comment saying
+    where it came from (``--set`` or the profile) and the chapter's own value; other lines are kept.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    lines = source.split("\n")
+    for node in reversed(tree.body):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if name not in injected or node.end_lineno is None:
+            continue
+        value = injected[name]
+        if value == defaults.get(name, object()) and name not in overrides:
+            continue
+        tail = lines[node.end_lineno - 1][node.end_col_offset:].strip()
+        comment = tail[1:].strip() + "; " if tail.startswith("#") else ""
+        origin = "--set" if name in overrides else f"{profile} profile"
+        own = repr(defaults[name]) if name in defaults else "none"
+        new = f"{name} = {value!r}  # {comment}[{origin}] the chapter's own value: {own}"
+        lines[node.lineno - 1:node.end_lineno] = [new]
+    return "\n".join(lines)
+
+
+def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job: Job | None = None) -> None:
+    """Show the values that ran in the parameters cell, hide papermill's injected cell, and open the
+    page with the provenance box."""
     for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
+        elif job is not None and cell.cell_type == "code" and "parameters" in tags:
+            cell.source = parameters_cell_that_ran(cell.source, job.injected, job.overrides,
+                                                   job.chapter.defaults, job.profile)
     box = provenance.box_markdown(meta, claims)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
@@ -247,16 +414,31 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]]) -> 
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(box))
 
 
-def _failure(bk: Book, name: str, exc: Exception, out: Path, kept: Path, kernel_log: Path) -> BookError:
-    """Keep a failed run's notebook and kernel log in ``executed/failed/``; the error that says where they are."""
+def _key_guard(job: Job):
+    """A publish guard: refuse when the chapter changed (source, library, versions) while it ran."""
+    def guard() -> str | None:
+        changed = _changed_since_planned(job)
+        return (f"{job.chapter.name} changed while it ran ({', '.join(changed)}): its cache key is no longer "
+                f"the one it was run for; rerun it") if changed else None
+    return guard
+
+
+def _failure(bk: Book, name: str, exc: Exception, out: Path, kept: Path, kernel_log: Path, scratch: Path,
+             guard=None) -> BookError:
+    """Keep a failed run's notebook and kernel log in ``executed/failed/`` (published under ``guard``, as
+    the chapter would be: a process that may no longer write the tree keeps nothing); the error that says
+    where they are."""
     import papermill as pm
 
     if out.exists():
-        _publish(bk, out, kept)
+        with contextlib.suppress(BookError):  # this process may no longer write the tree: keep nothing
+            _publish(bk, out, kept, guard)
     log_kept = bk.failed / f"{name}.kernel.log"
     if kernel_log.exists() and kernel_log.stat().st_size:
-        bk.failed.mkdir(parents=True, exist_ok=True)
-        shutil.copy(kernel_log, log_kept)
+        copy = scratch / "kernel.log.copy"
+        shutil.copyfile(kernel_log, copy)
+        with contextlib.suppress(BookError):
+            _publish(bk, copy, log_kept, guard)
     if isinstance(exc, pm.PapermillExecutionError):
         where = f"in cell {exc.exec_count} (cell index {exc.cell_index}): {exc.ename}: {exc.evalue}"
     else:
@@ -269,8 +451,9 @@ def _failure(bk: Book, name: str, exc: Exception, out: Path, kept: Path, kernel_
     )
 
 
-def _run_metadata(bk: Book, chapter: Chapter, job: Job, elapsed: float, threads: int | None) -> dict[str, Any]:
-    """What a run records in its notebook (``metadata.gtbook``): parameters, time, commit, environment, key."""
+def _run_metadata(bk: Book, chapter: Chapter, job: Job, elapsed: float) -> dict[str, Any]:
+    """What a run records in its notebook (``metadata.gtbook``): parameters, time, commit, environment, key
+    (the digest of the outputs is added once the parameters are folded into the notebook)."""
     merged = job.merged
     return {
         "chapter": chapter.name,
@@ -280,7 +463,7 @@ def _run_metadata(bk: Book, chapter: Chapter, job: Job, elapsed: float, threads:
         "changed": {k: v for k, v in merged.items() if _jsonable(v) and v != chapter.defaults.get(k)},
         "runtime_s": round(elapsed, 2),
         "date": provenance.now_utc(),
-        "threads": threads,
+        "threads": job.threads,
         "git": provenance.git_state(bk.root),
         "environment": provenance.environment(),
         "cache": {"key": job.key, "components": job.components},
@@ -288,11 +471,15 @@ def _run_metadata(bk: Book, chapter: Chapter, job: Job, elapsed: float, threads:
 
 
 def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile: str = "quick", *,
-                job: Job | None = None, threads: int | None = None, progress: bool = True) -> float:
+                job: Job | None = None, threads: int | None = None, progress: bool = True,
+                guard=None) -> float:
     """Execute one chapter with papermill and publish it; return its wall time. Raises BookError.
 
     ``params`` are the injected parameters (profile overrides and ``--set`` values); give ``job``
-    instead to also record which of them came from ``--set``.
+    instead to also record which of them came from ``--set``. The kernel executes the job's source
+    text (read when the job was made). ``guard()``, when given, is asked under the publishing lock
+    whether this process may still publish (a worker whose run is gone may not); the chapter's key is
+    checked too: a chapter whose source or library changed while it ran is not published.
     """
     import jupytext
     import nbformat
@@ -301,18 +488,22 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
     from gtcore.book.claims import claims_in_notebook
 
     if job is None:
-        job = make_job(chapter, profile, params or {}, {})
+        job = make_job(chapter, profile, params or {}, {}, threads=threads)
     bk = _book(chapter.book)
-    bk.running.mkdir(parents=True, exist_ok=True)
-    # this run's own files (the pid lets a later run remove them if this process is killed)
-    scratch = Path(tempfile.mkdtemp(prefix=f"{chapter.name}.{os.getpid()}.", dir=bk.running))
+    try:
+        bk.running.mkdir(parents=True, exist_ok=True)
+        # this run's own files (the pid lets a later run remove them if this process is killed)
+        scratch = Path(tempfile.mkdtemp(prefix=f"{chapter.name}.{os.getpid()}.", dir=bk.running))
+    except OSError as exc:
+        raise BookError(_files.os_error_line(exc)) from None
     source, out = scratch / "source.ipynb", scratch / f"{chapter.name}.ipynb"
     kernel_log = scratch / "kernel.log"
     kept = bk.failed / f"{chapter.name}.ipynb"
-    env = _kernel_env(bk, job.profile, threads)
+    env = _kernel_env(bk, job.profile, job.threads)
     env_before = {k: os.environ.get(k) for k in env}
     try:
-        nb = jupytext.read(chapter.path)
+        text = job.source if job.source is not None else chapter.source
+        nb = jupytext.reads(text, fmt=chapter.path.suffix.lstrip(".") or "py")
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         jupytext.write(nb, source, fmt="ipynb")
         os.environ.update(env)  # inherited by the kernel
@@ -320,21 +511,32 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
         try:
             pm.execute_notebook(str(source), str(out), parameters=job.injected, kernel_name="python3",
                                 cwd=str(bk.notebooks),
-                                progress_bar={"desc": f"  cells of {chapter.name}", "leave": False}
+                                progress_bar={"desc": f"  cells of {chapter.name}", "leave": False,
+                                              "disable": None}
                                 if progress else False, report_mode=False,
                                 kernel_manager_class=_kernel_manager_class(kernel_log, env))
         except Exception as exc:  # noqa: BLE001 - a failed cell, a dead kernel, a timeout, a missing kernel
-            raise _failure(bk, chapter.name, exc, out, kept, kernel_log) from None
+            raise _failure(bk, chapter.name, exc, out, kept, kernel_log, scratch, guard) from None
         elapsed = time.perf_counter() - start
         executed = nbformat.read(out, as_version=4)
-        meta = _run_metadata(bk, chapter, job, elapsed, threads)
-        _fold_parameters(executed, meta, claims_in_notebook(executed))
+        claims = claims_in_notebook(executed)
+        meta = _run_metadata(bk, chapter, job, elapsed)
+        _fold_parameters(executed, meta, claims, job)
+        meta["digest"] = verify.notebook_digest(executed, len(claims))
         executed.metadata["gtbook"] = meta
         nbformat.write(executed, out)
-        _publish(bk, out, chapter.executed)
-        kept.unlink(missing_ok=True)  # a failure from an earlier run no longer describes this chapter
-        (bk.failed / f"{chapter.name}.kernel.log").unlink(missing_ok=True)
+        changed = _key_guard(job)()
+        if changed:
+            raise BookError(f"chapter {chapter.name} not published: {changed}")
+        _publish(bk, out, chapter.executed, guard)
+        for stale in (kept, bk.failed / f"{chapter.name}.kernel.log"):
+            stale.unlink(missing_ok=True)  # a failure from an earlier run no longer describes this chapter
         return elapsed
+    except OSError as exc:
+        if exc.filename is None:  # a failed write names no file: it was this chapter's scratch folder
+            exc = OSError(exc.errno, exc.strerror, bk.shown(scratch))
+        raise BookError(f"chapter {chapter.name}: {_files.os_error_line(exc)}; the last good output is "
+                        "untouched") from None
     finally:
         for k, v in env_before.items():
             if v is None:
@@ -345,53 +547,71 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
 
 
 def _claims_line(bk: Book, name: str) -> str:
+    from gtcore.book import report
+
     try:
         return f"{len(report.collect_claims(bk.executed, [name]))} claims passed"
     except report.ReportError as exc:
         return str(exc)
 
 
-def _run_serial(bk: Book, jobs: list[Job], threads: int | None) -> dict[str, float]:
+def _run_serial(bk: Book, jobs: list[Job]) -> dict[str, float]:
     from tqdm.auto import tqdm
 
     times = {}
-    bar = tqdm(jobs, desc=f"chapters ({jobs[0].profile})", unit="chapter", file=sys.stderr)
+    profiles = sorted({j.profile for j in jobs})
+    bar = tqdm(jobs, desc=f"chapters ({', '.join(profiles)})", unit="chapter", file=sys.stderr, disable=None)
     for job in bar:
         bar.set_postfix_str(job.chapter.name)
-        times[job.chapter.name] = run_chapter(job.chapter, job=job, threads=threads)
+        times[job.chapter.name] = run_chapter(job.chapter, job=job)
         tqdm.write(f"  {job.chapter.name}: {times[job.chapter.name]:.1f} s, {_claims_line(bk, job.chapter.name)}")
     return times
 
 
-def _run_parallel(bk: Book, jobs: list[Job], n: int, threads: int) -> dict[str, float]:
-    """Run the jobs in ``n`` worker processes (each starting its own kernel)."""
-    bk.running.mkdir(parents=True, exist_ok=True)
+def _spec(bk: Book, job: Job, token: str | None) -> dict[str, Any]:
+    return {"root": str(bk.root), "chapter": job.chapter.name, "profile": job.profile, "injected": job.injected,
+            "overrides": job.overrides, "components": job.components, "threads": job.threads,
+            "source": job.source, "parent": os.getpid(), "lock": str(bk.lock_file), "token": token}
+
+
+def _run_parallel(bk: Book, jobs: list[Job], n: int, token: str | None = None) -> dict[str, float]:
+    """Run the jobs in ``n`` worker processes (each starting its own kernel).
+
+    After a failure no job starts; the loop waits only for the workers already running, then raises
+    BookError naming the failed chapter(s) and those not started.
+    """
+    try:
+        bk.running.mkdir(parents=True, exist_ok=True)
+        # this run's job files (the pid lets a later run remove them if this process is killed)
+        folder = Path(tempfile.mkdtemp(prefix=f"run.{os.getpid()}.", dir=bk.running))
+    except OSError as exc:
+        raise BookError(_files.os_error_line(exc)) from None
     active: dict[str, tuple[subprocess.Popen, Path]]
     times: dict[str, float]
     errors: list[str]
     pending, active, times, errors = list(jobs), {}, {}, []
+    threads = jobs[0].threads
     print(f"running {len(jobs)} chapters, {n} at a time, {threads} thread(s) each", file=sys.stderr, flush=True)
     try:
-        while pending or active:
+        while active or (pending and not errors):
             while pending and len(active) < n and not errors:
                 job = pending.pop(0)
-                spec = Path(tempfile.mkstemp(prefix=f"{job.chapter.name}.", suffix=".job.json", dir=bk.running)[1])
-                spec.write_text(json.dumps({"root": str(bk.root), "chapter": job.chapter.name,
-                                            "profile": job.profile, "injected": job.injected,
-                                            "overrides": job.overrides, "components": job.components,
-                                            "threads": threads}))
+                spec = folder / f"{job.chapter.name}.job.json"
+                spec.write_text(json.dumps(_spec(bk, job, token)))
                 with open(spec.with_suffix(".log"), "w") as log:  # the worker holds its own descriptor
                     proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "_worker", str(spec)],
                                             cwd=bk.root, stdout=log, stderr=subprocess.STDOUT)
                 active[job.chapter.name] = (proc, spec)
-            if not pending or errors or len(active) >= n:
-                time.sleep(0.2)
+            time.sleep(0.2)
             for name, (proc, spec) in list(active.items()):
                 if proc.poll() is None:
                     continue
                 del active[name]
                 result_path, log_path = spec.with_suffix(".result.json"), spec.with_suffix(".log")
-                result = json.loads(result_path.read_text()) if result_path.exists() else None
+                try:
+                    result = json.loads(result_path.read_text()) if result_path.exists() else None
+                except ValueError:
+                    result = None
                 if result and result.get("ok"):
                     times[name] = result["elapsed"]
                     print(f"  {name}: {result['elapsed']:.1f} s, {_claims_line(bk, name)}", file=sys.stderr, flush=True)
@@ -399,35 +619,63 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, threads: int) -> dict[str, 
                     tail = log_path.read_text()[-2000:] if log_path.exists() else ""
                     errors.append(result["error"] if result else f"chapter {name}: the worker died "
                                   f"(exit {proc.returncode})\n{tail}")
+                    if pending:
+                        print(f"  {name} failed: no more chapters start; waiting for "
+                              f"{', '.join(active) or 'none'}", file=sys.stderr, flush=True)
                 for p in (spec, result_path, log_path):
                     p.unlink(missing_ok=True)
     except KeyboardInterrupt:
         for proc, _ in active.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
-        for proc, spec in active.values():
+        for proc, _ in active.values():
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            for p in (spec, spec.with_suffix(".result.json"), spec.with_suffix(".log")):
-                p.unlink(missing_ok=True)
         raise
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     if errors:
-        raise BookError("\n".join(errors))
+        not_started = [j.chapter.name for j in pending]
+        raise BookError("\n".join(errors) + (f"\n  not started: {', '.join(not_started)}" if not_started else ""))
     return times
 
 
+def _worker_guard(spec: dict[str, Any]):
+    """A worker may publish only while the ``gtbook`` process that started it is alive and holds the lock."""
+    parent, token, lock = spec.get("parent"), spec.get("token"), spec.get("lock")
+
+    def guard() -> str | None:
+        if parent is not None and not children.parent_alive(int(parent)):
+            return "the gtbook run that started this worker is gone"
+        if token and lock and not TreeLock.holds(lock, token):
+            return "the gtbook run that started this worker no longer holds the tree's lock"
+        return None
+    return guard
+
+
 def _worker(spec_path: str) -> int:
-    """Entry of a ``-j`` worker: run one chapter, write the result beside the spec."""
+    """Entry of a ``-j`` worker: run one chapter, write the result beside the spec.
+
+    The worker dies with its parent: a parent-death signal (Linux) and a thread watching the parent's
+    pid turn the parent's death into SIGTERM here (which unwinds: the kernel is shut down).
+    """
     spec_file = Path(spec_path)
     spec = json.loads(spec_file.read_text())
+    parent = spec.get("parent")
+    if parent is not None:
+        children.die_with_parent(signal.SIGTERM)
+        if not children.parent_alive(int(parent)):
+            return 1
+        children.watch_parent(int(parent))
     result: dict[str, Any]
     try:
         bk = open_book(spec["root"])
         chap = discover_chapters(bk)[spec["chapter"]]
-        job = Job(chap, spec["profile"], spec["injected"], spec["overrides"], spec["components"])
-        result = {"ok": True, "elapsed": run_chapter(chap, job=job, threads=spec["threads"], progress=False)}
+        job = Job(chap, spec["profile"], spec["injected"], spec["overrides"], spec["components"],
+                  spec.get("source"), spec.get("threads"))
+        result = {"ok": True, "elapsed": run_chapter(chap, job=job, progress=False, guard=_worker_guard(spec))}
     except BookError as exc:
         result = {"ok": False, "error": str(exc)}
     except KeyboardInterrupt:
@@ -436,14 +684,16 @@ def _worker(spec_path: str) -> int:
     return 0
 
 
-def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] | None = None, *,
-        jobs: int = 1, force: bool = False, bk: Book | None = None) -> dict[str, float]:
+def run(profile: str | None = None, only: list[str] | None = None, sets: list[str] | None = None, *,
+        jobs: int = 1, force: bool = False, bk: Book | None = None, token: str | None = None) -> dict[str, float]:
     """Execute the selected chapters that are not fresh; return their wall times.
 
-    Stops at the first failure (with ``jobs > 1``, lets the running chapters finish first).
+    Without ``profile``, each chapter runs with the profile it was last run with (see :func:`plan`).
+    Stops at the first failure (with ``jobs > 1``, lets the running chapters finish first and starts no
+    other). ``token`` is the tree lock's token, which ``-j`` workers check before they publish.
     """
     bk = _book(bk)
-    todo = plan(bk, profile, only, sets or [])
+    todo = plan(bk, profile, only, sets or [], jobs=jobs)
     clean_scratch(bk)
     if bk.executed.is_dir():
         _files.remove_stale_temporaries(bk.executed)  # an atomic write cut short (we hold the tree's lock)
@@ -459,14 +709,17 @@ def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] |
                 todo.remove(job)
         if fresh:
             print(f"fresh, not rerun: {', '.join(fresh)} (--force reruns)", file=sys.stderr)
+    if todo and profile is None:
+        by: dict[str, list[str]] = {}
+        for job in todo:
+            by.setdefault(job.profile, []).append(job.chapter.name)
+        print("profile: " + "; ".join(f"{p} ({', '.join(c)})" for p, c in by.items())
+              + " (each chapter's last; --profile chooses)", file=sys.stderr)
     times: dict[str, float] = {}
     if todo:
-        jobs = max(1, min(jobs, len(todo)))
+        n = max(1, min(jobs, len(todo)))
         try:
-            if jobs == 1:
-                times = _run_serial(bk, todo, None)
-            else:
-                times = _run_parallel(bk, todo, jobs, max(1, _cores() // jobs))
+            times = _run_serial(bk, todo) if n == 1 else _run_parallel(bk, todo, n, token)
         finally:
             _write_report(bk)
     else:
@@ -476,7 +729,11 @@ def run(profile: str = "quick", only: list[str] | None = None, sets: list[str] |
 
 def _write_report(bk: Book) -> None:
     """Refresh ``executed/report.md``; an unreadable notebook is reported, not raised (``build`` raises)."""
+    from gtcore.book import report
+
     try:
         report.write_report(bk.executed)
     except report.ReportError as exc:
         print(f"gtbook: warning: the report was not updated: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"gtbook: warning: the report was not updated: {_files.os_error_line(exc)}", file=sys.stderr)

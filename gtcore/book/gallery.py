@@ -223,16 +223,32 @@ def _chapter_title(notebook: Path) -> str:
     return notebook.stem
 
 
+_MATH = re.compile(r"(\$[^$]*\$)")
+
+
+def no_raw_html(text: str) -> str:
+    """``text`` (MyST) with every ``<`` and ``>`` outside ``$...$`` math turned into an entity, so no
+    caption, title or alt text reaches the page as HTML (``<img onerror=...>`` shows as text)."""
+    parts = _MATH.split(" ".join(str(text).splitlines()))
+    return "".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def _card(entry: GalleryEntry, image: str) -> str:
     badge = "{bdg-primary}`animation` " if entry.kind == "animation" else ""
-    title = entry.section or entry.chapter
+    title = no_raw_html(_one_line(entry.section or entry.chapter))
+    alt = _one_line(entry.alt or f"{entry.kind} in {entry.chapter}, section {entry.section or entry.chapter}")
+    caption = no_raw_html(entry.caption)
     return (f":::{{grid-item-card}} {title}\n"
             f":img-top: {image}\n"
-            f":img-alt: {entry.alt or f'{entry.kind} in {entry.chapter}, section {title}'}\n"
+            f":img-alt: {alt}\n"
             f":link: {entry.href}\n"
             f":link-type: url\n"
             f":class-card: gtbook-gallery-card\n\n"
-            f"{badge}{entry.caption}\n"
+            f"{badge}{caption}\n"
             f":::\n")
 
 
@@ -252,6 +268,8 @@ def write_gallery(executed: Path, *, chapters: list[str] | None = None, title: s
     executed = Path(executed)
     names = chapters if chapters is not None else sorted(p.stem for p in executed.glob("[0-9][0-9]_*.ipynb"))
     thumbs = executed / "gallery"
+    if thumbs.is_symlink() or (thumbs.exists() and not thumbs.is_dir()):
+        thumbs.unlink()  # never write through a link
     shutil.rmtree(thumbs, ignore_errors=True)
     thumbs.mkdir(parents=True)
     lines = [f"# {title}", "",
@@ -265,11 +283,11 @@ def write_gallery(executed: Path, *, chapters: list[str] | None = None, title: s
         entries = collect_entries(path)
         if not entries:
             continue
-        lines += [f"## {_chapter_title(path)}", "", f"{{doc}}`Open the chapter <{name}>`", "",
+        lines += [f"## {no_raw_html(_one_line(_chapter_title(path)))}", "", f"{{doc}}`Open the chapter <{name}>`", "",
                   "::::{grid} 1 2 2 2", ":gutter: 3", ""]
         for k, entry in enumerate(entries, 1):
             image = f"gallery/{name}_{k:02d}.png"
-            (executed / image).write_bytes(entry.png)
+            (executed / image).write_bytes(entry.png)  # a fresh folder: nothing to follow
             lines.append(_card(entry, image))
         lines += ["::::", ""]
         total += len(entries)

@@ -1,6 +1,6 @@
 """How an executed chapter was made: its cache key, the environment, the commit, and the page's box.
 
-A chapter's **cache key** hashes four components, each kept separately so ``gtbook status`` can say
+A chapter's **cache key** hashes five components, each kept separately so ``gtbook status`` can say
 which one changed:
 
 * ``source``: the chapter's ``notebooks/NN_name.py`` text;
@@ -9,7 +9,13 @@ which one changed:
 * ``library``: the sources of the ``gtcore`` modules the chapter imports, directly or through other
   modules (the static import graph of ``gtcore._dependencies``): editing one chapter's study reruns
   that chapter only;
-* ``versions``: Python, numpy, scipy, torch and transformers.
+* ``versions``: Python and every package whose version can change a number or a figure
+  (``KEY_PACKAGES`` of ``gtcore._dependencies``: numpy, scipy, torch, transformers, matplotlib, pillow,
+  safetensors and the MiniLM weights);
+* ``threads``: the number of BLAS/torch threads the kernel ran with. Torch's parallel reductions add
+  in an order that depends on it, so chapter 3 under ``-j 2`` (one thread per kernel) differs from
+  ``-j 1`` in the last bits of some values: the thread count is part of what the key pins, and a run
+  with another thread count reruns the chapter.
 
 Nothing here imports torch or transformers: versions come from package metadata, the GPU from
 ``nvidia-smi``.
@@ -31,9 +37,9 @@ from gtcore import _dependencies as imports
 from gtcore._dependencies import KEY_PACKAGES, key_versions, package_version
 
 #: reported on the report page besides KEY_PACKAGES
-REPORT_PACKAGES = (*KEY_PACKAGES, "matplotlib", "safetensors", "jupyter-book", "myst-nb", "papermill")
+REPORT_PACKAGES = (*KEY_PACKAGES, "jupyter-book", "myst-nb", "papermill")
 #: the components of a cache key, in the order ``gtbook status`` reports them
-COMPONENTS = ("source", "parameters", "library", "versions")
+COMPONENTS = ("source", "parameters", "library", "versions", "threads")
 
 
 def _sha(data: bytes) -> str:
@@ -51,13 +57,16 @@ def library_hash(source: str, package_dir: str | os.PathLike | None = None) -> s
 
 
 def key_components(source: str, profile: str, parameters: dict[str, Any], *,
-                   library: str | None = None, versions: dict[str, str] | None = None) -> dict[str, str]:
-    """The four hashed components of a chapter's cache key (see the module docstring)."""
+                   library: str | None = None, versions: dict[str, str] | None = None,
+                   threads: int | None = None) -> dict[str, str]:
+    """The components of a chapter's cache key (see the module docstring); ``threads`` is kept as the
+    number itself (``"2"``), so ``gtbook status`` can say what it was."""
     return {
         "source": _sha(source.encode()),
         "parameters": _sha(_canonical({"profile": profile, "parameters": parameters})),
         "library": library if library is not None else library_hash(source),
         "versions": _sha(_canonical(versions if versions is not None else key_versions())),
+        "threads": str(threads) if threads is not None else "default",
     }
 
 
@@ -138,44 +147,91 @@ def now_utc() -> str:
 
 
 # -------------------------------------------------------------------- the page's box
-def _fmt(v: Any) -> str:
-    return json.dumps(v) if not isinstance(v, str) else v
+def seconds_text(value: Any) -> str:
+    """A run time for people (``"12.3 s"``); ``"? s"`` for a value that is not a finite number."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "? s"
+    return f"{v:.1f} s" if v == v and abs(v) != float("inf") else "? s"
+
+
+def code_span(text: Any) -> str:
+    """``text`` as a Markdown code span shown literally, whatever it holds (backticks, ``<`` ``>``, ``$``).
+
+    The fence is one backtick longer than the longest run of backticks inside, so the value cannot close
+    the span early and turn the rest into Markdown or raw HTML; newlines become spaces.
+    """
+    text = " ".join(str(text).splitlines())
+    longest, run = 0, 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if (text.startswith("`") or text.endswith("`") or (text[:1] == " " and text[-1:] == " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}" if text else "` `"
+
+
+def _value_text(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":")) if not isinstance(v, str) else v
 
 
 def rerun_command(chapter: str, profile: str, overrides: dict[str, Any]) -> str:
-    """The exact ``gtbook`` command that reruns a chapter this way."""
+    """The exact ``gtbook`` command that reruns a chapter this way, every argument shell-quoted.
+
+    Pasted into a POSIX shell it passes each ``--set name=value`` through unchanged (``shlex.quote``):
+    a value holding ``;``, ``$(...)``, backticks or quotes is an argument, never a command.
+    """
+    import shlex
+
     parts = ["gtbook", "run", "--only", chapter, "--profile", profile]
     for k, v in overrides.items():
-        text = json.dumps(v, separators=(",", ":")) if not isinstance(v, str) else v
-        parts += ["--set", f"{k}={text}" if all(c not in text for c in " \"'[]{}") else f"'{k}={text}'"]
-    return " ".join(parts)
+        parts += ["--set", f"{k}={_value_text(v)}"]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def commit_text(git: dict[str, Any]) -> str:
     if not git.get("commit"):
         return "not a git checkout"
-    return f"`{git['commit'][:10]}`" + (" (working tree with uncommitted changes)" if git.get("dirty") else "")
+    return code_span(str(git["commit"])[:10]) + (" (working tree with uncommitted changes)" if git.get("dirty") else "")
+
+
+def parameters_text(meta: dict[str, Any]) -> str:
+    """The parameters that ran and differ from the chapter's own, each marked with where it came from."""
+    changed = meta.get("changed", {}) or {}
+    overrides = meta.get("overrides", {}) or {}
+    items = []
+    for k, v in changed.items():
+        source = "`--set`" if k in overrides else f"profile {code_span(meta.get('profile', '?'))}"
+        items.append(f"{code_span(f'{k} = {_value_text(v)}')} ({source})")
+    return ", ".join(items) or "none (the chapter's own values)"
 
 
 def box_markdown(meta: dict[str, Any], claims: list[dict[str, Any]]) -> str:
-    """The MyST admonition that opens a chapter page (``meta`` is the notebook's ``gtbook`` metadata)."""
-    changed = meta.get("changed", {})
-    changed_text = ", ".join(f"`{k} = {_fmt(v)}`" for k, v in changed.items()) or "none (the chapter's own values)"
+    """The MyST admonition that opens a chapter page (``meta`` is the notebook's ``gtbook`` metadata).
+
+    Every value that a user can choose (``--set`` values, the profile) is shown in a code span
+    (:func:`code_span`), so it reaches the page as text, never as Markdown or HTML.
+    """
     n_pass = sum(bool(c.get("passed")) for c in claims)
-    statements = sorted({c.get("statement", "") for c in claims} - {""})
-    claims_text = (f"{n_pass} of {len(claims)} passed" + (f" (statements: {', '.join(statements)})"
-                                                           if statements else "")) if claims else "none"
-    rerun = rerun_command(meta["chapter"], meta["profile"], meta.get("overrides", {}))
+    statements = sorted({str(c.get("statement", "")) for c in claims} - {""})
+    listed = f" (statements: {', '.join(code_span(s) for s in statements)})" if statements else ""
+    claims_text = f"{n_pass} of {len(claims)} passed{listed}" if claims else "none"
+    rerun = rerun_command(str(meta["chapter"]), str(meta["profile"]), meta.get("overrides", {}) or {})
+    threads = meta.get("threads")
     lines = [
         ":::{admonition} How this page was made",
         ":class: note gtbook-provenance",
         "",
-        f"- **Profile** `{meta['profile']}`, **seed** `{meta.get('parameters', {}).get('seed', 'n/a')}`; "
-        f"**parameters changed from the chapter's defaults:** {changed_text}",
-        f"- **Run** {meta.get('runtime_s', float('nan')):.1f} s on {meta.get('date', '?')}; "
-        f"**commit** {commit_text(meta.get('git', {}))}; **cache key** `{meta.get('cache', {}).get('key', '?')}`",
+        f"- **Profile** {code_span(meta['profile'])}, **seed** "
+        f"{code_span(_value_text(meta.get('parameters', {}).get('seed', 'n/a')))}; "
+        f"**parameters that ran, where they differ from the chapter's own:** {parameters_text(meta)}",
+        f"- **Run** {seconds_text(meta.get('runtime_s'))} on {code_span(meta.get('date', '?'))}"
+        + (f" ({code_span(threads)} thread{'s' if threads != 1 else ''})" if threads is not None else "")
+        + f"; **commit** {commit_text(meta.get('git', {}) or {})}; **cache key** "
+        f"{code_span(meta.get('cache', {}).get('key', '?'))}",
         f"- **Claims:** {claims_text}",
-        f"- **Rerun:** `{rerun}` (then `gtbook build`)",
+        f"- **Rerun:** {code_span(rerun)} (then `gtbook build`)",
         ":::",
     ]
     return "\n".join(lines)

@@ -60,6 +60,16 @@ class ClaimRow:
     profile: str
     seed: Any
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: the bounds the criterion puts on the value, as numbers (None: unbounded on that side)
+    lower: float | None = None
+    upper: float | None = None
+    #: what the notebook recorded as the result (``passed`` is evaluated again from value and criterion)
+    recorded_passed: bool | None = None
+
+    @property
+    def edited(self) -> bool:
+        """The recorded result disagrees with the one evaluated again: the notebook was edited."""
+        return self.recorded_passed is not None and self.recorded_passed != self.passed
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,15 +109,27 @@ def executed_notebooks(executed: Path, names: list[str] | None = None) -> list[P
 
 
 
-def read_executed(path: Path):
-    """An executed notebook, or :class:`ReportError` naming the file when it is not readable."""
-    import nbformat
+def read_executed(path: Path) -> dict[str, Any]:
+    """An executed notebook as its JSON (a v4 notebook: cells and metadata), or :class:`ReportError`
+    naming the file when it is not readable. Read as JSON, without nbformat's schema validation, which
+    costs seconds on the book's large notebooks (``gtbook claims`` reads them all)."""
+    import json
 
     try:
-        return nbformat.read(path, as_version=4)
-    except Exception as exc:  # noqa: BLE001 - NotJSONError, a JSON error, a validation error, a truncated file
+        with open(path, encoding="utf-8") as fh:
+            nb = json.load(fh)
+        if not (isinstance(nb, dict) and isinstance(nb.get("cells"), list) and isinstance(nb.get("metadata", {}), dict)
+                and int(nb.get("nbformat", 0)) >= 4):
+            raise ValueError("not a version-4 notebook")
+    except (OSError, ValueError, TypeError, UnicodeDecodeError) as exc:  # a JSON error, a truncated file
         raise ReportError(f"{path}: not a readable notebook ({type(exc).__name__}); rerun it with "
                           f"`gtbook run --only {Path(path).stem} --force`, or delete it") from None
+    return nb
+
+
+def _gtbook_meta(nb: dict[str, Any]) -> dict[str, Any]:
+    meta = (nb.get("metadata") or {}).get("gtbook")
+    return dict(meta) if isinstance(meta, dict) else {}
 
 
 def collect_claims(executed: Path, names: list[str] | None = None) -> list[ClaimRow]:
@@ -116,26 +138,42 @@ def collect_claims(executed: Path, names: list[str] | None = None) -> list[Claim
     rows = []
     for path in executed_notebooks(executed, names):
         nb = read_executed(path)
-        meta = nb.metadata.get("gtbook", {})
+        meta = _gtbook_meta(nb)
         for rec in claims_in_notebook(nb):
-            rows.append(ClaimRow(
-                chapter=path.stem,
-                name=rec["name"],
-                statement=rec.get("statement", ""),
-                kind=rec.get("kind", ""),
-                value=rec.get("value"),
-                threshold=rec.get("threshold", ""),
-                passed=bool(rec.get("passed")),
-                profile=meta.get("profile", "unknown"),
-                seed=meta.get("parameters", {}).get("seed"),
-                overrides=dict(meta.get("overrides", {})),
-            ))
+            rows.append(_claim_row(path.stem, rec, meta))
     return rows
+
+
+def _claim_row(chapter: str, rec: dict[str, Any], meta: dict[str, Any]) -> ClaimRow:
+    """One claim record as a row, its result evaluated again from its value and criterion."""
+    from gtcore.book import verify
+
+    again = verify.recheck(rec)
+    lower, upper = verify.bounds(rec)
+    params = meta.get("parameters")
+    params = params if isinstance(params, dict) else {}
+    overrides = meta.get("overrides")
+    overrides = overrides if isinstance(overrides, dict) else {}
+    return ClaimRow(
+        chapter=chapter,
+        name=str(rec.get("name", "?")),
+        statement=str(rec.get("statement", "")),
+        kind=str(rec.get("kind", "")),
+        value=rec.get("value"),
+        threshold=str(rec.get("threshold", "")),
+        passed=bool(again),  # None (no criterion to evaluate) is not a pass
+        profile=str(meta.get("profile", "unknown")),
+        seed=params.get("seed"),
+        overrides=dict(overrides),
+        lower=lower,
+        upper=upper,
+        recorded_passed=rec.get("passed") if isinstance(rec.get("passed"), bool) else None,
+    )
 
 
 def chapter_metadata(executed: Path) -> dict[str, dict[str, Any]]:
     """``{chapter: its gtbook metadata}`` of the executed chapters."""
-    return {p.stem: dict(read_executed(p).metadata.get("gtbook", {})) for p in executed_notebooks(executed)}
+    return {p.stem: _gtbook_meta(read_executed(p)) for p in executed_notebooks(executed)}
 
 
 def overrides_text(overrides: dict[str, Any]) -> str:
@@ -160,28 +198,75 @@ def _fmt_value(v: Any) -> str:
     return f"{v:.4g}"
 
 
-def claims_table(rows: list[ClaimRow]) -> str:
-    """A plain-text table of the claims (``gtbook claims``)."""
-    head = ["chapter", "claim", "statement", "kind", "value", "threshold", "passed", "profile", "seed",
-            "--set"]
-    body = [[r.chapter, r.name, r.statement, r.kind, _fmt_value(r.value), r.threshold,
-             "PASS" if r.passed else "FAIL", r.profile, str(r.seed), overrides_text(r.overrides) or "-"]
-            for r in rows]
+def claims_table(rows: list[ClaimRow], *, wide: bool = False) -> str:
+    """A plain-text table of the claims (``gtbook claims``): chapter, claim, kind, value and result;
+    ``wide`` adds the statement, the criterion, the profile, the seed and the ``--set`` values."""
+    head = ["chapter", "claim", "kind", "value", "result"]
+    if wide:
+        head += ["statement", "criterion", "profile", "seed", "--set"]
+    body = []
+    for r in rows:
+        line = [r.chapter, r.name, r.kind, _fmt_value(r.value), _result_word(r)]
+        if wide:
+            line += [r.statement, r.threshold, r.profile, str(r.seed), overrides_text(r.overrides) or "-"]
+        body.append(line)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip() for b in body]
     return "\n".join(lines)
+
+
+def _result_word(r: ClaimRow) -> str:
+    return ("PASS" if r.passed else "FAIL") + (" (edited)" if r.edited else "")
+
+
+def claims_summary(rows: list[ClaimRow], *, shown: int | None = None) -> str:
+    """One line: how many claims, in how many chapters, how many pass and fail (and how many shown)."""
+    n_pass = sum(r.passed for r in rows)
+    chapters = len({r.chapter for r in rows})
+    line = (f"{len(rows)} claims in {chapters} chapter{'s' if chapters != 1 else ''}: {n_pass} pass, "
+            f"{len(rows) - n_pass} fail")
+    edited = sum(r.edited for r in rows)
+    if edited:
+        line += f" ({edited} whose recorded result disagrees with its value: the notebook was edited)"
+    if shown is not None and shown != len(rows):
+        line += f"; {shown} shown"
+    return line
 
 
 def _esc(x: Any) -> str:
     return str(x).replace("|", "\\|")
 
 
-def _claim_lines(claims: list[ClaimRow]) -> list[str]:
-    lines = ["| chapter | claim | kind | value | criterion | result |", "|---|---|---|---|---|---|"]
+# ---------------------------------------------------------------- rendering (layout, escaping)
+_PUNCTUATION = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def plain(text: Any) -> str:
+    """``text`` as Markdown that shows it literally: every ASCII punctuation mark backslash-escaped,
+    so no value becomes markup, a MyST role or raw HTML (``<img onerror=...>`` shows as text)."""
+    return "".join("\\" + c if c in _PUNCTUATION else c for c in " ".join(str(text).splitlines()))
+
+
+def _code_cell(text: Any) -> str:
+    """A value in a table cell: a code span (shown literally), its pipes escaped for the table."""
+    from gtcore.book.provenance import code_span
+
+    return code_span(text).replace("|", "\\|")
+
+
+def _result_cell(r: ClaimRow) -> str:
+    word = "✔ PASS" if r.passed else "✘ FAIL"
+    return word + (" (edited: recorded " + ("PASS" if r.recorded_passed else "FAIL") + ")" if r.edited else "")
+
+
+def _claim_table(claims: list[ClaimRow]) -> list[str]:
+    """Claims of one chapter: claim, kind, value, criterion, result."""
+    lines = ["| claim | kind | value | criterion | result |", "|---|---|---|---|---|"]
     for r in claims:
-        lines.append(f"| {_esc(r.chapter)} | `{_esc(r.name)}` | {r.kind} | {_esc(_fmt_value(r.value))} | "
-                     f"{_esc(r.threshold)} | {'✔ PASS' if r.passed else '✘ FAIL'} |")
+        lines.append(f"| {_code_cell(r.name)} | {plain(r.kind)} | {_code_cell(_fmt_value(r.value))} | "
+                     f"{_code_cell(r.threshold)} | {_result_cell(r)} |")
     return lines
 
 
@@ -196,7 +281,9 @@ def kinds_paragraph() -> str:
             "detects a departure where one exists). A statement is *reproduced* when a claim of kind "
             "*reproduces* checks it, *derived only* when its strongest evidence is a derivation, *consistency "
             "only* when it has consistency checks and controls alone; every claim must pass, and a failing "
-            "claim stops the build, so a rendered book shows only passing claims.")
+            "claim stops the build, so a rendered book shows only passing claims. Every claim's result here is "
+            "evaluated again from the value and the criterion its notebook records. Click a statement to see "
+            "its claims, chapter by chapter.")
 
 
 def _status_counts(group: list[StatementStatus]) -> dict[Status, int]:
@@ -238,6 +325,80 @@ def headline_lines(paper: list[StatementStatus], beyond: list[StatementStatus], 
     return lines
 
 
+def _claim_lines(claims: list[ClaimRow]) -> list[str]:
+    """The claims grouped by chapter: a line naming the chapter, then its table."""
+    lines: list[str] = []
+    for chapter in dict.fromkeys(r.chapter for r in claims):
+        mine = [r for r in claims if r.chapter == chapter]
+        lines += [f"**{_chapter_link(chapter)}** ({len(mine)} claim{'s' if len(mine) != 1 else ''})", ""]
+        lines += [*_claim_table(mine), ""]
+    return lines
+
+
+def _chapter_link(chapter: str) -> str:
+    if not chapter[:2].isdigit() or not all(c.isalnum() or c == "_" for c in chapter):
+        return _code_cell(chapter)
+    return f"{{doc}}`{chapter} <{chapter}>`"
+
+
+def _dropdown(title: str, body: list[str], *, css: str = "gtbook-statement") -> list[str]:
+    """A collapsible block (sphinx-design's dropdown) with ``title`` and Markdown ``body``."""
+    return [f"::::{{dropdown}} {title}", f":class-container: {css}", "", *body, "::::", ""]
+
+
+def _statement_detail(s: StatementStatus) -> list[str]:
+    """A statement's collapsible detail: its paraphrase, status, reason, note and claims by chapter."""
+    st = s.statement
+    body = [f"*{st.paraphrase}* ({st.where}.) **Status: {s.status}.**", ""]
+    if st.reason:
+        body += [f"Not reproducible here: {st.reason}", ""]
+    if st.note:
+        body += [st.note, ""]
+    shown = [c for c in s.claims if c.kind != "consistency"]
+    if shown:
+        body += _claim_lines(shown)
+    n = len(s.claims)
+    return _dropdown(f"{plain(st.title)} · {plain(s.status)} · {n} claim{'s' if n != 1 else ''}", body)
+
+
+def _warnings(executed: Path, rows: list[ClaimRow], metas: dict[str, dict[str, Any]]) -> list[str]:
+    """Failed latest runs, notebooks changed after their run, claims whose result was edited."""
+    from gtcore.book import verify
+
+    lines = []
+    for chap in sorted(p.stem for p in (Path(executed) / "failed").glob("[0-9][0-9]_*.ipynb")):
+        lines += [f"**Warning:** the latest run of {_code_cell(chap)} failed (its notebook is in "
+                  "`executed/failed/`); this book shows that chapter's last good output.", ""]
+    for path in executed_notebooks(executed):
+        problem = verify.digest_problem(read_executed(path))
+        if problem and path.stem in metas:
+            lines += [f"**Warning:** {_code_cell(path.stem)}: {plain(problem)}; its claims below are evaluated "
+                      "again from what it holds now. Rerun it (`gtbook run`).", ""]
+    edited = [r for r in rows if r.edited]
+    if edited:
+        lines += [f"**Warning:** {len(edited)} claim(s) record a result their value and criterion do not give "
+                  "(the notebook was edited): " + ", ".join(_code_cell(f"{r.chapter}:{r.name}") for r in edited)
+                  + ". They are reported as evaluated again.", ""]
+    return lines
+
+
+def _chapters_table(rows: list[ClaimRow], metas: dict[str, dict[str, Any]]) -> list[str]:
+    from gtcore.book.provenance import seconds_text
+
+    lines = ["## Chapters", "", "| chapter | profile | seed | `--set` | run time | claims |",
+             "|---|---|---|---|---|---|"]
+    for chap, meta in metas.items():
+        mine = [r for r in rows if r.chapter == chap]
+        params = meta.get("parameters")
+        params = params if isinstance(params, dict) else {}
+        overrides = meta.get("overrides")
+        sets = overrides_text(overrides if isinstance(overrides, dict) else {})
+        lines.append(f"| {_chapter_link(chap)} | {_code_cell(meta.get('profile', 'unknown'))} | "
+                     f"{_code_cell(params.get('seed', ''))} | {_code_cell(sets) if sets else '-'} | "
+                     f"{seconds_text(meta.get('runtime_s'))} | {len(mine)} |")
+    return [*lines, ""]
+
+
 def report_markdown(executed: Path) -> str:
     """The report page's MyST markdown (see the module docstring for the statuses)."""
     rows = collect_claims(executed)
@@ -248,39 +409,29 @@ def report_markdown(executed: Path) -> str:
     unregistered = sorted({r.statement for r in rows} - {s.statement.id for s in statuses})
     lines = ["# Reproducibility report", "", kinds_paragraph(), ""]
     lines += headline_lines(paper, beyond, rows, Path(executed).parent)
-    for chap in sorted(p.stem for p in (Path(executed) / "failed").glob("[0-9][0-9]_*.ipynb")):
-        lines += [f"**Warning:** the latest run of `{chap}` failed (its notebook is in `executed/failed/`); "
-                  "this book shows that chapter's last good output.", ""]
+    lines += _warnings(executed, rows, metas)
     for heading, group in (("Statements of the paper", paper), ("Beyond the paper", beyond)):
         lines += [f"## {heading}", "", "| statement | where | status |", "|---|---|---|"]
         lines += [f"| {_esc(s.statement.title)} | {_esc(s.statement.where)} | {s.status} |" for s in group]
         lines.append("")
         for s in group:
-            st = s.statement
-            lines += [f"### {st.title}", "", f"*{st.paraphrase}* ({st.where}.) **Status: {s.status}.**", ""]
-            if st.reason:
-                lines += [f"Not reproducible here: {st.reason}", ""]
-            if st.note:
-                lines += [st.note, ""]
-            shown = [c for c in s.claims if c.kind in ("reproduces", "derivation", "control")]
-            if shown:
-                lines += [*_claim_lines(shown), ""]
+            lines += _statement_detail(s)
     consistency = [r for r in rows if r.kind == "consistency"]
     lines += ["## Consistency checks", "",
               "These check the code against itself; they support the reproductions and derivations above "
               "but are neither.", ""]
-    lines += (_claim_lines(consistency) if consistency else ["None."]) + [""]
+    if consistency:
+        for chapter in dict.fromkeys(r.chapter for r in consistency):
+            mine = [r for r in consistency if r.chapter == chapter]
+            lines += _dropdown(f"{plain(chapter)} · {len(mine)} check{'s' if len(mine) != 1 else ''}",
+                               [*_claim_table(mine), ""], css="gtbook-consistency")
+    else:
+        lines += ["None.", ""]
     if unregistered:
-        lines += [f"**Warning:** claims name statements missing from the registry: {', '.join(unregistered)}.", ""]
-    lines += ["## Chapters", "", "| chapter | profile | seed | `--set` | run time (s) | claims |",
-              "|---|---|---|---|---|---|"]
-    for chap, meta in metas.items():
-        mine = [r for r in rows if r.chapter == chap]
-        seed = meta.get("parameters", {}).get("seed", "")
-        sets = overrides_text(meta.get("overrides", {}))
-        lines.append(f"| {chap} | {meta.get('profile', 'unknown')} | {seed} | {_esc(sets) or '-'} | "
-                     f"{meta.get('runtime_s', float('nan')):.1f} | {len(mine)} |")
-    lines += ["", *_environment_lines(metas)]
+        lines += [f"**Warning:** claims name statements missing from the registry: "
+                  f"{', '.join(_code_cell(u) for u in unregistered)}.", ""]
+    lines += _chapters_table(rows, metas)
+    lines += _environment_lines(metas)
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gtcore._repr import short_repr
 from gtcore._validation import (
     as_float_array,
     check_moments,
@@ -43,6 +44,8 @@ class LaneMoments:
     mu: np.ndarray
     Sigma: np.ndarray
     status: np.ndarray
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls], t_span: tuple[float, float],

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from gtcore._repr import short_repr
 from gtcore._validation import as_float_array
 from gtcore.moments import _dop853 as _dop  # SciPy's DOP853 tables, copied (a private SciPy module)
 from gtcore.status import Status
@@ -73,6 +74,8 @@ class LaneSolution:
     status: np.ndarray
     steps: np.ndarray
     nfev: np.ndarray
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def _rms(x: np.ndarray) -> np.ndarray:

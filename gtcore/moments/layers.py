@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from gtcore._linalg import psd_project
+from gtcore._repr import short_repr
 from gtcore._validation import (
     check_moments,
     check_positive,
@@ -107,6 +108,8 @@ class LayerTrajectory:
     blowup_layer: int | None
     blowup_norm: float
     message: str
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     def __iter__(self):
         yield self.mu

@@ -12,6 +12,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from gtcore._linalg import psd_project
+from gtcore._repr import short_repr
 from gtcore._validation import (
     as_float_array,
     check_count,
@@ -140,6 +141,8 @@ class MomentTrajectory:
     crossing_time: float | None
     message: str
     nfev: int
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     @property
     def final(self) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from gtcore._linalg import RANK_RTOL
+from gtcore._repr import short_repr
 from gtcore.controls import (
     Controls,
     PiecewiseControls,
@@ -57,6 +58,8 @@ class MinEnergyResult:
     success: bool
     nit: int
     message: str
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def _endpoint_constraints(mu0, Sigma0, mu1, Sigma1, r, K, tau):

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gtcore._repr import short_repr
 from gtcore._validation import (
     check_count,
     check_covariance,
@@ -122,6 +123,8 @@ class Equilibrium:
     relative_residual: float
     method: str
     iterations: int
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def _certify(controls: Controls, Sigma: np.ndarray, method: str, iterations: int) -> Equilibrium:
@@ -326,6 +329,8 @@ class LinearStability:
     eigenvalues: np.ndarray
     max_real: float
     verdict: Stability
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def linear_stability(controls: Controls, Sigma_star: Any) -> LinearStability:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
+from gtcore._repr import short_repr
 from gtcore._validation import (
     check_covariance,
     check_positive,
@@ -71,6 +72,8 @@ class Regime:
     Sigma_star: np.ndarray | None = None
     t_star: float | None = None
     method: str = "closed form"
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
 def _describe(controls: Controls) -> str:

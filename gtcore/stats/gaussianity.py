@@ -38,6 +38,7 @@ from scipy.special import ndtri
 from gtcore._linalg import empirical_moments as _empirical_moments
 from gtcore._linalg import psd_sqrt, whiten
 from gtcore._progress import progress as progress_bar
+from gtcore._repr import short_repr
 from gtcore._validation import check_moments, check_tokens
 
 #: memory budget (bytes) for the temporary blocks of the chunked statistics
@@ -381,6 +382,8 @@ class NoiseFloor:
     values: np.ndarray
     n: int
     d: int
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     @property
     def mean(self) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from gtcore._linalg import psd_factor
+from gtcore._repr import short_repr
 from gtcore._validation import as_float_array, check_covariance, check_finite, check_tokens
 from gtcore.attention import ATTENTION_TYPES
 from gtcore.stats.gaussianity import _STATISTICS, NoiseFloor, noise_floor
@@ -54,6 +55,8 @@ class GaussianMixture:
     weights: np.ndarray
     means: np.ndarray
     covariances: np.ndarray
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     def __init__(self, weights: Any, means: Any, covariances: Any) -> None:
         w = as_float_array(weights, "weights")
@@ -198,6 +201,8 @@ class LabelledTokens:
 
     tokens: np.ndarray
     labels: np.ndarray
+
+    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
     def counts(self) -> np.ndarray:
         """Number of tokens per label 0..K-1.

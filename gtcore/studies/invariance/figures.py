@@ -29,6 +29,16 @@ def cloud_with_ellipses(tokens: np.ndarray, times: Sequence[float], mus: np.ndar
     return fig
 
 
+def n_ticks(ax, Ns: Sequence[int]) -> None:
+    """Label a log x-axis with the N values used, and nothing else (no colliding minor labels)."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter, NullLocator
+
+    ax.xaxis.set_major_locator(FixedLocator(list(Ns)))
+    ax.xaxis.set_major_formatter(FixedFormatter([f"{int(n)}" for n in Ns]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def _errors_against_n(studies: Mapping[str, Any], label, ylabel: str):
     """Mean error over seeds (with its standard error) against N, log–log, one curve per study
     (``label(name, study)`` names it), and the N^(-1/2) reference line."""
@@ -42,6 +52,7 @@ def _errors_against_n(studies: Mapping[str, Any], label, ylabel: str):
     reference_slope(ax, first.Ns, first.errors.mean(axis=1)[0], -0.5)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    n_ticks(ax, sorted({int(n) for st in studies.values() for n in st.Ns}))
     ax.set_xlabel("number of tokens $N$")
     ax.set_ylabel(ylabel)
     ax.legend()
