@@ -9,6 +9,9 @@ Every claim names the statement it checks (an id of ``book/statements.toml``, se
 :mod:`gtcore.statements`) and its kind (:data:`KINDS`):
 
 * ``"reproduces"``: a number the paper's statement predicts, which could come out otherwise;
+* ``"not_reproduced"``: a test of what the statement predicts, under a criterion fixed before the run,
+  that came out against it; the claim records the outcome as observed (so a later run in which the
+  statement came out reproduced fails it and is noticed);
 * ``"consistency"``: the code agrees with itself or with a closed form;
 * ``"control"``: a power check: the same statistic detects a departure where one exists.
 
@@ -31,7 +34,7 @@ import numpy as np
 from .statements import StatementError, load_statements
 
 CLAIM_MIME = "application/vnd.gtbook.claim+json"
-KINDS = ("reproduces", "consistency", "control")
+KINDS = ("reproduces", "not_reproduced", "consistency", "control")
 
 
 class ClaimFailed(AssertionError):
@@ -139,7 +142,7 @@ def claim(name: str, value: Any, *, statement: str, kind: str, lt: float | None 
     statement : str
         The id of the statement checked, from ``book/statements.toml``.
     kind : str
-        ``"reproduces"``, ``"consistency"`` or ``"control"`` (see the module docstring).
+        ``"reproduces"``, ``"not_reproduced"``, ``"consistency"`` or ``"control"`` (see the module docstring).
     lt, gt, close_to, rtol, atol : float, optional
         The criterion (see the module docstring).
 

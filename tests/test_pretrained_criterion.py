@@ -182,6 +182,7 @@ def test_close_needs_every_statistic():
 def test_interval_disagreements():
     a, b = _layers([0, 1, 1]), _layers([0, 1, 4])  # block 2: [0.5, 1] against [2, 4]
     assert C.interval_disagreements(a, b) == [(2, s) for s in sorted(C.STATISTICS)]
+    assert C.interval_disagreements(b, a) == [(2, s) for s in sorted(C.STATISTICS)]
     assert C.interval_disagreements(a, a) == []
 
 
@@ -269,5 +270,13 @@ def test_figures_draw(tiny_bert):
     figures.criteria_across_sizes_figure([4], {"pure": [2]}, {"pure": [4]}, 3)
     prof = clustering_profile(tiny_bert, sequences=2, tokens=64, seed=3)
     assert prof.histogram.shape == (4, 50) and prof.clusters[0] == 64
+    assert np.isnan(prof.update[0]) and np.all(prof.update[1:] > 0)
     ratio = np.max([res["pure"].ratio(refs, s) for s in C.STATISTICS], axis=0)
     figures.closeness_and_clustering_figure({"tiny": {"ratio": ratio, "profile": prof}})
+
+
+def test_a_cloud_without_per_sequence_sums_gives_the_same_statistics():
+    x = np.random.default_rng(4).standard_normal((5, 60, 6)) ** 2
+    a = C._values(C._cloud(x, 32, 2), np.ones(5, dtype=int))
+    b = C._values(C._cloud(x, 32, 2, per_sequence=False), np.ones(1, dtype=int))
+    np.testing.assert_allclose(a, b, rtol=1e-5)

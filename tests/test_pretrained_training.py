@@ -92,6 +92,13 @@ def test_training_is_cached_and_deterministic(tmp_path, monkeypatch):
     w0 = dict(again.initial.model.named_parameters())["embeddings.patch_embeddings.projection.weight"]
     w1 = dict(again.model.model.named_parameters())["embeddings.patch_embeddings.projection.weight"]
     assert not torch.equal(w0, w1)
+    # and they are the library's initialisation under torch.manual_seed(schedule.seed)
+    from transformers import ViTForImageClassification
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(s.seed)
+        fresh = ViTForImageClassification(tr.vit_digits_config())
+    assert torch.equal(fresh.vit.embeddings.patch_embeddings.projection.weight, w0)
     # retrained from scratch in a fresh cache: bitwise the same weights (seeded, fixed thread count)
     monkeypatch.setenv("GTBOOK_CACHE", str(tmp_path / "other"))
     third = tr.train_vit_digits(s)

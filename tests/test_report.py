@@ -45,3 +45,17 @@ def test_headline_counts_statements_of_the_paper(tmp_path):
     assert f"**1 of {n_paper} statements of the paper reproduced; 1 not reproducible here.**" in text
     assert "3 claims in all: 3 reproductions, 0 controls, 0 consistency checks" in text
     assert "Beyond the paper" in text and "Not reproducible here:" in text
+
+
+def test_a_recorded_non_reproduction_is_not_reproduced(tmp_path):
+    _notebook(tmp_path / "05_a.ipynb", [
+        _c("n1", "pretrained_gaussian", "not_reproduced"), _c("r1", "pretrained_gaussian", "reproduces"),
+        _c("k1", "pretrained_gaussian", "control"), _c("r2", "invariance", "reproduces")])
+    status = {s.statement.id: s.status for s in statement_statuses(collect_claims(tmp_path))}
+    assert status["pretrained_gaussian"] == "not reproduced"  # even with a reproduction of a part of it
+    assert status["invariance"] == "reproduced"
+    text = report_markdown(tmp_path)
+    n_paper = sum(s.scope == "paper" for s in load_statements().values())
+    assert f"**1 of {n_paper} statements of the paper reproduced; 1 not reproduced; 1 not reproducible here.**" in text
+    assert "4 claims in all: 2 reproductions, 1 non-reproductions, 1 controls, 0 consistency checks" in text
+    assert "n1" in text  # the non-reproduction is listed under its statement

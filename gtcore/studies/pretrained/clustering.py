@@ -8,11 +8,15 @@ concentrate on few points). For each layer :math:`\ell` and each of a few sequen
 * a **cluster count**: the number of connected components of the graph joining :math:`i` and
   :math:`j` when :math:`c_{ij} \ge \tau` (default :math:`\tau = 0.9`, an angle of about 26 degrees),
   averaged over the sequences. Independent Gaussian tokens in dimension :math:`d` have
-  :math:`c_{ij} \approx N(0, 1/d)`, hence :math:`T` clusters; tokens collapsed to one direction, 1.
+  :math:`c_{ij} \approx N(0, 1/d)`, hence :math:`T` clusters; tokens collapsed to one direction, 1;
+* the **relative update** of block :math:`\ell`, :math:`\|x^{(\ell)}_i - x^{(\ell-1)}_i\| /
+  \|x^{(\ell-1)}_i\|` averaged over the tokens: near 0, the block is nearly the identity on these tokens
+  (and a network of such blocks nearly linear).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +71,8 @@ class ClusteringProfile:
     clusters : (L+1,) array
         Mean cluster count over the sequences.
     threshold : float
+    update : (L+1,) array
+        Mean relative update of each block (NaN at layer 0).
     """
 
     model: str
@@ -79,6 +85,7 @@ class ClusteringProfile:
     mean_cosine: np.ndarray
     clusters: np.ndarray
     threshold: float
+    update: np.ndarray
 
     def __repr__(self) -> str:
         return (f"ClusteringProfile({self.model!r}, {self.mode}: mean cosine {self.mean_cosine[0]:.2f} -> "
@@ -87,9 +94,10 @@ class ClusteringProfile:
     def table(self) -> str:
         """One row per layer: mean cosine similarity and cluster count."""
         lines = [f"{self.model}, mode={self.mode}: {self.sequences} sequences x T={self.tokens}; clusters at "
-                 f"cosine >= {self.threshold:g}", f"{'layer':>5} {'mean cos':>9} {'clusters':>9}"]
-        lines += [f"{layer:>5d} {c:9.3f} {k:9.1f}" for layer, c, k in
-                  zip(self.layers, self.mean_cosine, self.clusters)]
+                 f"cosine >= {self.threshold:g}; update = mean |x_l - x_(l-1)| / |x_(l-1)|",
+                 f"{'layer':>5} {'mean cos':>9} {'clusters':>9} {'update':>9}"]
+        lines += [f"{layer:>5d} {c:9.3f} {k:9.1f} {u:9.3g}" for layer, c, k, u in
+                  zip(self.layers, self.mean_cosine, self.clusters, self.update)]
         return "\n".join(lines)
 
 
@@ -125,13 +133,17 @@ def clustering_profile(model: Any, *, mode: str = "pure", sequences: int = 4, to
     S, T, d = int(sequences), int(tokens), model.d
     x = gaussian_tokens(S * T, np.zeros(d), np.eye(d), seed=np.random.default_rng(stream(seed, _TOKENS)))
     edges = np.linspace(-1.0, 1.0, int(bins) + 1)
-    layers, hists, means, counts = [], [], [], []
+    layers, hists, means, counts, updates = [], [], [], [], []
+    prev = None
     for layer, h in iter_layers(model, x.reshape(S, T, d), mode):
         arr = h.double().cpu().numpy()
+        updates.append(math.nan if prev is None else float(np.mean(
+            np.linalg.norm(arr - prev, axis=-1) / np.linalg.norm(prev, axis=-1))))
+        prev = arr
         cos = np.concatenate([cosine_similarities(a) for a in arr])
         layers.append(layer)
         hists.append(np.histogram(cos, bins=edges, density=True)[0])
         means.append(float(cos.mean()))
         counts.append(float(np.mean([cluster_count(a, threshold) for a in arr])))
     return ClusteringProfile(model.name, mode, S, T, np.array(layers), edges, np.array(hists), np.array(means),
-                             np.array(counts), float(threshold))
+                             np.array(counts), float(threshold), np.array(updates))

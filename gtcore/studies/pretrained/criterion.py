@@ -178,17 +178,22 @@ class _Cloud:
         return self.z32.shape
 
 
-def _cloud(x: Any, n_projections: int, seed: int) -> _Cloud:
+def _cloud(x: Any, n_projections: int, seed: int, per_sequence: bool = True) -> _Cloud:
+    """The centred cloud with what the replicates need; ``per_sequence=False`` keeps only the totals (a cloud of
+    one "sequence" of all S T centred tokens: the same statistics with unit weights, no resampling)."""
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim != 3 or arr.shape[0] < 2 or arr.shape[1] < 2:
         raise ValueError(f"x must have shape (S, T, d) with S >= 2 and T >= 2, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError("x must be finite")
     S, T, d = arr.shape
-    z = arr - arr.mean(axis=1, keepdims=True)
-    scatter = np.matmul(z.transpose(0, 2, 1), z)
-    sq = z * z
-    w = np.linalg.eigvalsh(scatter.sum(axis=0) / (S * T))
+    with threadpool_limits(limits=1, user_api="blas"):
+        z = arr - arr.mean(axis=1, keepdims=True)
+        if not per_sequence:
+            z = z.reshape(1, S * T, d)
+        scatter = np.matmul(z.transpose(0, 2, 1), z)
+        sq = z * z
+        w = np.linalg.eigvalsh(scatter.sum(axis=0) / (S * T))
     if w[-1] <= 0:
         raise ValueError("x has zero within-sequence covariance: nothing to whiten")
     rank = int(np.sum(w > RANK_RTOL * w[-1]))
@@ -361,10 +366,11 @@ def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings:
     vals, pooled = [], []
     with threadpool_limits(limits=1, user_api="blas"):
         for k in range(settings.null_repeats):
+            pool = k < settings.null_pool  # resampled below: keep the per-sequence sums
             cl = _cloud(rng.standard_normal((int(sequences), int(tokens), int(rank))),
-                        settings.n_projections, seed)
-            vals.append(_values(cl, one))
-            if k < settings.null_pool:
+                        settings.n_projections, seed, per_sequence=pool)
+            vals.append(_values(cl, one if pool else one[:1]))
+            if pool:
                 pooled.append(_square(_replicates(cl, counts)))
     vals = np.array(vals)
     sq = _square(vals)
@@ -860,6 +866,28 @@ class ModelStudy:
         refs = self.references[REFERENCE_NU, int(sequences)]
         return max(float(res.ratio(refs, s)[0]) for s in STATISTICS)
 
+    def verdict_rows(self, nu: float = REFERENCE_NU) -> list[str]:
+        """One row per size: the verdict, the two ratios and the first block not close per mode and statistic."""
+        rows = []
+        for S in self.sizes:
+            v = self.verdict(S, nu)
+            first = " ".join(f"{'-' if v.first_not_close[m, s] is None else v.first_not_close[m, s]:>3}"
+                             for m in self.effects[S] for s in STATISTICS)
+            rows.append(f"{self.model[:44]:<44} {S:>3} {nu:>4g} {str(v.verdict):<52} {v.early_ratio:7.3g} "
+                        f"{v.last_ratio:7.3g}   {first}")
+        return rows
+
+    def fraction_rows(self, sequences: int) -> list[str]:
+        r"""Per mode: :math:`\Delta_s/\Delta_s(\mathrm{ref})` at blocks 1, :math:`\lceil L/2\rceil` and :math:`L`."""
+        L = self.n_blocks
+        blocks = [1, math.ceil(L / 2), L]
+        rows = []
+        for m in self.effects[int(sequences)]:
+            fr = self.fractions(sequences, m, blocks)
+            cells = "  ".join(" ".join(f"{f:6.2f}" for f in fr[s]) for s in STATISTICS)
+            rows.append(f"{self.model[:44]:<44} {sequences:>3} {m:<9} blocks {blocks}: {cells}")
+        return rows
+
     def __repr__(self) -> str:
         cells = "; ".join(f"S={S}: {self.verdict(S).verdict}" for S in self.sizes)
         return f"ModelStudy({self.model!r}, L={self.n_blocks}, T={self.tokens}: {cells})"
@@ -907,8 +935,14 @@ def study_model(model: Any, *, sizes: Sequence[int], seeds: Sequence[int], token
     return ModelStudy(model.name, int(tokens), sizes, seeds, effects, refs, verdicts, ctrls)
 
 
+VERDICT_HEADER = (f"{'model':<44} {'S':>3} {'nu':>4} {'verdict':<52} {'early':>7} {'last':>7}   "
+                  "first block not close: pure (SW2 Mardia coord), embedding (SW2 Mardia coord)")
+FRACTION_HEADER = (f"{'model':<44} {'S':>3} {'mode':<9} Delta / Delta_ref at blocks 1, ceil(L/2), L: "
+                   "sliced W2 | Mardia | coordinate kurtosis")
+
+
 __all__ = [
-    "ModelStudy", "study_model",
+    "FRACTION_HEADER", "VERDICT_HEADER", "ModelStudy", "study_model",
     "REFERENCE_NU", "SENSITIVITY_NU", "STATISTICS", "EffectSizes", "LayerEffects", "ModelVerdict",
     "NullMoments", "Settings", "Verdict", "band_verdict_block", "cloud_statistics", "effect_sizes",
     "effect_verdict_block", "interval_disagreements", "layer_effects", "magnitude_interval", "model_verdict",

@@ -434,7 +434,8 @@ def _trained_model(name: str, label: str, family: str, config, model_cls, schedu
             _save(folder, initial, trained, config, record)
 
     def loaded(state, suffix: str) -> LoadedTransformer:
-        m = model_cls(config)
+        with torch.random.fork_rng(devices=[]):  # building draws random weights: keep the caller's stream
+            m = model_cls(config)
         m.load_state_dict(state)
         base = getattr(m, base_attr).float().eval()
         return LoadedTransformer(base, family, f"{label} ({suffix})", str(folder), suffix == TRAINED_HERE)
