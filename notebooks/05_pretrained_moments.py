@@ -248,7 +248,7 @@ else:
 # statistics, per mode. The dotted line separates the blocks at which a failure contradicts the statement
 # (at or below $\lceil L/2\rceil$) from those at which it is allowed.
 
-# %% mystnb={"figure": {"name": "fig-criteria-sizes", "caption": "MiniLM: the first block at which the noise-band criterion of exact Gaussianity (dashed) and the effect-size criterion (solid) fail, against the number of sequences S of 512 tokens, per mode."}, "image": {"alt": "First failing block against the number of sequences for two criteria and two modes; the band criterion's first failing block moves with the sample size, the effect-size criterion's is marked for comparison."}}
+# %% mystnb={"figure": {"name": "fig-criteria-sizes", "caption": "MiniLM: the first block at which the noise-band criterion of exact Gaussianity (dashed) and the effect-size criterion (solid) fail, against the number of sequences S of 512 tokens, per mode."}, "image": {"alt": "First failing block against the number of sequences for two criteria and two modes: the noise-band criterion fails at block 1 at every size, the effect-size criterion's first failing block moves later as the number of sequences grows."}}
 by_size = {**{S: sweep.effects[S] for S in sweep.sizes}, **{S: studies["MiniLM"].effects[S] for S in sizes}}
 refs_by_size = {**{S: sweep.references[REFERENCE_NU, S] for S in sweep.sizes},
                 **{S: studies["MiniLM"].references[REFERENCE_NU, S] for S in sizes}}

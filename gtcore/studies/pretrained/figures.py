@@ -70,13 +70,14 @@ def criteria_across_sizes_figure(sizes: Sequence[int], band_blocks: Mapping[str,
     -------
     matplotlib Figure
     """
-    fig, ax = figure(1, 1, width=5.2, height=3.4)
-    for k, (label, blocks) in enumerate(band_blocks.items()):
-        ax.plot(sizes, blocks, color=PALETTE[k % len(PALETTE)], ls="--", marker="s",
-                label=f"noise band (exact Gaussianity), {label}")
+    fig, ax = figure(1, 1, width=5.6, height=3.6)
+    n = max(len(band_blocks), 1)
+    for k, (label, blocks) in enumerate(band_blocks.items()):  # series offset so equal ones stay visible
+        ax.plot(sizes, np.asarray(blocks) + 0.08 * (k - (n - 1) / 2) - 0.04, color=PALETTE[k % len(PALETTE)],
+                ls="--", marker="s", label=f"noise band (exact Gaussianity), {label}")
     for k, (label, blocks) in enumerate(effect_blocks.items()):
-        ax.plot(sizes, np.asarray(blocks) + 0.06, color=PALETTE[k % len(PALETTE)], ls="-", marker="o",
-                label=f"effect size vs Student-$t$, {label}")
+        ax.plot(sizes, np.asarray(blocks) + 0.08 * (k - (n - 1) / 2) + 0.12, color=PALETTE[k % len(PALETTE)],
+                ls="-", marker="o", label=f"effect size vs Student-$t$, {label}")
     half = int(np.ceil(n_blocks / 2))
     ax.axhline(half + 0.5, color=COLORS["floor"], ls=":", lw=1)
     ax.text(sizes[0], half + 0.6, r"fails after $\lceil L/2\rceil$: statement can hold", fontsize=8,
@@ -88,7 +89,7 @@ def criteria_across_sizes_figure(sizes: Sequence[int], band_blocks: Mapping[str,
     ax.set_ylabel("first block that fails the criterion")
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, 0.93))
     return fig
 
 
@@ -98,7 +99,7 @@ def training_figure(records: Sequence[object]):
     fig, axes = figure(len(records), 1, width=4.0, height=3.1)
     for ax, rec in zip(np.atleast_1d(axes), records):
         ax.plot(rec.steps, rec.held_out, color=COLORS["particles"], marker="o", ms=3, label="held out")
-        ax.plot(rec.steps[1:], rec.train_loss[1:], color=COLORS["alt"], lw=1, label="training loss")
+        ax.plot(rec.steps[1:], rec.train_loss[1:], color=COLORS["alt"], lw=1, label="training loss (nats)")
         ax.axhline(rec.baseline, color=COLORS["floor"], ls="--", lw=1, label=rec.baseline_name)
         ax.set_xlabel("training step")
         ax.set_ylabel(rec.metric)
@@ -123,6 +124,8 @@ def closeness_and_clustering_figure(columns: Mapping[str, Mapping[str, object]])
     """
     fig, axes = figure(len(columns), 3, width=3.5, height=2.4)
     axes = np.asarray(axes).reshape(3, len(columns))
+    finite = [float(r) for c in columns.values() for r in np.ravel(c["ratio"]) if np.isfinite(r)]
+    top = max(finite, default=1.0)
     for j, (title, col) in enumerate(columns.items()):
         prof = col["profile"]
         depth = prof.layers / prof.layers[-1]
@@ -135,6 +138,7 @@ def closeness_and_clustering_figure(columns: Mapping[str, Mapping[str, object]])
         ax.axhline(1.0, color=COLORS["theory"], lw=1)
         ax.axvline(0.5, color=COLORS["floor"], ls=":", lw=1)
         ax.set_yscale("log")
+        ax.set_ylim(0.05, max(2.0, 1.5 * top))
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("upper $\\Delta$ / lower $\\Delta_{ref}$\n(close below 1)")
         ax = axes[1, j]
@@ -150,9 +154,12 @@ def closeness_and_clustering_figure(columns: Mapping[str, Mapping[str, object]])
             ip = col["initial_profile"]
             ax.plot(ip.layers / ip.layers[-1], ip.clusters, color=COLORS["floor"], ls="--", marker=".")
         ax.set_yscale("log")
+        ax.set_ylim(0.8, 1.3 * prof.tokens)
         ax.set_ylabel(f"clusters (cos $\\geq$ {prof.threshold:g})")
         ax.set_xlabel(r"relative depth $\ell / L$")
-    axes[0, 0].legend(fontsize=7)
+    for ax in axes[0]:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper left")
     return fig
 
 
