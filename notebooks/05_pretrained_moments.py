@@ -159,6 +159,13 @@ for name, t in (("vit", vit), ("mlm", mlm)):
     glue(f"{name}_steps", int(t.record.steps[-1]))
     glue(f"{name}_cold_s", t.record.seconds)
 
+# %% [markdown]
+# After {glue:text}`vit_steps` steps the ViT classifies {glue:text}`vit_metric:.3f` of the held-out digits
+# (chance: {glue:text}`vit_baseline:.3f`); after {glue:text}`mlm_steps` steps the ModernBERT's held-out
+# masked-character loss is {glue:text}`mlm_metric:.2f` nats (unigram model: {glue:text}`mlm_baseline:.2f`).
+# Trained cold, on one thread of a shared machine, they took {glue:text}`vit_cold_s:.0f` s and
+# {glue:text}`mlm_cold_s:.0f` s; later builds load them from the cache.
+
 # %%
 sizes = list(confirm_sequences)
 run = dict(sizes=sizes, seeds=confirm_seeds, tokens=tokens, settings=settings)

@@ -5,8 +5,10 @@ r"""Chapter harnesses: one module per chapter, each returning result dataclasses
 * :mod:`~gtcore.studies.reachability` (chapter 3): rank invariance along the ODE, steered tokens;
 * :mod:`~gtcore.studies.stability` (chapter 4): the planar rotating family, regime maps.
 
-Chapter 5's harness is :func:`gtcore.pretrained.layer_statistics`. Figures for each chapter live
-in :mod:`gtcore.plotting` and take these dataclasses.
+* :mod:`~gtcore.studies.pretrained` (chapter 5): the effect-size criterion, the paper's architectures
+  trained here, clustering, and their figures.
+
+Figures for chapters 1-4 and 6-7 live in :mod:`gtcore.plotting` and take these dataclasses.
 """
 
 from __future__ import annotations
