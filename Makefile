@@ -1,4 +1,5 @@
-# Two commands on a fresh machine: `make book` (build the book) and `make test` (run the tests).
+# Two commands on a fresh machine: `make book` (build the book) and `make test` (run the tests);
+# `make lint` runs ruff and mypy.
 # Both create .venv/ once; re-runs reinstall only when pyproject.toml changes. `make book` runs only the
 # chapters whose source, parameters, library or package versions changed (`gtbook status` says which),
 # and rebuilds the HTML only when a page changed: a second `make book` is a no-op.
@@ -15,7 +16,7 @@ JOBS ?= 1
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: book quick-book test venv status clean
+.PHONY: book quick-book test lint venv status clean
 
 venv: $(STAMP)
 
@@ -45,5 +46,10 @@ status: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# Lint (ruff) and type check (mypy, on gtcore/), both configured in pyproject.toml; CI runs this before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
 clean:
-	rm -rf executed _build .cache
+	rm -rf executed _build .cache .mypy_cache .ruff_cache

@@ -6,7 +6,7 @@ of standard deviation about 1), float64, one thread. Timed (minimum over repeats
 * ``dot``: :meth:`gtcore.attention.DotProduct.kernel` (torch's fused attention);
 * ``l2``: :meth:`gtcore.attention.L2.kernel` (fused attention with a key bias), ``Q, K`` standard
   normal over :math:`\sqrt{2d}`;
-* ``sinkhorn``: :func:`gtcore.sinkhorn.sinkhorn_average` with ``method="sdpa"`` (fused kernel,
+* ``sinkhorn``: :func:`gtcore.attention.sinkhorn_scaling.sinkhorn_average` with ``method="sdpa"`` (fused kernel,
   log-sum-exp through a dummy key) and ``method="blocked"`` (1024 rows at a time), at the default
   tolerance 1e-9 and at 1e-6, with the default Gaussian warm start and Anderson acceleration;
   ``plain``: the same from g = 0 without acceleration (``init="zero", anderson=0``). The number of
@@ -49,7 +49,7 @@ def problem(n: int, d: int, seed: int = 0):
 
 def runners(x, B, Q, K):
     from gtcore.attention import ATTENTION_TYPES
-    from gtcore.sinkhorn import sinkhorn_average
+    from gtcore.attention.sinkhorn_scaling import sinkhorn_average
 
     out = {
         "dot": lambda: ATTENTION_TYPES["dot"].kernel(x, B[None]),

@@ -37,7 +37,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from gtcore.pretrained import load_transformer
+    from gtcore.models import load_transformer
     from gtcore.studies.pretrained import criterion as C
     from gtcore.studies.pretrained import training as tr
 

@@ -28,6 +28,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
+from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -75,6 +76,10 @@ def cases():
     return out
 
 
+def _relative_error(x: float, ref: float) -> float:
+    return abs(x - ref) / ref
+
+
 def best_time(fn, repeats: int = 5):
     best, value = math.inf, None
     for _ in range(repeats):
@@ -88,16 +93,16 @@ def main(save: bool = False) -> list[dict]:
     rows = []
     for name, ctl, S0 in cases():
         d = ctl.d
-        t_cf, cf = best_time(lambda: blowup_time(S0, ctl))
-        t_num, num = best_time(lambda: blowup_time(S0, ctl, method="numerical"))
-        t_int, traj = best_time(lambda: integrate_moments(np.zeros(d), S0, ctl, (0, 4 * cf.t_star)))
-        t_eul, (status, t_euler) = best_time(lambda: projected_euler(S0, ctl))
+        t_cf, cf = best_time(partial(blowup_time, S0, ctl))
+        t_num, num = best_time(partial(blowup_time, S0, ctl, method="numerical"))
+        t_int, traj = best_time(partial(integrate_moments, np.zeros(d), S0, ctl, (0, 4 * cf.t_star)))
+        t_eul, (status, t_euler) = best_time(partial(projected_euler, S0, ctl))
         if d == 1:
             a, q, s0 = float(ctl.A[0, 0]), 2 * float(ctl.V[0, 0, 0] * ctl.B[0, 0, 0]), float(S0[0, 0])
             ref = math.log1p(2 * a / (q * s0)) / (2 * a)
         else:
             ref = cf.t_star
-        rel = lambda x: abs(x - ref) / ref  # noqa: E731
+        rel = partial(_relative_error, ref=ref)
         rows.append(dict(case=name, t_star=ref, method_cf=cf.method,
                          err_cf=rel(cf.t_star) if d == 1 else abs(cf.t_star - num.t_star) / ref,
                          time_cf=t_cf, err_num=rel(num.t_star), time_num=t_num,
@@ -128,7 +133,7 @@ def main(save: bool = False) -> list[dict]:
 
 
 def _figure(rows) -> None:
-    from gtcore.plotting import COLORS, figure
+    from gtcore.studies.style import COLORS, figure
 
     fig, (ax0, ax1) = figure(2, 1, width=5.0, height=3.6)
     x = np.arange(len(rows))

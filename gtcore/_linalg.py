@@ -29,7 +29,7 @@ sits above the round-off of every computation that produces a :math:`\Sigma` her
 A genuine direction whose variance is below :math:`10^{-8}` of the largest (a spread below
 :math:`10^{-4}` of the largest) is treated as degenerate; no cloud or covariance of the book comes
 near that condition number, and every chapter's claims are unchanged from the former split
-thresholds (1e-10 for clouds, 1e-8 for steering targets). :mod:`gtcore.prescribed` has its own
+thresholds (1e-10 for clouds, 1e-8 for steering targets). :mod:`gtcore.models.prescribed` has its own
 ``RANK_RTOL`` (1e-12) on the *singular values of the prescribed matrices* :math:`B_h, V_h`: it decides
 whether a matrix factors exactly through a head, a different question (exactness of a given
 matrix's factorisation, not the rank of a computed covariance).
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import show
+from gtcore._validation import show
 
 #: relative eigenvalue threshold of the numerical range/rank of every covariance (see the module notes)
 RANK_RTOL = 1e-8
@@ -133,7 +133,8 @@ def whiten(x: np.ndarray, name: str = "x") -> np.ndarray:
 
 # ----------------------------------------------------------------------------- torch
 def empirical_moments_torch(x):
-    r"""Mean and (1/N) covariance of a torch cloud, :math:`\hat\Sigma = \frac1N\sum_i (x_i-\hat\mu)(x_i-\hat\mu)^\top`."""
+    r"""Mean and (1/N) covariance of a torch cloud,
+    :math:`\hat\Sigma = \frac1N\sum_i (x_i-\hat\mu)(x_i-\hat\mu)^\top`."""
     mu = x.mean(dim=0)
     xc = x - mu
     S = xc.T @ xc / x.shape[0]

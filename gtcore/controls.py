@@ -28,8 +28,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from ._validation import as_float_array, check_finite
-from .attention import ATTENTION_TYPES, attention_of
+from gtcore._validation import as_float_array, check_finite
+from gtcore.attention import ATTENTION_TYPES, attention_of
 
 
 def _stacked_heads(x: Any, name: str) -> np.ndarray:
@@ -87,12 +87,13 @@ def _maps(x: Any, name: str, d: int) -> np.ndarray | None:
 
 
 def _query_key(Q: Any, K: Any, B: Any, attention: str, d: int):
-    """Validate ``Q, K`` against ``B`` and ``attention``: returns ``(Q, K, B)``, ``B`` from ``Q, K`` when they are given."""
+    """Validate ``Q, K`` against ``B`` and ``attention``: returns ``(Q, K, B)``, ``B`` from ``Q, K`` when they
+    are given."""
     Q_arr, K_arr = _maps(Q, "Q", d), _maps(K, "K", d)
     if (Q_arr is None) != (K_arr is None):
         missing = "K" if K_arr is None else "Q"
         raise ValueError(f"Q and K go together: {missing} is missing")
-    if Q_arr is None:
+    if Q_arr is None or K_arr is None:  # both or neither (checked above)
         if attention == "l2":
             raise ValueError("attention='l2' needs Q and K (its logits -||Q x_i - K x_j||^2 are not a function of B)")
         return None, None, B
@@ -120,10 +121,10 @@ class Controls:
         Query-key matrices :math:`B_h` (logits :math:`x_j^\top B_h x_i`). Zero when omitted.
         For ``attention="l2"`` it is not an argument: it holds the logits' bilinear part
         :math:`2K_h^\top Q_h` (for reading only; the law is set by ``Q``, ``K``).
-    Q, K : (k, d) or (H, k, d) arrays, or sequences of H (k, d) arrays, optional (keyword)
+    Q, K : (k, d) or (H, k, d) arrays, or sequences of H (k, d) arrays, optional
         Per-head query and key maps. For ``"dot"`` and ``"sinkhorn"`` they stand for
         :math:`B_h = K_h^\top Q_h` (give ``B`` or ``Q, K``, not both); ``"l2"`` needs them
-        (logits :math:`-\|Q_hx_i - K_hx_j\|^2`). Kept as :attr:`Q`, :attr:`K` (None when absent).
+        (logits :math:`-\|Q_hx_i - K_hx_j\|^2`). Kept as ``Q``, ``K`` (None when absent).
     U, W, c : arrays of shapes (m, d), (d, m), (m,), optional
         Optional feed-forward block :math:`W\sigma(Ux + c)`; all three or none.
     attention : str
@@ -186,12 +187,9 @@ class Controls:
             check_finite(b_arr, "b")
         V_arr = _heads(V, "V", d)
         B_arr = _heads(B, "B", d)
-        if V_arr is None and B_arr is None:
-            V_arr = np.zeros((1, d, d))
-            B_arr = np.zeros((1, d, d))
-        elif V_arr is None:
-            V_arr = np.zeros_like(B_arr)
-        elif B_arr is None:
+        if V_arr is None:
+            V_arr = np.zeros((1, d, d)) if B_arr is None else np.zeros_like(B_arr)
+        if B_arr is None:
             B_arr = np.zeros_like(V_arr)
         if V_arr.shape[0] != B_arr.shape[0]:
             raise ValueError(
@@ -203,7 +201,9 @@ class Controls:
         if given and len(given) != 3:
             missing = sorted(set(ff) - set(given))
             raise ValueError(f"the feed-forward block needs U, W and c together; missing {missing}")
-        U_arr = W_arr = c_arr = None
+        U_arr: np.ndarray | None = None
+        W_arr: np.ndarray | None = None
+        c_arr: np.ndarray | None = None
         if given:
             U_arr = as_float_array(U, "U")
             W_arr = as_float_array(W, "W")
@@ -220,11 +220,11 @@ class Controls:
         if Q_arr is not None and Q_arr.shape[0] != V_arr.shape[0]:
             raise ValueError(f"V and Q, K must have the same number of heads, got V with {V_arr.shape[0]} "
                              f"and Q with {Q_arr.shape[0]}")
-        for name, arr in (("A", A_arr), ("b", b_arr), ("V", V_arr), ("B", B_arr),
-                          ("U", U_arr), ("W", W_arr), ("c", c_arr), ("Q", Q_arr), ("K", K_arr)):
-            if arr is not None:
-                arr.setflags(write=False)
-            object.__setattr__(self, name, arr)
+        for name, value in (("A", A_arr), ("b", b_arr), ("V", V_arr), ("B", B_arr),
+                            ("U", U_arr), ("W", W_arr), ("c", c_arr), ("Q", Q_arr), ("K", K_arr)):
+            if value is not None:
+                value.setflags(write=False)
+            object.__setattr__(self, name, value)
         object.__setattr__(self, "d", d)
 
     @property
@@ -240,20 +240,49 @@ class Controls:
     @property
     def affine_A(self) -> np.ndarray:
         """:math:`A + WU`: the linear part of the feed-forward with identity activation."""
-        return self.A if self.U is None else self.A + self.W @ self.U
+        return self.A if self.U is None or self.W is None else self.A + self.W @ self.U
 
     @property
     def affine_b(self) -> np.ndarray:
         """:math:`b + Wc`: the bias of the feed-forward with identity activation."""
-        return self.b if self.U is None else self.b + self.W @ self.c
+        return self.b if self.U is None or self.W is None or self.c is None else self.b + self.W @ self.c
 
     def attention_drift(self, Sigma: np.ndarray) -> np.ndarray:
-        r""":math:`\sum_h V_h M_h(\Sigma)`, the attention's linear response to a Gaussian (:mod:`gtcore.attention`)."""
+        r""":math:`\sum_h V_h M_h(\Sigma)`, the attention's linear response to a Gaussian (:mod:`gtcore.attention`).
+
+        .. math::
+
+            \sum_{h=1}^H V_h M_h(\Sigma), \qquad M_h(\Sigma) = \Sigma B_h \text{ for dot-product attention},
+
+        where :math:`M_h x + C_h\mu` is head :math:`h`'s attention average against :math:`N(\mu, \Sigma)`
+        (:meth:`gtcore.attention.AttentionType.tilt`).
+
+        Parameters
+        ----------
+        Sigma : (d, d) array
+            The covariance of the Gaussian the tokens follow.
+
+        Returns
+        -------
+        (d, d) ndarray
+            The sum over heads of :math:`V_h M_h(\Sigma)`.
+        """
         att = attention_of(self)
         return att.linear_part(Sigma, self.V, att.params(self))
 
-    def __call__(self, t: float) -> "Controls":
-        """Constant controls: the same layer at every time."""
+    def __call__(self, t: float) -> Controls:
+        """Constant controls: the same layer at every time.
+
+        Parameters
+        ----------
+        t : float
+            A time (ignored).
+
+        Returns
+        -------
+        Controls
+            ``self``.
+        """
         return self
 
     def __repr__(self) -> str:
@@ -262,6 +291,8 @@ class Controls:
         return f"Controls(d={self.d}, heads={self.heads}{ff}{att})"
 
 
+#: what a function of the core accepts as controls: constant :class:`Controls`, :class:`PiecewiseControls`,
+#: or any function of time returning :class:`Controls`
 ControlsLike = Union[Controls, "PiecewiseControls", Callable[[float], Controls]]
 
 
@@ -275,14 +306,32 @@ class PiecewiseControls:
         :math:`[t_k, t_{k+1})`; before :math:`t_0` the first piece, after :math:`t_K` the last),
         or the K-1 interior breaks of K pieces covering the whole real line.
     pieces : sequence of K :class:`Controls` of one dimension
+        The layer on each piece.
+
+    Attributes
+    ----------
+    breaks : tuple of float
+        The K-1 interior breaks.
+    pieces : tuple of Controls
+        The K pieces.
+    span : (float, float) or None
+        :math:`(t_0, t_K)` when the K+1 boundaries were given, else None.
+    d : int
+        The dimension of the tokens.
+
+    Raises
+    ------
+    ValueError
+        No pieces, a piece that is not a :class:`Controls`, pieces of different dimensions, breaks
+        that are not finite and strictly increasing, or a number of breaks that is neither K+1 nor K-1.
 
     Notes
     -----
-    At a break the piece on the right applies. :func:`gtcore.integrate_moments` integrates piece
-    by piece, so breaks are honoured exactly.
+    At a break the piece on the right applies. :func:`gtcore.moments.integrate_moments` integrates
+    piece by piece, so breaks are honoured exactly.
     """
 
-    def __init__(self, breaks: Sequence[float], pieces: Sequence[Controls]) -> None:
+    def __init__(self, breaks: Sequence[float] | np.ndarray, pieces: Sequence[Controls]) -> None:
         pieces = list(pieces)
         if not pieces:
             raise ValueError("pieces must hold at least one Controls")
@@ -315,6 +364,19 @@ class PiecewiseControls:
         self.d = pieces[0].d
 
     def __call__(self, t: float) -> Controls:
+        r"""The piece that holds at time ``t`` (the piece on the right at a break).
+
+        Parameters
+        ----------
+        t : float
+            The time.
+
+        Returns
+        -------
+        Controls
+            Piece :math:`k` with :math:`t_k \le t < t_{k+1}` (the first piece before the first break,
+            the last after the last).
+        """
         return self.pieces[bisect.bisect_right(self.breaks, float(t))]
 
     def __repr__(self) -> str:
@@ -322,7 +384,19 @@ class PiecewiseControls:
 
 
 def control_breaks(controls: ControlsLike) -> tuple[float, ...]:
-    """The times at which ``controls`` may jump: a ``breaks`` attribute, or none."""
+    """The times at which ``controls`` may jump: a ``breaks`` attribute, or none.
+
+    Parameters
+    ----------
+    controls : ControlsLike
+        Constant, piecewise or callable controls.
+
+    Returns
+    -------
+    tuple of float
+        The ``breaks`` of ``controls`` (a :class:`PiecewiseControls` or any object with that
+        attribute); empty for constant :class:`Controls` and plain functions.
+    """
     if isinstance(controls, Controls):
         return ()
     return tuple(float(t) for t in getattr(controls, "breaks", ()))
@@ -330,7 +404,29 @@ def control_breaks(controls: ControlsLike) -> tuple[float, ...]:
 
 def as_control_function(controls: ControlsLike, d: int | None = None, name: str = "controls",
                         state_name: str = "the state") -> Callable[[float], Controls]:
-    """Return ``t -> Controls`` for constant, piecewise or callable controls, checking ``d``."""
+    """Return ``t -> Controls`` for constant, piecewise or callable controls, checking ``d``.
+
+    Parameters
+    ----------
+    controls : ControlsLike
+        Constant :class:`Controls`, :class:`PiecewiseControls` or any callable ``t -> Controls``.
+    d : int, optional
+        The dimension the controls must act on (checked when ``controls`` says its ``d``).
+    name : str
+        The argument's name, for the error message.
+    state_name : str
+        What has dimension ``d``, for the error message.
+
+    Returns
+    -------
+    callable
+        ``t -> Controls`` (constant :class:`Controls` are returned as they are: they are callable).
+
+    Raises
+    ------
+    ValueError
+        ``controls`` is not callable, or acts on a dimension other than ``d``.
+    """
     if isinstance(controls, Controls):
         if d is not None and controls.d != d:
             raise ValueError(f"{name} act on dimension d={controls.d}, but {state_name} has d={d}")
@@ -348,7 +444,29 @@ def as_control_function(controls: ControlsLike, d: int | None = None, name: str 
 
 def evaluate_controls(fn: Callable[[float], Controls], t: float, name: str = "controls",
                       d: int | None = None) -> Controls:
-    """Call a control function and check that it returned a :class:`Controls` (of dimension ``d``)."""
+    """Call a control function and check that it returned a :class:`Controls` (of dimension ``d``).
+
+    Parameters
+    ----------
+    fn : callable
+        ``t -> Controls``.
+    t : float
+        The time at which to evaluate it.
+    name : str
+        The function's name, for the error message.
+    d : int, optional
+        The dimension the returned controls must have.
+
+    Returns
+    -------
+    Controls
+        ``fn(t)``.
+
+    Raises
+    ------
+    ValueError
+        ``fn(t)`` is not a :class:`Controls`, or has a dimension other than ``d``.
+    """
     c = fn(t)
     if not isinstance(c, Controls):
         raise ValueError(f"{name}({t}) must return a Controls, got {type(c).__name__}")

@@ -1,6 +1,6 @@
 r"""The finite-N Transformer: N tokens moved by self-attention and a feed-forward layer.
 
-Each token follows the particle velocity (DESIGN.md's conventions)
+Each token follows the particle velocity (the conventions of :mod:`gtcore.controls`)
 
 .. math::
 
@@ -8,7 +8,7 @@ Each token follows the particle velocity (DESIGN.md's conventions)
         + \sum_h V_h \sum_{j=1}^N \frac{e^{x_j^\top B_h x_i}}{\sum_k e^{x_k^\top B_h x_i}}\, x_j ,
 
 the interacting particle system whose mean-field limit is the paper's measure flow. The feed-forward
-block :math:`W\sigma(Ux + c)` is present only when the :class:`~gtcore.Controls` carry ``U, W, c``;
+block :math:`W\sigma(Ux + c)` is present only when the :class:`~gtcore.controls.Controls` carry ``U, W, c``;
 ``ff="identity"`` makes it affine (the invariance is then exact in the mean-field limit) and
 ``ff="relu"`` uses :math:`\sigma = \max(\cdot, 0)`.
 
@@ -35,27 +35,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import torch
 
-from ._linalg import empirical_moments_torch, psd_project, resolve_device, resolve_dtype
-from ._progress import progress as progress_bar
-from ._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
-from .attention import AttentionType, attention_of
-from .controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
+from gtcore._linalg import empirical_moments_torch, psd_project, resolve_device, resolve_dtype
+from gtcore._progress import progress as progress_bar
+from gtcore._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
+from gtcore.attention import AttentionType, attention_of
+from gtcore.controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 
 ACTIVATIONS = ("identity", "relu")
 #: how each head's attention average is evaluated: over the N tokens, or against their Gaussian
 AVERAGES = ("empirical", "gaussian")
 
-#: the softmax kernel's precision in the finite-N studies (mean-field errors, pole study, softmax stacks,
-#: Gaussianity paths): float32 halves their time, and its round-off in the attention average (about
-#: 1e-7 relative per evaluation, measured against float64) is four or more orders of magnitude below the
-#: sampling fluctuations of N <= 10^4 tokens (N^-1/2 >= 1e-2) that those studies measure. Tokens, the
-#: integrator and the moments stay in float64. Pass ``kernel_dtype=None`` to a study for float64 throughout.
-STUDY_KERNEL_DTYPE = torch.float32
 
 State = torch.Tensor
 VelocityFn = Callable[[float, State], State]
@@ -68,6 +63,24 @@ class FixedStepMethod:
     order: int = 0
 
     def step(self, f: VelocityFn, t: float, x: State, h: float) -> State:  # pragma: no cover
+        """One step of the method.
+
+        Parameters
+        ----------
+        f : callable ``f(t, x) -> velocity``
+            The velocity field.
+        t : float
+            The time at the start of the step.
+        x : (N, d) tensor
+            The state at ``t``.
+        h : float
+            The step size.
+
+        Returns
+        -------
+        (N, d) tensor
+            The state at ``t + h``.
+        """
         raise AttributeError("subclasses define step")
 
 
@@ -153,8 +166,8 @@ class _ControlCache:
 def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> torch.Tensor:
     v = x @ tc.A.T + tc.b
     if tc.U is not None:
-        pre = x @ tc.U.T + tc.c
-        v = v + (torch.relu(pre) if ff == "relu" else pre) @ tc.W.T
+        pre = x @ tc.U.T + tc.c  # type: ignore[operator]  # U, W, c come together
+        v = v + (torch.relu(pre) if ff == "relu" else pre) @ tc.W.T  # type: ignore[union-attr]
     if not tc.attention_on:
         return v
     att = tc.attention
@@ -199,15 +212,29 @@ def velocity(x: Any, controls: Controls, *, ff: str = "identity", average: str =
     Parameters
     ----------
     x : (N, d) array or tensor
+        The tokens, :math:`N \ge 2`.
     controls : Controls
+        The layer's parameters.
     ff : "identity" or "relu"
         Activation of the block :math:`W\sigma(Ux + c)` ("relu" needs ``U, W, c``).
-    average : "empirical" (each head's average over the N tokens) or "gaussian" (its value
-        against the Gaussian with the cloud's moments, the tilt of :mod:`gtcore.attention`)
+    average : "empirical" or "gaussian"
+        Each head's average over the N tokens, or its value against the Gaussian with the cloud's
+        moments (the tilt of :mod:`gtcore.attention`).
+    dtype : torch.dtype or str
+        The precision of the computation when ``x`` is a NumPy array (a tensor keeps its own).
+    device : str or torch.device
+        ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``, when ``x`` is a NumPy array.
 
     Returns
     -------
-    (N, d) numpy array when ``x`` is numpy, else a tensor on ``x``'s device and dtype.
+    (N, d) ndarray or tensor
+        A NumPy array when ``x`` is NumPy, else a tensor on ``x``'s device and dtype.
+
+    Raises
+    ------
+    ValueError
+        Bad tokens, controls of another dimension, an unknown ``ff`` or ``average``, or ``"relu"``
+        without a feed-forward block.
     """
     arr = _as_tokens(x, "x")
     if not isinstance(controls, Controls):
@@ -234,23 +261,35 @@ def _check_ff(ff: str, controls: Controls | None) -> None:
 # --------------------------------------------------------------------- simulation
 @dataclass
 class ParticleTrajectory:
-    """A simulated token cloud.
+    r"""A simulated token cloud.
 
     Attributes
     ----------
-    t : (n,) recorded times
-    mu : (n, d) empirical means
-    Sigma : (n, d, d) empirical (1/N) covariances, projected onto the PSD matrices (a negative
-        eigenvalue, round-off of the dtype, is set to 0)
-    tokens : (n, N, d) the tokens at the recorded times, or None
-    final_tokens : (N, d) the tokens at the last recorded time
-    status : "completed", or "blowup" when the cloud's ||Sigma||_F exceeded ``blowup_norm`` or
-        became non-finite; the arrays then end at the last finite state before it
-    threshold_time : the end of the step at which the cloud crossed ``blowup_norm`` (or became
-        non-finite), or None. A step-resolution detection, not the pole of the moment ODE
+    t : (n,) ndarray
+        The recorded times.
+    mu : (n, d) ndarray
+        The empirical means.
+    Sigma : (n, d, d) ndarray
+        The empirical (1/N) covariances, projected onto the PSD matrices (a negative eigenvalue,
+        round-off of the dtype, is set to 0).
+    tokens : (n, N, d) ndarray or None
+        The tokens at the recorded times (with ``keep_tokens``), or None.
+    final_tokens : (N, d) ndarray
+        The tokens at the last recorded time.
+    status : str
+        ``"completed"``, or ``"blowup"`` when the cloud's :math:`\|\hat\Sigma\|_F` exceeded
+        ``blowup_norm`` or became non-finite; the arrays then end at the last finite state before it.
+    threshold_time : float or None
+        The end of the step at which the cloud crossed ``blowup_norm`` (or became non-finite), or
+        None. A step-resolution detection, not the pole of the moment ODE
         (:func:`gtcore.riccati.blowup_time`) nor its event time
-        (:attr:`gtcore.MomentTrajectory.crossing_time`)
-    method, steps, h : the integrator, the number of steps and the (largest) step size
+        (the ``crossing_time`` of :class:`~gtcore.moments.MomentTrajectory`).
+    method : str
+        The integrator's name.
+    steps : int
+        The number of steps.
+    h : float
+        The (largest) step size.
     """
 
     t: np.ndarray
@@ -270,13 +309,13 @@ def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None,
     """Intervals between consecutive nodes, each with its number of uniform steps."""
     edges = [t0, *[float(t) for t in np.unique(nodes) if t0 < t < t1], t1]
     out = []
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in pairwise(edges):
         if max_step is not None:
             n = int(np.ceil((b - a) / max_step - 1e-12))
         elif len(edges) == 2:
-            n = steps
+            n = steps  # type: ignore[assignment]  # simulate gives steps when max_step is None
         else:
-            n = max(1, int(round(steps * (b - a) / (t1 - t0))))
+            n = max(1, round(steps * (b - a) / (t1 - t0)))  # type: ignore[operator]
         out.append((a, b, n))
     return out
 
@@ -298,36 +337,53 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
 
     Parameters
     ----------
-    x0 : (N, d) array or tensor, N >= 2
+    x0 : (N, d) array or tensor
+        The initial tokens, :math:`N \ge 2`.
     controls : Controls, PiecewiseControls or callable ``t -> Controls``
         Evaluated at each stage time of the integrator.
-    t_span : (t0, t1)
+    t_span : (float, float)
+        ``(t0, t1)``.
     steps : int >= 1
         Total number of steps (:math:`h = (t_1 - t_0)/\text{steps}` without nodes). Optional
         when ``max_step`` is given.
-    method : a name in :data:`SOLVERS` ("euler", "midpoint", "rk4")
+    method : str
+        A name in :data:`SOLVERS` (``"euler"``, ``"midpoint"``, ``"rk4"``).
     ff : "identity" or "relu"
-    record_every : without ``t_eval``, record the moments every this many steps (the first and
-        last are always kept)
+        The activation of the feed-forward block :math:`W\sigma(Ux + c)`.
+    record_every : int
+        Without ``t_eval``, record the moments every this many steps (the first and last are always kept).
     t_eval : increasing times in ``t_span``, optional
         Record at ``t0`` and exactly at these times (``record_every`` is then ignored).
-    max_step : largest step, optional (replaces the proportional share of ``steps``)
-    dtype, device : torch.float32 or torch.float64 (or their names), and "auto" (CUDA when
-        present), "cpu" or "cuda"; a device this machine lacks is a ``ValueError``
-    average : "empirical" or "gaussian": how each head's attention average is evaluated
-        (see :func:`velocity`)
-    keep_tokens : also return the tokens at the recorded times
-    blowup_norm : a cloud whose :math:`\|\hat\Sigma\|_F` exceeds this has blown up
-    progress : show a progress bar over steps
-    kernel_dtype : torch floating dtype, optional
+    max_step : float, optional
+        The largest step (replaces the proportional share of ``steps``).
+    dtype, device : torch.dtype or str, and str or torch.device
+        torch.float32 or torch.float64 (or their names), and ``"auto"`` (CUDA when present),
+        ``"cpu"`` or ``"cuda"``; a device this machine lacks is a ``ValueError``.
+    average : "empirical" or "gaussian"
+        How each head's attention average is evaluated (see :func:`velocity`).
+    keep_tokens : bool
+        Also return the tokens at the recorded times.
+    blowup_norm : float
+        A cloud whose :math:`\|\hat\Sigma\|_F` exceeds this has blown up.
+    progress : bool
+        Show a progress bar over steps.
+    kernel_dtype : torch.float32, torch.float64 or their names, optional
         Precision of the empirical attention kernel alone (the :math:`O(N^2)` softmax average), e.g.
-        ``torch.float32`` with a float64 state: the average then carries a relative round-off of
-        about :math:`10^{-7}` per evaluation (instead of :math:`10^{-16}`) for 2-3x less time; the
-        tokens, the integrator and the moments stay in ``dtype``. Default: ``dtype``.
+        ``torch.float32`` with a float64 state (lower precisions such as float16 are refused): the average
+        then carries a relative round-off of about :math:`10^{-7}` per evaluation (instead of
+        :math:`10^{-16}`) for 2-3x less time; the tokens, the integrator and the moments stay in ``dtype``.
+        Default: ``dtype``.
 
     Returns
     -------
     ParticleTrajectory
+        The recorded times and moments (and tokens), the status and the step sizes.
+
+    Raises
+    ------
+    ValueError
+        Bad tokens, controls, time span, step counts, an unknown ``method``, ``ff``, ``average`` or
+        dtype, or a device this machine lacks.
     """
     arr = _as_tokens(x0)
     N, d = arr.shape
@@ -356,8 +412,8 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
 
     dev = resolve_device(device)
     x = (arr if isinstance(arr, torch.Tensor) else torch.as_tensor(arr)).to(dtype=dtype, device=dev).clone()
-    if kernel_dtype is not None and (not isinstance(kernel_dtype, torch.dtype) or not kernel_dtype.is_floating_point):
-        raise ValueError(f"kernel_dtype must be a torch floating dtype, got {kernel_dtype!r}")
+    if kernel_dtype is not None:
+        kernel_dtype = resolve_dtype(kernel_dtype, "kernel_dtype")
     cache = _ControlCache(dtype, dev, kernel_dtype)
     solver = SOLVERS[method]()
     pieces = _pieces(t0, t1, nodes, steps, max_step)

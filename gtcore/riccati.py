@@ -55,15 +55,16 @@ import numpy as np
 from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import brentq, minimize_scalar
 
-from ._linalg import psd_sqrt
-from ._validation import as_float_array, check_covariance, check_matrix, check_positive
-from .controls import Controls
-from .moments import _moment_rhs, integrate_moments
+from gtcore._linalg import psd_sqrt
+from gtcore._validation import as_float_array, check_covariance, check_matrix, check_positive
+from gtcore.controls import Controls
+from gtcore.moments import integrate_moments
+from gtcore.moments.ode import _moment_rhs
 
 __all__ = [
     "BlowupTime",
-    "blowup_time",
     "GainThreshold",
+    "blowup_time",
     "closed_form_covariance",
     "critical_gain",
     "gain_threshold",
@@ -97,12 +98,23 @@ def _scalar_values(controls: Controls) -> np.ndarray | None:
 
 
 def riccati_quadratic(controls: Controls) -> np.ndarray | None:
-    r"""The quadratic coefficient :math:`Q = \sum_h v_h (B_h + B_h^\top)` of the Riccati equation, when every :math:`V_h = v_h I`.
+    r"""The quadratic coefficient :math:`Q = \sum_h v_h (B_h + B_h^\top)` of the Riccati equation, when every
+    :math:`V_h = v_h I`.
 
     Then :math:`\Sigma' = A\Sigma + \Sigma A^\top + \Sigma Q \Sigma` and :math:`P = \Sigma^{-1}`
     solves :math:`P' = -(PA + A^\top P) - Q`. Returns None when some :math:`V_h` is not a
     multiple of the identity, or when the attention is not the dot product (no linearising
     substitution is used then).
+
+    Parameters
+    ----------
+    controls : Controls
+        One layer's parameters.
+
+    Returns
+    -------
+    (d, d) ndarray or None
+        :math:`Q`, exactly symmetric; None outside the linearisable case.
     """
     controls = _check_controls(controls)
     v = _scalar_values(controls) if controls.attention == "dot" else None  # the substitution is the dot product's
@@ -167,8 +179,10 @@ class BlowupTime:
         :math:`e^{At}`, a zero of :math:`g` that the integrator does not confirm) returns the
         integrator's number labelled ``"numerical"``, with the reason for the fallback in ``reason``;
         a closed-form label always means the number is the closed form's.
-    reason : one sentence: why it blows up, or why it does not (proved, or only up to ``t_max``)
-    proved : whether ``t_star = inf`` is proved (always True for finite closed forms)
+    reason : str
+        One sentence: why it blows up, or why it does not (proved, or only up to ``t_max``).
+    proved : bool
+        Whether ``t_star = inf`` is proved (always True for finite closed forms).
     """
 
     t_star: float
@@ -297,7 +311,8 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
                 return _blowup_numerical(Sigma0, controls, horizon, note="no clean sign change of g")
             check = integrate_moments(np.zeros(d), Sigma0, controls, (0.0, t_star * (1 + 1e-3) + 1e-9),
                                       blowup_norm=1e8 * max(float(np.linalg.norm(Sigma0)), 1.0))
-            if check.status != "blowup" or abs(check.crossing_time - t_star) > 1e-4 * t_star:
+            if (check.status != "blowup" or check.crossing_time is None
+                    or abs(check.crossing_time - t_star) > 1e-4 * t_star):
                 return _blowup_numerical(Sigma0, controls, horizon,
                                          note=f"candidate zero t = {t_star:.6g} of g not confirmed by "
                                               "integrate_moments")
@@ -334,29 +349,38 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     .. math::
 
         \sigma' = 2a\sigma + q\sigma^2, \qquad
-        t^* = \frac{\log\big(1 + 2a/(q\sigma_0)\big)}{2a} \quad (q = 2\textstyle\sum_h v_h\beta_h > 0,\ 
-        1 + 2a/(q\sigma_0) > 0),
+        t^* = \frac{\log\big(1 + 2a/(q\sigma_0)\big)}{2a} \quad (q = 2\textstyle\sum_h v_h\beta_h > 0,
+        \ 1 + 2a/(q\sigma_0) > 0),
 
     and when every :math:`V_h = v_h I`: the first zero of
     :math:`\lambda_{\min}(I - KY(t)K)` (see the module docstring; equal to the first zero of
     :math:`\lambda_{\min}(P(t))`, :math:`P = \Sigma^{-1}`), located with Brent's method to
     machine precision on the exact augmented exponential. Otherwise numerical:
-    :func:`gtcore.integrate_moments` up to :math:`\|\Sigma\|_F = 10^8`, then the pole correction
+    :func:`gtcore.moments.integrate_moments` up to :math:`\|\Sigma\|_F = 10^8`, then the pole correction
     :math:`t^* \approx t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|`.
 
     Parameters
     ----------
-    Sigma0 : (d, d) symmetric positive semidefinite array (rank-deficient allowed)
-    controls : Controls (time-invariant)
+    Sigma0 : (d, d) array
+        The initial covariance, symmetric positive semidefinite (rank-deficient allowed).
+    controls : Controls
+        The layer's parameters (time-invariant).
     t_max : float, optional
         Search horizon where no certificate is available (default 100, or longer when :math:`A` is
         Hurwitz).
     method : "auto", "closed form" or "numerical"
+        ``"auto"`` uses the closed form when every :math:`V_h = v_hI`, else the integrator.
 
     Returns
     -------
     BlowupTime
         ``t_star`` (``float(result)`` works), ``method`` used and ``reason``.
+
+    Raises
+    ------
+    ValueError
+        Bad controls, ``Sigma0`` or ``t_max``, an unknown ``method``, or ``"closed form"`` with some
+        :math:`V_h` not a multiple of :math:`I`.
     """
     controls = _check_controls(controls)
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)
@@ -377,13 +401,17 @@ def closed_form_covariance(Sigma0: Any, controls: Controls, t: Any) -> np.ndarra
 
     Parameters
     ----------
-    Sigma0 : (d, d) symmetric positive semidefinite array
-    controls : Controls with every ``V_h`` a multiple of the identity
-    t : float or (n,) array of times in :math:`[0, t^*)`
+    Sigma0 : (d, d) array
+        The initial covariance, symmetric positive semidefinite.
+    controls : Controls
+        The layer's parameters, every ``V_h`` a multiple of the identity.
+    t : float or (n,) array
+        Times in :math:`[0, t^*)`.
 
     Returns
     -------
-    (n, d, d) array (``n = 1`` for a scalar ``t``), exactly symmetric
+    (n, d, d) ndarray
+        :math:`\Sigma(t)` at each time (``n = 1`` for a scalar ``t``), exactly symmetric.
 
     Raises
     ------
@@ -445,6 +473,20 @@ def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
     :math:`A = -0.1I + J`, :math:`B = \operatorname{diag}(1, -1)`, :math:`\Sigma_0 = I`: the formula
     gives 1.005, the true threshold is 0.579), so that case is refused; :func:`gain_threshold`
     computes the supremum for any :math:`B`.
+
+    Parameters
+    ----------
+    A : (d, d) array
+        The linear part of the feed-forward, Hurwitz.
+    B : (d, d) array
+        The query-key matrix, with :math:`B + B^\top \succeq 0`.
+    Sigma0 : (d, d) array
+        The initial covariance, symmetric positive semidefinite.
+
+    Returns
+    -------
+    float
+        :math:`v_c` (``inf`` when :math:`\lambda_{\max}(KY_\infty K) \le 0`).
 
     Raises
     ------
@@ -513,6 +555,25 @@ def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n
     \lambda(A)|` capped to [100, 1e4], where :math:`Y` has converged to round-off); the supremum is the
     larger of the limit :math:`\lambda_{\max}(KY_\infty K)` and the grid's maximum refined by a
     bounded scalar search between its neighbours.
+
+    Parameters
+    ----------
+    A : (d, d) array
+        The linear part of the feed-forward, Hurwitz.
+    B : (d, d) array
+        The query-key matrix (any).
+    Sigma0 : (d, d) array
+        The initial covariance, symmetric positive semidefinite.
+    t_max : float, optional
+        The horizon of the grid (default above).
+    n_grid : int
+        The number of grid steps on :math:`[0, t_{\max}]`.
+
+    Returns
+    -------
+    GainThreshold
+        The threshold, the peak of :math:`\lambda_{\max}(KY(t)K)` and where it is reached, the limit
+        and :func:`critical_gain`'s formula.
 
     Raises
     ------

@@ -67,13 +67,15 @@ mixture_separation = 0.9
 import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments, layer_stack
-from gtcore.claims import claim
-from gtcore.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
-from gtcore.glue import glue
-from gtcore.nongaussian import moment_matched_tokens, slope_standard_error, softmax_stack_study
-from gtcore.studies.invariance import attention_strength, mean_field_study, relative_moment_discrepancy
+from gtcore.attention import max_sampling_strength
+from gtcore.book import claim
+from gtcore.book.glue import glue
 from gtcore.particles import simulate
-from gtcore.plotting import invariance as figs
+from gtcore.stats.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
+from gtcore.stats.sampling import moment_matched_tokens
+from gtcore.studies.invariance import figures as figs
+from gtcore.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
+from gtcore.studies.invariance.nongaussian import slope_standard_error, softmax_stack_study
 
 weak = Controls(A=A, b=b, V=v * np.eye(2), B=B_weak)
 strong = Controls(A=A, b=b, V=v * np.eye(2), B=B_strong)
@@ -246,7 +248,7 @@ flows = {}
 for label, ctl in (("B_mid", mid), ("B_strong", strong)):
     tracked = simulate(x0, ctl, (0, T), steps, keep_tokens=True, record_every=record_every)
     ode_track = integrate_moments(mu0, Sigma0, ctl, (0, T), t_eval=tracked.t)
-    kappa = attention_strength(ctl, ode_track.t, ode_track.Sigma)
+    kappa = max_sampling_strength(ctl, ode_track.t, ode_track.Sigma)
     flows[f"{label} (κ = {kappa:.2f})"] = {
         "sliced W2": np.array([sliced_w2(x, seed=seed) for x in tracked.tokens]),
         "Mardia kurtosis": np.array([mardia_kurtosis(x) for x in tracked.tokens]),

@@ -78,16 +78,15 @@ tolerance = 0.05
 import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
-from gtcore.claims import claim
-from gtcore.glue import glue
-from gtcore.gaussianity import NoiseFloor
-from gtcore.mixtures import GaussianMixture
-from gtcore.nongaussian import moment_matched_tokens
+from gtcore.book import claim
+from gtcore.book.glue import glue
 from gtcore.particles import simulate
-from gtcore.studies import loglog_slope
-from gtcore.studies.beyond import noise_floors, time_within, track_gaussianity
-from gtcore.plotting import beyond as figs
-from gtcore.relu_departure import moment_departure, relu_departure_rate, relu_departure_rate_spread
+from gtcore.stats.gaussianity import NoiseFloor
+from gtcore.stats.mixtures import GaussianMixture
+from gtcore.stats.sampling import moment_matched_tokens
+from gtcore.studies.beyond import figures as figs
+from gtcore.studies.beyond.harness import noise_floors, time_within, track_gaussianity
+from gtcore.studies.beyond.relu import moment_departure, relu_departure_rate, relu_departure_rate_spread
 
 d = 2
 W_ff = np.array(W_ff)
@@ -104,7 +103,7 @@ times_relu = np.geomspace(first_time_fraction * T_relu, T_relu, n_times)
 times_mix = np.geomspace(first_time_fraction * T_mix, T_mix, n_times)
 prediction = integrate_moments(np.zeros(d), np.eye(d), layer(0.0), (0, T_mix), t_eval=[0, T_relu, T_mix])
 {f"t={t:g}": dict(mu=m.round(3).tolist(), Sigma=S.round(3).tolist())
- for t, m, S in zip(prediction.t, prediction.mu, prediction.Sigma)}
+ for t, m, S in zip(prediction.t, prediction.mu, prediction.Sigma, strict=True)}
 
 # %% [markdown]
 # The Gaussian prediction at $t = 0$, $T$ and $T_{\text{mix}}$: the mean moves by about half a standard
@@ -236,7 +235,7 @@ claim("ReLU c0=0: time within tolerance before T", within["ReLU, c0=0"],
 identity_path = runs["identity"]
 sample_rates = relu_departure_rate_spread([layer(c0) for c0 in offsets], n_tokens, rate_repeats, seed=seed + 7)
 rates = {}
-for c0, spread in zip(offsets, sample_rates):
+for c0, spread in zip(offsets, sample_rates, strict=True):
     closed = relu_departure_rate(np.zeros(d), np.eye(d), layer(c0))
     path = runs[f"ReLU, c0={c0:g}"]
     D = moment_departure(path.mu, path.Sigma, identity_path.mu, identity_path.Sigma)

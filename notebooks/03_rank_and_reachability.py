@@ -35,7 +35,7 @@
 # rank are congruent, $\Sigma_1 = M\Sigma_0M^\top$ with $\det M > 0$. Splitting $M = RP$ (polar
 # decomposition) and choosing $A = \log P/\tau$ then $A = \log R/\tau$ on two sub-intervals, with a
 # bias $b$ that moves the mean, reaches $N(\mu_1, \Sigma_1)$ exactly at time $T$
-# (`gtcore.reachability.steer`). With attention heads held fixed, the controls absorb them along the
+# ({py:func}`gtcore.reachability.steer`). With attention heads held fixed, the controls absorb them along the
 # reference trajectory: $A(t) = \tilde A(t) - V\Sigma(t)B$, $b(t) = \tilde b(t) - V\mu(t)$.
 #
 # This chapter checks (a) the invariance, (b) exact steering on the moment ODE, (c) the same controls
@@ -81,16 +81,22 @@ energy_rtol = 1e-6
 # %%
 import numpy as np
 
-from gtcore import Controls, PiecewiseControls, claim, gaussian_tokens, integrate_moments
-from gtcore.glue import glue
-from gtcore.gaussianity import bures_wasserstein, empirical_moments
+from gtcore import Controls, PiecewiseControls, gaussian_tokens, integrate_moments
+from gtcore.book import claim
+from gtcore.book.glue import glue
 from gtcore.particles import simulate
-from gtcore.plotting import reachability as figs
 from gtcore.reachability import (
-    RankMismatchError, control_path, endpoint_error, steer, steer_min_energy, steer_min_energy_starts,
+    RankMismatchError,
+    control_path,
+    endpoint_error,
+    steer,
+    steer_min_energy,
+    steer_min_energy_starts,
 )
-from gtcore.studies import loglog_slope
-from gtcore.studies.reachability import rank_invariance, token_distances
+from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
+from gtcore.studies.fits import loglog_slope
+from gtcore.studies.reachability import figures as figs
+from gtcore.studies.reachability.harness import rank_invariance, token_distances
 
 rng = np.random.default_rng(seed)
 
@@ -182,7 +188,7 @@ claim("rank-changing target raises RankMismatchError", refused, statement="rank_
 # ## (c) The same controls on $N$ tokens
 #
 # The controls from the $d = 2$ example are applied to $N$ tokens sampled from $N(\mu_0, \Sigma_0)$
-# (`gtcore.particles.simulate`, RK4, piece by piece). Without attention the token flow is affine,
+# ({py:func}`gtcore.particles.simulate`, RK4, piece by piece). Without attention the token flow is affine,
 # so the cloud is mapped exactly as the Gaussian is, and the only error left is the sampling error
 # of the initial cloud: the Bures–Wasserstein distance of the final empirical moments to the
 # target should fall like $N^{-1/2}$. We fit the slope of the geometric mean over
@@ -305,7 +311,8 @@ glue("energy_ratio", best.constructive_energy / best.energy);
 print(f"constructive: energy {best.constructive_energy:.4f}, endpoint error {best.constructive_endpoint_error:.2e}")
 print(f"min-energy:   energy {best.energy:.4f}, endpoint error {best.endpoint_error:.2e} "
       f"({len(best.controls.pieces)} pieces, {best.nit} SLSQP iterations)")
-claim("min-energy controls endpoint error", best.endpoint_error, lt=1e-6, statement="beyond_min_energy", kind="consistency")
+claim("min-energy controls endpoint error", best.endpoint_error, lt=1e-6, statement="beyond_min_energy",
+      kind="consistency")
 claim("min-energy (started at the construction) / constructive energy", best.energy / best.constructive_energy,
       lt=1.0 + 1e-12, statement="beyond_min_energy", kind="consistency")
 

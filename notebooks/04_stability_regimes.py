@@ -39,7 +39,7 @@
 # $$
 #
 # so the blow-up time $t^*$ is the first zero of $\lambda_{\min}(P(t))$
-# (`gtcore.riccati.blowup_time`, exact through one augmented matrix exponential), and the
+# ({py:func}`gtcore.riccati.blowup_time`, exact through one augmented matrix exponential), and the
 # positive-definite equilibria are $\Sigma^* = (P^*)^{-1}$ with $P^*A + A^\top P^* = -v(B + B^\top)$.
 #
 # **The exact conditions this chapter checks** (proved by the formula for $P(t)$ and verified
@@ -82,20 +82,33 @@ grid_v = [-1.5, 1.5]
 grid_n = 30
 map_t_max = 400.0
 mu_target = [1.5, -2.0]
+# (g) the Kalman-Bucy filter: draws, dimension, horizon, paths, Euler-Maruyama steps, recorded times
+filter_draws = 10
+filter_d = 3
+filter_T = 1.0
+filter_paths = 8000
+filter_steps = 500
+filter_records = 5
+filter_alpha = 0.01
+filter_control_scale = 0.5
+filter_seed = 20261203
+# (h) mean steering with a general V: draws on the moment ODE, and a subset on tokens
+general_draws = 10
+general_d = 3
+general_seed = 20261204
+general_token_draws = 4
+general_token_Ns = [200, 400, 800, 1600]
+general_token_seeds = 2
 
 # %%
 import numpy as np
 
 from gtcore import Controls, gaussian_tokens, integrate_moments
-from gtcore.claims import claim
-from gtcore.finite_n import pole_study
-from gtcore.glue import glue
-from gtcore.studies import loglog_slope
-from gtcore.studies.invariance import attention_strength
+from gtcore.attention import max_sampling_strength
+from gtcore.book import claim
+from gtcore.book.glue import glue
 from gtcore.particles import simulate
-from gtcore.plotting import stability as figs
 from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold
-from gtcore.plotting.finite_n import pole_figure
 from gtcore.stability import (
     bias_for_mean_target,
     classify,
@@ -103,7 +116,14 @@ from gtcore.stability import (
     linear_stability,
     mean_matrix,
 )
-from gtcore.studies.stability import regime_boundary, regime_map, rotating_controls
+from gtcore.studies.fits import loglog_slope
+from gtcore.studies.stability import figures as figs
+from gtcore.studies.stability.filter_figures import filter_figure, mean_steering_tokens_figure
+from gtcore.studies.stability.finite_n import pole_study
+from gtcore.studies.stability.general_v import mean_steering_draws, mean_steering_tokens
+from gtcore.studies.stability.harness import regime_boundary, regime_map, rotating_controls
+from gtcore.studies.stability.kalman import filter_ensemble
+from gtcore.studies.stability.pole_figures import pole_figure
 
 B = np.array(B)
 Sigma0 = np.array(Sigma0)
@@ -232,11 +252,11 @@ glue("t_star_gap", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star);
 
 # %% [markdown]
 # **A finite token cloud cannot blow up.** Run the same prescribed matrices on $N$ tokens
-# (`gtcore.particles.simulate`, softmax attention, RK4). Each token moves with
+# ({py:func}`gtcore.particles.simulate`, softmax attention, RK4). Each token moves with
 # $Ax_i + b + V\bar x_i$, where $\bar x_i$ (the softmax average) is a convex combination of the
 # tokens, so the radius $R(t) = \max_i|x_i(t)|$ obeys $R' \le LR + |b|$ with
 # $L = \|A\|_2 + \|V\|_2$, and $\operatorname{tr}\hat\Sigma(t) \le R(t)^2 \le
-# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ (`gtcore.finite_n.particle_radius_bound`): finite at
+# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ ({py:func}`gtcore.studies.stability.finite_n.particle_radius_bound`): finite at
 # every time, for every $N$. So near $t^*$, where the moment ODE diverges, the ratio
 # $\|\hat\Sigma_N(t)\|_F / \|\Sigma(t)\|_F$ must go to $0$ at any fixed $N$; the mean-field limit
 # is only reached at fixed $t < t^*$ as $N \to \infty$.
@@ -265,11 +285,11 @@ glue("t_star_gap", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star);
 # it is above $\tfrac34$ for every $N$; (iv) the radius bound holds at every recorded time.
 
 # %%
-kappa_chapter = attention_strength(ctl_blow, [0.0], [Sigma0])
+kappa_chapter = max_sampling_strength(ctl_blow, [0.0], [Sigma0])
 print(f"this chapter's Sigma0: kappa(0) = {kappa_chapter:.3g}")
 Sigma0_pole = pole_sigma_scale * Sigma0
 glue("kappa_chapter", kappa_chapter)
-glue("kappa_pole", attention_strength(ctl_blow, [0.0], [Sigma0_pole]))
+glue("kappa_pole", max_sampling_strength(ctl_blow, [0.0], [Sigma0_pole]))
 t_star_pole = blowup_time(Sigma0_pole, ctl_blow).t_star
 pole_steps = int(np.ceil(pole_fractions[-1] * t_star_pole / pole_h))
 ps = pole_study(mu0, Sigma0_pole, ctl_blow, pole_Ns, pole_seeds, pole_fractions, pole_steps,
@@ -486,8 +506,117 @@ claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer,
 # into the constant $C^\top R^{-1}C$ and the linear terms into $-(PA + A^\top P)$, so the Fisher
 # information obeys a linear Lyapunov equation, solvable by one matrix exponential. Without process
 # noise nothing re-quadratises it; a general $V$ breaks the structure ($V\Sigma B\Sigma$ is no longer
-# a congruence of $\Sigma$), and `gtcore.stability` falls back to Newton's method and numerical
+# a congruence of $\Sigma$), and {py:mod}`gtcore.stability` falls back to Newton's method and numerical
 # integration there.
+
+
+# %% [markdown]
+# ## (g) The Riccati connection, reproduced by a filter
+#
+# Section (f) reads eq. (1.1) with $V = vI$ as the error-covariance equation of a Kalman–Bucy
+# filter. That identification can be tested without solving any equation: run the filter and
+# measure its error. For the state $dX = AX\,dt$ observed through $dY = CX\,dt + dW$ with
+# $C^\top C = -v(B + B^\top)$, we draw `filter_paths` independent initial states
+# $X_0 \sim N(0, \Sigma_0)$, simulate the observations and the filter
+# $d\hat x = A\hat x\,dt + K(t)(dY - C\hat x\,dt)$ by Euler–Maruyama (`filter_steps` steps on
+# $[0, T]$), and use the gain $K(t) = \Sigma(t)C^\top$ with $\Sigma(t)$ from eq. (1.1)
+# (`integrate_moments`). Whatever the gain, the error $X - \hat x$ has a covariance that solves a
+# Lyapunov equation; it equals $\Sigma(t)$ **only if** $\Sigma(t)$ is the filter's Riccati solution
+# ({py:mod}`gtcore.studies.stability.kalman`). So a wrong covariance equation, or a wrong identification,
+# would show as a measured error covariance that departs from $\Sigma(t)$.
+#
+# The ensemble: `filter_draws` draws in $d = 3$ with a general $A$ (Ginibre), $v = \pm u$
+# ($u \in [0.5, 1.5]$), a non-symmetric $B$ whose symmetric part has the sign that makes
+# $-v(B + B^\top) \succeq 0$, and a random $\Sigma_0 \succ 0$ (seed `filter_seed`, never used before).
+# At `filter_records` times the empirical error covariance $S$ is compared with $\Sigma(t)$ by the
+# likelihood-ratio statistic $\Lambda = M(\operatorname{tr}\Sigma^{-1}S - \log\det\Sigma^{-1}S - d)$,
+# which for $M$ i.i.d. $N(0, \Sigma)$ vectors is $\chi^2$ with $d(d+1)/2 = 6$ degrees of freedom
+# (the tests check this calibration; Euler–Maruyama's bias adds about $Md\delta^2 \ll 1$).
+#
+# *Threshold* (fixed before the run): every statistic below the $\chi^2_6$ quantile at
+# $1 - \alpha/(\text{draws}\cdot\text{records})$ with $\alpha$ = `filter_alpha` (Bonferroni).
+# **Control**: the same filters with the information $C^\top C$ multiplied by
+# `filter_control_scale` (a factor 2 lost, as if one of the two quadratic terms of eq. (1.1) were
+# missing): in every draw its largest statistic must exceed the threshold. Power, measured on a
+# pilot draw of another seed: a 10% error in the information gives $\Lambda \approx 16$ with 4000
+# paths, about twice that with 8000, so this check sees errors of about 10% only at full size.
+
+# %% mystnb={"figure": {"name": "fig-filter", "caption": "Kalman–Bucy filters driven by eq. (1.1)'s covariance. Left: relative gap between the measured error covariance and $\\Sigma(t)$ for each draw, and for the control with half the information. Right: each draw's largest likelihood-ratio statistic against the threshold."}, "image": {"alt": "Left: a bundle of low blue curves of relative gap over time and a bundle of orange curves an order of magnitude higher. Right: blue dots below a dashed threshold line and orange squares far above it."}}
+filters = filter_ensemble(filter_draws, filter_d, filter_T, paths=filter_paths, steps=filter_steps,
+                          records=filter_records, seed=filter_seed, alpha=filter_alpha,
+                          control_scale=filter_control_scale)
+filter_figure(filters)
+glue("filter_max_lrt", filters.max_lrt)
+glue("filter_threshold", filters.threshold)
+glue("filter_min_control", filters.min_control_lrt);
+
+# %%
+claim("Kalman-Bucy error covariance equals Sigma(t) of eq. (1.1): largest LRT over draws and times",
+      filters.max_lrt, lt=filters.threshold, statement="riccati", kind="reproduces")
+claim("misidentified information (x0.5): smallest of the draws' largest LRT above the threshold",
+      filters.min_control_lrt, gt=filters.threshold, statement="riccati", kind="control")
+
+# %% [markdown]
+# *What to look at* in {numref}`fig-filter`: the filters' measured error covariance sits on
+# $\Sigma(t)$ within its sampling noise in every draw (largest statistic
+# {glue:text}`filter_max_lrt:.1f` against the threshold {glue:text}`filter_threshold:.1f`); with half
+# the information the error covariance is another matrix (smallest largest statistic
+# {glue:text}`filter_min_control:.0f`).
+#
+# ## (h) Mean steering with a general $V$
+#
+# For $V \ne vI$ neither the precision equation nor the closed-form equilibrium applies: the
+# equilibrium comes from Newton's method ({py:func}`gtcore.stability.equilibrium`) and the bias
+# $b = -(A + V + V\Sigma^*B)\mu_{\rm target}$ from `bias_for_mean_target`. We check both against a
+# direct integration of eq. (1.1) over `general_draws` draws in $d = 3$ (seed `general_seed`, never
+# used before): $A$ anti-stable (a Ginibre matrix shifted right, scaled by 0.3), $V$ negative
+# definite and not a multiple of $I$, $B$ non-symmetric with a positive-definite symmetric part
+# (opposite definiteness), each kept when Newton certifies a positive-definite equilibrium that is
+# linearly stable, the mean matrix has spectral abscissa below $-0.5$ and the sampling strength at
+# $\Sigma^*$ is below 0.45 ({py:mod}`gtcore.studies.stability.general_v`). From $\mu_0 \sim N(0, I)$,
+# $\Sigma_0 = I$ the ODE runs 30 relaxation times. *Thresholds*: the integrator's tolerances are
+# $10^{-12}$, so both endpoint errors must be below $10^{-8}$ in every draw (a derivation check:
+# closed forms against a direct integration). **Control**: the bias computed from $\Sigma_0$ instead
+# of $\Sigma^*$ (Newton's step skipped) must miss the target by more than $10^{-2}$ in every draw.
+
+# %%
+general = mean_steering_draws(general_draws, general_d, seed=general_seed)
+claim("general V: the mean reaches the target on eq. (1.1) (largest error over draws)",
+      max(g.ode_mean_error for g in general), lt=1e-8, statement="mean_steering", kind="derivation")
+claim("general V: Sigma reaches Newton's equilibrium on eq. (1.1) (largest relative error over draws)",
+      max(g.ode_cov_error for g in general), lt=1e-8, statement="stabilising", kind="derivation")
+claim("general V, bias from Sigma0: the mean misses (smallest error over draws)",
+      min(g.ode_wrong_mean_error for g in general), gt=1e-2, statement="mean_steering", kind="control")
+
+# %% [markdown]
+# **On tokens** (a finding, not a claim: we did not predict how closely finite clouds follow this
+# balance). The first `general_token_draws` draws move $N$ tokens from $N(\mu_0, \Sigma^*)$ with
+# softmax attention over the tokens for 8 relaxation times of the mean; the mean-field prediction is
+# an error $\propto N^{-1/2}$, and the wrong bias should level off.
+
+# %% mystnb={"figure": {"name": "fig-general-v-tokens", "caption": "The token cloud's mean error against $N$ for mean steering with a general $V$, per draw: bias from Newton's $\\Sigma^*$ and, as the control, from $\\Sigma_0$."}, "image": {"alt": "Log-log plot of mean error against the number of tokens: solid blue lines per draw, most falling with N, and dashed orange lines staying flat higher up."}}
+token_draws = general[:general_token_draws]
+general_tokens = mean_steering_tokens(token_draws, general_token_Ns, seeds=general_token_seeds, seed=general_seed)
+general_tokens_wrong = mean_steering_tokens(token_draws, general_token_Ns, seeds=general_token_seeds,
+                                            seed=general_seed, wrong=True)
+mean_steering_tokens_figure(general_tokens, general_tokens_wrong)
+largest_right = general_tokens.error[:, -1].mean(axis=1)
+largest_wrong = general_tokens_wrong.error[:, -1].mean(axis=1)
+glue("general_tokens_better", int(np.sum(largest_right < 0.5 * largest_wrong)))
+glue("general_tokens_slope", general_tokens.slope)
+glue("general_tokens_draws", len(token_draws));
+
+# %% [markdown]
+# *What to look at* in {numref}`fig-general-v-tokens`: at the largest $N$ the cloud's mean is closer
+# to the target than half the control's error in {glue:text}`general_tokens_better` of
+# {glue:text}`general_tokens_draws` draws; the pooled slope of the error in $N$ is
+# {glue:text}`general_tokens_slope:.2f`. Where a draw does not improve with $N$, the finite cloud does
+# not hold the balance between the expanding $A$ and the attention that holds $\Sigma^*$ in the mean
+# field: its covariance drifts away from $\Sigma^*$ (we saw this in a pilot draw: with the Gaussian
+# average of the cloud's own moments in place of the softmax the same cloud converges). The
+# mean-field statement is about $N \to \infty$; at the $N$ used here it holds for some draws only.
+#
+# ## What we saw
 #
 # **What the reader saw.** For $V = vI$ the whole asymptotic picture follows from one linear
 # equation for $P = \Sigma^{-1}$: the predicted blow-up time matches the integrator to $10^{-6}$
@@ -500,3 +629,9 @@ claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer,
 # stays bounded in the stabilising case; in the destabilising case it cannot blow up at all: it
 # approaches the moment ODE at fixed $t < t^*$ as $N$ grows, quickly while
 # $\kappa < \tfrac12$, and falls ever further behind it as $t \to t^*$, where $\kappa \to \infty$.
+# The Riccati reading is more than an analogy: Kalman–Bucy filters whose gain is eq. (1.1)'s
+# covariance have exactly that error covariance, within sampling noise, over ten general draws
+# (non-symmetric $B$), and a filter with half the information does not. With a general $V$, Newton's
+# equilibrium and the steering bias are what a direct integration of eq. (1.1) reaches, to the
+# integrator's tolerance, over ten draws; on finite token clouds the mean reaches the target in some
+# of the draws tried only, at the $N$ used here.

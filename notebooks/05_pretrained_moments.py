@@ -42,7 +42,7 @@
 # random initialisation.
 #
 # **Inputs.** $S$ independent sequences of $T = 512$ i.i.d. tokens $x_{s,t} \sim N(0, I_d)$, in two
-# input modes (`gtcore.pretrained`): **pure**, the first block sees exactly the Gaussian tokens (no
+# input modes ({py:mod}`gtcore.models`): **pure**, the first block sees exactly the Gaussian tokens (no
 # embedding LayerNorm, no positions: the model is permutation equivariant, like the mean-field flow),
 # and **embedding**, the Gaussian vectors replace the token-embedding lookup (for the ViT, the patch
 # projection) and pass through the model's own positions and embedding LayerNorm (the ViT's $T = 512$
@@ -52,7 +52,7 @@
 # ## The criterion, registered before any run
 #
 # It was fixed in the book's issue 23 before any of the runs below, and is implemented as written in
-# `gtcore.studies.pretrained.criterion`. For each layer $\ell$, input mode and statistic $s$ among
+# {py:mod}`gtcore.studies.pretrained.criterion`. For each layer $\ell$, input mode and statistic $s$ among
 # the sliced $W_2$ distance to the moment-matched Gaussian in whitened coordinates ($SW_2$), Mardia's
 # kurtosis relative excess $\kappa_M = (b_{2,r} - r(r+2))/(r(r+2))$ and the mean absolute excess kurtosis
 # of the coordinates $\bar\kappa$, all computed **within sequences** (each sequence centred on its own
@@ -120,17 +120,29 @@ import time
 
 import numpy as np
 
-from gtcore.claims import claim
-from gtcore.glue import glue
-from gtcore.pretrained import load_transformer
+from gtcore.book import claim
+from gtcore.book.glue import glue
+from gtcore.models import load_transformer
 from gtcore.studies.pretrained import figures as figs
 from gtcore.studies.pretrained.clustering import clustering_profile
-from gtcore.studies.pretrained.criterion import (FRACTION_HEADER, REFERENCE_NU, SENSITIVITY_NU,
-                                                 STATISTICS, VERDICT_HEADER, Settings, Verdict,
-                                                 band_verdict_block, effect_verdict_block,
-                                                 study_model)
-from gtcore.studies.pretrained.training import (TRAINED_HERE, mlm_schedule, train_modernbert_mlm,
-                                                train_vit_digits, vit_schedule)
+from gtcore.studies.pretrained.criterion import (
+    FRACTION_HEADER,
+    REFERENCE_NU,
+    SENSITIVITY_NU,
+    STATISTICS,
+    VERDICT_HEADER,
+    Settings,
+    band_verdict_block,
+    effect_verdict_block,
+    study_model,
+)
+from gtcore.studies.pretrained.training import (
+    TRAINED_HERE,
+    mlm_schedule,
+    train_modernbert_mlm,
+    train_vit_digits,
+    vit_schedule,
+)
 
 settings = Settings(n_projections=n_projections, n_boot=n_boot, null_repeats=null_repeats,
                     null_pool=null_pool)
@@ -178,7 +190,7 @@ initial = {key: study_model(t.initial, sizes=sizes[:1], seeds=confirm_seeds[:1],
            for key, t in (("ViT", vit), ("ModernBERT", mlm))} if initialisations else {}
 sweep = study_model(minilm, sizes=sweep_sequences, seeds=sweep_seeds, tokens=tokens, settings=settings,
                     nus=(REFERENCE_NU,), controls=False)
-for key, st in studies.items():
+for st in studies.values():
     print(st)
 print(f"criterion runs: {time.perf_counter() - started:.0f} s so far")
 
@@ -227,7 +239,7 @@ for key in studies:
 for key in initial:
     print("\n".join(initial[key].fraction_rows(sizes[0])))
 print()
-for key, st in studies.items():
+for st in studies.values():
     print(f"{st.model}: interval disagreements between S = {sizes[0]} and S = {sizes[1]}: "
           f"{ {m: d for m, d in st.disagreements().items()} }")
 
@@ -311,8 +323,8 @@ for key, model, init in (("MiniLM", minilm, None), ("ViT", vit.model, vit.initia
     print()
 
 # %% mystnb={"figure": {"name": "fig-clustering", "caption": "Closeness to Gaussian and clustering on one depth axis, pure mode: top, the largest ratio of an upper end of the effect size to the Student-t reference's lower end (close below 1; dashed grey: the random initialisation); middle, the histogram of pairwise cosine similarities of the tokens of a sequence per layer (white: the mean); bottom, the number of clusters at cosine similarity 0.9."}, "image": {"alt": "Three columns of three panels against relative depth: a closeness ratio, a heat map of cosine similarities and a cluster count, for MiniLM and the two models trained here."}}
-fig_clu = figs.closeness_and_clustering_figure(columns)
 print(f"chapter computations: {time.perf_counter() - started:.0f} s")
+fig_clu = figs.closeness_and_clustering_figure(columns)
 
 # %% [markdown]
 # ## Claims

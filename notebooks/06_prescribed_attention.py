@@ -18,7 +18,7 @@
 # blow-up in destabilizing ones." Chapter 4 showed the regimes on gtcore's own particle model. Here
 # the Transformers are the encoders people run: Hugging Face `transformers`' `BertModel`,
 # `ViTModel` (the DeiT/ViT encoder) and `ModernBertModel`, built from a config, with every block's
-# weights set so that (module `gtcore.prescribed`)
+# weights set so that (module {py:mod}`gtcore.models.prescribed`)
 #
 # $$
 # x_i \mapsto x_i + h\,V\sum_j \operatorname{softmax}_j(x_j^\top B x_i)\,x_j
@@ -78,22 +78,20 @@ import time
 import numpy as np
 
 from gtcore import Controls
-from gtcore.claims import claim
-from gtcore.gaussianity import empirical_moments
-from gtcore.glue import glue
+from gtcore.book import claim
+from gtcore.book.glue import glue
+from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer
 from gtcore.particles import simulate
-from gtcore.plotting import prescribed as figs
-from gtcore.prescribed import (
+from gtcore.riccati import blowup_time
+from gtcore.stability import equilibrium
+from gtcore.stats.gaussianity import empirical_moments
+from gtcore.studies.prescribed import figures as figs
+from gtcore.studies.prescribed.harness import (
     antithetic_gaussian_tokens,
     covariance_band,
     depth_convergence,
-    hidden_states,
-    layer_moments,
-    prescribed_transformer,
     run_prescribed,
 )
-from gtcore.riccati import blowup_time
-from gtcore.stability import equilibrium
 
 started = time.perf_counter()
 B0 = np.array(B0)
@@ -115,7 +113,7 @@ print(f"d = {d}, N = {n_tokens}, t* (Sigma0) = {t_star0:.4f}, h = {h:.4f}, L = {
 # ## (a) The bridge: real encoders are the particle model
 #
 # For each family, $N = $ `bridge_tokens` tokens through `bridge_layers` blocks of the
-# destabilising configuration, against `gtcore.particles.simulate(..., method="euler")` with the
+# destabilising configuration, against {py:func}`gtcore.particles.simulate(..., method="euler") <gtcore.particles.simulate>` with the
 # same number of steps. Float64; the tolerance $10^{-10}$ is round-off accumulated over a few
 # layers with margin (the test suite checks the same with random two-head, rank-2 controls).
 
@@ -161,7 +159,7 @@ for fam in families:
 # round-off, which the layer map's mean recursion, |1 + h v| > 1 here, would amplify to a blow-up)
 Sigma_star_h = layer_moments(np.zeros(d), S_hat, stab, int(40 / h_stable), h_stable)[1][-1]
 Sigma_star_ode = equilibrium(stab).Sigma
-L_stab = int(round(t_stable / h_stable))
+L_stab = round(t_stable / h_stable)
 runs = {key: [] for key in ("destab", "ln", "unscaled", "stab", "no_A")}
 for fam in families:
     runs["destab"].append(run_prescribed(fam, destab, x0, n_layers, h, keep_tokens=fam == families[0]))
@@ -297,7 +295,7 @@ for k, fam in enumerate(families):
 # %% mystnb={"figure": {"name": "fig-depth", "caption": "The layer map's blow-up depth as $h \\to 0$: the error $|\\ell^* h - t^*|$ against the step $h$ on log-log axes, with the fitted order."}, "image": {"alt": "Log-log plot of the depth error against the step size, falling along a straight line of slope about one."}}
 hs_conv = depth_over_tstar * t_star0 / np.array(conv_layers, float)
 dc = depth_convergence(np.zeros(d), Sigma0, destab, hs_conv, factor=conv_factor)
-for hh, dd, err in zip(dc.hs, dc.depths, dc.errors):
+for hh, dd, err in zip(dc.hs, dc.depths, dc.errors, strict=True):
     print(f"h = {hh:.5f}: depth {dd:6.0f}, depth*h = {dd * hh:.5f}, t* = {dc.t_star:.5f}, error {err:.2e}")
 fig = figs.depth_convergence_figure(dc)
 glue("depth_order", dc.order);

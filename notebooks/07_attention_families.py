@@ -15,7 +15,7 @@
 #
 # The paper's attention is the dot product: logits $x_j^\top Bx_i$, softmax over the keys $j$.
 # Is Gaussian invariance special to it, and do other attention laws blow up too? This chapter
-# answers for three laws, each with its own derivation in `gtcore.attention`, checked against
+# answers for three laws, each with its own derivation in {py:mod}`gtcore.attention`, checked against
 # tokens and against the moment ODE. Everything here is **beyond the paper**.
 #
 # | type | logits of query $x_i$, key $x_j$ | Gaussian average $a(x)$ against $N(\mu,\Sigma)$ |
@@ -32,7 +32,7 @@
 # *Sinkhorn.* Tokens attend with the kernel $e^{x_j^\top Bx_i}$ scaled to a doubly-stochastic
 # matrix (entropic parameter 1). Against a Gaussian this is entropic optimal transport from
 # $N(\mu,\Sigma)$ to itself with cost $-y^\top Bx$; the optimal coupling is Gaussian (the
-# derivation is in `gtcore.sinkhorn.gaussian_conditional_gain`, for any $B$, symmetric or not,
+# derivation is in {py:func}`gtcore.attention.sinkhorn.gaussian_conditional_gain`, for any $B$, symmetric or not,
 # and reduces to the closed form of Janati et al. 2020 and Mallasto et al. 2021 for
 # $B = I/\sigma^2$), and the average is its conditional mean, affine in the query again. The
 # coupling's marginals are both $\rho$, so the attention keeps the mean: $\mu' = (A + V)\mu + b$.
@@ -73,13 +73,20 @@ head_scale = 0.3
 import numpy as np
 
 from gtcore import Controls, integrate_moments
-from gtcore.claims import claim
-from gtcore.glue import glue
-from gtcore.plotting import families as figs
+from gtcore.book import claim
+from gtcore.book.glue import glue
 from gtcore.riccati import blowup_time
-from gtcore.sampling import gaussian_tokens
-from gtcore.studies.families import (growth_bound_excess, growth_rate, head_cancellation, moment_discrepancy,
-                                     noise_floor, predicted_rate, run_family)
+from gtcore.stats.sampling import gaussian_tokens
+from gtcore.studies.families import figures as figs
+from gtcore.studies.families.harness import (
+    growth_bound_excess,
+    growth_rate,
+    head_cancellation,
+    moment_discrepancy,
+    noise_floor,
+    predicted_rate,
+    run_family,
+)
 
 TYPES = ["dot", "l2", "sinkhorn"]
 mu0, Sigma0 = np.array(mu0), np.array(Sigma0)
@@ -143,7 +150,7 @@ for i, name in enumerate(TYPES):
 # $\Sigma_0 = I$. **Predictions from the derived ODEs, before integrating:**
 #
 # * *dot:* $\Sigma' = 2\Sigma Q\Sigma$, so $P = \Sigma^{-1}$ solves $P' = -2Q$: blow-up at
-#   $t^* = 1/(2\lambda_{\max}(Q))$ (`gtcore.riccati.blowup_time`).
+#   $t^* = 1/(2\lambda_{\max}(Q))$ ({py:func}`gtcore.riccati.blowup_time`).
 # * *L2:* the gain $M = 2(I + 2\Sigma K^\top K)^{-1}\Sigma K^\top Q$ tends to $K^{-1}Q$ as
 #   $\Sigma^{-1} \to 0$ and $\lVert M\rVert_2 \le \lVert K^{-1}Q\rVert_2\cdot$(a factor below 1
 #   here), so $\lVert\Sigma(t)\rVert_2 \le \lVert\Sigma_0\rVert_2e^{2\lVert V\rVert\lVert K^{-1}Q\rVert t}$:

@@ -7,6 +7,7 @@ to fd 4, each message terminated by a NUL byte.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -91,10 +92,8 @@ class Browser:
         path.write_bytes(base64.b64decode(data["data"]))
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):
             self.send("Browser.close")
-        except RuntimeError:
-            pass
         self.proc.wait(timeout=20)
         shutil.rmtree(self._profile, ignore_errors=True)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +23,7 @@ sizes = [1, 2]
 import time
 
 time.sleep(pause)
-from gtcore.claims import claim
+from gtcore.book.claims import claim
 
 claim("{name}_x", x, lt=2.0, statement="invariance", kind="consistency")
 '''
@@ -35,7 +34,6 @@ def make_mini_book(path: Path, names: tuple[str, ...] = ("01_tiny",)) -> Path:
     path = Path(path)
     (path / "notebooks").mkdir(parents=True)
     (path / "book").mkdir()
-    shutil.copy(ROOT / "book" / "statements.toml", path / "book" / "statements.toml")
     (path / "_config.yml").write_text("title: mini\n")
     toc = "format: jb-book\nroot: book/intro\nparts:\n  - caption: Chapters\n    chapters:\n"
     toc += "".join(f"      - file: executed/{n}\n" for n in names)

@@ -2,12 +2,13 @@
 
 import base64
 import io
+from typing import ClassVar
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from gtcore.plotting.animation import (
+from gtcore.studies.animation import (
     AnimationBudgetError,
     CloudAnimation,
     CloudPanel,
@@ -43,7 +44,7 @@ def test_frame_count_tokens_and_metadata():
 
 def test_frames_differ_and_first_last_are_kept():
     X, t, mu, S = _cloud(T=8)
-    uris = animate_clouds(CloudPanel(X, t, mu, S, limits="fixed"), max_frames=8, dpi=50).frames_base64
+    uris = frame_uris(animate_clouds(CloudPanel(X, t, mu, S, limits="fixed"), max_frames=8, dpi=50).data)
     first, last = _pixels(uris[0]), _pixels(uris[-1])
     assert first.shape == last.shape
     assert np.mean(np.any(first != last, axis=2)) > 0.01  # the cloud moved: many pixels changed
@@ -67,7 +68,7 @@ def test_alt_text_on_the_player_image():
     anim = animate_clouds(CloudPanel(X, t), alt=alt, dpi=30)
 
     class Find(HTMLParser):
-        found = {}
+        found: ClassVar[dict[str, dict]] = {}
 
         def handle_starttag(self, tag, attrs):
             if tag in ("img", "div") and dict(attrs).get("alt" if tag == "img" else "aria-label"):
@@ -150,7 +151,7 @@ def test_panels_must_be_cloud_panels():
 # ----------------------------------------------------------------- the chapters' animations
 from gtcore import Controls, gaussian_tokens, integrate_moments  # noqa: E402
 from gtcore.particles import simulate  # noqa: E402
-from gtcore.plotting.animation import moments_at  # noqa: E402
+from gtcore.studies.animation import moments_at  # noqa: E402
 
 SMALL = dict(max_frames=5, max_tokens=50, dpi=30)
 
@@ -164,15 +165,18 @@ def _run(controls, T=0.5, steps=10, n=60, keep=True):
 def test_moments_at_matches_times_and_marks_missing():
     run, ode = _run(Controls(A=0.1 * np.eye(2)))
     mu, S = moments_at(ode, run.t)
+    np.testing.assert_array_equal(mu, ode.mu)
     np.testing.assert_array_equal(S, ode.Sigma)
-    mu, S = moments_at(ode, np.append(run.t, 0.7))
+    _, S = moments_at(ode, np.append(run.t, 0.7))
     assert np.all(np.isinf(S[-1])) and np.all(np.isfinite(S[:-1]))
-    with pytest.raises(ValueError, match="ode.t matches none"):
+    with pytest.raises(ValueError, match=r"ode\.t matches none"):
         moments_at(ode, [5.0, 6.0], name="ode")
 
 
 def test_chapter_animations_build_from_results():
-    from gtcore.plotting import invariance, reachability, stability
+    from gtcore.studies.invariance import figures as invariance
+    from gtcore.studies.reachability import figures as reachability
+    from gtcore.studies.stability import figures as stability
 
     ctl = Controls(A=[[0.0, -1.0], [1.0, 0.0]], V=0.5 * np.eye(2), B=-0.3 * np.eye(2))
     run, ode = _run(ctl)
@@ -191,8 +195,8 @@ def test_chapter_animations_build_from_results():
 
 
 def test_prescribed_layers_animation():
-    from gtcore.plotting.prescribed import layers_animation
-    from gtcore.prescribed import PrescribedRun
+    from gtcore.studies.prescribed.figures import layers_animation
+    from gtcore.studies.prescribed.harness import PrescribedRun
 
     rng = np.random.default_rng(0)
 
@@ -206,3 +210,12 @@ def test_prescribed_layers_animation():
     assert anim.n_frames == 5 and anim.caption.startswith("bert")
     with pytest.raises(ValueError, match="9 hidden states but the run has 13"):
         layers_animation(Xd, rd, Xd, rs)
+
+
+def test_player_templates_are_matplotlibs():
+    """The copied player templates equal matplotlib's private ones (while matplotlib still has them)."""
+    from gtcore.studies import _jshtml
+
+    theirs = pytest.importorskip("matplotlib._animation_data")
+    for name in ("JS_INCLUDE", "STYLE_INCLUDE", "DISPLAY_TEMPLATE"):
+        assert getattr(_jshtml, name) == getattr(theirs, name), name

@@ -20,15 +20,13 @@ costs O(N^2) per iteration.
 import numpy as np
 import pytest
 import torch
-
-from gtcore import Controls, gaussian_tokens, layer_map
 from numpy.polynomial.hermite_e import hermegauss
 
+from conftest import particle_moment_errors, random_spd
+from gtcore import Controls, gaussian_tokens, layer_map
 from gtcore.attention import ATTENTION_TYPES, DotProduct, attention_of
 from gtcore.particles import simulate, velocity
-from gtcore.studies import loglog_slope
-from conftest import particle_moment_errors, random_spd
-
+from gtcore.studies.fits import loglog_slope
 
 TYPES = sorted(ATTENTION_TYPES)
 

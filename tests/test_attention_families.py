@@ -20,13 +20,13 @@ import scipy.linalg
 import torch
 from numpy.polynomial.hermite_e import hermegauss
 
+from conftest import particle_moment_errors, random_spd
 from gtcore import Controls, gaussian_tokens, integrate_moments, moment_rhs
 from gtcore.attention import ATTENTION_TYPES
-from gtcore.sinkhorn import (SinkhornConvergenceWarning, gaussian_column_potential, gaussian_conditional_gain,
-                             sinkhorn_average, sinkhorn_potentials)
-from gtcore.studies import loglog_slope
-from gtcore.studies.families import head_cancellation
-from conftest import particle_moment_errors, random_spd
+from gtcore.attention.sinkhorn import SinkhornConvergenceWarning, gaussian_column_potential, gaussian_conditional_gain
+from gtcore.attention.sinkhorn_scaling import sinkhorn_average, sinkhorn_potentials
+from gtcore.studies.families.harness import head_cancellation
+from gtcore.studies.fits import loglog_slope
 
 
 # ----------------------------------------------------------------------------- the peer's formulas
@@ -348,7 +348,7 @@ def test_l2_predicted_rate_holds_only_when_sigma_grows_in_every_direction():
     in the right half-plane it matches the integrated ODE; with one in the left half-plane Sigma stays
     bounded along it, the gain does not reach K^-1 Q, the integrated rate differs, and the
     prediction refuses."""
-    from gtcore.studies.families import growth_rate, predicted_rate
+    from gtcore.studies.families.harness import growth_rate, predicted_rate
 
     I2 = np.eye(2)
     # real eigenvalues 0.87, 0.44 (complex ones make log lambda_max oscillate about the rate); the
@@ -384,14 +384,13 @@ def test_sinkhorn_float32_converges_with_its_default_tolerance(rng):
 
 def test_formulas_only_the_dot_product_has_are_refused_by_name():
     """Mixture averages and the sampling strength exist for the dot product only: a ValueError naming the type."""
-    from gtcore.attention import AttentionType
-    from gtcore.studies.invariance import attention_strength
+    from gtcore.attention import AttentionType, max_sampling_strength
 
     with pytest.raises(TypeError):
         AttentionType()  # the interface: tilt, logits and params are abstract
     ctl = Controls(V=np.eye(2), Q=np.eye(2), K=np.eye(2), attention="l2")
     with pytest.raises(ValueError, match="'l2'"):
-        attention_strength(ctl, [0.0], np.eye(2)[None])
+        max_sampling_strength(ctl, [0.0], np.eye(2)[None])
     with pytest.raises(ValueError, match="'sinkhorn'"):
         ATTENTION_TYPES["sinkhorn"].mixture_average(np.zeros((1, 2)), np.ones(1), np.zeros((1, 2)),
                                                     np.eye(2)[None], np.eye(2))

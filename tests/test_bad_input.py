@@ -385,8 +385,8 @@ FAULTS = [("truncated weights", _truncate, "safetensors"),
 
 @pytest.mark.parametrize("fault, names", [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
 def test_broken_model_files_give_one_line_naming_the_file(fault, names, tiny_bert, tmp_path, capsys):
-    from gtcore.book import main
-    from gtcore.pretrained import load_transformer
+    from gtcore.book.cli import main
+    from gtcore.models import load_transformer
 
     broken = _copy(tiny_bert, tmp_path / "broken")
     fault(broken)
@@ -400,8 +400,8 @@ def test_broken_model_files_give_one_line_naming_the_file(fault, names, tiny_ber
 
 
 def test_probe_checks_the_figure_folder_before_computing(tiny_bert, tmp_path, monkeypatch, capsys):
-    from gtcore.book import main
-    from gtcore.pretrained import statistics
+    from gtcore.book.cli import main
+    from gtcore.studies.pretrained import statistics
 
     def no_computation(*args, **kwargs):
         raise AssertionError("layer_statistics ran before the figure path was checked")
@@ -416,7 +416,7 @@ def test_probe_checks_the_figure_folder_before_computing(tiny_bert, tmp_path, mo
 
 
 def test_load_transformer_on_a_missing_device_names_the_device(tiny_bert, monkeypatch):
-    from gtcore.pretrained import load_transformer
+    from gtcore.models import load_transformer
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="device='cuda': CUDA is not available"):

@@ -19,9 +19,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gtcore import book, provenance, report
-from gtcore._lock import TreeLock
 from browser import PAGE_REPORT, Browser, chromium_path
+from gtcore.book import build as book_build
+from gtcore.book import chapters as book_chapters
+from gtcore.book import cli as book_cli
+from gtcore.book import execute as book_execute
+from gtcore.book import provenance
+from gtcore.book.lock import TreeLock
 from minibook import make_mini_book
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +85,8 @@ def test_unknown_parameter_lists_the_valid_ones():
 
 
 def test_set_goes_to_the_chapters_that_define_the_name():
-    chapters = book.discover_chapters(book.open_book(ROOT))
-    params = book.resolve_parameters(chapters, "full", ["n_tokens=1e2", "seed=3"])
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(ROOT))
+    params = book_chapters.resolve_parameters(chapters, "full", ["n_tokens=1e2", "seed=3"])
     for name, chap in chapters.items():
         assert params[name]["seed"] == 3
         assert ("n_tokens" in params[name]) == ("n_tokens" in chap.defaults)
@@ -95,9 +99,9 @@ def test_set_goes_to_the_chapters_that_define_the_name():
     ("sizes=3", "is a list"), ("label=4", "is a string"),
 ])
 def test_set_value_of_the_wrong_type_is_caught_before_any_kernel(mini, item, message):
-    chapters = book.discover_chapters(book.open_book(mini))
-    with pytest.raises(book.BookError, match=re.escape(message)):
-        book.resolve_parameters(chapters, "quick", [item])
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(mini))
+    with pytest.raises(book_chapters.BookError, match=re.escape(message)):
+        book_chapters.resolve_parameters(chapters, "quick", [item])
     start = time.perf_counter()
     proc = gtbook("run", "--set", item, cwd=mini, check=False)
     assert proc.returncode == 2 and message in proc.stderr
@@ -105,35 +109,37 @@ def test_set_value_of_the_wrong_type_is_caught_before_any_kernel(mini, item, mes
 
 
 def test_set_values_of_the_right_type_are_converted(mini):
-    chapters = book.discover_chapters(book.open_book(mini))
-    params = book.resolve_parameters(chapters, "full", ["x=2", "n=1e1", "sizes=(3, 4)", "label=b"])
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(mini))
+    params = book_chapters.resolve_parameters(chapters, "full", ["x=2", "n=1e1", "sizes=(3, 4)", "label=b"])
     assert params["01_tiny"] == {"x": 2.0, "n": 10, "sizes": [3, 4], "label": "b"}
     assert isinstance(params["01_tiny"]["x"], float)
 
 
 def test_repeated_only_keeps_every_chapter_once_in_book_order():
-    args = book._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance", "03_rank_and_reachability"])
+    args = book_cli._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance",
+                                          "03_rank_and_reachability"])
     assert args.only == ["03", "01_gaussian_invariance", "03_rank_and_reachability"]
-    picked = book.select(book.discover_chapters(book.open_book(ROOT)), args.only)
+    picked = book_chapters.select(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), args.only)
     assert [c.name for c in picked] == ["01_gaussian_invariance", "03_rank_and_reachability"]
 
 
 def test_profile_table_naming_no_chapter_is_an_error(monkeypatch):
-    monkeypatch.setattr(book, "load_profiles", lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
-    with pytest.raises(book.BookError, match="01_gausian_invariance.*names no chapter"):
-        book.resolve_parameters(book.discover_chapters(book.open_book(ROOT)), "quick", [])
+    monkeypatch.setattr(book_chapters, "load_profiles",
+                        lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
+    with pytest.raises(book_chapters.BookError, match=r"01_gausian_invariance.*names no chapter"):
+        book_chapters.resolve_parameters(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), "quick", [])
 
 
 def test_missing_parameters_tag_names_the_file(tmp_path):
     path = tmp_path / "09_untagged.py"
     path.write_text("# %%\nseed = 0\n")
-    with pytest.raises(book.BookError, match="09_untagged.py.*parameters"):
-        book.chapter_defaults(path)
+    with pytest.raises(book_chapters.BookError, match=r"09_untagged\.py.*parameters"):
+        book_chapters.chapter_defaults(path)
 
 
 def test_every_chapter_is_in_the_toc():
-    bk = book.open_book(ROOT)
-    assert list(book.discover_chapters(bk)) == book.toc_chapters(bk)
+    bk = book_chapters.open_book(ROOT)
+    assert list(book_chapters.discover_chapters(bk)) == book_build.toc_chapters(bk)
 
 
 # ------------------------------------------------------- the root: the working directory
@@ -159,7 +165,7 @@ def test_the_root_is_found_from_the_working_directory_not_the_install(mini, tmp_
 
 
 def test_kernels_get_the_root_and_divided_threads(mini):
-    env = book._kernel_env(book.open_book(mini), "quick", 3)
+    env = book_execute._kernel_env(book_chapters.open_book(mini), "quick", 3)
     assert env["GTBOOK_ROOT"] == str(mini.resolve()) and env["OMP_NUM_THREADS"] == "3"
     assert "IProgress not found" in env["PYTHONWARNINGS"]
 
@@ -204,11 +210,11 @@ def test_editing_one_chapters_prose_reruns_only_that_chapter(ran):
 
 
 def _states(bk, **kw):
-    return {s.name: (s.state, s.reasons) for s in book.status(bk, **kw)}
+    return {s.name: (s.state, s.reasons) for s in book_execute.status(bk, **kw)}
 
 
 def test_status_names_each_reason_for_staleness(ran, monkeypatch):
-    bk = book.open_book(ran)
+    bk = book_chapters.open_book(ran)
     assert _states(bk) == {"01_tiny": ("fresh", []), "02_small": ("fresh", [])}
     assert _states(bk, profile="quick") == {"01_tiny": ("fresh", []), "02_small": ("fresh", [])}
     # parameters: another profile, or a --set value
@@ -239,18 +245,31 @@ def test_status_names_each_reason_for_staleness(ran, monkeypatch):
     assert re.search(r"01_tiny\s+missing", text) and re.search(r"02_small\s+failed", text)
 
 
-def test_the_library_hash_follows_gtcore_but_not_the_pipeline(tmp_path):
+def test_the_library_hash_follows_the_modules_a_chapter_imports(tmp_path):
+    """Editing one chapter's study reruns that chapter only; the CLI reruns none; eq. (1.1) reruns all."""
     pkg = tmp_path / "gtcore"
     shutil.copytree(ROOT / "gtcore", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    h0 = provenance.library_hash(pkg)
-    (pkg / "book.py").write_text((pkg / "book.py").read_text() + "\n# a CLI change\n")
-    assert provenance.library_hash(pkg) == h0
-    (pkg / "moments.py").write_text((pkg / "moments.py").read_text() + "\n# a numerics change\n")
-    assert provenance.library_hash(pkg) != h0
+    sources = {p.stem: p.read_text() for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))}
+
+    def hashes():
+        return {name: provenance.library_hash(src, pkg) for name, src in sources.items()}
+
+    def edit(rel):
+        (pkg / rel).write_text((pkg / rel).read_text() + "\n# an edit\n")
+
+    h0 = hashes()
+    edit("book/cli.py")
+    assert hashes() == h0
+    edit("studies/stability/finite_n.py")  # the pole study: chapter 4 only (chapter 8 reuses the harness)
+    h1 = hashes()
+    assert [n for n in h0 if h1[n] != h0[n]] == ["04_stability_regimes"]
+    edit("moments/__init__.py")
+    h2 = hashes()
+    assert all(h2[n] != h1[n] for n in h0)
 
 
 def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
-    bk = book.open_book(ran)
+    bk = book_chapters.open_book(ran)
     calls = []
 
     def fake_jupyter_book(cmd, cwd):
@@ -259,14 +278,14 @@ def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
         (bk.build_dir / "html" / "index.html").write_text("<html></html>")
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr(book.subprocess, "run", fake_jupyter_book)
-    book.build(bk)
-    book.build(bk)
+    monkeypatch.setattr(book_build.subprocess, "run", fake_jupyter_book)
+    book_build.build(bk)
+    book_build.build(bk)
     assert len(calls) == 1
-    (ran / "book" / "statements.toml").write_text((ran / "book" / "statements.toml").read_text() + "\n")
-    book.build(bk)
+    (ran / "book" / "extra.md").write_text("a new prose page\n")
+    book_build.build(bk)
     assert len(calls) == 2
-    book.build(bk, force=True)
+    book_build.build(bk, force=True)
     assert len(calls) == 3
 
 
@@ -274,9 +293,9 @@ def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
 def test_parallel_chapters_divide_the_threads(_ran_two):
     path, proc = _ran_two
     assert "2 at a time" in proc.stderr
-    cores = book._cores()
+    cores = book_execute._cores()
     for name in ("01_tiny", "02_small"):
-        meta = book.read_meta(path / "executed" / f"{name}.ipynb")
+        meta = book_execute.read_meta(path / "executed" / f"{name}.ipynb")
         assert meta["threads"] == max(1, cores // 2)
     assert not list((path / "executed" / ".running").iterdir())
 
@@ -294,7 +313,7 @@ def test_a_second_run_fails_clearly_with_no_wait_and_waits_without(mini):
         assert waiting.poll() is None and not (mini / "executed" / "01_tiny.ipynb").exists()
     finally:
         lock.release()
-    out, err = waiting.communicate(timeout=120)
+    _, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0 and "waiting for" in err
     assert (mini / "executed" / "01_tiny.ipynb").exists()
 
@@ -302,8 +321,8 @@ def test_a_second_run_fails_clearly_with_no_wait_and_waits_without(mini):
 def test_concurrent_runs_of_one_chapter_use_their_own_scratch_files(mini, monkeypatch):
     import papermill
 
-    bk = book.open_book(mini)
-    chapter = book.discover_chapters(bk)["01_tiny"]
+    bk = book_chapters.open_book(mini)
+    chapter = book_chapters.discover_chapters(bk)["01_tiny"]
     outputs = []
 
     def fake_execute(source, out, **kw):
@@ -316,7 +335,7 @@ def test_concurrent_runs_of_one_chapter_use_their_own_scratch_files(mini, monkey
 
     def one(value):
         try:
-            book.run_chapter(chapter, {"x": value}, "quick")
+            book_execute.run_chapter(chapter, {"x": value}, "quick")
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -326,27 +345,27 @@ def test_concurrent_runs_of_one_chapter_use_their_own_scratch_files(mini, monkey
     for t in threads:
         t.join()
     assert not errors and len(set(outputs)) == 2
-    meta = book.read_meta(mini / "executed" / "01_tiny.ipynb")
+    meta = book_execute.read_meta(mini / "executed" / "01_tiny.ipynb")
     assert meta["parameters"]["x"] in (0.25, 0.75)
     assert not list((mini / "executed" / ".running").iterdir())
 
 
 # ----------------------------------------------------------------- failure, interrupt
 def test_failed_chapter_keeps_the_last_good_output(mini):
-    bk = book.open_book(mini)
-    chapter = book.discover_chapters(bk)["01_tiny"]
+    bk = book_chapters.open_book(mini)
+    chapter = book_chapters.discover_chapters(bk)["01_tiny"]
     good = mini / "executed" / "01_tiny.ipynb"
     good.parent.mkdir()
     good.write_text("previous good output")
-    with pytest.raises(book.BookError) as err:
-        book.run_chapter(chapter, {"x": 5.0}, "quick")
+    with pytest.raises(book_chapters.BookError) as err:
+        book_execute.run_chapter(chapter, {"x": 5.0}, "quick")
     msg = str(err.value)
     assert "01_tiny" in msg and "cell" in msg and "ClaimFailed" in msg and "tiny_x" in msg
     assert good.read_text() == "previous good output"
     assert (mini / "executed" / "failed" / "01_tiny.ipynb").exists()
-    assert book.status(bk)[0].state == "failed"
+    assert book_execute.status(bk)[0].state == "failed"
     # the same chapter passes with a parameter override, and then replaces the output
-    book.run_chapter(chapter, {"x": 1.5}, "quick")
+    book_execute.run_chapter(chapter, {"x": 1.5}, "quick")
     nb = nbformat.read(good, as_version=4)
     assert nb.metadata["gtbook"]["parameters"]["x"] == 1.5
     assert not (mini / "executed" / "failed" / "01_tiny.ipynb").exists()
@@ -364,7 +383,7 @@ def test_ctrl_c_stops_cleanly_with_one_line_and_keeps_the_last_good_output(mini)
         time.sleep(0.2)
     time.sleep(4)  # the kernel is inside the chapter's cells
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert err.strip().splitlines()[-1].startswith("gtbook: interrupted")
@@ -377,7 +396,7 @@ def test_publish_is_atomic_even_across_filesystems(mini, monkeypatch):
     # would copy straight into executed/ and leave half a notebook there; publish must leave the old one
     import errno
 
-    bk = book.open_book(mini)
+    bk = book_chapters.open_book(mini)
     dest = mini / "executed" / "01_tiny.ipynb"
     dest.parent.mkdir()
     dest.write_text("previous good output")
@@ -402,12 +421,12 @@ def test_publish_is_atomic_even_across_filesystems(mini, monkeypatch):
     monkeypatch.setattr(shutil, "copyfileobj", half_then_interrupted)
     monkeypatch.setattr(shutil, "_fastcopy_sendfile", half_then_interrupted, raising=False)
     with pytest.raises(KeyboardInterrupt):
-        book._publish(bk, src, dest)
+        book_execute._publish(bk, src, dest)
     assert dest.read_text() == "previous good output"
     assert sorted(p.name for p in dest.parent.iterdir()) == [".publish.lock", "01_tiny.ipynb"]
     monkeypatch.undo()
     monkeypatch.setattr(os, "replace", same_device_only)
-    book._publish(bk, src, dest)  # uninterrupted, still across "filesystems"
+    book_execute._publish(bk, src, dest)  # uninterrupted, still across "filesystems"
     assert dest.read_text() == "new notebook " * 20000 and not src.exists()
     assert sorted(p.name for p in dest.parent.iterdir()) == [".publish.lock", "01_tiny.ipynb"]
 
@@ -425,7 +444,7 @@ def test_ctrl_c_under_j_keeps_every_notebook_whole(ran):
         time.sleep(0.2)
     time.sleep(4)  # both kernels are inside the chapter's cells
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=90)
+    _, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, err[-3000:]
     assert {p.name: p.read_bytes() for p in executed.glob("*.ipynb")} == before
     for name in before:
@@ -445,7 +464,7 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
     assert box.startswith("# 01_tiny\n") and "How this page was made" in box
     rerun = re.search(r"\*\*Rerun:\*\* `([^`]*)`", box).group(1)
     assert rerun == "gtbook run --only 01_tiny --profile quick --set seed=4 --set x=1.25"
-    args = book._parser().parse_args(rerun.split()[1:])
+    args = book_cli._parser().parse_args(rerun.split()[1:])
     assert args.set == ["seed=4", "x=1.25"] and args.profile == "quick"
     assert "`x = 1.25`" in box and "`seed = 4`" in box and "1 of 1 passed" in box
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
@@ -456,7 +475,7 @@ def test_set_overrides_are_recorded_in_claims_report_and_page(mini):
 
 
 # ---------------------------------------------------------------- the quick book, built once
-from conftest import snapshot as _snapshot  # noqa: E402,F401
+from conftest import snapshot as _snapshot  # noqa: E402
 
 
 @pytest.mark.slow
@@ -472,7 +491,7 @@ def test_every_claim_passes_and_is_reported(built_book):
     tree, _ = built_book
     rows = json.loads(gtbook("claims", "--json", cwd=tree).stdout)
     chapters = {r["chapter"] for r in rows}
-    assert chapters == set(book.toc_chapters(book.open_book(tree)))
+    assert chapters == set(book_build.toc_chapters(book_chapters.open_book(tree)))
     for r in rows:
         assert {"chapter", "name", "statement", "kind", "value", "threshold", "passed", "profile",
                 "overrides"} <= set(r)
@@ -510,7 +529,7 @@ def test_rendered_pages_are_clean(built_book):
     tree, _ = built_book
     html = tree / "_build" / "html"
     pages = sorted([*(html / "executed").glob("*.html"), *(html / "book").glob("*.html")])
-    assert len(pages) >= len(book.toc_chapters(book.open_book(tree))) + 2
+    assert len(pages) >= len(book_build.toc_chapters(book_chapters.open_book(tree))) + 2
     problems = []
     for page in pages:
         text = page.read_text()
@@ -527,7 +546,7 @@ def test_rendered_pages_are_clean(built_book):
 def test_chapter_pages_open_with_their_provenance_box(built_book):
     tree, _ = built_book
     html = tree / "_build" / "html" / "executed"
-    for name in book.toc_chapters(book.open_book(tree)):
+    for name in book_build.toc_chapters(book_chapters.open_book(tree)):
         text = (html / f"{name}.html").read_text()
         words = re.sub(r"<[^>]+>", "", text)
         assert "How this page was made" in words and "gtbook run --only " + name in words
@@ -538,6 +557,92 @@ def test_chapter_pages_open_with_their_provenance_box(built_book):
     alts = re.findall(r'<img[^>]*alt="([^"]*)"', ch1)
     assert len(alts) >= 4 and all(len(a) > 20 for a in alts[:4])
     assert re.search(r'fitted slope <span class="pasted-text">-0\.\d\d</span>', ch1)
+
+
+#: the chapters' prose names that link to the API reference ({py:func} and {py:mod} roles in notebooks/*.py)
+API_LINKS = {
+    "03_rank_and_reachability": ("reachability.html#gtcore.reachability.steer",
+                                 "particles.html#gtcore.particles.simulate"),
+    "04_stability_regimes": ("riccati.html#gtcore.riccati.blowup_time", "particles.html#gtcore.particles.simulate",
+                             "studies.html#gtcore.studies.stability.finite_n.particle_radius_bound",
+                             "stability.html#module-gtcore.stability", "stability.html#gtcore.stability.equilibrium",
+                             "studies.html#module-gtcore.studies.stability.kalman",
+                             "studies.html#module-gtcore.studies.stability.general_v"),
+    "05_pretrained_moments": ("studies.html#module-gtcore.studies.pretrained.criterion",
+                              "models.html#module-gtcore.models"),
+    "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed",
+                                "particles.html#gtcore.particles.simulate"),
+    "07_attention_families": ("attention.html#module-gtcore.attention", "riccati.html#gtcore.riccati.blowup_time",
+                              "attention.html#gtcore.attention.sinkhorn.gaussian_conditional_gain"),
+    "08_regime_atlas": ("studies.html#module-gtcore.studies.atlas.regimes", "moments.html#module-gtcore.moments.lanes",
+                        "riccati.html#gtcore.riccati.blowup_time", "stability.html#gtcore.stability.classify",
+                        "moments.html#gtcore.moments.integrate_moments"),
+    "09_learning_reachability": ("training.html#gtcore.training.transformer_tokens",
+                                 "training.html#module-gtcore.training",
+                                 "particles.html#gtcore.particles.simulate", "training.html#gtcore.training.rank_floor",
+                                 "studies.html#gtcore.studies.learning.harness.null_losses"),
+}
+
+def api_reference_problems(html: Path) -> list[str]:
+    """What the rendered API reference (``html/book/api``) lacks: a page of the toc's "gtcore API" part,
+    an object of the public API (:mod:`public_api`) in the Sphinx inventory, a name of ``gtcore.__all__``
+    in the index's table, or a link (a reference to a gtcore name rendered as code with no link: the build
+    resolves every one, with ``-n``, and this says so even without it)."""
+    import zlib
+
+    import yaml
+
+    import gtcore
+    from public_api import api_data, api_objects
+
+    problems = []
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    part = [p for p in toc["parts"] if p["caption"] == "gtcore API"]
+    files = [c["file"] for c in part[0]["chapters"]] if part else []
+    if not files:
+        problems.append('_toc.yml has no "gtcore API" part')
+    for f in files:
+        if not (html / f"{f}.html").exists():
+            problems.append(f"{f}.html was not rendered")
+    # Sphinx's inventory: four header lines, then zlib-compressed lines "name domain:role priority uri dispname"
+    body = zlib.decompress((html / "objects.inv").read_bytes().split(b"\n", 4)[4]).decode()
+    names = {line.split(" ", 1)[0] for line in body.splitlines() if line.strip()}
+    problems += [f"{q} is not in the API reference" for q in api_objects() if q not in names]
+    for module, constants in api_data().items():
+        for c in constants:
+            if not any(n.startswith(module + ".") and n.endswith("." + c) for n in names):
+                problems.append(f"{module}.{c} is not in the API reference")
+    index = (html / "book" / "api" / "index.html").read_text() if files else ""
+    problems += [f"the API index does not list gtcore.{n}" for n in gtcore.__all__ if f">{n}</span>" not in index]
+    ours = {n.rsplit(".", 1)[-1] for n in names if n.startswith("gtcore")}
+    for page in sorted((html / "book" / "api").glob("*.html")):  # a reference to gtcore shown without a link
+        text = page.read_text()
+        for m in re.finditer(r'<code class="xref py py-\w+ docutils literal notranslate">(.*?)</code>', text):
+            shown = re.sub(r"<[^>]+>", "", m.group(1)).removesuffix("()")
+            linked = re.search(r"<a [^>]*>\s*$", text[max(0, m.start() - 400):m.start()])
+            if not linked and (shown.startswith("gtcore") or shown.split(".")[-1] in ours):
+                problems.append(f"{page.name}: {shown} is not linked")
+    return problems
+
+
+@pytest.mark.slow
+def test_the_api_reference_documents_the_public_api_and_the_chapters_link_to_it(built_book):
+    tree, _ = built_book
+    html = tree / "_build" / "html"
+    problems = api_reference_problems(html)
+    for chapter, targets in API_LINKS.items():
+        text = (html / "executed" / f"{chapter}.html").read_text()
+        problems += [f"{chapter} does not link to {t}" for t in targets if f'href="../book/api/{t}"' not in text]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_docstring_edit_rebuilds_the_book():
+    """The API part renders gtcore's docstrings: its sources are inputs of the build's cache key."""
+    import gtcore
+
+    inputs = set(book_build.build_inputs(book_chapters.open_book(ROOT)))
+    sources = set(Path(gtcore.__file__).parent.rglob("*.py"))
+    assert sources and sources <= inputs
 
 
 @pytest.mark.slow
@@ -576,11 +681,11 @@ def test_rendered_pages_in_a_browser(built_book):
 
 @pytest.mark.parametrize("doc", ["README.md", "book/intro.md"])
 def test_documented_rerun_commands_name_real_parameters(doc):
-    chapters = book.discover_chapters(book.open_book(ROOT))
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(ROOT))
     lines = [line for line in (ROOT / doc).read_text().splitlines() if "gtbook run --only" in line]
     assert lines, f"{doc} shows no `gtbook run --only` example"
     for line in lines:
         only = re.search(r"--only (\S+)", line).group(1)
-        chapter = book.select(chapters, [only])[0]
+        chapter = book_chapters.select(chapters, [only])[0]
         for name in re.findall(r"--set (\w+)=", line):
             assert name in chapter.defaults, f"{doc}: {name} is not a parameter of {chapter.name}"

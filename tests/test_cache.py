@@ -1,13 +1,13 @@
 """The on-disk cache of pure functions, the cache key's components, the page's box, the hub-id loader."""
 
 import functools
-import os
-import shutil
 
 import numpy as np
 import pytest
 
-from gtcore import cache, provenance
+from gtcore import _cache as cache
+from gtcore import _dependencies as imports
+from gtcore.book import provenance
 
 CALLS = []
 
@@ -63,11 +63,11 @@ def test_an_argument_without_a_faithful_key_is_not_cached():
 
 def test_editing_gtcore_or_upgrading_a_package_invalidates(monkeypatch):
     _costly(3)
-    monkeypatch.setattr(provenance, "library_hash", lambda *a, **k: "edited")
+    monkeypatch.setattr(imports, "modules_hash", lambda *a, **k: "edited")
     cache._environment_key.cache_clear()
     _costly(3)
-    real = provenance.key_versions()
-    monkeypatch.setattr(provenance, "key_versions", lambda: {**real, "numpy": "0.0"})
+    real = imports.key_versions()
+    monkeypatch.setattr(imports, "key_versions", lambda: {**real, "numpy": "0.0"})
     cache._environment_key.cache_clear()
     _costly(3)
     assert len(CALLS) == 3
@@ -128,7 +128,7 @@ def test_environment_names_versions_and_hardware_without_paths():
 # ---------------------------------------------------------------------- hub ids
 def test_load_transformer_takes_a_hub_id_from_the_local_cache_only(tmp_path, monkeypatch):
     transformers = pytest.importorskip("transformers")
-    from gtcore.pretrained import ModelNotAvailable, load_transformer
+    from gtcore.models import ModelNotAvailable, load_transformer
 
     hub = tmp_path / "hub"
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from gtcore.claims import KINDS, ClaimFailed, claim, claims_in_notebook, evaluate_claim
-from gtcore.statements import StatementError, load_statements
+from gtcore.book.claims import KINDS, ClaimFailed, claim, claims_in_notebook, evaluate_claim
+from gtcore.book.statements import StatementError, load_statements
 
 LABEL = dict(statement="invariance", kind="reproduces")
 
@@ -66,7 +66,8 @@ def test_claims_are_read_back_from_notebook_outputs():
 
 @pytest.mark.parametrize("label, match", [
     (dict(statement="no_such_statement", kind="reproduces"), "unknown statement 'no_such_statement'.*invariance"),
-    (dict(statement="invariance", kind="reproduction"), "kind must be one of reproduces, not_reproduced, consistency, control"),
+    (dict(statement="invariance", kind="reproduction"),
+     "kind must be one of reproduces, not_reproduced, derivation, consistency, control"),
 ])
 def test_unknown_statement_or_kind_is_an_error(label, match):
     with pytest.raises(ValueError, match=match):
@@ -81,7 +82,7 @@ def test_registry_entries_are_complete():
         assert st.scope in ("paper", "beyond")
         assert st.reproducible_here or st.reason
         assert '"' not in st.paraphrase, "paraphrases are not quotations"
-    assert set(KINDS) == {"reproduces", "not_reproduced", "consistency", "control"}
+    assert set(KINDS) == {"reproduces", "not_reproduced", "derivation", "consistency", "control"}
 
 
 @pytest.mark.parametrize("text, match", [

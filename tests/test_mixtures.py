@@ -3,14 +3,13 @@
 import numpy as np
 import pytest
 from scipy import integrate
-from scipy.linalg import expm
 
-from gtcore import Controls, gaussian_tokens
-from gtcore.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
-from gtcore.studies import loglog_slope
-from gtcore.mixtures import GaussianMixture, per_label_noise_floor, per_label_statistic, statistic_path
-from gtcore.studies.beyond import gaussian_prediction_error, noise_floors, time_within, track_gaussianity
 from conftest import random_spd
+from gtcore import Controls, gaussian_tokens
+from gtcore.stats.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
+from gtcore.stats.mixtures import GaussianMixture, per_label_noise_floor, per_label_statistic, statistic_path
+from gtcore.studies.beyond.harness import noise_floors, time_within, track_gaussianity
+from gtcore.studies.fits import loglog_slope
 
 
 @pytest.fixture
@@ -66,13 +65,13 @@ def test_attention_average_against_quadrature_1d():
 
     def density(y):
         return sum(w * np.exp(-(y - m[0]) ** 2 / (2 * s[0, 0])) / np.sqrt(2 * np.pi * s[0, 0])
-                   for w, m, s in zip(mix.weights, mix.means, mix.covariances))
+                   for w, m, s in zip(mix.weights, mix.means, mix.covariances, strict=True))
 
     xs = np.array([-2.0, -0.3, 0.0, 0.9, 2.5])
     got = mix.attention_average(xs[:, None], [[beta]])[:, 0]
-    for x, g in zip(xs, got):
-        num = integrate.quad(lambda y: y * np.exp(beta * x * y) * density(y), -30, 30, epsabs=1e-13)[0]
-        den = integrate.quad(lambda y: np.exp(beta * x * y) * density(y), -30, 30, epsabs=1e-13)[0]
+    for x, g in zip(xs, got, strict=True):
+        num = integrate.quad(lambda y, x=x: y * np.exp(beta * x * y) * density(y), -30, 30, epsabs=1e-13)[0]
+        den = integrate.quad(lambda y, x=x: np.exp(beta * x * y) * density(y), -30, 30, epsabs=1e-13)[0]
         assert g == pytest.approx(num / den, rel=1e-8, abs=1e-10)
     # and it is not affine: second differences do not vanish
     s = np.linspace(-3, 3, 7)[:, None]
@@ -85,7 +84,7 @@ def test_attention_average_against_grid_2d(mix2):
     g = np.linspace(-9, 9, 721)
     Y = np.stack(np.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
     dens = np.zeros(len(Y))
-    for w, m, S in zip(mix2.weights, mix2.means, mix2.covariances):
+    for w, m, S in zip(mix2.weights, mix2.means, mix2.covariances, strict=True):
         Si = np.linalg.inv(S)
         z = Y - m
         dens += w * np.exp(-0.5 * np.einsum("ni,ij,nj->n", z, Si, z)) / (2 * np.pi * np.sqrt(np.linalg.det(S)))
@@ -177,10 +176,12 @@ def test_time_within_and_slope():
         (lambda: GaussianMixture([0.5, 0.5], [[0.0, 0.0]], [np.eye(2), np.eye(2)]), "means"),
         (lambda: GaussianMixture([0.5, 0.5], [[0.0, 0.0], [1.0, 0.0]], [np.eye(2), -np.eye(2)]), "covariances"),
         (lambda: GaussianMixture([1.0], [[0.0, 0.0]], [np.eye(2)]).sample(0), "n"),
-        (lambda: GaussianMixture([1.0], [[0.0, 0.0]], [np.eye(2)]).attention_average([[0.0, 0.0, 0.0]], np.eye(2)), "x"),
+        (lambda: GaussianMixture([1.0], [[0.0, 0.0]], [np.eye(2)]).attention_average([[0.0, 0.0, 0.0]], np.eye(2)),
+         "x"),
         (lambda: GaussianMixture([1.0], [[0.0, 0.0]], [np.eye(2)]).attention_average([[0.0, 0.0]], np.eye(3)), "B"),
         (lambda: per_label_statistic(np.zeros((4, 2)), [0, 0, 1, 1, 1], "sliced_w2"), "labels"),
-        (lambda: per_label_statistic(np.random.default_rng(0).standard_normal((4, 2)), [0, 0, 0, 1], "sliced_w2"), "labels"),
+        (lambda: per_label_statistic(np.random.default_rng(0).standard_normal((4, 2)), [0, 0, 0, 1], "sliced_w2"),
+         "labels"),
         (lambda: per_label_statistic(np.zeros((4, 2)), [0, 0, 1, 1], "entropy"), "statistic"),
         (lambda: track_gaussianity(np.zeros((4, 2)), Controls(A=np.eye(2)), [0.2, 0.1]), "times"),
         (lambda: track_gaussianity(np.zeros((4, 2)), Controls(A=np.eye(2)), [0.1], max_step=0), "max_step"),

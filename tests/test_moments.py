@@ -6,8 +6,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.linalg import expm, solve_continuous_lyapunov
 
-from gtcore import Controls, PiecewiseControls, integrate_moments, layer_map, layer_stack, moment_rhs
 from conftest import gauss_hermite_rule, random_psd, random_spd, softmax_average_by_quadrature
+from gtcore import Controls, PiecewiseControls, integrate_moments, layer_map, layer_stack, moment_rhs
 
 
 # ---------------------------------------------------------------- closed forms, d = 1
@@ -295,7 +295,7 @@ def test_controls_of_the_wrong_dimension():
         integrate_moments(np.zeros(2), np.eye(2), Controls(A=np.eye(3)), (0, 1))
     with pytest.raises(ValueError, match="controls"):
         integrate_moments(np.zeros(2), np.eye(2), lambda t: "nope", (0, 1))
-    with pytest.raises(ValueError, match="controls.*dimension"):
+    with pytest.raises(ValueError, match=r"controls.*dimension"):
         integrate_moments(np.zeros(2), np.eye(2), lambda t: Controls(A=np.eye(3)), (0, 1))
 
 

@@ -1,10 +1,11 @@
-"""gtcore.nongaussian: moment-matched laws, the softmax-stack study and the slope's bootstrap SE."""
+"""gtcore.studies.invariance.nongaussian: moment-matched laws, the softmax-stack study and the slope's bootstrap SE."""
 
 import numpy as np
 import pytest
 
 from gtcore import Controls
-from gtcore.nongaussian import LAWS, moment_matched_tokens, slope_standard_error, softmax_stack_study
+from gtcore.stats.sampling import LAWS, moment_matched_tokens
+from gtcore.studies.invariance.nongaussian import slope_standard_error, softmax_stack_study
 
 MU = np.array([0.5, -0.3])
 SIGMA = np.array([[1.0, 0.4], [0.4, 0.7]])

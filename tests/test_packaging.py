@@ -19,7 +19,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 META = PYPROJECT["project"]
 SOURCES = sorted([*(ROOT / "gtcore").rglob("*.py"), *(ROOT / "tests").glob("*.py"), *(ROOT / "notebooks").glob("*.py"),
                   *(ROOT / "benchmarks").glob("*.py")])
-LOCAL = {"gtcore", "browser", "conftest", "minibook"}
+LOCAL = {"gtcore", "browser", "conftest", "minibook", "public_api"}
 
 
 def _name(req: str) -> str:
@@ -126,9 +126,10 @@ def test_sources_parse_as_python_310(path):
 
 def test_distribution_has_a_name_of_its_own():
     assert META["name"] == "gaussian-transformer-book"  # free on PyPI; PyPI's `gtbook` is someone else's
-    assert META["scripts"] == {"gtbook": "gtcore.book:main"}
-    packages = PYPROJECT["tool"]["setuptools"]["packages"]
-    assert packages[0] == "gtcore" and all(p == "gtcore" or p.startswith("gtcore.") for p in packages)
+    assert META["scripts"] == {"gtbook": "gtcore.book.cli:main"}
+    setup = PYPROJECT["tool"]["setuptools"]
+    assert setup["packages"]["find"]["include"] == ["gtcore*"]  # every subpackage ships
+    assert setup["package-data"]["gtcore.book"] == ["statements.toml"]  # the statement registry ships too
 
 
 def test_the_book_links_to_no_foreign_repository():
@@ -137,3 +138,20 @@ def test_the_book_links_to_no_foreign_repository():
     html = config["html"]
     assert not html["use_repository_button"] and not html["use_issues_button"]
     assert not any(config.get("launch_buttons", {}).get(k) for k in ("binderhub_url", "jupyterhub_url", "colab_url"))
+
+
+def test_the_type_marker_ships():
+    assert (ROOT / "gtcore" / "py.typed").is_file()
+    assert PYPROJECT["tool"]["setuptools"]["package-data"]["gtcore"] == ["py.typed"]
+
+
+def test_ci_lints_before_it_tests_with_the_pinned_tools():
+    steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+             if line.strip().startswith("make ")]
+    assert steps.index("make lint") < steps.index("make test")
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\nlint: $(STAMP)\n\t$(BIN)/ruff check .\n\t$(BIN)/mypy\n" in makefile
+    assert {"ruff", "mypy"} <= {_name(r) for r in META["optional-dependencies"]["test"]}
+    hooks = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"]
+    assert [r["repo"] for r in hooks] == ["local"]  # hook repositories cannot be fetched here
+    assert {h["id"] for h in hooks[0]["hooks"]} >= {"ruff", "mypy"}

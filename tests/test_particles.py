@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from gtcore import Controls, PiecewiseControls, gaussian_tokens, integrate_moments, layer_map
-from gtcore.particles import SOLVERS, simulate, velocity
 from conftest import random_spd, softmax_average_by_quadrature
+from gtcore import Controls, PiecewiseControls, gaussian_tokens, integrate_moments
+from gtcore.particles import SOLVERS, simulate, velocity
 
 
 def naive_velocity(x, ctl, ff="identity"):
@@ -15,7 +15,7 @@ def naive_velocity(x, ctl, ff="identity"):
     if ctl.U is not None:
         pre = x @ ctl.U.T + ctl.c
         v = v + (np.maximum(pre, 0) if ff == "relu" else pre) @ ctl.W.T
-    for Vh, Bh in zip(ctl.V, ctl.B):
+    for Vh, Bh in zip(ctl.V, ctl.B, strict=True):
         logits = (x @ Bh.T) @ x.T  # [i, j] = x_j^T B x_i
         logits -= logits.max(axis=1, keepdims=True)
         w = np.exp(logits)
@@ -46,7 +46,7 @@ def quadrature_velocity(x, ctl):
     mu = x.mean(axis=0)
     S = (x - mu).T @ (x - mu) / x.shape[0]
     v = x @ ctl.A.T + ctl.b
-    for Vh, Bh in zip(ctl.V, ctl.B):
+    for Vh, Bh in zip(ctl.V, ctl.B, strict=True):
         v = v + softmax_average_by_quadrature(x, mu, S, Bh, n=80) @ Vh.T
     return v
 
@@ -126,7 +126,7 @@ def test_t_eval_steps_exactly_to_the_times_of_the_exact_linear_flow():
     path = simulate(x0, ctl, (0.0, times[-1]), t_eval=times, max_step=0.05, keep_tokens=True)
     np.testing.assert_array_equal(path.t, [0.0, *times])
     assert path.status == "completed" and path.steps == 1 + 2 + 12
-    for t, x in zip(path.t, path.tokens):
+    for t, x in zip(path.t, path.tokens, strict=True):
         # x(t) = e^{At} x0 + A^{-1}(e^{At} - I) b
         E = expm(A * t)
         exact = x0 @ E.T + np.linalg.solve(A, (E - np.eye(2)) @ b)
@@ -219,7 +219,7 @@ def test_velocity_bad_input():
 def test_float32_kernel_stays_within_its_round_off_of_float64():
     # the studies' mixed precision (STUDY_KERNEL_DTYPE): the softmax average in float32, all else in
     # float64; the moments must agree with the float64 run to ~1e-7 relative, far below N^-1/2
-    from gtcore.particles import STUDY_KERNEL_DTYPE
+    from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 
     ctl = Controls(A=[[0.2, 0.6], [-0.6, 0.1]], b=[0.3, 0.0], V=0.5 * np.eye(2), B=[[-0.6, 0.1], [0.1, -0.5]])
     x0 = gaussian_tokens(1500, [0.5, -0.3], [[1.0, 0.4], [0.4, 0.7]], 3)

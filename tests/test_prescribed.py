@@ -7,18 +7,17 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gtcore import Controls, gaussian_tokens, layer_map  # noqa: E402
-from gtcore.gaussianity import empirical_moments  # noqa: E402
-from gtcore.particles import simulate  # noqa: E402
-from gtcore.prescribed import (  # noqa: E402
+from gtcore.models.prescribed import (  # noqa: E402
     FAMILIES,
     head_dim,
     hidden_states,
-    layer_map_blowup_depth,
     layer_moments,
     prescribed_transformer,
-    run_prescribed,
     split_schedule,
 )
+from gtcore.particles import simulate  # noqa: E402
+from gtcore.stats.gaussianity import empirical_moments  # noqa: E402
+from gtcore.studies.prescribed.harness import layer_map_blowup_depth, run_prescribed  # noqa: E402
 
 D, HEADS, N, LAYERS, H = 4, 2, 64, 6, 0.25
 
@@ -111,7 +110,7 @@ def test_layer_norm_variants_run_and_bert_is_normalised(tokens):
 
 def test_layer_moments_and_blowup_depth():
     ctl = Controls(A=0.2 * np.eye(2), V=np.eye(2), B=np.diag([1.0, 0.5]))
-    mus, Sigmas = layer_moments(np.zeros(2), np.eye(2), ctl, 4, 0.1)
+    _, Sigmas = layer_moments(np.zeros(2), np.eye(2), ctl, 4, 0.1)
     mu, S = np.zeros(2), np.eye(2)
     for _ in range(4):
         mu, S = layer_map(mu, S, Controls(V=ctl.V, B=ctl.B), 0.1)

@@ -13,18 +13,20 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from gtcore.pretrained import (  # noqa: E402
-    LayerStatistics,
+from gtcore.models import (  # noqa: E402
     ModelNotAvailable,
+    hidden_states,
+    load_transformer,
+    random_init_transformer,
+    reference_config,
+)
+from gtcore.studies.pretrained.statistics import (  # noqa: E402
+    LayerStatistics,
     ProbeResult,
     between_sequence_ratio,
     departure_table,
-    hidden_states,
     layer_statistics,
-    load_transformer,
     probe,
-    random_init_transformer,
-    reference_config,
 )
 
 D = 32
@@ -171,7 +173,7 @@ def test_bert_embedding_mode_matches_hf_forward(loaded):
         ref = lt.model(inputs_embeds=torch.as_tensor(x, dtype=torch.float32),
                        output_hidden_states=True).hidden_states
     assert len(mine) == len(ref) == 4
-    for a, b in zip(mine, ref):
+    for a, b in zip(mine, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
@@ -206,7 +208,7 @@ def test_pure_mode_first_layer_sees_the_tokens_and_is_permutation_equivariant(lo
     np.testing.assert_allclose(hs[0].numpy(), x, rtol=1e-6, atol=1e-6)
     perm = np.random.default_rng(0).permutation(16)
     hp = hidden_states(lt, x[:, perm], "pure")
-    for a, b in zip(hs, hp):
+    for a, b in zip(hs, hp, strict=True):
         torch.testing.assert_close(a[:, perm], b, rtol=1e-4, atol=1e-4)
     # the deepest layer really changed the tokens (not a trivially equivariant identity)
     assert float((hs[-1] - hs[0]).abs().max()) > 0.1
@@ -302,7 +304,7 @@ def test_layer_statistics_layer_zero_is_the_gaussian_input(bert_stats):
     assert st.layers.tolist() == [0, 1, 2, 3]
     assert st.mu.shape == (4, D) and st.Sigma.shape == (4, D, D)
     # layer 0 in pure mode: the N(0, I) tokens themselves
-    from gtcore.sampling import gaussian_tokens
+    from gtcore.stats.sampling import gaussian_tokens
 
     x = gaussian_tokens(4 * 64, np.zeros(D), np.eye(D), seed=1)
     np.testing.assert_allclose(st.mu[0], x.mean(0), atol=1e-6)
@@ -335,7 +337,7 @@ def test_layer_statistics_reproducible(loaded):
 
 
 def test_figure(bert_stats):
-    from gtcore.plotting.pretrained import layer_statistics_figure
+    from gtcore.studies.pretrained.figures import layer_statistics_figure
 
     fig = layer_statistics_figure([bert_stats, bert_stats], labels=["a", "b"],
                                   relative_depth=True)

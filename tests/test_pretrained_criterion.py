@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from gtcore.gaussianity import excess_kurtosis_per_coordinate, mardia_kurtosis_excess, sliced_w2
+from gtcore.stats.gaussianity import excess_kurtosis_per_coordinate, mardia_kurtosis_excess, sliced_w2
 from gtcore.studies.pretrained import criterion as C
 
 
@@ -104,7 +104,7 @@ def test_bootstrap_intervals_cover_under_within_sequence_dependence():
             assert (e.low[s], e.high[s]) == pytest.approx(
                 (math.sqrt(max(e.theta[s] - tq * e.se[s], 0)), math.sqrt(max(e.theta[s] + tq * e.se[s], 0)))
                 if s == "sliced_w2" else C.magnitude_interval(e.theta[s] - tq * e.se[s], e.theta[s] + tq * e.se[s]))
-    assert np.all(hits / m >= 0.88), dict(zip(C.STATISTICS, hits / m))
+    assert np.all(hits / m >= 0.88), dict(zip(C.STATISTICS, hits / m, strict=True))
 
 
 def test_bootstrap_error_of_a_gaussian_cloud_matches_its_sampling_spread():
@@ -215,7 +215,8 @@ def test_input_validation():
         C.student_t_cloud(2, 2, 2, 3.0, 0)
     with pytest.raises(ValueError, match="null must have"):
         x = np.random.default_rng(0).standard_normal((4, 8, 2))
-        C.effect_sizes(x, seed=0, null=C.null_moments(4, 9, 2, seed=0, settings=C.Settings(null_repeats=2, null_pool=1)))
+        C.effect_sizes(x, seed=0,
+                       null=C.null_moments(4, 9, 2, seed=0, settings=C.Settings(null_repeats=2, null_pool=1)))
 
 
 # --------------------------------------------------------------------------- a model, end to end
@@ -225,7 +226,7 @@ def tiny_bert():
     import torch
     import transformers
 
-    from gtcore.pretrained import LoadedTransformer
+    from gtcore.models import LoadedTransformer
 
     cfg = transformers.BertConfig(vocab_size=20, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
                                   intermediate_size=32, max_position_embeddings=512, attn_implementation="sdpa")

@@ -86,7 +86,8 @@ def test_training_is_cached_and_deterministic(tmp_path, monkeypatch):
     assert len(list(tmp_path.rglob("model.safetensors"))) == 1
     again = tr.train_vit_digits(s)
     assert again.record.loaded_from_cache and again.record.key == first.record.key
-    for (n, a), (_, b) in zip(first.model.model.state_dict().items(), again.model.model.state_dict().items()):
+    for (n, a), (_, b) in zip(first.model.model.state_dict().items(), again.model.model.state_dict().items(),
+                              strict=True):
         assert torch.equal(a, b), n
     # the initial weights are those training started from: they differ from the trained ones
     w0 = dict(again.initial.model.named_parameters())["embeddings.patch_embeddings.projection.weight"]
@@ -103,7 +104,8 @@ def test_training_is_cached_and_deterministic(tmp_path, monkeypatch):
     monkeypatch.setenv("GTBOOK_CACHE", str(tmp_path / "other"))
     third = tr.train_vit_digits(s)
     assert not third.record.loaded_from_cache and third.record.held_out == first.record.held_out
-    for (n, a), (_, b) in zip(first.model.model.state_dict().items(), third.model.model.state_dict().items()):
+    for (n, a), (_, b) in zip(first.model.model.state_dict().items(), third.model.model.state_dict().items(),
+                              strict=True):
         assert torch.equal(a, b), n
     # another schedule is another key
     other = tr.Schedule(steps=3, batch_size=16, learning_rate=2e-3, warmup=1, eval_every=3)

@@ -7,15 +7,21 @@ from hypothesis import strategies as st
 from scipy.linalg import expm
 from scipy.stats import special_ortho_group
 
+from conftest import random_psd
 from gtcore import Controls, PiecewiseControls, integrate_moments
 from gtcore.particles import simulate
 from gtcore.reachability import (
-    RankMismatchError, SteeringControls, _rotation_log, control_path, covariance_rank, endpoint_error,
-    steer, steer_min_energy,
+    RankMismatchError,
+    SteeringControls,
+    control_path,
+    covariance_rank,
+    endpoint_error,
+    steer,
+    steer_min_energy,
 )
-from gtcore.studies import loglog_slope
-from gtcore.studies.reachability import rank_invariance, token_distances
-from conftest import random_psd
+from gtcore.reachability.steering import _rotation_log
+from gtcore.studies.fits import loglog_slope
+from gtcore.studies.reachability.harness import rank_invariance, token_distances
 
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -93,7 +99,7 @@ def test_rotation_log_handles_the_eigenvalue_minus_one(R):
 @given(d=st.integers(2, 5), data=st.data(), seed=st.integers(0, 2**31 - 1),
        T=st.floats(0.5, 2.0))
 def test_steer_hits_random_targets_of_the_same_rank(d, data, seed, T):
-    rng, m0, S0, m1, S1 = same_rank_problem(data, d, seed)
+    _, m0, S0, m1, S1 = same_rank_problem(data, d, seed)
     ctl = steer(m0, S0, m1, S1, T)
     assert isinstance(ctl, SteeringControls) and ctl.d == d and ctl.span == (0.0, T)
     assert endpoint_error(ctl, m0, S0, m1, S1, T) < 1e-8
@@ -146,7 +152,7 @@ def test_energy_is_exact_for_constant_stages():
     # compensating zero attention heads gives the same controls, through the quadrature
     zero = steer(np.zeros(2), S0, np.ones(2), S1, 1.0, heads=(np.zeros((2, 2)), np.zeros((2, 2))))
     assert zero.energy() == pytest.approx(expected, rel=1e-12)
-    a, b = control_path(ctl, [0.25, 0.75])
+    a, _ = control_path(ctl, [0.25, 0.75])
     np.testing.assert_allclose(a, [np.linalg.norm(c.A) for c in ctl.stages])
 
 
@@ -264,7 +270,7 @@ def test_tokens_follow_the_exact_affine_flow_without_attention():
     x0 = rng.standard_normal((40, d))
     run = simulate(x0, ctl, (0.0, 1.0), 200, device="cpu")
     x = x0.copy()
-    for c, tau in zip(ctl.stages, ctl.durations):  # x' = Ax + b: the augmented exponential
+    for c, tau in zip(ctl.stages, ctl.durations, strict=True):  # x' = Ax + b: the augmented exponential
         G = np.zeros((d + 1, d + 1))
         G[:d, :d], G[:d, d] = c.A, c.b
         E = expm(tau * G)
@@ -304,7 +310,7 @@ def test_token_distances_and_slope():
 def test_figures_build():
     import matplotlib.pyplot as plt
 
-    from gtcore.plotting import reachability as figs
+    from gtcore.studies.reachability import figures as figs
 
     rng = np.random.default_rng(9)
     S0, S1 = psd_of_rank(rng, 2, 2), psd_of_rank(rng, 2, 2)

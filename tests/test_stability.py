@@ -8,6 +8,7 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import minimize_scalar
 
+from conftest import random_psd, random_spd
 from gtcore import Controls, integrate_moments
 from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold, riccati_quadratic
 from gtcore.stability import (
@@ -20,8 +21,7 @@ from gtcore.stability import (
     mean_matrix,
     observe_regime,
 )
-from gtcore.studies.stability import regime_map
-from conftest import random_psd, random_spd
+from gtcore.studies.stability.harness import regime_map
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 
@@ -212,7 +212,7 @@ def test_newton_on_general_V(rng):
     assert np.linalg.norm(dS) < 1e-11 * np.linalg.norm(eq.Sigma)
     ls = linear_stability(ctl, eq.Sigma)
     # finite-difference Jacobian eigenvalues agree
-    from gtcore.stability import _F, _sym_basis, _sym_coords
+    from gtcore.stability.equilibria import _F, _sym_basis, _sym_coords
     h = 1e-6
     cols = [(_sym_coords(_F(ctl, eq.Sigma + h * E)) - _sym_coords(_F(ctl, eq.Sigma - h * E))) / (2 * h)
             for E in _sym_basis(d)]
@@ -268,7 +268,7 @@ def test_classify_general_V_numerical(rng):
 
 
 def _residual(ctl, S):
-    from gtcore.stability import _F
+    from gtcore.stability.equilibria import _F
     return _F(ctl, S)
 
 
@@ -331,14 +331,15 @@ def test_bad_input_names_the_argument(call, name):
 
 
 def test_regime_boundary_and_rotating_family():
-    from gtcore.studies.stability import regime_boundary, rotating_controls as rc
+    from gtcore.studies.stability.harness import regime_boundary
+    from gtcore.studies.stability.harness import rotating_controls as rc
 
     B = np.array([[1.0, 0.4], [-0.2, 0.6]])
     c = rc(-0.3, 0.5, B, omega=0.7)
     np.testing.assert_allclose(np.linalg.eigvals(c.A), [-0.3 + 0.7j, -0.3 - 0.7j])
     bd = regime_boundary([-0.6, -0.3, 0.2], B, S0_2, omega=0.7)
     np.testing.assert_array_equal(bd.a_curve, [-0.6, -0.3])
-    for a, vc in zip(bd.a_curve, bd.v_curve):
+    for a, vc in zip(bd.a_curve, bd.v_curve, strict=True):
         assert classify(rc(a, 0.97 * vc, B, omega=0.7), S0_2).verdict == "collapses to 0"
         assert classify(rc(a, 1.03 * vc, B, omega=0.7), S0_2).verdict == "blows up"
     with pytest.raises(ValueError, match="B"):
@@ -445,7 +446,7 @@ def _true_threshold(A, B, t_max=150.0):
 
 
 def test_critical_gain_and_regime_boundary_refuse_indefinite_B_plus_BT():
-    from gtcore.studies.stability import regime_boundary
+    from gtcore.studies.stability.harness import regime_boundary
 
     with pytest.raises(ValueError, match=r"B \+ B\^T positive semidefinite"):
         critical_gain(A_IND, B_IND, np.eye(2))

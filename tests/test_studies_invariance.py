@@ -2,15 +2,16 @@ import numpy as np
 import pytest
 
 from gtcore import Controls
-from gtcore.studies import loglog_slope
-from gtcore.studies.invariance import attention_strength, mean_field_study, relative_moment_discrepancy
+from gtcore.attention import max_sampling_strength
+from gtcore.studies.fits import loglog_slope
+from gtcore.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
 
 
 def test_attention_strength_closed_form():
     """B = -bI, Sigma = s I: B^T Sigma B Sigma = b^2 s^2 I."""
     ctl = Controls(V=np.eye(2), B=-0.5 * np.eye(2))
     Sigmas = np.stack([np.eye(2), 2 * np.eye(2)])
-    assert attention_strength(ctl, [0.0, 1.0], Sigmas) == pytest.approx(0.25 * 4)
+    assert max_sampling_strength(ctl, [0.0, 1.0], Sigmas) == pytest.approx(0.25 * 4)
 
 
 def test_loglog_slope_exact_and_window():
@@ -27,7 +28,7 @@ def test_loglog_slope_exact_and_window():
 def test_relative_moment_discrepancy():
     mu = np.array([[3.0, 0.0]])
     S = np.eye(2)[None]  # sqrt(tr S) = sqrt(2)
-    d = relative_moment_discrepancy(mu + [[0.1, 0.0]], S, mu, S)
+    d = relative_moment_discrepancy(mu + np.array([[0.1, 0.0]]), S, mu, S)
     np.testing.assert_allclose(d, [0.1 / (3 + np.sqrt(2))])
     zero = relative_moment_discrepancy(np.zeros((1, 2)), 1.5 * S, np.zeros((1, 2)), S)
     np.testing.assert_allclose(zero, [0.5])

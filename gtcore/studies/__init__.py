@@ -1,41 +1,18 @@
-r"""Chapter harnesses: one module per chapter, each returning result dataclasses.
+r"""The chapters' studies: one package per chapter, holding its harness and its figures.
 
-* :mod:`~gtcore.studies.invariance` (chapter 1): the N-token Transformer against the moment ODE;
-* :mod:`~gtcore.studies.beyond` (chapter 2): a cloud followed in time, mixtures, ReLU;
-* :mod:`~gtcore.studies.reachability` (chapter 3): rank invariance along the ODE, steered tokens;
-* :mod:`~gtcore.studies.stability` (chapter 4): the planar rotating family, regime maps.
+* :mod:`gtcore.studies.invariance` (chapter 1): the N-token Transformer against the moment ODE,
+  moment-matched non-Gaussian clouds, the softmax layer stack;
+* :mod:`gtcore.studies.beyond` (chapter 2): a cloud followed in time, mixtures, ReLU;
+* :mod:`gtcore.studies.reachability` (chapter 3): rank invariance along the ODE, steered tokens;
+* :mod:`gtcore.studies.stability` (chapter 4): the planar rotating family, regime maps, tokens near a pole;
+* :mod:`gtcore.studies.pretrained` (chapter 5): the effect-size criterion for closeness to Gaussian, the paper's
+  architectures trained here, clustering;
+* :mod:`gtcore.studies.prescribed` (chapter 6): Transformers with prescribed attention matrices;
+* :mod:`gtcore.studies.families` (chapter 7): the attention types compared.
 
-* :mod:`~gtcore.studies.pretrained` (chapter 5): the effect-size criterion, the paper's architectures
-  trained here, clustering, and their figures.
-
-Figures for chapters 1-4 and 6-7 live in :mod:`gtcore.plotting` and take these dataclasses.
+Each package has a ``harness`` (computations returning result dataclasses) and ``figures`` (the
+figures, taking those dataclasses), sharing :mod:`gtcore.studies.style` and the animation player
+:mod:`gtcore.studies.animation`; :mod:`gtcore.studies.fits` holds the fits every chapter uses.
+Studies import the core (``gtcore``); the core never imports them, and they never import the book's
+machinery (:mod:`gtcore.book`).
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-import numpy as np
-
-
-def loglog_slope(x: Any, y: Any, x_max: float | None = None) -> float:
-    r"""Least-squares slope of :math:`\log y` against :math:`\log x`.
-
-    With ``x_max``, only the points with :math:`0 < x \le x_{\max}` and :math:`y > 0` are fitted
-    (a short-time or small-N regime); without it every point must be positive.
-    """
-    x = np.asarray(x, float)
-    y = np.asarray(y, float)
-    if x.ndim != 1 or x.shape != y.shape:
-        raise ValueError(f"x and y must be 1-D arrays of one length, got shapes {x.shape} and {y.shape}")
-    if x_max is not None:
-        keep = (x > 0) & (x <= x_max) & (y > 0) & np.isfinite(y)
-        if keep.sum() < 2:
-            raise ValueError(f"x_max: need at least 2 points with 0 < x <= {x_max} and y > 0")
-        x, y = x[keep], y[keep]
-    elif x.size < 2 or np.any(x <= 0) or np.any(~np.isfinite(y)) or np.any(y <= 0):
-        raise ValueError("x and y must hold at least 2 points, all positive and finite, for a log-log slope")
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
-
-
-__all__ = ["loglog_slope"]

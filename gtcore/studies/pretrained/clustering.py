@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ClusteringProfile", "clustering_profile", "cluster_count", "cosine_similarities"]
+__all__ = ["ClusteringProfile", "cluster_count", "clustering_profile", "cosine_similarities"]
 
 
 def cosine_similarities(x: Any) -> np.ndarray:
@@ -97,7 +97,7 @@ class ClusteringProfile:
                  f"cosine >= {self.threshold:g}; update = mean |x_l - x_(l-1)| / |x_(l-1)|",
                  f"{'layer':>5} {'mean cos':>9} {'clusters':>9} {'update':>9}"]
         lines += [f"{layer:>5d} {c:9.3f} {k:9.1f} {u:9.3g}" for layer, c, k, u in
-                  zip(self.layers, self.mean_cosine, self.clusters, self.update)]
+                  zip(self.layers, self.mean_cosine, self.clusters, self.update, strict=True)]
         return "\n".join(lines)
 
 
@@ -109,7 +109,7 @@ def clustering_profile(model: Any, *, mode: str = "pure", sequences: int = 4, to
 
     Parameters
     ----------
-    model : gtcore.pretrained.LoadedTransformer
+    model : gtcore.models.LoadedTransformer
     mode : {"pure", "embedding"}
     sequences, tokens : int
     seed : int
@@ -121,12 +121,12 @@ def clustering_profile(model: Any, *, mode: str = "pure", sequences: int = 4, to
     -------
     ClusteringProfile
     """
-    from ...pretrained import LoadedTransformer, iter_layers
-    from ...sampling import gaussian_tokens
-    from .criterion import _TOKENS, stream
+    from gtcore.models import LoadedTransformer, iter_layers
+    from gtcore.stats.sampling import gaussian_tokens
+    from gtcore.studies.pretrained.criterion import _TOKENS, stream
 
     if not isinstance(model, LoadedTransformer):
-        raise ValueError("model must be a LoadedTransformer (gtcore.pretrained.load_transformer)")
+        raise ValueError("model must be a LoadedTransformer (gtcore.models.load_transformer)")
     for name, v in (("sequences", sequences), ("tokens", tokens), ("bins", bins)):
         if isinstance(v, bool) or int(v) != v or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")

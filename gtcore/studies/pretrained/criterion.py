@@ -88,9 +88,9 @@ from scipy.special import ndtri
 from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
-from ..._linalg import RANK_RTOL
-from ..._progress import progress as progress_bar
-from ...gaussianity import _normal_quantile_weights
+from gtcore._linalg import RANK_RTOL
+from gtcore._progress import progress as progress_bar
+from gtcore.stats.gaussianity import _normal_quantile_weights
 
 #: the three statistics of the criterion, in table order: name -> short label
 STATISTICS = {
@@ -203,7 +203,7 @@ def _cloud(x: Any, n_projections: int, seed: int, per_sequence: bool = True) -> 
 
 def _values(cl: _Cloud, counts: np.ndarray) -> np.ndarray:
     r"""The three statistics of the multiset of sequences with multiplicities ``counts``."""
-    S, T, d = cl.shape
+    _, T, d = cl.shape
     idx = np.flatnonzero(counts)
     c = counts[idx].astype(np.float64)
     n = int(counts.sum()) * T
@@ -249,7 +249,7 @@ def cloud_statistics(x: Any, *, n_projections: int = 128, seed: int = 0) -> dict
 
     with :math:`\vartheta_k = U_r^\top\theta_k/\|U_r^\top\theta_k\|`, :math:`\theta_k \sim N(0, I_d)` seeded
     (uniform on the range's sphere, whatever basis ``eigh`` returns), and the exact 1-D :math:`W_2` of
-    :func:`gtcore.gaussianity.w2_to_standard_normal`. Matrix products run in float32, sums in float64.
+    :func:`gtcore.stats.gaussianity.w2_to_standard_normal`. Matrix products run in float32, sums in float64.
 
     Parameters
     ----------
@@ -265,7 +265,7 @@ def cloud_statistics(x: Any, *, n_projections: int = 128, seed: int = 0) -> dict
     """
     cl = _cloud(x, n_projections, seed)
     with threadpool_limits(limits=1, user_api="blas"):
-        return dict(zip(STATISTICS, map(float, _values(cl, np.ones(cl.shape[0], dtype=np.int64)))))
+        return dict(zip(STATISTICS, map(float, _values(cl, np.ones(cl.shape[0], dtype=np.int64))), strict=True))
 
 
 def _square(values: np.ndarray) -> np.ndarray:
@@ -363,21 +363,22 @@ def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings:
     rng = np.random.default_rng(stream(seed, _NULL, rank))
     one = np.ones(int(sequences), dtype=np.int64)
     counts = bootstrap_counts(int(sequences), settings.n_boot, seed)
-    vals, pooled = [], []
+    rows: list[np.ndarray] = []
+    pooled: list[np.ndarray] = []
     with threadpool_limits(limits=1, user_api="blas"):
         for k in range(settings.null_repeats):
             pool = k < settings.null_pool  # resampled below: keep the per-sequence sums
             cl = _cloud(rng.standard_normal((int(sequences), int(tokens), int(rank))),
                         settings.n_projections, seed, per_sequence=pool)
-            vals.append(_values(cl, one if pool else one[:1]))
+            rows.append(_values(cl, one if pool else one[:1]))
             if pool:
                 pooled.append(_square(_replicates(cl, counts)))
-    vals = np.array(vals)
+    vals = np.array(rows)
     sq = _square(vals)
     names = list(STATISTICS)
     return NullMoments(int(sequences), int(tokens), int(rank), settings.null_repeats,
-                       dict(zip(names, vals.mean(0))), dict(zip(names, vals.std(0, ddof=1))),
-                       dict(zip(names, sq.mean(0))), dict(zip(names, sq.std(0, ddof=1))),
+                       dict(zip(names, vals.mean(0), strict=True)), dict(zip(names, vals.std(0, ddof=1), strict=True)),
+                       dict(zip(names, sq.mean(0), strict=True)), dict(zip(names, sq.std(0, ddof=1), strict=True)),
                        np.mean(pooled, axis=0))
 
 
@@ -454,7 +455,7 @@ def _effects(cl: _Cloud, null: NullMoments, seed: int, settings: Settings, progr
         else:
             value = abs(theta)
             low, high = magnitude_interval(lo, hi)
-        for k, v in zip(out, (float(raw[j]), theta, se, value, low, high)):
+        for k, v in zip(out, (float(raw[j]), theta, se, value, low, high), strict=True):
             out[k][s] = v
     return EffectSizes(**out, sequences=S, tokens=cl.shape[1], rank=cl.rank, n_boot=settings.n_boot,
                        level=settings.level)
@@ -526,7 +527,7 @@ def reference_effect_sizes(nu: float, sequences: int, tokens: int, rank: int, *,
     Stream ``reference`` of ``seed`` (``control=True``: an independent draw of the same law, stream
     ``control``, for the power control). Cached per process.
     """
-    ss = stream(seed, _CONTROL if control else _REFERENCE, int(round(float(nu) * 1000)), int(rank))
+    ss = stream(seed, _CONTROL if control else _REFERENCE, round(float(nu) * 1000), int(rank))
     x = student_t_cloud(sequences, tokens, rank, float(nu), ss)
     return effect_sizes(x, seed=seed, settings=settings,
                         null=null_moments(int(sequences), int(tokens), int(rank), seed=seed, settings=settings))
@@ -589,12 +590,12 @@ class LayerEffects:
         """The old criterion, per layer: the statistic inside the ``level`` noise band of its null."""
         raw = self.array("raw", statistic)
         bands = [self.nulls[int(q)].band(statistic, level) for q in self.null_rank]
-        return np.array([lo <= v <= hi for v, (lo, hi) in zip(raw, bands)])
+        return np.array([lo <= v <= hi for v, (lo, hi) in zip(raw, bands, strict=True)])
 
     def band_first_departure(self, statistic: str, level: float = 0.99) -> int | None:
         """The first block :math:`\\ell \\ge 1` out of the old noise band (``None``: never)."""
         inside = self.band_inside(statistic, level)
-        out = [int(layer) for layer, ok in zip(self.layers, inside) if layer >= 1 and not ok]
+        out = [int(layer) for layer, ok in zip(self.layers, inside, strict=True) if layer >= 1 and not ok]
         return out[0] if out else None
 
     def ratio(self, references: Mapping[int, EffectSizes], statistic: str, what: str = "high") -> np.ndarray:
@@ -613,7 +614,7 @@ class LayerEffects:
 
     def first_not_close(self, references: Mapping[int, EffectSizes], statistic: str) -> int | None:
         """The first block :math:`\\ell \\ge 1` not close for ``statistic`` alone (``None``: none)."""
-        bad = [int(layer) for layer, r in zip(self.layers, self.ratio(references, statistic))
+        bad = [int(layer) for layer, r in zip(self.layers, self.ratio(references, statistic), strict=True)
                if layer >= 1 and not r < 1]
         return bad[0] if bad else None
 
@@ -644,7 +645,7 @@ def layer_effects(model: Any, *, mode: str = "pure", sequences: int = 8, tokens:
 
     Parameters
     ----------
-    model : gtcore.pretrained.LoadedTransformer
+    model : gtcore.models.LoadedTransformer
     mode : {"pure", "embedding"}
     sequences, tokens : int
         :math:`S \ge 2` and :math:`T \ge 2`.
@@ -656,11 +657,11 @@ def layer_effects(model: Any, *, mode: str = "pure", sequences: int = 8, tokens:
     -------
     LayerEffects
     """
-    from ...pretrained import LoadedTransformer, iter_layers
-    from ...sampling import gaussian_tokens
+    from gtcore.models import LoadedTransformer, iter_layers
+    from gtcore.stats.sampling import gaussian_tokens
 
     if not isinstance(model, LoadedTransformer):
-        raise ValueError("model must be a LoadedTransformer (gtcore.pretrained.load_transformer)")
+        raise ValueError("model must be a LoadedTransformer (gtcore.models.load_transformer)")
     for name, v in (("sequences", sequences), ("tokens", tokens)):
         if isinstance(v, bool) or int(v) != v or v < 2:
             raise ValueError(f"{name} must be an integer >= 2, got {v!r}")
@@ -671,7 +672,7 @@ def layer_effects(model: Any, *, mode: str = "pure", sequences: int = 8, tokens:
     for layer, h in progress_bar(iter_layers(model, x.reshape(S, T, d), mode), f"{model.name} {mode}",
                                  enabled=progress, total=model.n_layers + 1):
         cl = _cloud(h.double().cpu().numpy(), settings.n_projections, seed)
-        q = _rank_groups(seen + [cl.rank])[-1]
+        q = _rank_groups([*seen, cl.rank])[-1]
         seen.append(cl.rank)
         if q not in nulls:
             nulls[q] = null_moments(S, T, q, seed=seed, settings=settings)
@@ -873,7 +874,7 @@ class ModelStudy:
             v = self.verdict(S, nu)
             first = " ".join(f"{'-' if v.first_not_close[m, s] is None else v.first_not_close[m, s]:>3}"
                              for m in self.effects[S] for s in STATISTICS)
-            rows.append(f"{self.model[:44]:<44} {S:>3} {nu:>4g} {str(v.verdict):<52} {v.early_ratio:7.3g} "
+            rows.append(f"{self.model[:44]:<44} {S:>3} {nu:>4g} {v.verdict!s:<52} {v.early_ratio:7.3g} "
                         f"{v.last_ratio:7.3g}   {first}")
         return rows
 
@@ -905,7 +906,7 @@ def study_model(model: Any, *, sizes: Sequence[int], seeds: Sequence[int], token
 
     Parameters
     ----------
-    model : gtcore.pretrained.LoadedTransformer
+    model : gtcore.models.LoadedTransformer
     sizes, seeds : sequences of int, one seed per size
     tokens : int
     settings : Settings
@@ -924,7 +925,7 @@ def study_model(model: Any, *, sizes: Sequence[int], seeds: Sequence[int], token
     if float(nus[0]) != REFERENCE_NU:
         raise ValueError(f"nus must start with the criterion's reference nu = {REFERENCE_NU:g}, got {nus!r}")
     effects, refs, verdicts, ctrls = {}, {}, {}, {}
-    for S, seed in zip(sizes, seeds):
+    for S, seed in zip(sizes, seeds, strict=True):
         effects[S] = {m: layer_effects(model, mode=m, sequences=S, tokens=tokens, seed=seed, settings=settings,
                                        progress=progress) for m in modes}
         for nu in nus:
@@ -942,9 +943,31 @@ FRACTION_HEADER = (f"{'model':<44} {'S':>3} {'mode':<9} Delta / Delta_ref at blo
 
 
 __all__ = [
-    "FRACTION_HEADER", "VERDICT_HEADER", "ModelStudy", "study_model",
-    "REFERENCE_NU", "SENSITIVITY_NU", "STATISTICS", "EffectSizes", "LayerEffects", "ModelVerdict",
-    "NullMoments", "Settings", "Verdict", "band_verdict_block", "cloud_statistics", "effect_sizes",
-    "effect_verdict_block", "interval_disagreements", "layer_effects", "magnitude_interval", "model_verdict",
-    "bootstrap_counts", "null_moments", "reference_effect_sizes", "references_for", "stream", "student_t_cloud",
+    "FRACTION_HEADER",
+    "REFERENCE_NU",
+    "SENSITIVITY_NU",
+    "STATISTICS",
+    "VERDICT_HEADER",
+    "EffectSizes",
+    "LayerEffects",
+    "ModelStudy",
+    "ModelVerdict",
+    "NullMoments",
+    "Settings",
+    "Verdict",
+    "band_verdict_block",
+    "bootstrap_counts",
+    "cloud_statistics",
+    "effect_sizes",
+    "effect_verdict_block",
+    "interval_disagreements",
+    "layer_effects",
+    "magnitude_interval",
+    "model_verdict",
+    "null_moments",
+    "reference_effect_sizes",
+    "references_for",
+    "stream",
+    "student_t_cloud",
+    "study_model",
 ]

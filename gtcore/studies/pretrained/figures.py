@@ -1,16 +1,82 @@
-r"""Figures of chapter 5: effect sizes against the reference, the two criteria across sample sizes,
-training curves, and closeness to Gaussian next to clustering on one depth axis."""
+r"""Figures of chapter 5 (pretrained Transformers fed Gaussian tokens, :mod:`gtcore.models`): the layer
+statistics with their Gaussian noise bands; effect sizes against the reference, the two criteria across
+sample sizes, training curves, and closeness to Gaussian next to clustering on one depth axis."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...plotting import COLORS, figure
-from .criterion import STATISTICS
+from gtcore.studies.pretrained.criterion import STATISTICS
+from gtcore.studies.style import COLORS, figure
 
-PALETTE = (COLORS["particles"], COLORS["alt"], COLORS["target"], COLORS["theory"], "#9467bd", "#8c564b")
+if TYPE_CHECKING:
+    from gtcore.studies.pretrained.criterion import EffectSizes, LayerEffects
+    from gtcore.studies.pretrained.training import TrainingRecord
+
+#: line colours for successive models / modes in one figure
+PALETTE = (COLORS["particles"], COLORS["alt"], COLORS["target"], COLORS["theory"],
+           "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+_AXES = {
+    "sliced_w2": r"sliced $W_2$ to $N(\hat\mu_\ell,\hat\Sigma_\ell)$",
+    "mardia_excess": r"Mardia kurtosis excess $\kappa_\ell$",
+    "coord_kurtosis": r"mean$_a\,|\kappa_{\ell,a}|$ (per coordinate)",
+    "between_ratio": r"between-sequence ratio $F_\ell$",
+}
+
+
+def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = None, *,
+                            relative_depth: bool = False):
+    r"""Each Gaussianity statistic against depth, with the noise band of a true Gaussian.
+
+    Four panels (sliced :math:`W_2`, Mardia kurtosis excess, mean per-coordinate
+    :math:`|\kappa|`, between-sequence ratio). Each result is a coloured line with markers;
+    its noise band (central ``level`` band of Gaussian samples of the same size and rank) is
+    shaded in the same colour; markers outside the band are filled black.
+
+    Parameters
+    ----------
+    results : sequence of :class:`gtcore.studies.pretrained.statistics.LayerStatistics`
+    labels : sequence of str, optional
+        Legend entries (default ``"<model>, <mode>"``).
+    relative_depth : bool
+        Plot against :math:`\ell / L` so models of different depth share the axis.
+
+    Returns
+    -------
+    matplotlib Figure
+    """
+    from gtcore.studies.pretrained.statistics import STATISTICS
+
+    results = list(results)
+    if not results:
+        raise ValueError("results must hold at least one LayerStatistics")
+    if labels is None:
+        labels = [f"{r.model}, {r.mode}" for r in results]
+    if len(labels) != len(results):
+        raise ValueError(f"labels must have {len(results)} entries, got {len(labels)}")
+    fig, axes = figure(2, 2, width=4.6, height=3.2)
+    axes = np.asarray(axes).ravel()
+    for ax, stat in zip(axes, STATISTICS, strict=True):
+        for k, (res, lab) in enumerate(zip(results, labels, strict=True)):
+            c = PALETTE[k % len(PALETTE)]
+            x = res.layers / (res.layers[-1] if relative_depth else 1)
+            ax.fill_between(x, res.floor_low[stat], res.floor_high[stat], color=c, alpha=0.15,
+                            lw=0)
+            ax.plot(x, res.values[stat], "-o", color=c, ms=3.5, label=lab)
+            out = ~res.within_band(stat)
+            ax.plot(x[out], res.values[stat][out], "o", color="k", ms=3.5, zorder=3)
+        ax.set_ylabel(_AXES[stat])
+        ax.set_xlabel(r"relative depth $\ell/L$" if relative_depth else r"layer $\ell$")
+    axes[0].plot([], [], "o", color="k", ms=3.5, label="outside its noise band")
+    axes[0].fill_between([], [], [], color=COLORS["floor"], alpha=0.3, lw=0,
+                         label=f"Gaussian noise band ({results[0].level:g})")
+    axes[0].legend(loc="best")
+    return fig
+
 _LABELS = {
     "sliced_w2": r"sliced $W_2$: $\Delta_{SW}$",
     "mardia_excess": r"Mardia excess: $\Delta_{M}$",
@@ -18,7 +84,7 @@ _LABELS = {
 }
 
 
-def effect_size_figure(results: Mapping[str, object], references: Mapping[str, Mapping[int, object]]):
+def effect_size_figure(results: Mapping[str, LayerEffects], references: Mapping[str, Mapping[int, EffectSizes]]):
     r"""Each statistic's :math:`\Delta_s(\ell)` with its 95% interval against the layer, one series per
     entry of ``results`` (e.g. MiniLM pure and embedding at two sample sizes), and the reference
     interval of that series' shape shaded in its colour.
@@ -36,7 +102,7 @@ def effect_size_figure(results: Mapping[str, object], references: Mapping[str, M
         raise ValueError("results must hold at least one LayerEffects")
     fig, axes = figure(3, 1, width=3.9, height=3.2)
     n = len(results)
-    for ax, s in zip(np.atleast_1d(axes), STATISTICS):
+    for ax, s in zip(np.atleast_1d(axes), STATISTICS, strict=True):
         for k, (label, res) in enumerate(results.items()):
             c = PALETTE[k % len(PALETTE)]
             x = res.layers + (k - (n - 1) / 2) * 0.08
@@ -93,11 +159,11 @@ def criteria_across_sizes_figure(sizes: Sequence[int], band_blocks: Mapping[str,
     return fig
 
 
-def training_figure(records: Sequence[object]):
+def training_figure(records: Sequence[TrainingRecord]):
     """Held-out metric against training steps for each trained-here model, with its trivial baseline."""
     records = list(records)
     fig, axes = figure(len(records), 1, width=4.0, height=3.1)
-    for ax, rec in zip(np.atleast_1d(axes), records):
+    for ax, rec in zip(np.atleast_1d(axes), records, strict=True):
         ax.plot(rec.steps, rec.held_out, color=COLORS["particles"], marker="o", ms=3, label="held out")
         ax.plot(rec.steps[1:], rec.train_loss[1:], color=COLORS["alt"], lw=1, label="training loss (nats)")
         ax.axhline(rec.baseline, color=COLORS["floor"], ls="--", lw=1, label=rec.baseline_name)
@@ -108,7 +174,7 @@ def training_figure(records: Sequence[object]):
     return fig
 
 
-def closeness_and_clustering_figure(columns: Mapping[str, Mapping[str, object]]):
+def closeness_and_clustering_figure(columns: Mapping[str, Mapping[str, Any]]):
     r"""Closeness to Gaussian and clustering on one depth axis, one column per model.
 
     Parameters
@@ -162,6 +228,5 @@ def closeness_and_clustering_figure(columns: Mapping[str, Mapping[str, object]])
             ax.legend(fontsize=7, loc="upper left")
     return fig
 
-
-__all__ = ["closeness_and_clustering_figure", "criteria_across_sizes_figure", "effect_size_figure",
-           "training_figure"]
+__all__ = ["PALETTE", "closeness_and_clustering_figure", "criteria_across_sizes_figure", "effect_size_figure",
+           "layer_statistics_figure", "training_figure"]

@@ -18,7 +18,7 @@ scale of data, so that chapter 5 can run its criterion on learned attention.
 Training is full-batch-free SGD (AdamW, linear warm-up then cosine decay, gradient clipping at 1),
 seeded through ``torch.manual_seed`` (initialisation) and dedicated generators (data order,
 masking), on CPU with a fixed number of threads. The weights (initial and trained) are saved as
-safetensors under ``<cache>/trained/<name>-<key>/`` (:func:`gtcore.cache.cache_dir`), with the
+safetensors under ``<cache>/trained/<name>-<key>/`` (``gtcore._cache.cache_dir``), with the
 training record; the key hashes, like a chapter's, the source of this module, the configuration,
 the schedule, the data and the versions of Python, numpy, torch, transformers and scikit-learn,
 so a second build loads the weights instead of retraining and any change retrains.
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._progress import progress as progress_bar
+from gtcore._progress import progress as progress_bar
 
 #: the label every trained-here model carries, everywhere it is shown
 TRAINED_HERE = "trained here, not the paper's pretrained checkpoints"
@@ -161,13 +161,13 @@ class TrainingRecord:
 
 @dataclass
 class TrainedModel:
-    """A trained-here model and its random initialisation, ready for :mod:`gtcore.pretrained`.
+    """A trained-here model and its random initialisation, ready for :mod:`gtcore.models`.
 
     Attributes
     ----------
-    model : gtcore.pretrained.LoadedTransformer
+    model : gtcore.models.LoadedTransformer
         The trained base model (its ``name`` says "trained here").
-    initial : gtcore.pretrained.LoadedTransformer
+    initial : gtcore.models.LoadedTransformer
         The same architecture with the weights training started from.
     record : TrainingRecord
     path : str
@@ -213,7 +213,7 @@ def digits_split(seed: int = 0, held_out: float = 0.2) -> tuple[np.ndarray, np.n
     test = np.zeros(len(y), dtype=bool)
     for k in np.unique(y):
         idx = rng.permutation(np.flatnonzero(y == k))
-        test[idx[: int(round(held_out * len(idx)))]] = True
+        test[idx[: round(held_out * len(idx))]] = True
     m, s = x[~test].mean(), x[~test].std()
     x = ((x - m) / s).astype(np.float32)[:, None]
     return x[~test], y[~test], x[test], y[test]
@@ -240,7 +240,7 @@ def pydoc_corpus(held_out: float = 0.1) -> tuple[str, str, list[str]]:
     train, held = [], []
     for key in sorted(topics):
         text = topics[key]
-        cut = int(round((1 - held_out) * len(text)))
+        cut = round((1 - held_out) * len(text))
         nl = text.rfind("\n", 0, cut)
         cut = nl + 1 if nl > 0 else cut
         train.append(text[:cut])
@@ -278,9 +278,11 @@ def vit_digits_config():
     """DeiT-tiny's width, depth, heads and MLP ratio on 8x8 one-channel images in 2x2 patches."""
     from transformers import ViTConfig
 
-    return ViTConfig(hidden_size=192, num_hidden_layers=12, num_attention_heads=3, intermediate_size=768,
-                     image_size=8, patch_size=2, num_channels=1, num_labels=10, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=0.0, attn_implementation="sdpa")
+    # transformers 5 takes num_labels and attn_implementation through **kwargs: one typed dict, same order
+    vit: dict[str, Any] = dict(hidden_size=192, num_hidden_layers=12, num_attention_heads=3, intermediate_size=768,
+                               image_size=8, patch_size=2, num_channels=1, num_labels=10, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0, attn_implementation="sdpa")
+    return ViTConfig(**vit)
 
 
 def modernbert_small_config(vocab_size: int):
@@ -289,11 +291,14 @@ def modernbert_small_config(vocab_size: int):
     from transformers import ModernBertConfig
 
     ids = {name.strip("[]").lower() + "_token_id": i for i, name in enumerate(SPECIALS[:3])}
-    return ModernBertConfig(vocab_size=int(vocab_size), hidden_size=128, num_hidden_layers=6,
-                            num_attention_heads=4, intermediate_size=192, global_attn_every_n_layers=3,
-                            local_attention=128, max_position_embeddings=1024,
-                            bos_token_id=ids["cls_token_id"], eos_token_id=ids["sep_token_id"], **ids,
-                            attn_implementation="sdpa")
+    # transformers 5 takes global_attn_every_n_layers and attn_implementation through **kwargs: one typed
+    # dict, the keywords in the same order
+    modern: dict[str, Any] = dict(vocab_size=int(vocab_size), hidden_size=128, num_hidden_layers=6,
+                                  num_attention_heads=4, intermediate_size=192, global_attn_every_n_layers=3,
+                                  local_attention=128, max_position_embeddings=1024,
+                                  bos_token_id=ids["cls_token_id"], eos_token_id=ids["sep_token_id"], **ids,
+                                  attn_implementation="sdpa")
+    return ModernBertConfig(**modern)
 
 
 # ================================================================================= cache and keys
@@ -319,13 +324,13 @@ def training_key(name: str, config: Any, schedule: Schedule, data: bytes) -> str
 
 
 def _folder(name: str, key: str) -> Path:
-    from ...cache import cache_dir
+    from gtcore._cache import cache_dir
 
     return cache_dir() / "trained" / f"{name}-{key}"
 
 
 def _cache_off() -> bool:
-    from ...cache import OFF_ENV
+    from gtcore._cache import OFF_ENV
 
     return bool(os.environ.get(OFF_ENV))
 
@@ -412,7 +417,7 @@ def _trained_model(name: str, label: str, family: str, config, model_cls, schedu
                    run, base_attr: str, progress: bool) -> TrainedModel:
     import torch
 
-    from ...pretrained import LoadedTransformer
+    from gtcore.models import LoadedTransformer
 
     key = training_key(name, config, schedule, data)
     folder = _folder(name, key)
@@ -488,7 +493,7 @@ def train_vit_digits(schedule: Schedule, *, progress: bool = False) -> TrainedMo
         chance = float(np.bincount(yte).max() / len(yte))
         return (steps, losses, held, {"metric": "accuracy", "baseline_name": "chance (most frequent class)",
                                       "baseline": chance, "higher_is_better": True},
-                {"n_train": int(len(ytr)), "n_held_out": int(len(yte))})
+                {"n_train": len(ytr), "n_held_out": len(yte)})
 
     return _trained_model("vit-digits", "DeiT-tiny-configured ViT on digits", "vit", config,
                           ViTForImageClassification, schedule, data, run, "vit", progress)
@@ -561,12 +566,27 @@ def train_modernbert_mlm(schedule: Schedule, *, window: int = 256, progress: boo
         return (steps, losses, held, {"metric": "masked-token cross-entropy (nats)",
                                       "baseline_name": "unigram model", "baseline": baseline,
                                       "higher_is_better": False},
-                {"n_train": int(len(tr)), "n_held_out": int(n_win * window)})
+                {"n_train": len(tr), "n_held_out": n_win * window})
 
     return _trained_model("modernbert-pydoc", "small ModernBERT, MLM on pydoc_data", "modernbert", config,
                           ModernBertForMaskedLM, schedule, data, run, "model", progress)
 
 
-__all__ = ["SPECIALS", "TRAINED_HERE", "Schedule", "mlm_schedule", "vit_schedule", "TrainedModel", "TrainingRecord", "digits_split",
-           "mask_tokens", "modernbert_small_config", "pydoc_corpus", "train_modernbert_mlm", "train_vit_digits",
-           "training_key", "unigram_cross_entropy", "vit_digits_config"]
+__all__ = [
+    "SPECIALS",
+    "TRAINED_HERE",
+    "Schedule",
+    "TrainedModel",
+    "TrainingRecord",
+    "digits_split",
+    "mask_tokens",
+    "mlm_schedule",
+    "modernbert_small_config",
+    "pydoc_corpus",
+    "train_modernbert_mlm",
+    "train_vit_digits",
+    "training_key",
+    "unigram_cross_entropy",
+    "vit_digits_config",
+    "vit_schedule",
+]

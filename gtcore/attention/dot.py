@@ -1,0 +1,215 @@
+r"""The paper's attention: the dot product with softmax over the keys."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+from gtcore.attention.base import AttentionType
+
+
+class DotProduct(AttentionType):
+    r"""The paper's attention: logits :math:`x_j^\top B_h x_i`, softmax over keys :math:`j`, scale 1.
+
+    Gaussian tilt (completing the square in :math:`e^{y^\top Bx}\,dN(\mu, \Sigma)(y)`):
+
+    .. math::
+
+        \frac{\int y\, e^{y^\top B x}\, dN(\mu,\Sigma)(y)}{\int e^{y^\top B x}\, dN(\mu,\Sigma)(y)}
+            = \mu + \Sigma B x .
+    """
+
+    name = "dot"
+
+    def params(self, controls):
+        """The stacked query-key matrices.
+
+        Parameters
+        ----------
+        controls : Controls
+            One layer's parameters.
+
+        Returns
+        -------
+        (H, d, d) array
+            ``controls.B``.
+        """
+        return controls.B
+
+    def logits(self, xq, xk, B_h):
+        r""":math:`\ell_{ij} = x_j^\top B_h x_i` for query :math:`i` and key :math:`j`.
+
+        Parameters
+        ----------
+        xq : (n, d) array or tensor
+            The queries.
+        xk : (m, d) array or tensor
+            The keys.
+        B_h : (d, d) array or tensor
+            The head's query-key matrix.
+
+        Returns
+        -------
+        (n, m) array or tensor
+            The logits.
+        """
+        return xq @ B_h.T @ xk.T  # [i, j] = x_j^T B x_i
+
+    def tilt(self, mu, Sigma, B_h):
+        r"""The Gaussian tilt :math:`\mu + \Sigma B_h x`: :math:`M = \Sigma B_h`, :math:`c = \mu` (:math:`C = I`).
+
+        Parameters
+        ----------
+        mu : (d,) or (d, d) array or tensor
+            The mean (the identity gives :math:`C`).
+        Sigma : (d, d) array or tensor
+            The covariance.
+        B_h : (d, d) array or tensor
+            The head's query-key matrix.
+
+        Returns
+        -------
+        M : (d, d) array or tensor
+            :math:`\Sigma B_h`.
+        c : array or tensor
+            ``mu``.
+        """
+        return Sigma @ B_h, mu
+
+    # batched fast paths (one matmul over heads; NumPy or torch)
+    def value_responses(self, Sigma, V, B):
+        r""":math:`V_h\Sigma B_h` for every head, in one batched product.
+
+        Parameters
+        ----------
+        Sigma : (d, d) array or tensor
+            The covariance.
+        V : (H, d, d) array or tensor
+            The value matrices.
+        B : (H, d, d) array or tensor
+            The query-key matrices.
+
+        Returns
+        -------
+        (H, d, d) array or tensor
+            :math:`V_h\Sigma B_h`.
+        """
+        return V @ Sigma @ B
+
+    def mean_gain(self, Sigma, V, B):
+        r""":math:`\sum_h V_h` (the tilt's offset is :math:`\mu` itself).
+
+        Parameters
+        ----------
+        Sigma : (d, d) array or tensor
+            The covariance (unused).
+        V : (H, d, d) array or tensor
+            The value matrices.
+        B : (H, d, d) array or tensor
+            The query-key matrices (unused).
+
+        Returns
+        -------
+        (d, d) array or tensor
+            :math:`\sum_h V_h`.
+        """
+        return V.sum(0)
+
+    def value_responses_derivative(self, Sigma, H, V, B):
+        r""":math:`V_hHB_h`, exact: :math:`V_h\Sigma B_h` is linear in :math:`\Sigma`.
+
+        Parameters
+        ----------
+        Sigma : (d, d) array
+            The covariance (unused).
+        H : (d, d) array
+            The direction of the derivative.
+        V : (H, d, d) array
+            The value matrices.
+        B : (H, d, d) array
+            The query-key matrices.
+
+        Returns
+        -------
+        (H, d, d) array
+            :math:`V_hHB_h`.
+        """
+        return V @ H @ B  # V_h Sigma B_h is linear in Sigma
+
+    def kernel(self, x, B):
+        r"""Fused ``scaled_dot_product_attention`` (scale 1) over a (1, H, N, d) batch: query
+        :math:`XB_h^\top`, key and value :math:`X`. The 4-D layout selects torch's blocked kernels
+        (memory :math:`O(Nd)`, no :math:`N \times N` matrix). Returns shape (H, N, d).
+
+        Parameters
+        ----------
+        x : (N, d) tensor
+            The tokens.
+        B : (H, d, d) tensor
+            The query-key matrices.
+
+        Returns
+        -------
+        (H, N, d) tensor
+            :math:`\sum_j \operatorname{softmax}_j(x_j^\top B_h x_i)\, x_j` for each head and token.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        H = B.shape[0]
+        q = torch.einsum("nk,hjk->hnj", x, B).unsqueeze(0)  # q_i = B_h x_i
+        kv = x.unsqueeze(0).unsqueeze(0).expand(1, H, *x.shape)
+        return F.scaled_dot_product_attention(q, kv, kv, scale=1.0)[0]
+
+    def mixture_average(self, x, weights, means, covariances, B_h):
+        r"""The exact average against a Gaussian mixture :math:`\sum_k w_k N(\mu_k, \Sigma_k)`.
+
+        .. math::
+
+            a(x) = \sum_k \pi_k(x)(\mu_k + \Sigma_k B x), \qquad
+            \pi_k(x) \propto w_k e^{\mu_k^\top Bx + \frac12 x^\top B^\top\Sigma_k Bx}.
+
+        Parameters
+        ----------
+        x : (n, d) array
+            The queries.
+        weights : (K,) array
+            The mixture's weights (zero weights allowed).
+        means : (K, d) array
+            The components' means.
+        covariances : (K, d, d) array
+            The components' covariances.
+        B_h : (d, d) array
+            The head's query-key matrix.
+
+        Returns
+        -------
+        (n, d) array
+            :math:`a(x)` at each query.
+        """
+        q = x @ B_h.T                                                   # B x
+        logits = (np.log(np.where(weights > 0, weights, 1.0))[None, :]
+                  + q @ means.T
+                  + 0.5 * np.einsum("ni,kij,nj->nk", q, covariances, q))
+        logits[:, weights == 0] = -np.inf
+        pi = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
+        tilts = means[None] + np.einsum("kij,nj->nki", covariances, q)
+        return np.einsum("nk,nki->ni", pi, tilts)
+
+    def sampling_strength(self, Sigma, B_h):
+        r""":math:`\kappa = \lambda_{\max}(B^\top\Sigma B\Sigma)`: the softmax weights :math:`e^{y^\top Bx}` have
+        finite relative variance averaged over Gaussian queries iff :math:`\kappa < 1/2`.
+
+        Parameters
+        ----------
+        Sigma : (d, d) array
+            The covariance of the tokens.
+        B_h : (d, d) array
+            The head's query-key matrix.
+
+        Returns
+        -------
+        float
+            :math:`\kappa`, the largest real part of the eigenvalues of :math:`B^\top\Sigma B\Sigma`.
+        """
+        return float(np.linalg.eigvals(B_h.T @ Sigma @ B_h @ Sigma).real.max())

@@ -1,0 +1,142 @@
+r"""L2 attention: logits :math:`-\|Q_hx_i - K_hx_j\|^2`, softmax over the keys (beyond the paper)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gtcore.attention.base import AttentionType, _eye_like, _lib
+
+
+class L2(AttentionType):
+    r"""L2 attention: logits :math:`-\|Q_hx_i - K_hx_j\|^2` (query :math:`i`, key :math:`j`), softmax over :math:`j`.
+
+    Per head the parameters are :math:`(Q_h, K_h)`, stacked as ``params[h] = [Q_h, K_h]``, shape
+    (H, 2, k, d). Expanding, :math:`-\|Qx - Ky\|^2 = 2y^\top K^\top Qx - y^\top K^\top Ky -
+    \|Qx\|^2`; the last term does not depend on the key and cancels in the softmax.
+
+    Gaussian tilt. Against :math:`N(\mu, \Sigma)` the tilted key density is proportional to
+
+    .. math::
+
+        \exp\Big(-\tfrac12 (y-\mu)^\top\Sigma^{-1}(y-\mu) + 2y^\top K^\top Qx - y^\top K^\top K y\Big),
+
+    a Gaussian with precision :math:`P = \Sigma^{-1} + 2K^\top K` and mean
+    :math:`P^{-1}(\Sigma^{-1}\mu + 2K^\top Qx)`. With
+    :math:`P^{-1} = \Sigma(I + 2K^\top K\Sigma)^{-1} = (I + 2\Sigma K^\top K)^{-1}\Sigma`,
+
+    .. math::
+
+        a(x) = Mx + C\mu, \qquad M = 2(I + 2\Sigma K^\top K)^{-1}\Sigma K^\top Q, \qquad
+        C = (I + 2\Sigma K^\top K)^{-1},
+
+    free of :math:`\Sigma^{-1}` (so valid for singular :math:`\Sigma`, by continuity). For small
+    :math:`K^\top K\Sigma` it is the dot product's tilt with :math:`B = 2K^\top Q`. Moment ODE:
+    :math:`\mu' = (A + \sum_hV_h(M_h + C_h))\mu + b`,
+    :math:`\Sigma' = F\Sigma + \Sigma F^\top`, :math:`F = A + \sum_h V_hM_h`; the residual layer
+    map is exact (the velocity is affine). When :math:`K` is square and invertible,
+    :math:`M = (I - (I + 2\Sigma K^\top K)^{-1})K^{-1}Q` with
+    :math:`(I + 2\Sigma K^\top K)^{-1} = K^{-1}(I + 2K\Sigma K^\top)^{-1}K`, so
+    :math:`\|M\|_2 \le (1 + \operatorname{cond}(K))\|K^{-1}Q\|_2` for every :math:`\Sigma \succeq 0`
+    and the covariance grows at most exponentially; :math:`M \to K^{-1}Q` as
+    :math:`\Sigma^{-1} \to 0`.
+    """
+
+    name = "l2"
+
+    def params(self, controls):
+        """The stacked query and key maps, ``params[h] = [Q_h, K_h]``.
+
+        Parameters
+        ----------
+        controls : Controls
+            One layer's parameters, with ``Q`` and ``K``.
+
+        Returns
+        -------
+        (H, 2, k, d) array
+            :math:`(Q_h, K_h)` for each head.
+
+        Raises
+        ------
+        ValueError
+            ``controls`` has no ``Q`` and ``K``.
+        """
+        if controls.Q is None:
+            raise ValueError("attention 'l2' needs controls with Q and K")
+        return np.stack([controls.Q, controls.K], axis=1)
+
+    def logits(self, xq, xk, QK_h):
+        r""":math:`\ell_{ij} = -\|Q_hx_i - K_hx_j\|^2` for query :math:`i` and key :math:`j`.
+
+        Parameters
+        ----------
+        xq : (n, d) array or tensor
+            The queries.
+        xk : (m, d) array or tensor
+            The keys.
+        QK_h : (2, k, d) array or tensor
+            The head's :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        (n, m) array or tensor
+            The logits.
+        """
+        Q, K = QK_h[0], QK_h[1]
+        qx, ky = xq @ Q.T, xk @ K.T
+        return (2.0 * qx @ ky.T - (ky * ky).sum(-1)[None, :]) - (qx * qx).sum(-1)[:, None]
+
+    def tilt(self, mu, Sigma, QK_h):
+        r"""The Gaussian tilt :math:`Mx + C\mu` (see the class).
+
+        .. math::
+
+            M = 2(I + 2\Sigma K^\top K)^{-1}\Sigma K^\top Q, \qquad C = (I + 2\Sigma K^\top K)^{-1}.
+
+        Parameters
+        ----------
+        mu : (d,) or (d, d) array or tensor
+            The mean (the identity gives :math:`C`).
+        Sigma : (d, d) array or tensor
+            The covariance.
+        QK_h : (2, k, d) array or tensor
+            The head's :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        M : (d, d) array or tensor
+            The linear response to the query.
+        c : array or tensor
+            :math:`C\mu`.
+        """
+        lib = _lib(Sigma)
+        Q, K = QK_h[0], QK_h[1]
+        C = lib.linalg.inv(_eye_like(Sigma) + 2.0 * Sigma @ K.T @ K)
+        return 2.0 * C @ Sigma @ K.T @ Q, C @ mu
+
+    def kernel(self, x, QK):
+        r"""Per head :math:`\operatorname{softmax}_j(2(Q_hx_i)^\top(K_hx_j) - \|K_hx_j\|^2)\,x_j`, through the
+        fused attention kernel with the key term as a bias (:mod:`gtcore.attention.kernels`): memory
+        :math:`O(Nd)`. Returns shape (H, N, d).
+
+        Parameters
+        ----------
+        x : (N, d) tensor
+            The tokens.
+        QK : (H, 2, k, d) tensor
+            The heads' :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        (H, N, d) tensor
+            Each head's average at each token.
+        """
+        import torch
+
+        from gtcore.attention.kernels import softmax_average
+
+        out = []
+        for h in range(QK.shape[0]):
+            ky = x @ QK[h, 1].T
+            out.append(softmax_average(2.0 * x @ QK[h, 0].T, ky, -(ky * ky).sum(1), x))
+        return torch.stack(out)

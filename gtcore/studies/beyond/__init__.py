@@ -1,0 +1,1 @@
+"""Chapter 2: beyond invariance: a cloud in time, mixtures, ReLU."""

@@ -1,0 +1,1 @@
+"""Chapter 1: Gaussian invariance against N-token softmax Transformers."""

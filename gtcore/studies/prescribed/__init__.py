@@ -1,0 +1,1 @@
+"""Chapter 6: Transformers with prescribed attention matrices."""

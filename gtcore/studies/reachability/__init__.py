@@ -1,0 +1,1 @@
+"""Chapter 3: rank invariance and reachability on tokens."""

@@ -1,0 +1,1 @@
+"""Chapter 4: regimes of constant controls, and tokens near a pole."""
