@@ -570,7 +570,7 @@ API_LINKS = {
                              "stability.html#module-gtcore.stability", "stability.html#gtcore.stability.equilibrium",
                              "studies.html#module-gtcore.studies.stability.kalman",
                              "studies.html#module-gtcore.studies.stability.general_v"),
-    "05_pretrained_moments": ("studies.html#module-gtcore.studies.pretrained.layer_criteria",
+    "05_pretrained_moments": ("studies.html#module-gtcore.studies.pretrained.criterion",
                               "models.html#module-gtcore.models"),
     "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed",
                                 "particles.html#gtcore.particles.simulate"),

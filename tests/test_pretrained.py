@@ -247,8 +247,10 @@ def test_input_validation(loaded):
     with pytest.raises(ValueError, match="tokens must be <= 64"):
         hidden_states(loaded["bert"], _x(1, 65), "embedding")
     hidden_states(loaded["bert"], _x(1, 65), "pure")  # no position table in pure mode
-    with pytest.raises(ValueError, match="perfect square"):
-        hidden_states(loaded["deit"], _x(1, 15), "embedding")
+    with pytest.raises(ValueError, match="patch grid"):
+        hidden_states(loaded["deit"], _x(1, 13), "embedding")  # prime: no k x m grid with k >= 2
+    # a rectangular grid (3 x 5 patches) for a non-square token count
+    assert hidden_states(loaded["deit"], _x(1, 15), "embedding")[-1].shape == (1, 15, D)
     # interpolated position embeddings for another square grid
     assert hidden_states(loaded["deit"], _x(1, 25), "embedding")[-1].shape == (1, 25, D)
     with pytest.raises(ValueError, match="sequences must be"):

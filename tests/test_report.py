@@ -57,3 +57,18 @@ def test_headline_counts_statements_by_status(tmp_path):
     assert "5 claims in all: 3 reproductions, 1 derivations, 1 consistency checks, 0 controls." in text
     assert "Beyond the paper" in text and "Not reproducible here:" in text
     assert "Mutation check" not in text  # no book/mutations.json beside this executed/ folder
+
+
+def test_a_recorded_non_reproduction_is_not_reproduced(tmp_path):
+    _notebook(tmp_path / "05_a.ipynb", [
+        _c("n1", "pretrained_gaussian", "not_reproduced"), _c("r1", "pretrained_gaussian", "reproduces"),
+        _c("k1", "pretrained_gaussian", "control"), _c("r2", "invariance", "reproduces")])
+    status = {s.statement.id: s.status for s in statement_statuses(collect_claims(tmp_path))}
+    assert status["pretrained_gaussian"] == "not reproduced"  # even with a reproduction of a part of it
+    assert status["invariance"] == "reproduced"
+    text = report_markdown(tmp_path)
+    n_paper = sum(s.scope == "paper" for s in load_statements().values())
+    assert f"**1 of {n_paper} statements of the paper reproduced**; 1 not reproduced, " in text
+    assert ("4 claims in all: 2 reproductions, 1 non-reproductions, 0 derivations, 0 consistency checks, "
+            "1 controls.") in text
+    assert "n1" in text  # the non-reproduction is listed under its statement

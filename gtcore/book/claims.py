@@ -11,6 +11,9 @@ Every claim names the statement it checks (an id of the statement registry (``gt
 * ``"reproduces"``: an independent system (finite-N softmax tokens, real Transformer code, a
   stochastic process, a trained model) shows what the statement predicts, and could have come out
   otherwise;
+* ``"not_reproduced"``: a test of what the statement predicts, under a criterion fixed before the run,
+  that came out against it; the claim records the outcome as observed (so a later run in which the
+  statement came out reproduced fails it and is noticed);
 * ``"derivation"``: a closed form derived from the statement (by the paper or by this book) agrees
   with a direct integration of eq. (1.1) (or of the moment ODE the statement is about): it checks the
   mathematics, not the model. An integrator compared with the closed form of the same equation is a
@@ -45,7 +48,7 @@ CLAIM_MIME = "application/vnd.gtbook.claim+json"
 #: set (to anything non-empty) by the mutation check's second look: a failed claim does not raise
 KEEP_GOING_ENV = "GTBOOK_CLAIMS_KEEP_GOING"
 #: the kinds of evidence a claim can be
-KINDS = ("reproduces", "derivation", "consistency", "control")
+KINDS = ("reproduces", "not_reproduced", "derivation", "consistency", "control")
 
 
 class ClaimFailed(AssertionError):
@@ -160,7 +163,8 @@ def claim(name: str, value: Any, *, statement: str, kind: str, lt: float | None 
     statement : str
         The id of the statement checked, from the statement registry (``gtcore/book/statements.toml``).
     kind : str
-        ``"reproduces"``, ``"derivation"``, ``"consistency"`` or ``"control"`` (see the module docstring).
+        ``"reproduces"``, ``"not_reproduced"``, ``"derivation"``, ``"consistency"`` or ``"control"`` (see the
+        module docstring).
     lt, gt, close_to, rtol, atol : float, optional
         The criterion (see the module docstring).
 

@@ -33,7 +33,8 @@ Input modes
     global / sliding-window (local) attention masks; DeiT / ViT take the Gaussian vectors as
     the *patch-projection outputs*, prepend the CLS (and distillation) token and add the
     position embeddings (bicubically interpolated when :math:`T \ne` the pretraining number of
-    patches; :math:`T` must be a perfect square). Statistics use the :math:`T` Gaussian-token
+    patches; the :math:`T` patches form the most nearly square :math:`k \times m` grid, e.g.
+    :math:`16 \times 32` for :math:`T = 512`). Statistics use the :math:`T` Gaussian-token
     positions only (special tokens are excluded).
 ``"pure"``
     The first Transformer block sees exactly the Gaussian tokens: no embedding LayerNorm, no

@@ -61,11 +61,28 @@ def _check_tokens(lt: LoadedTransformer, tokens: int, mode: str) -> None:
         raise ValueError(f"tokens must be <= {limit} in mode 'embedding' for {lt.name} "
                          f"(its position table), got {tokens}; use mode='pure' for longer "
                          "sequences")
-    if mode == "embedding" and lt.family in ("deit", "vit"):
-        k = math.isqrt(tokens)
-        if k * k != tokens:
-            raise ValueError(f"tokens must be a perfect square (a k x k patch grid) in mode "
-                             f"'embedding' for {lt.family}, got {tokens}")
+    if mode == "embedding" and lt.family in ("deit", "vit") and patch_grid(tokens)[0] < 2:
+        raise ValueError(f"tokens must factor as a k x m patch grid with 2 <= k <= m in mode "
+                         f"'embedding' for {lt.family}, got {tokens}")
+
+
+def patch_grid(tokens: int) -> tuple[int, int]:
+    r"""The most nearly square patch grid ``(k, m)``, ``k <= m``, ``k m = tokens`` (a vision model's
+    embedding mode: ``k x k`` for a perfect square, e.g. ``16 x 32`` for 512).
+
+    Parameters
+    ----------
+    tokens : int
+        The number of patches :math:`T \ge 1`.
+
+    Returns
+    -------
+    tuple of int
+        ``(k, m)`` with ``k`` the largest divisor of ``tokens`` not above :math:`\sqrt{T}` (``k = 1`` for a
+        prime: no grid with two rows).
+    """
+    k = max(j for j in range(1, math.isqrt(int(tokens)) + 1) if tokens % j == 0)
+    return k, int(tokens) // k
 
 
 def _embed(lt: LoadedTransformer, x, mode: str):
@@ -104,11 +121,11 @@ def _embed(lt: LoadedTransformer, x, mode: str):
             if fam == "deit":
                 special.append(emb.distillation_token.expand(B, -1, -1))
             h = torch.cat([*special, x], dim=1)
-            side = math.isqrt(T) * emb.patch_size
-            if T == emb.position_embeddings.shape[1] - len(special):
+            rows, cols = patch_grid(T)
+            if T == emb.position_embeddings.shape[1] - len(special) and rows == cols:
                 h = h + emb.position_embeddings
-            else:
-                h = h + emb.interpolate_pos_encoding(h, side, side)
+            else:  # bicubic interpolation of the position table to the rows x cols grid
+                h = h + emb.interpolate_pos_encoding(h, rows * emb.patch_size, cols * emb.patch_size)
         else:
             h = x
     return h, ctx

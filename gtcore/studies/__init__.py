@@ -5,7 +5,8 @@ r"""The chapters' studies: one package per chapter, holding its harness and its 
 * :mod:`gtcore.studies.beyond` (chapter 2): a cloud followed in time, mixtures, ReLU;
 * :mod:`gtcore.studies.reachability` (chapter 3): rank invariance along the ODE, steered tokens;
 * :mod:`gtcore.studies.stability` (chapter 4): the planar rotating family, regime maps, tokens near a pole;
-* :mod:`gtcore.studies.pretrained` (chapter 5): layer-wise criteria for pretrained models;
+* :mod:`gtcore.studies.pretrained` (chapter 5): the effect-size criterion for closeness to Gaussian, the paper's
+  architectures trained here, clustering;
 * :mod:`gtcore.studies.prescribed` (chapter 6): Transformers with prescribed attention matrices;
 * :mod:`gtcore.studies.families` (chapter 7): the attention types compared.
 

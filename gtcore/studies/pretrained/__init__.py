@@ -1,1 +1,15 @@
-"""Chapter 5: pretrained Transformers fed Gaussian tokens."""
+r"""Chapter 5: pretrained Transformers fed Gaussian tokens; how close to Gaussian the token cloud stays,
+layer by layer.
+
+* :mod:`~gtcore.studies.pretrained.criterion`: the registered effect-size criterion (debiased effect
+  sizes, a bootstrap over sequences, the Student-t reference, verdicts);
+* :mod:`~gtcore.studies.pretrained.training`: the paper's two architectures trained here (a
+  DeiT-tiny-configured ViT on scikit-learn's digits, a small ModernBERT with masked-language
+  modelling on the standard library's ``pydoc_data`` topics), cached as safetensors;
+* :mod:`~gtcore.studies.pretrained.clustering`: pairwise cosine similarities and cluster counts per layer;
+* :mod:`~gtcore.studies.pretrained.statistics` and :mod:`~gtcore.studies.pretrained.layer_criteria`: the
+  Gaussianity statistics against their noise bands (the earlier criterion; ``gtbook probe``);
+* :mod:`~gtcore.studies.pretrained.figures`: the chapter's figures.
+
+The models are loaded and run layer by layer by :mod:`gtcore.models`.
+"""

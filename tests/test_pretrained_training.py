@@ -1,0 +1,113 @@
+"""Training the paper's architectures here (gtcore.studies.pretrained.training): data, masking, the unigram
+baseline, the schedule, and the cache (a second call loads the same weights without training)."""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+import pytest
+
+from gtcore.studies.pretrained import training as tr
+
+
+def test_digits_split_is_stratified_disjoint_and_standardised():
+    from sklearn.datasets import load_digits
+
+    xtr, ytr, xte, yte = tr.digits_split(0)
+    assert xtr.shape[1:] == (1, 8, 8) and len(ytr) + len(yte) == 1797
+    counts = np.bincount(load_digits().target)
+    np.testing.assert_array_equal(np.bincount(yte), np.round(0.2 * counts).astype(int))
+    assert abs(xtr.mean()) < 1e-5 and abs(xtr.std() - 1) < 1e-5
+    rows = {r.tobytes() for r in xtr.reshape(len(xtr), -1)}
+    # duplicated images exist in the digits; the split is disjoint in indices, so at most a few coincide
+    assert sum(r.tobytes() in rows for r in xte.reshape(len(xte), -1)) < 5
+
+
+def test_corpus_vocabulary_and_held_out_topics():
+    train, held, vocab = tr.pydoc_corpus()
+    assert vocab[: len(tr.SPECIALS)] == list(tr.SPECIALS)
+    assert set(train) == set(vocab[len(tr.SPECIALS):])
+    assert 0.09 < len(held) / (len(train) + len(held)) < 0.13
+    from pydoc_data.topics import topics
+
+    assert sum(map(len, topics.values())) <= len(train) + len(held) < sum(map(len, topics.values())) + 4 * len(topics)
+
+
+def test_mask_tokens_rates():
+    import torch
+
+    V = 60
+    ids = torch.randint(len(tr.SPECIALS), V, (400, 250), generator=torch.Generator().manual_seed(0))
+    ids[:, 0] = tr.SPECIALS.index("[CLS]")
+    inputs, labels = tr.mask_tokens(ids, V, torch.Generator().manual_seed(1))
+    chosen = labels != -100
+    assert not chosen[:, 0].any()  # specials are never chosen
+    assert chosen[:, 1:].float().mean().item() == pytest.approx(0.15, abs=0.005)
+    mask = inputs[chosen] == tr.SPECIALS.index("[MASK]")
+    kept = inputs[chosen] == ids[chosen]
+    assert mask.float().mean().item() == pytest.approx(0.8, abs=0.01)
+    # 10% kept, plus the random replacements that happen to draw the same character (1/55 of 10%)
+    assert kept.float().mean().item() == pytest.approx(0.1 + 0.1 / (V - len(tr.SPECIALS)), abs=0.01)
+    assert torch.equal(labels[chosen], ids[chosen])
+
+
+def test_unigram_cross_entropy_by_counting():
+    train = np.array([5, 5, 6, 7, 7, 7])
+    targets = np.array([5, 7, 8])
+    V = 9
+    c = collections.Counter(train.tolist())
+    p = {k: (c.get(k, 0) + 1) / (len(train) + V - len(tr.SPECIALS)) for k in range(len(tr.SPECIALS), V)}
+    want = -np.mean([math.log(p[t]) for t in targets])
+    assert tr.unigram_cross_entropy(train, targets, V) == pytest.approx(want, rel=1e-12)
+
+
+def test_schedule_learning_rate_and_validation():
+    s = tr.Schedule(steps=110, batch_size=4, learning_rate=1e-3, warmup=10)
+    assert s.lr_factor(0) == pytest.approx(0.1) and s.lr_factor(9) == pytest.approx(1.0)
+    assert s.lr_factor(10) == pytest.approx(1.0) and s.lr_factor(60) == pytest.approx(0.5)
+    assert s.lr_factor(110) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="warmup"):
+        tr.Schedule(steps=5, batch_size=4, learning_rate=1e-3, warmup=5)
+    with pytest.raises(ValueError, match="batch_size"):
+        tr.Schedule(steps=5, batch_size=0, learning_rate=1e-3, warmup=1)
+
+
+@pytest.mark.slow
+def test_training_is_cached_and_deterministic(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setenv("GTBOOK_CACHE", str(tmp_path))
+    monkeypatch.delenv("GTBOOK_NO_CACHE", raising=False)
+    s = tr.Schedule(steps=3, batch_size=16, learning_rate=1e-3, warmup=1, eval_every=3)
+    first = tr.train_vit_digits(s)
+    assert not first.record.loaded_from_cache and "trained here" in first.model.name
+    assert len(list(tmp_path.rglob("model.safetensors"))) == 1
+    again = tr.train_vit_digits(s)
+    assert again.record.loaded_from_cache and again.record.key == first.record.key
+    for (n, a), (_, b) in zip(first.model.model.state_dict().items(), again.model.model.state_dict().items(),
+                              strict=True):
+        assert torch.equal(a, b), n
+    # the initial weights are those training started from: they differ from the trained ones
+    w0 = dict(again.initial.model.named_parameters())["embeddings.patch_embeddings.projection.weight"]
+    w1 = dict(again.model.model.named_parameters())["embeddings.patch_embeddings.projection.weight"]
+    assert not torch.equal(w0, w1)
+    # and they are the library's initialisation under torch.manual_seed(schedule.seed)
+    from transformers import ViTForImageClassification
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(s.seed)
+        fresh = ViTForImageClassification(tr.vit_digits_config())
+    assert torch.equal(fresh.vit.embeddings.patch_embeddings.projection.weight, w0)
+    # retrained from scratch in a fresh cache: bitwise the same weights (seeded, fixed thread count)
+    monkeypatch.setenv("GTBOOK_CACHE", str(tmp_path / "other"))
+    third = tr.train_vit_digits(s)
+    assert not third.record.loaded_from_cache and third.record.held_out == first.record.held_out
+    for (n, a), (_, b) in zip(first.model.model.state_dict().items(), third.model.model.state_dict().items(),
+                              strict=True):
+        assert torch.equal(a, b), n
+    # another schedule is another key
+    other = tr.Schedule(steps=3, batch_size=16, learning_rate=2e-3, warmup=1, eval_every=3)
+    assert tr.training_key("vit-digits", tr.vit_digits_config(), other, b"") != \
+        tr.training_key("vit-digits", tr.vit_digits_config(), s, b"")
