@@ -31,7 +31,7 @@ import numpy as np
 from gtcore.book.statements import StatementError, load_statements
 
 CLAIM_MIME = "application/vnd.gtbook.claim+json"
-KINDS = ("reproduces", "consistency", "control")
+KINDS = ("reproduces", "derivation", "consistency", "control")
 
 
 class ClaimFailed(AssertionError):
