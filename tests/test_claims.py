@@ -66,7 +66,7 @@ def test_claims_are_read_back_from_notebook_outputs():
 
 @pytest.mark.parametrize("label, match", [
     (dict(statement="no_such_statement", kind="reproduces"), "unknown statement 'no_such_statement'.*invariance"),
-    (dict(statement="invariance", kind="reproduction"), "kind must be one of reproduces, consistency, control"),
+    (dict(statement="invariance", kind="reproduction"), "kind must be one of reproduces, derivation, consistency, control"),
 ])
 def test_unknown_statement_or_kind_is_an_error(label, match):
     with pytest.raises(ValueError, match=match):
@@ -81,7 +81,7 @@ def test_registry_entries_are_complete():
         assert st.scope in ("paper", "beyond")
         assert st.reproducible_here or st.reason
         assert '"' not in st.paraphrase, "paraphrases are not quotations"
-    assert set(KINDS) == {"reproduces", "consistency", "control"}
+    assert set(KINDS) == {"reproduces", "derivation", "consistency", "control"}
 
 
 @pytest.mark.parametrize("text, match", [
