@@ -10,7 +10,7 @@ from gtcore.studies.nulls import hotelling_test, mean_of_k_quantile, signed_devi
 
 def test_signed_deviation_layout_and_scale():
     S = np.diag([4.0, 1.0])
-    dev = signed_deviation([0.2, 0.0], S + [[0.0, 0.1], [0.1, 0.0]], [0.0, 0.0], S)
+    dev = signed_deviation([0.2, 0.0], S + np.array([[0.0, 0.1], [0.1, 0.0]]), [0.0, 0.0], S)
     nF = np.sqrt(17.0)
     np.testing.assert_allclose(dev, [0.2 / 2.0, 0.0, 0.0, 0.1 / nF, 0.0])
     assert signed_deviation([0, 0], S, [0, 0], S, mean=False).shape == (3,)
@@ -91,3 +91,20 @@ def test_flow_deviations_accept_the_right_ode_and_reject_a_wrong_one():
                           seed=3)
     assert dev["right"].shape == (12, 5)
     assert hotelling_test(dev["wrong"]).ratio > 1 > hotelling_test(dev["right"]).ratio
+
+
+def test_extrapolation_removes_a_one_over_n_bias():
+    from gtcore.studies.nulls import extrapolated_deviations
+
+    rng = np.random.default_rng(8)
+    R, p, c = 40, 3, np.array([20.0, -10.0, 6.0])
+    def devs(N):  # a c/N bias plus a zero-mean N^-1/2 fluctuation
+        return c / N + rng.standard_normal((R, p)) / np.sqrt(N)
+    small, large = devs(100), devs(400)
+    assert hotelling_test(large).ratio > 1  # the bias is resolved at N = 400 with 40 clouds
+    z = extrapolated_deviations(small, large, 100, 400)
+    np.testing.assert_allclose(extrapolated_deviations(c / 100 + 0 * small, c / 400 + 0 * large, 100, 400), 0 * z,
+                               atol=1e-15)
+    assert hotelling_test(z).ratio < 1
+    with pytest.raises(ValueError, match="n_small"):
+        extrapolated_deviations(small, large, 400, 100)

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 from gtcore import Controls
+from gtcore.attention import max_sampling_strength
 from gtcore.studies.fits import loglog_slope
 from gtcore.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
-from gtcore.attention import max_sampling_strength
 
 
 def test_attention_strength_closed_form():
@@ -28,7 +28,7 @@ def test_loglog_slope_exact_and_window():
 def test_relative_moment_discrepancy():
     mu = np.array([[3.0, 0.0]])
     S = np.eye(2)[None]  # sqrt(tr S) = sqrt(2)
-    d = relative_moment_discrepancy(mu + [[0.1, 0.0]], S, mu, S)
+    d = relative_moment_discrepancy(mu + np.array([[0.1, 0.0]]), S, mu, S)
     np.testing.assert_allclose(d, [0.1 / (3 + np.sqrt(2))])
     zero = relative_moment_discrepancy(np.zeros((1, 2)), 1.5 * S, np.zeros((1, 2)), S)
     np.testing.assert_allclose(zero, [0.5])
@@ -41,3 +41,15 @@ def test_mean_field_study_shapes_and_decay():
     assert st.mean_error[1] < st.mean_error[0]
     with pytest.raises(ValueError, match="Ns"):
         mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200], 4, 2)
+
+
+def test_mean_field_study_from_the_sample_removes_the_initial_sampling_error():
+    # without attention the flow is affine: from each cloud's own moments the ODE is exact (RK4 error only),
+    # from the population moments the error is the initial sampling error, ~ N^-1/2
+    ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0])
+    own = mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200, 800], 3, 20, progress=False)
+    pop = mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200, 800], 3, 20, progress=False, start="population")
+    assert own.errors.max() < 1e-8 and pop.errors.min() > 1e-3
+    assert pop.slope == pytest.approx(-0.5, abs=0.35)
+    with pytest.raises(ValueError, match="start"):
+        mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200, 800], 3, 2, start="both")

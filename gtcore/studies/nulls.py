@@ -47,7 +47,8 @@ from gtcore.particles import simulate
 from gtcore.stats.sampling import gaussian_tokens
 from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 
-__all__ = ["HotellingTest", "flow_deviations", "hotelling_test", "mean_of_k_quantile", "signed_deviation"]
+__all__ = ["HotellingTest", "extrapolated_deviations", "flow_deviations", "hotelling_test", "mean_of_k_quantile",
+           "signed_deviation"]
 
 
 def signed_deviation(mu_hat: Any, Sigma_hat: Any, mu: Any, Sigma: Any, *, mean: bool = True) -> np.ndarray:
@@ -240,3 +241,36 @@ def flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, T: float, n_t
                 raise ValueError(f"prediction {name!r}: the moment ODE did not complete ({ode.status})")
             out[name].append(signed_deviation(tr.mu[-1], tr.Sigma[-1], *ode.final, mean=mean))
     return {name: np.array(v) for name, v in out.items()}
+
+
+def extrapolated_deviations(small: Any, large: Any, n_small: int, n_large: int) -> np.ndarray:
+    r"""Richardson-extrapolated deviations that remove an :math:`O(1/N)` bias: one vector per pair of clouds.
+
+    When a finite-N system carries a bias :math:`c/N` on top of a zero-mean fluctuation, the deviations
+    :math:`\delta_s^{(N)}` of clouds of two sizes :math:`N_1 < N_2` (independent clouds, paired by index)
+    combine into
+
+    .. math::
+
+        z_s = \frac{N_2\,\delta_s^{(N_2)} - N_1\,\delta_s^{(N_1)}}{N_2 - N_1},
+
+    i.i.d. vectors whose mean is the bias-free limit (the :math:`c/N` terms cancel) and whose spread is
+    that of the pair: :func:`hotelling_test` on them tests the :math:`N \to \infty` deviation, with the
+    :math:`O(1/N^2)` remainder neglected.
+
+    Parameters
+    ----------
+    small, large : (R, p) arrays
+        Deviations of R clouds of ``n_small`` and of ``n_large`` tokens.
+    n_small, n_large : int
+
+    Returns
+    -------
+    (R, p) array
+    """
+    a, b = np.asarray(small, float), np.asarray(large, float)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"small and large must be (R, p) arrays of one shape, got {a.shape} and {b.shape}")
+    if not 0 < int(n_small) < int(n_large):
+        raise ValueError(f"need 0 < n_small < n_large, got {n_small!r} and {n_large!r}")
+    return (int(n_large) * b - int(n_small) * a) / (int(n_large) - int(n_small))

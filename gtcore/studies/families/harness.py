@@ -14,17 +14,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtcore.controls import Controls
+from gtcore.controls import Controls, ControlsLike
 from gtcore.moments import MomentTrajectory, integrate_moments, moment_rhs
 from gtcore.particles import ParticleTrajectory, simulate
 from gtcore.stats.sampling import gaussian_tokens
 
-__all__ = ["FamilyRun", "growth_bound_excess", "growth_rate", "head_cancellation", "moment_discrepancy",
-           "noise_floor", "predicted_rate", "run_family"]
+__all__ = ["DeviationDecay", "FamilyRun", "deviation_decay", "growth_bound_excess", "growth_rate", "head_cancellation",
+           "moment_discrepancy", "near_misses", "noise_floor", "predicted_rate", "run_family"]
 
 
 def moment_discrepancy(mu_hat: np.ndarray, Sigma_hat: np.ndarray, mu: np.ndarray, Sigma: np.ndarray) -> float:
-    r""":math:`\|\hat\mu - \mu\|_2/\|\Sigma\|_2^{1/2} + \|\hat\Sigma - \Sigma\|_F/\|\Sigma\|_F`: scale-free moment error."""
+    r""":math:`\|\hat\mu - \mu\|_2/\|\Sigma\|_2^{1/2} + \|\hat\Sigma - \Sigma\|_F/\|\Sigma\|_F`: scale-free moment
+    error."""
     return float(np.linalg.norm(mu_hat - mu) / np.sqrt(np.linalg.norm(Sigma, 2))
                  + np.linalg.norm(Sigma_hat - Sigma) / np.linalg.norm(Sigma))
 
@@ -77,13 +78,15 @@ def growth_rate(traj: MomentTrajectory, window: float) -> float:
 
 
 def growth_bound_excess(traj: MomentTrajectory, rate: float) -> float:
-    r""":math:`\max_t\,[\log\|\Sigma(t)\|_2 - \log\|\Sigma(0)\|_2 - \text{rate}\cdot t]` (:math:`\le 0` when the bound holds)."""
+    r""":math:`\max_t\,[\log\|\Sigma(t)\|_2 - \log\|\Sigma(0)\|_2 - \text{rate}\cdot t]` (:math:`\le 0` when the
+    bound holds)."""
     lam = np.linalg.eigvalsh(traj.Sigma)[:, -1]
     return float(np.max(np.log(lam) - np.log(lam[0]) - rate * (traj.t - traj.t[0])))
 
 
 def predicted_rate(controls: Controls) -> float:
-    r"""The asymptotic growth rate of :math:`\lambda_{\max}(\Sigma)` derived from the moment ODE, when :math:`\Sigma^{-1} \to 0`.
+    r"""The asymptotic growth rate of :math:`\lambda_{\max}(\Sigma)` derived from the moment ODE, when
+    :math:`\Sigma^{-1} \to 0`.
 
     * ``"l2"``, every :math:`K_h` square and invertible: :math:`M_h \to K_h^{-1}Q_h`, so
       :math:`\Sigma' \approx F\Sigma + \Sigma F^\top` with :math:`F = A + \sum_h V_hK_h^{-1}Q_h`:
@@ -104,9 +107,9 @@ def predicted_rate(controls: Controls) -> float:
     A = controls.affine_A
     if controls.attention == "l2":
         Q, K = controls.Q, controls.K
-        if Q.shape[1] != controls.d or min(abs(np.linalg.det(k)) for k in K) == 0:
+        if Q is None or K is None or Q.shape[1] != controls.d or min(abs(np.linalg.det(k)) for k in K) == 0:
             raise ValueError("predicted_rate for 'l2' needs square invertible K_h")
-        F = A + sum(V @ np.linalg.solve(k, q) for V, q, k in zip(controls.V, Q, K))
+        F = A + sum(V @ np.linalg.solve(k, q) for V, q, k in zip(controls.V, Q, K, strict=True))
         if np.linalg.eigvals(F).real.min() <= 0:
             raise ValueError("predicted_rate for 'l2' needs every eigenvalue of A + sum_h V_h K_h^-1 Q_h to have "
                              "positive real part (otherwise Sigma does not grow in every direction)")
@@ -134,3 +137,87 @@ def head_cancellation(with_heads: Controls, bare: Controls, mu0: np.ndarray, Sig
     p1 = simulate(x0, with_heads, (0.0, t_end), steps, device="cpu").final_tokens
     p0 = simulate(x0, bare, (0.0, t_end), steps, device="cpu").final_tokens
     return float(ode), float(np.abs(p1 - p0).max())
+
+
+def near_misses(controls: Controls, gain: float = 1.1) -> dict[str, Controls]:
+    r"""Two plausible errors in a layer's moment ODE, as controls whose ODE carries them.
+
+    * ``"attention term x gain"``: every :math:`V_h \to \text{gain}\cdot V_h`, so the attention drift
+      :math:`\sum_h V_h M_h(\Sigma)` is ``gain`` times too large (for the covariance equation of every type,
+      a gain error of :math:`M_h`);
+    * ``"queries and keys swapped"``: :math:`Q_h \leftrightarrow K_h` (for the dot product and Sinkhorn,
+      :math:`B_h^\top` in place of :math:`B_h = K_h^\top Q_h`; for L2 the logits
+      :math:`-\|K_hx_i - Q_hx_j\|^2`), or :math:`B_h \to B_h^\top` when the layer is given by :math:`B`.
+
+    Parameters
+    ----------
+    controls : Controls
+        A layer without a feed-forward block.
+    gain : float
+
+    Returns
+    -------
+    dict name -> Controls
+    """
+    c = controls
+    if c.has_feedforward:
+        raise ValueError("controls: near_misses needs a layer without a feed-forward block")
+    scaled = (Controls(A=c.A, b=c.b, V=gain * c.V, Q=c.Q, K=c.K, attention=c.attention) if c.Q is not None
+              else Controls(A=c.A, b=c.b, V=gain * c.V, B=c.B, attention=c.attention))
+    swapped = (Controls(A=c.A, b=c.b, V=c.V, Q=c.K, K=c.Q, attention=c.attention) if c.Q is not None
+               else Controls(A=c.A, b=c.b, V=c.V, B=np.swapaxes(c.B, 1, 2), attention=c.attention))
+    return {f"attention term x {gain:g}": scaled, "queries and keys swapped": swapped}
+
+
+@dataclass(frozen=True)
+class DeviationDecay:
+    r"""How the clouds' deviation from a prediction shrinks with N.
+
+    Attributes
+    ----------
+    Ns : (n,) int array
+    norms : (1, n, seeds) array
+        :math:`\|\delta_s\|` of each cloud's signed covariance deviation
+        (:func:`gtcore.studies.nulls.signed_deviation`, covariance part).
+    slope : float
+        Log–log slope of the mean over clouds in N (:func:`gtcore.studies.fits.pooled_loglog_slope`).
+    se : float
+        Its bootstrap standard error (clouds resampled within each N).
+    """
+
+    Ns: np.ndarray
+    norms: np.ndarray
+    slope: float
+    se: float
+
+    def __repr__(self) -> str:
+        return f"DeviationDecay(Ns={self.Ns.tolist()}, slope={self.slope:.3f}, se={self.se:.3f})"
+
+
+def deviation_decay(controls: ControlsLike, mu0: np.ndarray, Sigma0: np.ndarray, T: float, Ns, seeds: int,
+                    steps: int, *, predictions: dict, seed: int = 0, n_boot: int = 2000,
+                    boot_seed: int = 0) -> dict:
+    r"""For each prediction, the decay in N of the clouds' covariance deviation from it.
+
+    For each N of ``Ns``, :func:`gtcore.studies.nulls.flow_deviations` (covariance part, float64 kernel,
+    seeds ``seed + 1000 i + s`` for the i-th N) gives each cloud's deviation from each prediction
+    started at its own moments. A prediction that is the large-N limit of the clouds gives a deviation
+    that vanishes as N grows (whatever its rate: fluctuation and bias of the finite-N attention); a wrong
+    prediction gives one that levels off at its error.
+
+    Returns
+    -------
+    dict name -> DeviationDecay
+    """
+    from gtcore.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
+    from gtcore.studies.nulls import flow_deviations
+
+    Ns = np.asarray(Ns, int)
+    per_n = [flow_deviations(controls, mu0, Sigma0, T, int(N), seeds, steps, predictions=predictions,
+                             seed=int(seed) + 1000 * i, mean=False, kernel_dtype=None) for i, N in enumerate(Ns)]
+    out = {}
+    for name in predictions:
+        norms = np.stack([np.linalg.norm(d[name], axis=1) for d in per_n])[None]
+        out[name] = DeviationDecay(Ns, norms, pooled_loglog_slope(Ns, norms),
+                                   pooled_slope_standard_error(Ns, norms, n_boot=n_boot, seed=boot_seed))
+    return out
