@@ -143,8 +143,8 @@ I2 = np.eye(2)
 #
 # *Sinkhorn: a finite-$N$ bias (what follows was set after seeing values).* In the first
 # run of this design (quick profile, $N = 500$) the Sinkhorn clouds rejected their own ODE
-# while the dot-product and L2 clouds were consistent with theirs. A pilot on seeds
-# the chapter does not use (from 5000; $N = 250$ to $2000$, 8 clouds each) showed why: the clouds'
+# while the dot-product and L2 clouds were consistent with theirs. A pilot by hand, not rerun by
+# the chapter, on seeds it does not use (from 5000; $N = 250$ to $2000$, 8 clouds each) showed why: the clouds'
 # mean covariance deviation from the ODE shrinks like $1/N$ ($N$ times it stays near $-0.65$ in the
 # largest coordinates), an $O(1/N)$ bias of the finite-$N$ Sinkhorn scaling (an entropic transport plan
 # estimated from $N$ samples), several standard errors of the mean at these $N$; and the mean part of the
@@ -155,12 +155,13 @@ I2 = np.eye(2)
 # whose mean is the $N \to \infty$ deviation (`extrapolated_deviations`), and Hotelling's test applies to
 # them with the same threshold. The plain test's value at $N_2$ is reported.
 #
-# *That extrapolated test failed too.* Its first run (quick profile, $N_2 = 500$, $N_1 = 166$) gave $T^2$
-# at 1.6 times its 99% quantile (the plain test at $N_2$: 2.6 times). So the chapter does **not** claim
-# that clouds of these sizes follow the Sinkhorn ODE within their fluctuation, with or without the
-# extrapolation: both values are reported below as findings (`fam_T2_sinkhorn`,
-# `fam_T2_sinkhorn_plain`), and the Sinkhorn rows of the table of $T^2$ ratios (own ODE, near misses,
-# other types) are not claims. What is claimed for Sinkhorn instead (this design, too, was chosen after
+# *That extrapolated test failed too, at first.* Its first run (quick profile, $N_2 = 500$, $N_1 = 166$)
+# gave $T^2$ at 1.6 times its 99% quantile (the plain test at $N_2$: 2.6 times); at the full profile's
+# sizes, run afterwards, it came out below 1 (the values are below). A test designed after seeing values,
+# that then failed once, is no claim: the chapter does **not** claim that clouds of these sizes follow
+# the Sinkhorn ODE within their fluctuation, with or without the extrapolation. Both values are reported
+# below as findings (`fam_T2_sinkhorn`, `fam_T2_sinkhorn_plain`), and the Sinkhorn rows of the table of
+# $T^2$ ratios (own ODE, near misses, other types) are not claims. What is claimed for Sinkhorn instead (this design, too, was chosen after
 # seeing those values, and its threshold was written here before it ran) is what the moment ODE
 # predicts of the clouds as $N$ grows: their covariance deviation from the ODE started at their own
 # moments vanishes (fluctuation $\sim N^{-1/2}$, bias $\sim N^{-1}$), while the deviation from a wrong
@@ -238,8 +239,10 @@ for name in ("dot", "l2"):  # Sinkhorn's finite-N test failed (see above): its r
 
 # %% [markdown]
 # Sinkhorn, not claimed: the extrapolated test gives $T^2$ at {glue:text}`fam_T2_sinkhorn:.2f` times its 99%
-# quantile and the plain test at $N$ = `null_tokens` {glue:text}`fam_T2_sinkhorn_plain:.2f` times (above 1:
-# the clouds reject their own ODE at this resolution). The decay in $N$, claimed:
+# quantile and the plain test at $N$ = `null_tokens` {glue:text}`fam_T2_sinkhorn_plain:.2f` times. The plain
+# test was above 1 in both profiles (clouds of this size reject their own ODE at this resolution: the
+# finite-$N$ bias); the extrapolated one above 1 in the quick profile ($N_2 = 500$) and below it in the full
+# one ($N_2 = 1000$). The decay in $N$, claimed:
 
 # %%
 def decay_claims(decay, section, statement):
@@ -466,13 +469,16 @@ claim("opposite heads cancel in the tokens (all types)", cancel_tok, lt=1e-12, s
 # are consistent with the type's own derived ODE at the resolution of the finite-$N$ null, and reject a
 # 10% error in its attention term, queries and keys swapped, and the other types' ODEs. For their
 # doubly-stochastic version (Sinkhorn) clouds of a few hundred to a thousand tokens are *not* consistent
-# with the derived ODE at that resolution, with or without a $1/N$ bias extrapolated out (a finding, not
-# claimed; the extrapolated test was designed after seeing the plain one fail, and failed in (a)); what the
-# claims show is that the clouds' deviation from the Sinkhorn ODE shrinks as $N$ grows (log–log slope
-# {glue:text}`fam_decay_slope_a:.2f` in (a)) while their deviation from each near miss levels off. With the
-# query, key and value maps that make the dot product blow up in finite time, the integrated L2 (invertible
-# keys) and Sinkhorn ODEs grow exponentially at the rates read off the derived ODE; L2 token clouds follow
-# their ODE past the dot product's $t^*$ within the finite-$N$ null (rejecting the attention-free ODE and a
-# 10% gain error), and Sinkhorn clouds' deviation from theirs shrinks with $N$ there too. Three L2 heads
-# add, as token clouds confirm against the summed ODE (rejecting the one-head ODE and both near misses),
-# and opposite heads cancel exactly.
+# with the derived ODE at that resolution: a finite-$N$ bias ($T^2$ at
+# {glue:text}`fam_T2_sinkhorn_plain:.1f` times its 99% quantile in (a), {glue:text}`fam_T2_sinkhorn_blow_plain:.1f`
+# in (b); a finding, not a claim). With a $1/N$ bias extrapolated out (a test designed after seeing that)
+# the clouds passed in (b) and, at the full profile's sizes, in (a), but failed in (a) at the quick
+# profile's: reported, not claimed. What the claims show for Sinkhorn is that the clouds' deviation from
+# its ODE shrinks as $N$ grows (log–log slope {glue:text}`fam_decay_slope_a:.2f` in (a)) while their
+# deviation from each near miss levels off; that rules out errors as large as the near misses, not smaller
+# ones. With the query, key and value maps that make the dot product blow up in finite time, the
+# integrated L2 (invertible keys) and Sinkhorn ODEs grow exponentially at the rates read off the derived
+# ODE; L2 token clouds follow their ODE past the dot product's $t^*$ within the finite-$N$ null (rejecting
+# the attention-free ODE and a 10% gain error), and Sinkhorn clouds' deviation from theirs shrinks with
+# $N$ there too. Three L2 heads add, as token clouds confirm against the summed ODE (rejecting the
+# one-head ODE and both near misses), and opposite heads cancel exactly.

@@ -205,6 +205,21 @@ def deviation_decay(controls: ControlsLike, mu0: np.ndarray, Sigma0: np.ndarray,
     that vanishes as N grows (whatever its rate: fluctuation and bias of the finite-N attention); a wrong
     prediction gives one that levels off at its error.
 
+    Parameters
+    ----------
+    controls : the layer that moves the tokens
+    mu0, Sigma0 : the input Gaussian
+    T : float
+        Horizon.
+    Ns : sequence of int
+        Cloud sizes (at least two).
+    seeds, steps : int
+        Clouds per size, RK4 steps over :math:`[0, T]`.
+    predictions : mapping name -> controls
+        Each one's moment ODE is a prediction.
+    seed, n_boot, boot_seed : int
+        Seed of the first cloud; bootstrap resamples and their seed.
+
     Returns
     -------
     dict name -> DeviationDecay
