@@ -103,7 +103,7 @@ from gtcore.studies.families.harness import (
     predicted_rate,
     run_family,
 )
-from gtcore.studies.nulls import extrapolated_deviations, flow_deviations, hotelling_test
+from gtcore.studies.nulls import extrapolated_flow_deviations, flow_deviations, hotelling_test
 
 TYPES = ["dot", "l2", "sinkhorn"]
 mu0, Sigma0 = np.array(mu0), np.array(Sigma0)
@@ -197,13 +197,9 @@ for i, name in enumerate(TYPES):
 
 # %%
 def sinkhorn_extrapolated(controls, mu, Sigma, T, n_large, n_steps, predictions, seed):
-    """Covariance deviations of clouds of n_large and n_large / extrapolation_ratio tokens, extrapolated."""
-    n_small = n_large // extrapolation_ratio
-    large = flow_deviations(controls, mu, Sigma, T, n_large, null_seeds, n_steps, predictions=predictions, seed=seed,
-                            mean=False, kernel_dtype=None)
-    small = flow_deviations(controls, mu, Sigma, T, n_small, null_seeds, n_steps, predictions=predictions,
-                            seed=seed + 50, mean=False, kernel_dtype=None)
-    return {k: extrapolated_deviations(small[k], large[k], n_small, n_large) for k in predictions}, large
+    """extrapolated_flow_deviations with this chapter's clouds and ratio."""
+    return extrapolated_flow_deviations(controls, mu, Sigma, T, n_large, null_seeds, n_steps, predictions=predictions,
+                                        ratio=extrapolation_ratio, seed=seed)
 
 
 null_inv, plain_sinkhorn = {}, {}

@@ -108,3 +108,20 @@ def test_extrapolation_removes_a_one_over_n_bias():
     assert hotelling_test(z).ratio < 1
     with pytest.raises(ValueError, match="n_small"):
         extrapolated_deviations(small, large, 400, 100)
+
+
+def test_extrapolated_flow_deviations_pair_clouds_of_two_sizes_on_disjoint_seeds():
+    from gtcore import Controls
+    from gtcore.studies.nulls import extrapolated_deviations, extrapolated_flow_deviations, flow_deviations
+
+    ctl = Controls(A=[[0.0, -0.3], [0.3, 0.0]], V=[[-0.8, -0.3], [0.3, -0.8]], B=[[0.5, 0.1], [0.0, 0.4]])
+    mu0, S0, preds = [0.5, -0.3], [[1.0, 0.3], [0.3, 0.5]], {"own": ctl}
+    z, large = extrapolated_flow_deviations(ctl, mu0, S0, 0.5, 90, 4, 5, predictions=preds, ratio=3, seed=7)
+    big = flow_deviations(ctl, mu0, S0, 0.5, 90, 4, 5, predictions=preds, seed=7, mean=False, kernel_dtype=None)
+    small = flow_deviations(ctl, mu0, S0, 0.5, 30, 4, 5, predictions=preds, seed=57, mean=False, kernel_dtype=None)
+    np.testing.assert_array_equal(large["own"], big["own"])
+    np.testing.assert_array_equal(z["own"], extrapolated_deviations(small["own"], big["own"], 30, 90))
+    with pytest.raises(ValueError, match="share seeds"):
+        extrapolated_flow_deviations(ctl, mu0, S0, 0.5, 90, 60, 5, predictions=preds)
+    with pytest.raises(ValueError, match="ratio"):
+        extrapolated_flow_deviations(ctl, mu0, S0, 0.5, 90, 4, 5, predictions=preds, ratio=1)

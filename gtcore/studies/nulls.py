@@ -47,8 +47,8 @@ from gtcore.particles import simulate
 from gtcore.stats.sampling import gaussian_tokens
 from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 
-__all__ = ["HotellingTest", "extrapolated_deviations", "flow_deviations", "hotelling_test", "mean_of_k_quantile",
-           "signed_deviation"]
+__all__ = ["HotellingTest", "extrapolated_deviations", "extrapolated_flow_deviations", "flow_deviations",
+           "hotelling_test", "mean_of_k_quantile", "signed_deviation"]
 
 
 def signed_deviation(mu_hat: Any, Sigma_hat: Any, mu: Any, Sigma: Any, *, mean: bool = True) -> np.ndarray:
@@ -274,3 +274,43 @@ def extrapolated_deviations(small: Any, large: Any, n_small: int, n_large: int) 
     if not 0 < int(n_small) < int(n_large):
         raise ValueError(f"need 0 < n_small < n_large, got {n_small!r} and {n_large!r}")
     return (int(n_large) * b - int(n_small) * a) / (int(n_large) - int(n_small))
+
+
+def extrapolated_flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, T: float, n_tokens: int, seeds: int,
+                                 steps: int, *, predictions: Mapping[str, ControlsLike], ratio: int = 3,
+                                 seed: int = 0, small_seed_offset: int = 50,
+                                 kernel_dtype: Any = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    r"""Covariance deviations of clouds of :math:`N_2` and :math:`N_1 = \lfloor N_2/\text{ratio}\rfloor` tokens,
+    Richardson-extrapolated to remove an :math:`O(1/N)` bias.
+
+    :func:`flow_deviations` (covariance part only) for ``seeds`` clouds of ``n_tokens`` tokens (seeds
+    ``seed + s``) and ``seeds`` clouds of ``n_tokens // ratio`` tokens (seeds ``seed + small_seed_offset + s``),
+    paired by index and combined by :func:`extrapolated_deviations`.
+
+    Parameters
+    ----------
+    controls, mu0, Sigma0, T, steps, predictions, kernel_dtype : as in :func:`flow_deviations`
+    n_tokens : int
+        :math:`N_2`, the larger clouds' size.
+    seeds : int
+        Clouds of each size (at most ``small_seed_offset``, so the two sets of seeds do not overlap).
+    ratio : int
+        :math:`N_2 / N_1` (at least 2).
+    seed, small_seed_offset : int
+
+    Returns
+    -------
+    (extrapolated, large) : two dicts name -> (seeds, p) array
+        The extrapolated deviations, and the plain ones of the :math:`N_2`-token clouds.
+    """
+    if isinstance(ratio, bool) or int(ratio) != ratio or ratio < 2:
+        raise ValueError(f"ratio must be an integer >= 2, got {ratio!r}")
+    if int(seeds) > int(small_seed_offset):
+        raise ValueError(f"seeds ({seeds!r}) must not exceed small_seed_offset ({small_seed_offset!r}): "
+                         "the two sets of clouds would share seeds")
+    n_large, n_small = int(n_tokens), int(n_tokens) // int(ratio)
+    large = flow_deviations(controls, mu0, Sigma0, T, n_large, seeds, steps, predictions=predictions, seed=seed,
+                            mean=False, kernel_dtype=kernel_dtype)
+    small = flow_deviations(controls, mu0, Sigma0, T, n_small, seeds, steps, predictions=predictions,
+                            seed=int(seed) + int(small_seed_offset), mean=False, kernel_dtype=kernel_dtype)
+    return {k: extrapolated_deviations(small[k], large[k], n_small, n_large) for k in predictions}, large
