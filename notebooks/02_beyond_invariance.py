@@ -73,6 +73,14 @@ noise_repeats = 64
 rate_repeats = 2000
 band_level = 0.99
 tolerance = 0.05
+# the prediction's null: R clouds of null_tokens tokens, each against the moment ODE from its own moments
+# (seeds new in issue 22: 2221 onwards)
+null_tokens = 2000
+null_seeds = 12
+null_steps = 10
+null_level = 0.99
+gain_error = 1.1
+null_seed = 2221
 
 # %%
 import numpy as np
@@ -87,6 +95,7 @@ from gtcore.stats.sampling import moment_matched_tokens
 from gtcore.studies.beyond import figures as figs
 from gtcore.studies.beyond.harness import noise_floors, time_within, track_gaussianity
 from gtcore.studies.beyond.relu import moment_departure, relu_departure_rate, relu_departure_rate_spread
+from gtcore.studies.nulls import flow_deviations, hotelling_test
 
 d = 2
 W_ff = np.array(W_ff)
@@ -137,8 +146,8 @@ figs.relu_gaussianity(runs, floors, level=band_level);
 # identity-activation run stays at its finite-$N$ level; the ReLU runs rise, earlier the more mass lies
 # beyond the kink.
 
-# %% mystnb={"figure": {"name": "fig-prediction", "caption": "The Gaussian prediction: Bures–Wasserstein distance between the moment ODE (1.1) of the identity-activation layer and each cloud's actual moments, relative to the predicted scale $\\sqrt{\\operatorname{tr}\\bar\\Sigma}$; dotted: the tolerance."}, "image": {"alt": "Relative prediction error against time for each run: the identity-activation curve stays low and flat under a dotted tolerance line, ReLU curves rise across it."}}
-figs.prediction_error(runs, tolerance)
+# %% mystnb={"figure": {"name": "fig-prediction", "caption": "The Gaussian prediction: Bures–Wasserstein distance between the moment ODE (1.1) of the identity-activation layer and each cloud's actual moments, relative to the predicted scale $\\sqrt{\\operatorname{tr}\\bar\\Sigma}$; dotted: a 5% reference level (no claim rests on it)."}, "image": {"alt": "Relative prediction error against time for each run: the identity-activation curve stays low and flat under a dotted tolerance line, ReLU curves rise across it."}}
+figs.prediction_error(runs, tolerance, tol_label="reference level")
 glue("ident_pred_err", float(runs["identity"].prediction_error[-1]));
 
 # %% [markdown]
@@ -159,8 +168,8 @@ in_band = {k: time_within(r.t, r.statistics["sliced_w2"], hi_w) for k, r in runs
 # %% [markdown]
 # **Claims (a), invariance and the prediction.** Thresholds, fixed before the runs: the edges of the 99%
 # noise-floor band at this profile's $N$ (`n_tokens`), from `noise_repeats` Gaussian samples (a sliced
-# $W_2$ *below* the band is not a departure, so only its upper edge counts), and the tolerance 0.05 on
-# the relative prediction error.
+# $W_2$ *below* the band is not a departure, so only its upper edge counts), and, for the prediction, the
+# 99% quantile of the null of the test described in 2.
 #
 # 1. The identity-activation run, a moving cloud, stays below the sliced-$W_2$ band's top at every
 #    recorded time — the reproduction; the ReLU run with the kink through the mean ($c_0 = 0$) is above
@@ -173,8 +182,23 @@ in_band = {k: time_within(r.t, r.statistics["sliced_w2"], hi_w) for k, r in runs
 # Without a control that shows the kurtosis test can detect this flow's departure, an *identity stays
 # in the kurtosis band* claim would test nothing, so the kurtosis excess is shown ({numref}`fig-relu-gaussianity`, table) but
 # not claimed.
-# 2. The Gaussian prediction of the moving cloud is within the tolerance at $T$ for the
-#    identity-activation run; for $c_0 = 0$ it leaves the tolerance before $T$ (control).
+# 2. The Gaussian prediction of the moving cloud. An earlier version claimed its relative error at $T$
+#    below a tolerance of 0.05; the ReLU runs with $c_0 = 1, 2, 3$ pass that tolerance too (table above),
+#    so it could not tell the identity-activation layer from a ReLU one. The prediction starts from the
+#    cloud's own moments, so what is left is the finite-$N$ softmax's own (dynamic) error, much smaller
+#    than a fresh sample's noise, and the threshold must be calibrated to *that* null. Its null is that
+#    the signed deviations of independent clouds from their own predictions (mean and covariance entries,
+#    scale-free: `gtcore.studies.nulls.signed_deviation`) have mean zero, up to the $O(1/N)$ bias of a
+#    softmax average; a wrong prediction gives them a common offset. So we move `null_seeds` independent
+#    clouds of `null_tokens` tokens (`null_steps` RK4 steps over $[0, T]$; RK4's own error, $\sim 10^{-7}$, is
+#    far below the effect sizes that matter) and apply Hotelling's test that their mean deviation is zero
+#    (`gtcore.studies.nulls.hotelling_test`): the claim value is $T^2$ over its 99% quantile under the null,
+#    $\frac{p(R-1)}{R-p}F_{p,R-p}$ ($R$ clouds, $p = 5$ coordinates). *Reproduction*: the identity-activation
+#    layer's clouds against its moment ODE, ratio below 1. *Controls*, near misses that must be rejected
+#    (ratio above 1): the same clouds against the ODE with the attention term `gain_error` $= 1.1$ times too
+#    large ($V \to 1.1V$: a 10% gain error), and ReLU clouds with $c_0 = 0$ and $c_0 = 1$ (16% of each
+#    coordinate's mass beyond the kink) against the identity-activation ODE. $c_0 = 2, 3$ are reported,
+#    not claimed.
 
 # %%
 lo_w, hi_w = floors["sliced_w2"].band(band_level)
@@ -185,10 +209,33 @@ claim("identity: max sliced W2 over time below the band's top", float(ident.stat
       statement="invariance", kind="reproduces", lt=hi_w)
 claim("ReLU c0=0: sliced W2 at the final time above the band", float(bulk.statistics["sliced_w2"][-1]),
       statement="invariance", kind="control", gt=hi_w)
-claim("identity: Gaussian prediction error at T below tolerance", float(ident.prediction_error[-1]),
-      statement="reduction", kind="reproduces", lt=tolerance)
-claim("ReLU c0=0: time within tolerance before T", within["ReLU, c0=0"],
-      statement="reduction", kind="control", lt=T_relu);
+
+ident_layer = layer(0.0)
+wrong_gain = Controls(b=ident_layer.b, V=gain_error * ident_layer.V[0], B=ident_layer.B[0], U=ident_layer.U,
+                      W=ident_layer.W, c=ident_layer.c)
+null_dev = flow_deviations(ident_layer, np.zeros(d), np.eye(d), T_relu, null_tokens, null_seeds, null_steps,
+                           predictions={"identity ODE": ident_layer, f"ODE with {gain_error:g} V": wrong_gain},
+                           seed=null_seed)
+for c0 in offsets:
+    null_dev[f"ReLU c0={c0:g}"] = flow_deviations(layer(c0), np.zeros(d), np.eye(d), T_relu, null_tokens, null_seeds,
+                                                  null_steps, predictions={"identity ODE": layer(c0)}, ff="relu",
+                                                  seed=null_seed)["identity ODE"]
+tests = {k: hotelling_test(v, null_level) for k, v in null_dev.items()}
+glue("ident_T2_ratio", tests["identity ODE"].ratio)
+glue("relu2_T2_ratio", tests["ReLU c0=2"].ratio)
+glue("relu3_T2_ratio", tests["ReLU c0=3"].ratio)
+{k: dict(T2_over_threshold=round(t.ratio, 3), p_value=float(f"{t.p_value:.2g}"),
+         mean_deviation=t.mean.round(5).tolist(), standard_error=t.standard_error.round(5).tolist())
+ for k, t in tests.items()}
+
+# %%
+claim("identity: clouds' deviation from their own moment ODE, Hotelling T^2 / 99% quantile",
+      tests["identity ODE"].ratio, lt=1.0, statement="reduction", kind="reproduces")
+claim(f"identity clouds against the ODE with V -> {gain_error:g} V (near miss): T^2 / 99% quantile",
+      tests[f"ODE with {gain_error:g} V"].ratio, gt=1.0, statement="reduction", kind="control")
+for c0 in (0.0, 1.0):
+    claim(f"ReLU c0={c0:g} clouds against the identity-activation ODE: T^2 / 99% quantile",
+          tests[f"ReLU c0={c0:g}"].ratio, gt=1.0, statement="reduction", kind="control");
 
 # %% [markdown]
 # ### How fast a ReLU layer leaves the Gaussian evolution
@@ -226,9 +273,14 @@ claim("ReLU c0=0: time within tolerance before T", within["ReLU, c0=0"],
 # so the ratio measured / closed form has the spread of that sample rate over Gaussian samples of
 # size $N$. We draw `rate_repeats` of them; the claim is that the measured ratio lies in the central
 # 99% of that spread, for each $c_0$ of the sweep (four claims, so a 4% chance that one fails by
-# chance). These four claims compare the simulated clouds with this book's own first-order expansion of
-# their departure: they check that expansion (kind `derivation`), not the paper's statement, which says
-# only that the ReLU flow stays close to the Gaussian evolution for short times. **Control** (same statistic): tokens uniform on a box with the same mean and covariance,
+# chance). The bands differ in width, and the widest says least: at $c_0 = 3$ only 0.13% of each
+# coordinate's mass lies beyond the kink (about ten tokens of `n_tokens` = 8000, two in the quick
+# profile), so a finite cloud's rate is known there only to within a factor of two or more (the band below)
+# and that claim checks the closed form only to that precision; the sharp tests are $c_0 = 0$ and $1$. We keep it because it is
+# the calibrated band of the statistic's actual null, not a tolerance we chose. The closed form is this
+# book's derivation: the first-order, quantitative form of the paper's statement that with ReLU the flow
+# stays close to the Gaussian evolution for short times, and these claims are counted for that
+# statement (`relu_short_time`). **Control** (same statistic): tokens uniform on a box with the same mean and covariance,
 # $c_0 = 2$: the box ends at $\sqrt3 < 2$ standard deviations, no token is beyond the kink, and the
 # ratio must fall outside the band: the closed form is a statement about the Gaussian mass beyond the
 # kink, not about any law with these moments.
@@ -335,15 +387,22 @@ claim("single-Gaussian control: max over times and labels of sliced W2 / band to
 # %% [markdown]
 # ## What we saw
 #
-# The invariance is exact where the paper says it is and nowhere else. With the identity activation
+# Where the layer is affine, the invariance holds on these clouds; where it is not (a ReLU block), or
+# the input is not Gaussian (a mixture), it visibly fails. With the identity activation
 # a cloud that drifts, stretches and turns stays as Gaussian as a Gaussian sample of its size, and the
-# moment ODE predicts its moments to well within 5% (relative error {glue:text}`ident_pred_err:.3f` at $T$). With a ReLU the departure from that Gaussian
-# evolution starts at first order in $t$, with a rate given in closed form by the Gaussian mass (and
-# its first moment) beyond the kink (this book's expansion), which the simulated clouds follow within their
-# sampling band for every offset of the sweep, while a uniform cloud with the same moments does not follow it. With
-# the kink through the mean the cloud leaves the noise band and the prediction leaves its 5% tolerance
-# well within the horizon; with the kink {glue:text}`c0_far:g` standard deviations out the rate is
-# {glue:text}`rate_c0_far:.4f`.
+# moment ODE started from its own moments predicts its moments within the finite-$N$ null: independent
+# clouds' deviations from it are consistent with zero mean ($T^2$ at {glue:text}`ident_T2_ratio:.2f` of its 99%
+# quantile; relative error {glue:text}`ident_pred_err:.3f` at $T$ for the cloud of {numref}`fig-prediction`), while the same test
+# rejects a prediction with a 10% error in its attention term and the ReLU clouds with the kink at the
+# mean or one standard deviation out (with the kink two or three standard deviations out, the departure
+# is below what these clouds resolve: ratios {glue:text}`relu2_T2_ratio:.2f` and
+# {glue:text}`relu3_T2_ratio:.2f`, not claimed). With a ReLU the departure from that Gaussian
+# evolution starts at first order in $t$, with a rate given in closed form (this book's derivation) by the
+# Gaussian mass (and its first moment) beyond the kink, which the simulated clouds follow within their
+# sampling band for every offset of the sweep (to a factor of about two at $c_0 = 3$, where few tokens lie
+# beyond the kink), while a uniform cloud with the same moments does not follow it. With
+# the kink through the mean the cloud leaves the noise band; with the kink {glue:text}`c0_far:g` standard
+# deviations out the rate is {glue:text}`rate_c0_far:.4f`.
 # A two-component mixture with the input's moments is not carried along as a Gaussian would be:
 # attention against a mixture is a softmax-gated blend of affine maps, so each component is bent and
 # leaves its own noise band, while a single Gaussian sample under the same moving layer does not.

@@ -38,9 +38,10 @@
 # ({py:func}`gtcore.reachability.steer`). With attention heads held fixed, the controls absorb them along the
 # reference trajectory: $A(t) = \tilde A(t) - V\Sigma(t)B$, $b(t) = \tilde b(t) - V\mu(t)$.
 #
-# This chapter checks (a) the invariance, (b) exact steering on the moment ODE, (c) the same controls
-# on $N$ real tokens, (d) steering with attention on, and (e) minimum-energy controls against the
-# constructive ones.
+# This chapter checks (a) the invariance, on the moment ODE and on $N$ softmax tokens over an ensemble
+# of general layers, (b) exact steering on the moment ODE, (c) the same controls on $N$ real tokens,
+# (d) steering with attention on, (e) minimum-energy controls against the constructive ones, and (f)
+# steering with a general attention head on $N$ softmax tokens over an ensemble of random targets.
 
 # %% tags=["parameters"]
 seed = 0
@@ -77,6 +78,32 @@ start_pieces = 8
 energy_starts = 4
 start_scale = 0.5
 energy_rtol = 1e-6
+# (a) rank invariance on N softmax tokens (gtcore.studies.reachability.rank_tokens); seeds new in issue 22:
+# 2231 (draws and clouds), 2232 (bootstrap)
+rt_d = 4
+rt_r = 2
+rt_Ns = [250, 500, 1000, 2000, 4000]
+rt_draws = 10
+rt_seeds = 6
+rt_control_seeds = 2
+rt_layers = 8
+rt_kappa = 0.15
+rt_kappa_cap = 0.25
+rt_seed = 2231
+rt_boot_seed = 2232
+# (f) steering with a general head on N softmax tokens (gtcore.studies.reachability.steered_tokens); seeds
+# new in issue 22: 2233 (draws and clouds), 2234 (bootstrap)
+st_d = 3
+st_r = 2
+st_Ns = [250, 500, 1000, 2000]
+st_draws = 10
+st_seeds = 4
+st_control_seeds = 2
+st_steps = 20
+st_head_scale = 0.5
+st_seed = 2233
+st_boot_seed = 2234
+n_boot = 2000
 
 # %%
 import numpy as np
@@ -97,6 +124,8 @@ from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.studies.fits import loglog_slope
 from gtcore.studies.reachability import figures as figs
 from gtcore.studies.reachability.harness import rank_invariance, token_distances
+from gtcore.studies.reachability.rank_tokens import rank_on_tokens
+from gtcore.studies.reachability.steered_tokens import steered_tokens
 
 rng = np.random.default_rng(seed)
 
@@ -135,6 +164,55 @@ claim("rank invariant: null singular values at round-off", float(invariance.eta[
       statement="rank_invariance", kind="derivation")
 claim("numerical rank of Sigma(t) constant", bool(np.all(invariance.ranks == rank_r)),
       statement="rank_invariance", kind="derivation")
+
+# %% [markdown]
+# ### The rank on $N$ softmax tokens
+#
+# The invariance above is a property of eq. (1.1). Real tokens carry it only approximately: a cloud of
+# $N$ tokens in an $r$-dimensional affine subspace moves by $x_i \mapsto x_i + h(Ax_i + b + Va_i)$ with
+# $a_i$ the softmax average, a convex combination of the tokens, so the cloud stays in an $r$-dimensional
+# subspace exactly when the averages are an affine function of the tokens, which is what the Gaussian
+# tilt gives. At finite $N$ the softmax average over a Gaussian sample is that tilt plus a fluctuation of
+# order $N^{-1/2}$ that is not affine in the query (`gtcore.studies.reachability.rank_tokens`), so the
+# cloud's **excess spread** outside $r$ dimensions after `rt_layers` residual layers,
+# $\epsilon = \sqrt{\lambda_{r+1}(\hat\Sigma)/\lambda_1(\hat\Sigma)}$, should fall like $N^{-1/2}$. For a
+# uniform law on the same subspace with the same two moments the population average is not affine and
+# $\epsilon$ levels off: the control.
+#
+# *Design, fixed before the run.* `rt_draws` seeded draws in $d = $ `rt_d` with $r = $ `rt_r`: non-zero $A$,
+# non-scalar $V$, non-symmetric $B$ (Ginibre), the cloud scaled to $\kappa = $ `rt_kappa` at $t = 0$ and a
+# draw kept only if $\kappa$ stays below `rt_kappa_cap` $= 0.25$ along its moment ODE: $\epsilon^2$ is a mean
+# of squared per-token errors, whose spread across samples involves the fourth moment of the softmax
+# weights, finite only for $\kappa < \tfrac14$ (chapter 1, (e)). $N$ in `rt_Ns`, `rt_seeds` clouds per draw
+# and $N$ (`rt_control_seeds` for the control). *Thresholds*: the slope of $\log\epsilon$ in $\log N$,
+# pooled over the draws (one intercept per draw), within $3\,\mathrm{SE}$ of $-\tfrac12$ (SE: its bootstrap
+# standard error, clouds resampled within each draw and $N$); the uniform control's slope above that
+# band's upper edge.
+
+# %% mystnb={"figure": {"name": "fig-rank-tokens", "caption": "Rank invariance on $N$ softmax tokens: each draw's excess spread outside $r$ dimensions after the residual layers (mean over clouds, relative to its value at the smallest $N$) against $N$, for Gaussian clouds and the moment-matched uniform control, with the $N^{-1/2}$ reference."}, "image": {"alt": "Log-log plot of thin lines against the number of tokens: the Gaussian bundle falls parallel to a dashed line of slope minus one half, the uniform bundle stays flat."}}
+rank_gauss = rank_on_tokens(rt_d, rt_r, rt_Ns, draws=rt_draws, seeds=rt_seeds, layers=rt_layers, seed=rt_seed,
+                            kappa=rt_kappa, kappa_cap=rt_kappa_cap)
+rank_uniform = rank_on_tokens(rt_d, rt_r, rt_Ns, draws=rt_draws, seeds=rt_control_seeds, layers=rt_layers,
+                              law="uniform", seed=rt_seed, kappa=rt_kappa, kappa_cap=rt_kappa_cap)
+rank_se = rank_gauss.slope_standard_error(n_boot=n_boot, seed=rt_boot_seed)
+figs.ensemble_vs_n_figure([("excess spread $\\epsilon$", [
+    ("Gaussian", rt_Ns, rank_gauss.excess, rank_gauss.slope),
+    ("uniform (control)", rt_Ns, rank_uniform.excess, rank_uniform.slope)])])
+glue("rt_slope", rank_gauss.slope)
+glue("rt_se", rank_se)
+glue("rt_uniform_slope", rank_uniform.slope)
+glue("rt_kappa_max", rank_gauss.kappa_max);
+
+# %% [markdown]
+# In {numref}`fig-rank-tokens` the pooled slope is {glue:text}`rt_slope:.2f` (SE {glue:text}`rt_se:.2f`;
+# the largest $\kappa$ along any draw's path {glue:text}`rt_kappa_max:.2f`), the uniform control's
+# {glue:text}`rt_uniform_slope:.2f`.
+
+# %%
+claim(f"rank on tokens, {rt_draws} general draws: pooled slope of the excess spread in N", rank_gauss.slope,
+      gt=-0.5 - 3 * rank_se, lt=-0.5 + 3 * rank_se, statement="rank_invariance", kind="reproduces")
+claim("rank on tokens, uniform law (same moments): excess spread slope above the band", rank_uniform.slope,
+      gt=-0.5 + 3 * rank_se, statement="rank_invariance", kind="control")
 
 # %% [markdown]
 # ## (b) Exact steering on the moment ODE
@@ -245,17 +323,15 @@ glue("worst_endpoint", max(err_2d, err_3d, err_att));
 # *Left* in {numref}`fig-attention`: under the compensated controls the moment ODE (red) lands on the target (dashed green);
 # the uncompensated run (orange) ends far off. The token cloud, moved with the empirical softmax
 # attention, lands on the target up to its finite-$N$ error. *Right*: the compensated $A(t)$
-# differs from the attention-free $\tilde A(t)$ by $-V\Sigma(t)B$. The claims: the moment ODE's
-# endpoint error $< 10^{-8}$ (a derivation), and (the reproduction, by softmax tokens) the token cloud ends closer to the target than a fifth of the
-# uncompensated distance (a loose bound: the finite-$N$ softmax error is $O(N^{-1/2})$). Here the
-# endpoint error is {glue:text}`err_att:.0e` and the cloud of {glue:text}`attention_tokens` tokens ends at
-# {glue:text}`cloud_over_unc:.3f` of the uncompensated distance.
+# differs from the attention-free $\tilde A(t)$ by $-V\Sigma(t)B$. The claim (a derivation): the moment ODE's
+# endpoint error $< 10^{-8}$; here it is {glue:text}`err_att:.0e`. The cloud of {glue:text}`attention_tokens`
+# tokens ends at {glue:text}`cloud_over_unc:.3f` of the uncompensated distance. An earlier version claimed
+# that ratio below $0.2$: a bound with no band and no control, which any cloud near the target passes, so
+# it is now only reported; the test of steering on tokens, with a calibrated band and a control, is (f).
 
 # %%
 claim("attention-on steering endpoint error", err_att, lt=1e-8,
       statement="reachability", kind="derivation")
-claim("attention-on token cloud: W2 to target / uncompensated W2", dist_cloud / dist_unc, lt=0.2,
-      statement="reachability", kind="reproduces")
 
 # %% [markdown]
 # {numref}`anim-steering` plays the token cloud of {numref}`fig-attention` as it moves: every token
@@ -309,6 +385,12 @@ glue("energy_ratio", best.constructive_energy / best.energy);
 #    within a relative `energy_rtol` $= 10^{-6}$ (SLSQP stops at a relative change of $10^{-13}$ in the
 #    energy and the endpoint is then projected to $10^{-12}$, so a shared minimum agrees far within it);
 # 3. every reported optimum hits the target: endpoint error $< 10^{-6}$ through `integrate_moments`.
+#
+# Claim 1 compares with the constructive controls, which cost several times the optimum
+# ({numref}`fig-energy`): it is exactly the statement `beyond_min_energy` (an optimiser finds exact controls
+# cheaper than the construction) and no more; it says nothing about how close to the optimum the random
+# starts come. That is what claim 2 and the table add: whether independent starts share the lowest
+# energy found.
 
 # %%
 print(f"constructive: energy {best.constructive_energy:.4f}, endpoint error {best.constructive_endpoint_error:.2e}")
@@ -341,14 +423,84 @@ claim("starts (random and constructive) reaching the lowest energy within 1e-6",
       statement="beyond_min_energy", kind="consistency")
 
 # %% [markdown]
+# ## (f) Steering on $N$ tokens with a general head, over random targets
+#
+# Parts (b)–(d) steer three hand-picked targets; the statement is about every target of the initial
+# rank. `gtcore.studies.reachability.steered_tokens` draws `st_draws` seeded problems in $d = $ `st_d`: a
+# rank-`st_r` Gaussian $N(0, F_0F_0^\top)$, a random target $N(\mu_1, F_1F_1^\top)$ of the same rank, and a
+# fixed head $(V, B)$ with Ginibre entries (non-scalar $V$, non-symmetric $B$, scale `st_head_scale`);
+# `steer` builds the controls that reach the target exactly on eq. (1.1), compensating the head along the
+# reference trajectory, and a draw is kept only if $\kappa < 0.45$ along it. The same controls then move
+# $N$ tokens with softmax attention over the tokens (`st_steps` RK4 steps), `st_seeds` clouds per draw and
+# $N$ in `st_Ns`. Two statistics, relative to the target's scale $\sqrt{\operatorname{tr}\Sigma_1}$: the
+# Bures–Wasserstein distance $D_N$ of the final cloud's moments to the **target**, and the distance $E_N$ to
+# the moment ODE under the same controls started from the cloud's own moments (the **dynamic error**: the
+# initial sampling error, which the open-loop controls carry to the end, cancels). Both are predicted
+# $\propto N^{-1/2}$. The tokens feel the head only through their own softmax, which the controls
+# compensated through the moment ODE's attention term: were that term wrong, $E_N$ would level off at the
+# error. **Control**: the same controls with the tokens' head using $B^\top$ in place of $B$ (a
+# transposition, invisible for a symmetric $B$, `st_control_seeds` clouds per $N$).
+#
+# *Thresholds, fixed before the run*: each pooled slope (one intercept per draw) within $3\,\mathrm{SE}$ of
+# $-\tfrac12$ (bootstrap SE, clouds resampled within each draw and $N$); the control's $E_N$ slope above the
+# upper edge of $E_N$'s band. And a derivation: the constructive controls hit every target on the moment
+# ODE itself; the claim allows a relative distance of $10^{-4}$ (the ODE is integrated at relative
+# tolerance $10^{-11}$, and between rank-deficient covariances the Bures–Wasserstein distance is of the
+# order of the square root of their difference).
+
+# %% mystnb={"figure": {"name": "fig-steered-tokens", "caption": "Steering on $N$ softmax tokens with a general head, over random targets of the same rank: each draw's distance to the target $D_N$ (left) and dynamic error $E_N$ (right), mean over clouds relative to the value at the smallest $N$, against $N$; right, also the control whose tokens use $B^\\top$ for $B$; the $N^{-1/2}$ reference dashed."}, "image": {"alt": "Two log-log panels of thin lines against the number of tokens: the distance and dynamic-error bundles fall parallel to a dashed line of slope minus one half; in the right panel a second bundle, the transposed-head control, stays flat."}}
+steered = steered_tokens(st_d, st_r, st_Ns, draws=st_draws, seeds=st_seeds, steps=st_steps, seed=st_seed,
+                         head_scale=st_head_scale)
+steered_T = steered_tokens(st_d, st_r, st_Ns, draws=st_draws, seeds=st_control_seeds, steps=st_steps, seed=st_seed,
+                           head_scale=st_head_scale, transposed=True)
+st_se_D = steered.slope_standard_error("distance", n_boot=n_boot, seed=st_boot_seed)
+st_se_E = steered.slope_standard_error("dynamic", n_boot=n_boot, seed=st_boot_seed + 1)
+figs.ensemble_vs_n_figure([
+    ("distance to the target $D_N$", [("Gaussian tokens", st_Ns, steered.distance, steered.slope)]),
+    ("dynamic error $E_N$", [("Gaussian tokens", st_Ns, steered.dynamic, steered.dynamic_slope),
+                             ("tokens' head with $B^\\top$ (control)", st_Ns, steered_T.dynamic, steered_T.dynamic_slope)]),
+])
+glue("st_slope_D", steered.slope)
+glue("st_se_D", st_se_D)
+glue("st_slope_E", steered.dynamic_slope)
+glue("st_se_E", st_se_E)
+glue("st_slope_T", steered_T.dynamic_slope)
+glue("st_ode_error", steered.ode_error)
+glue("st_kappa_max", steered.kappa_max);
+
+# %% [markdown]
+# In {numref}`fig-steered-tokens` the pooled slopes are {glue:text}`st_slope_D:.2f` (SE {glue:text}`st_se_D:.2f`)
+# for the distance to the target and {glue:text}`st_slope_E:.2f` (SE {glue:text}`st_se_E:.2f`) for the dynamic
+# error; with the transposed head the dynamic error's slope is {glue:text}`st_slope_T:.2f`. On the moment ODE
+# the controls reach every target to a relative distance of {glue:text}`st_ode_error:.0e`; the largest
+# $\kappa$ along a reference path is {glue:text}`st_kappa_max:.2f`.
+
+# %%
+claim(f"{st_draws} random same-rank targets: constructive controls reach each on the moment ODE (max relative W2)",
+      steered.ode_error, lt=1e-4, statement="reachability", kind="derivation")
+claim("steered tokens: pooled slope of the distance to the target in N", steered.slope,
+      gt=-0.5 - 3 * st_se_D, lt=-0.5 + 3 * st_se_D, statement="reachability", kind="reproduces")
+claim("steered tokens: pooled slope of the dynamic error in N", steered.dynamic_slope,
+      gt=-0.5 - 3 * st_se_E, lt=-0.5 + 3 * st_se_E, statement="reachability", kind="reproduces")
+claim("tokens' head with B^T (control): dynamic error slope above the band", steered_T.dynamic_slope,
+      gt=-0.5 + 3 * st_se_E, statement="reachability", kind="control")
+
+# %% [markdown]
 # ## What we saw
 #
-# The rank of the covariance is a hard invariant: singular values that start at zero stay at
-# round-off under any controls, attention included, and a target of another rank is refused. Every
-# target of the same rank, on the other hand, was reached exactly in time $T$, to
-# {glue:text}`worst_endpoint:.0e` or better on the moment ODE, with and without attention, by explicit controls: a stretch and a
-# rotation. The same controls move real token clouds to the target up to the $N^{-1/2}$ sampling
-# error, also with softmax attention, and the construction can be replaced by controls of
-# (here {glue:text}`energy_ratio:.1f` times) smaller energy that hit the target just as exactly; an optimiser started at
-# random, knowing nothing of the construction, finds such controls too, although the problem has
-# several local minima and not every start ends in the lowest.
+# The rank of the covariance is invariant along eq. (1.1): singular values that start at zero stay at
+# round-off under random controls with attention on, and a target of another rank is refused (the code's
+# own check). On $N$ softmax tokens the rank is invariant in the limit: over ten general layers a rank-2
+# cloud in $d = 4$ leaves its subspace by an excess spread that falls at a rate consistent with $N^{-1/2}$,
+# while a uniform cloud's does not fall. Three hand-picked targets of the initial rank were reached
+# exactly in time $T$ on the moment ODE, to {glue:text}`worst_endpoint:.0e` or better, with and without
+# attention, by explicit controls (a stretch and a rotation), and ten random targets of the same rank with a
+# general head on were reached on the ODE to {glue:text}`st_ode_error:.0e`. Applied to $N$ softmax tokens, the
+# same controls bring the cloud to the target up to an error whose decay is consistent with $N^{-1/2}$, both
+# the distance to the target and the dynamic error; with the tokens' head transposed the dynamic error does
+# not decay, so the tokens follow the compensation the moment ODE computed, not any compensation. Without
+# attention the controls move token clouds to the target up to their initial sampling error (a consistency
+# check). The construction can be replaced by controls of (here {glue:text}`energy_ratio:.1f` times) smaller
+# energy that hit the target just as exactly; an optimiser started at random, knowing nothing of the
+# construction, also finds exact controls cheaper than the construction, and at least two starts share the
+# lowest energy found, although not every start ends there.

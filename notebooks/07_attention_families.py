@@ -68,6 +68,20 @@ blow_steps = 20
 blow_horizon = 1.5
 n_heads = 3
 head_scale = 0.3
+# the actual null of "tokens follow their moment ODE": R independent clouds, each against the ODE from its
+# own moments (seeds new in issue 22: 2271 onwards)
+null_tokens = 1000
+blow_null_tokens = 300
+null_seeds = 10
+null_level = 0.99
+gain_error = 1.1
+null_seed = 2271
+extrapolation_ratio = 3
+# Sinkhorn: the decay in N of the clouds' covariance deviation (added after the finite-N test failed for
+# Sinkhorn; seeds from decay_seed, new)
+decay_Ns = [250, 500, 1000, 2000]
+decay_seed = 22271
+decay_slope = -0.25
 
 # %%
 import numpy as np
@@ -79,14 +93,17 @@ from gtcore.riccati import blowup_time
 from gtcore.stats.sampling import gaussian_tokens
 from gtcore.studies.families import figures as figs
 from gtcore.studies.families.harness import (
+    deviation_decay,
     growth_bound_excess,
     growth_rate,
     head_cancellation,
     moment_discrepancy,
+    near_misses,
     noise_floor,
     predicted_rate,
     run_family,
 )
+from gtcore.studies.nulls import extrapolated_flow_deviations, flow_deviations, hotelling_test
 
 TYPES = ["dot", "l2", "sinkhorn"]
 mu0, Sigma0 = np.array(mu0), np.array(Sigma0)
@@ -101,10 +118,62 @@ I2 = np.eye(2)
 # $N(\mu_0, \Sigma_0)$; each type's moment ODE starts from the tokens' own empirical moments, so
 # the initial sampling error is not counted. The statistic is
 # $D = \lVert\hat\mu - \mu\rVert/\lVert\Sigma\rVert_2^{1/2} + \lVert\hat\Sigma - \Sigma\rVert_F/\lVert\Sigma\rVert_F$
-# at $t = T$. **Threshold, fixed in advance:** the 99th percentile of $D$ for $N$ i.i.d.
-# Gaussian tokens with the ODE's moments (the noise floor of the moments at this $N$). Tokens that
-# stay Gaussian with the derived ODE must fall below it. **Control:** the same tokens against the
-# *other* types' ODEs must exceed it, or the statistic could not tell the laws apart.
+# at $t = T$, shown in the table below against the 99th percentile of $D$ for $N$ fresh i.i.d.
+# Gaussian tokens with the ODE's moments (the *fresh-sample floor*).
+#
+# That floor is not the statistic's null. An earlier version of this chapter claimed $D$ below it, for
+# each type; but the ODE starts from the tokens' own moments, so the initial sampling error cancels and
+# $D$ sits ten to a few hundred times below the floor, far too wide a band to see a small error in the
+# right ODE: an L2 or Sinkhorn gain 10% too large, or the Sinkhorn gain with $B^\top$ in place of $B$,
+# would still pass (checked by hand: $D \approx 0.03$–$0.08$ against floors of $0.14$ at $N = 1000$ and
+# $0.085$ at $N = 3000$).
+#
+# **The claims, with the threshold calibrated to the actual null, fixed in advance.** What is left after
+# the cancellation is the finite-$N$ attention's own error, a fluctuation of mean zero (up to an $O(1/N)$
+# bias) around the moment ODE when the ODE is right, and with a common offset when it is wrong. So
+# `null_seeds` independent clouds of `null_tokens` tokens (seeds from `null_seed`) move under each type's
+# layer, each is compared with the ODE started from its own moments through the signed, scale-free
+# deviation of its mean and covariance at $T$ (`gtcore.studies.nulls.signed_deviation`, $p = 5$
+# coordinates), and Hotelling's test (`hotelling_test`) asks whether the mean deviation is zero; the claim
+# value is $T^2$ over its 99% quantile under the null. *Reproduction* (ratio below 1): the tokens against
+# their own type's ODE. *Controls* (ratio above 1): the same clouds against near misses of that ODE, the
+# attention term `gain_error` $= 1.1$ times too large ($V \to 1.1V$: for every type a 10% error in the gain
+# $M$ of the covariance equation) and the queries and keys swapped (for the dot product and Sinkhorn,
+# $B^\top$ in place of $B$), and against the other two types' ODEs.
+#
+# *Sinkhorn: a finite-$N$ bias (what follows was set after seeing values).* In the first
+# run of this design (quick profile, $N = 500$) the Sinkhorn clouds rejected their own ODE
+# while the dot-product and L2 clouds were consistent with theirs. A pilot by hand, not rerun by
+# the chapter, on seeds it does not use (from 5000; $N = 250$ to $2000$, 8 clouds each) showed why: the clouds'
+# mean covariance deviation from the ODE shrinks like $1/N$ ($N$ times it stays near $-0.65$ in the
+# largest coordinates), an $O(1/N)$ bias of the finite-$N$ Sinkhorn scaling (an entropic transport plan
+# estimated from $N$ samples), several standard errors of the mean at these $N$; and the mean part of the
+# deviation is no fluctuation at all (doubly stochastic attention conserves the cloud's mean exactly, so
+# the tokens' mean follows the mean ODE up to the integrator's error). So for Sinkhorn the test uses the
+# covariance part only and removes a $c/N$ bias by Richardson extrapolation: clouds of $N_2 = $ `null_tokens`
+# and $N_1 = N_2/$`extrapolation_ratio` tokens, paired, give $z_s = (N_2\delta^{(N_2)}_s - N_1\delta^{(N_1)}_s)/(N_2 - N_1)$,
+# whose mean is the $N \to \infty$ deviation (`extrapolated_deviations`), and Hotelling's test applies to
+# them with the same threshold. The plain test's value at $N_2$ is reported.
+#
+# *That extrapolated test failed too, at first.* Its first run (quick profile, $N_2 = 500$, $N_1 = 166$)
+# gave $T^2$ at 1.6 times its 99% quantile (the plain test at $N_2$: 2.6 times); at the full profile's
+# sizes, run afterwards, it came out below 1 (the values are below). A test designed after seeing values,
+# that then failed once, is no claim: the chapter does **not** claim that clouds of these sizes follow
+# the Sinkhorn ODE within their fluctuation, with or without the extrapolation. Both values are reported
+# below as findings (`fam_T2_sinkhorn`, `fam_T2_sinkhorn_plain`), and the Sinkhorn rows of the table of
+# $T^2$ ratios (own ODE, near misses, other types) are not claims. What is claimed for Sinkhorn instead (this design, too, was chosen after
+# seeing those values, and its threshold was written here before it ran) is what the moment ODE
+# predicts of the clouds as $N$ grows: their covariance deviation from the ODE started at their own
+# moments vanishes (fluctuation $\sim N^{-1/2}$, bias $\sim N^{-1}$), while the deviation from a wrong
+# ODE levels off at its error. `deviation_decay` measures the log–log slope in $N$ of the mean over
+# `null_seeds` clouds of $\lVert\delta_s\rVert$ (covariance part), for $N$ in `decay_Ns` (seeds from
+# `decay_seed`), with a bootstrap standard error (clouds resampled within each $N$). **Threshold:**
+# `decay_slope` $= -1/4$, halfway between the slowest decay of a right ODE ($-1/2$) and a wrong one's
+# levelling off ($0$). *Reproduction:* the own ODE's slope $+\,3$ SE below $-1/4$. *Controls:* each near
+# miss's slope $-\,3$ SE above $-1/4$. This says that the deviation shrinks over this range of $N$, as
+# for a right ODE, and rules out errors as large as the near misses; it cannot see an error of the ODE
+# smaller than the fluctuation of clouds of $\max N$ tokens (the formula itself is checked in the tests
+# against Sinkhorn scaling on a quadrature rule, to $10^{-9}$).
 
 # %%
 ctl_inv = {name: Controls(A=omega_A * J, V=v_inv * I2 + omega_V * J, Q=Q_inv, K=K_inv, attention=name)
@@ -125,24 +194,81 @@ fig = figs.clouds_by_type({name: runs[name] for name in TYPES})
 fig = figs.discrepancy_table(TYPES, D, floors)
 for i, name in enumerate(TYPES):
     glue(f"fam_D_{name}", float(D[i, i]))
-    claim(f"{name}: tokens follow their moment ODE (D below the noise floor)", float(D[i, i]), lt=floors[i],
-          statement="beyond_attention_families", kind="reproduces")
-    claim(f"{name}: the statistic rejects the other types' ODEs", float(np.delete(D[i], i).min()), gt=floors[i],
+
+# %%
+def sinkhorn_extrapolated(controls, mu, Sigma, T, n_large, n_steps, predictions, seed):
+    """extrapolated_flow_deviations with this chapter's clouds and ratio."""
+    return extrapolated_flow_deviations(controls, mu, Sigma, T, n_large, null_seeds, n_steps, predictions=predictions,
+                                        ratio=extrapolation_ratio, seed=seed)
+
+
+null_inv, plain_sinkhorn = {}, {}
+for i, name in enumerate(TYPES):
+    preds = {"own ODE": ctl_inv[name], **near_misses(ctl_inv[name], gain_error),
+             **{f"{other} ODE": ctl_inv[other] for other in TYPES if other != name}}
+    if name == "sinkhorn":
+        dev, plain = sinkhorn_extrapolated(ctl_inv[name], mu0, Sigma0, t_end, null_tokens, steps, preds,
+                                           null_seed + 100 * i)
+        plain_sinkhorn["inv"] = hotelling_test(plain["own ODE"], null_level).ratio
+    else:
+        dev = flow_deviations(ctl_inv[name], mu0, Sigma0, t_end, null_tokens, null_seeds, steps, predictions=preds,
+                              seed=null_seed + 100 * i, kernel_dtype=None)
+    null_inv[name] = {k: hotelling_test(v, null_level) for k, v in dev.items()}
+    glue(f"fam_T2_{name}", null_inv[name]["own ODE"].ratio)
+glue("fam_T2_sinkhorn_plain", plain_sinkhorn["inv"])
+{name: {k: round(t.ratio, 3) for k, t in tests.items()} for name, tests in null_inv.items()} | {
+    "sinkhorn, plain test at null_tokens (not claimed)": round(plain_sinkhorn["inv"], 3)}
+
+# %%
+for name in ("dot", "l2"):  # Sinkhorn's finite-N test failed (see above): its rows are reported, not claimed
+    tests = null_inv[name]
+    claim(f"{name}: tokens follow their moment ODE (Hotelling T^2 / 99% quantile over {null_seeds} clouds)",
+          tests["own ODE"].ratio, lt=1.0, statement="beyond_attention_families", kind="reproduces")
+    claim(f"{name}: the same clouds reject the ODE with the attention term x {gain_error:g} (near miss)",
+          tests[f"attention term x {gain_error:g}"].ratio, gt=1.0, statement="beyond_attention_families",
+          kind="control")
+    claim(f"{name}: the same clouds reject the ODE with queries and keys swapped (B^T for B)",
+          tests["queries and keys swapped"].ratio, gt=1.0, statement="beyond_attention_families", kind="control")
+    claim(f"{name}: the same clouds reject the other types' ODEs (smallest T^2 / 99% quantile)",
+          min(t.ratio for k, t in tests.items() if k.endswith(" ODE") and k != "own ODE"), gt=1.0,
           statement="beyond_attention_families", kind="control")
 
 # %% [markdown]
-# The diagonal (tokens against their own ODE) sits far below each row's noise floor, the
-# off-diagonal entries above it: Gaussian invariance is not special to the dot product; each law
-# has its own moment ODE and the tokens follow it.
-#
-# How much this threshold can see: it is the sampling noise of the moments of $N$ fresh tokens,
-# while the ODE starts from the tokens' own moments, so the tokens sit ten to a few hundred times
-# below it. It rejects another law's ODE, but not a small error in the right one: an L2 or
-# Sinkhorn gain $M$ 10% too large, or the Sinkhorn gain with $B^\top$ in place of $B$, would
-# still pass (checked by hand: $D \approx 0.03$–$0.08$ against floors of $0.14$ at $N = 1000$ and
-# $0.085$ at $N = 3000$). The sharp checks of the formulas are in the tests: the Sinkhorn average against
-# Sinkhorn scaling on a quadrature rule to $10^{-9}$, the L2 average against $2\times10^6$
-# sampled keys, and the $N^{-1/2}$ slope of the particles' error.
+# Sinkhorn, not claimed: the extrapolated test gives $T^2$ at {glue:text}`fam_T2_sinkhorn:.2f` times its 99%
+# quantile and the plain test at $N$ = `null_tokens` {glue:text}`fam_T2_sinkhorn_plain:.2f` times. The plain
+# test was above 1 in both profiles (clouds of this size reject their own ODE at this resolution: the
+# finite-$N$ bias); the extrapolated one above 1 in the quick profile ($N_2 = 500$) and below it in the full
+# one ($N_2 = 1000$). The decay in $N$, claimed:
+
+# %%
+def decay_claims(decay, section, statement):
+    """The reproduction (own ODE) and control (every other prediction) claims of a Sinkhorn decay study."""
+    glue(f"fam_decay_slope_{section}", decay["own ODE"].slope)
+    for k, dec in decay.items():
+        if k == "own ODE":
+            claim(f"sinkhorn ({section}): the covariance deviation from the own ODE vanishes as N grows "
+                  f"(log-log slope + 3 SE, N in {list(decay_Ns)})", dec.slope + 3 * dec.se, lt=decay_slope,
+                  statement=statement, kind="reproduces")
+        else:
+            claim(f"sinkhorn ({section}): the deviation from the {k} ODE levels off (slope - 3 SE)",
+                  dec.slope - 3 * dec.se, gt=decay_slope, statement=statement, kind="control")
+    return {k: (round(d.slope, 3), round(d.se, 3)) for k, d in decay.items()}
+
+
+decay_inv = deviation_decay(ctl_inv["sinkhorn"], mu0, Sigma0, t_end, decay_Ns, null_seeds, steps,
+                            predictions={"own ODE": ctl_inv["sinkhorn"], **near_misses(ctl_inv["sinkhorn"], gain_error)},
+                            seed=decay_seed)
+decay_claims(decay_inv, "a", "beyond_attention_families")
+
+# %% [markdown]
+# In the table of $D$ the diagonal (tokens against their own ODE) sits far below each row's fresh-sample
+# floor and the off-diagonal entries above it. The claims above say more, and less: for the dot product
+# and L2, independent clouds are consistent with their own ODE and reject both near misses of it and the
+# other types' ODEs, at the resolution of the actual null. For Sinkhorn, clouds of these sizes are *not*
+# consistent with their own ODE at that resolution (a finite-$N$ bias); what holds is that their
+# deviation from it shrinks with $N$ while the deviation from each near miss levels off. The formulas are also checked in the tests: the
+# Sinkhorn average against Sinkhorn scaling on a quadrature rule to $10^{-9}$, the L2 average against
+# $2\times10^6$ sampled keys, and the $N^{-1/2}$ slope of the particles' error.
 #
 # ## (b) Asymptotics with the parameters that make the dot product blow up
 #
@@ -208,12 +334,17 @@ for name in rates:
           lt=1e-9, statement="beyond_families_asymptotics", kind="derivation")
 
 # %% [markdown]
-# Now tokens, over $[0, 1.5\,t^*]$: past the dot product's blow-up. The statistic and its
-# threshold are those of section (a). The control asks it to reject the attention-free ODE
-# ($\Sigma \equiv I$): the growth the attention causes must register. (A first design used the
-# other bounded law's ODE as the control; at this horizon L2 and Sinkhorn differ by less than the
-# noise floor of a few hundred tokens, so that control failed, and the difference is only
-# reported, as `fam_blow_cross`.)
+# Now tokens, over $[0, 1.5\,t^*]$: past the dot product's blow-up. The test is that of section (a), on
+# `null_seeds` clouds of `blow_null_tokens` tokens. Controls: the attention-free ODE ($\Sigma$ constant:
+# the growth the attention causes must register) and the attention term $1.1$ times too large. ($B = Q$ is
+# symmetric here, so $B^\top$ for $B$ is no near miss. A first design used the other bounded law's ODE as
+# the control; at this horizon L2 and Sinkhorn differed by less than the fresh-sample floor of a few
+# hundred tokens, so that control failed; the difference is now only reported, as the $T^2$ ratio
+# against the other law's ODE in the table below.) For Sinkhorn the extrapolated test (covariance only,
+# the $1/N$ bias extrapolated out from clouds of `blow_null_tokens` and a third as many tokens) is only
+# reported, and the claims are those of the decay in $N$, as in (a), with the attention-free ODE and the
+# attention term $1.1$ times too large as controls (decided after the Sinkhorn test of (a) failed, before
+# this section ran).
 
 # %%
 t_tok = blow_horizon * t_star
@@ -226,17 +357,51 @@ for name, other in (("l2", "sinkhorn"), ("sinkhorn", "l2")):
     glue(f"fam_blow_cross_{name}", moment_discrepancy(r.particles.mu[-1], r.particles.Sigma[-1],
                                                        o.ode.mu[-1], o.ode.Sigma[-1]))
     glue(f"fam_blow_floor_{name}", floor)
-    claim(f"{name}: tokens stay finite and follow the ODE past t* (D below the noise floor)", r.discrepancy,
-          lt=floor, statement="beyond_families_asymptotics", kind="reproduces")
-    claim(f"{name}: the statistic rejects the attention-free ODE at the same time",
-          moment_discrepancy(r.particles.mu[-1], r.particles.Sigma[-1], np.zeros(2), I2),
-          gt=floor, statement="beyond_families_asymptotics", kind="control")
+null_blow = {}
+for i, (name, other) in enumerate((("l2", "sinkhorn"), ("sinkhorn", "l2"))):
+    preds = {"own ODE": ctl_blow[name], "attention-free ODE": Controls(A=np.zeros((2, 2))),
+             f"attention term x {gain_error:g}": near_misses(ctl_blow[name], gain_error)[f"attention term x {gain_error:g}"],
+             f"{other} ODE": ctl_blow[other]}
+    if name == "sinkhorn":
+        dev, plain = sinkhorn_extrapolated(ctl_blow[name], np.zeros(2), I2, t_tok, blow_null_tokens, blow_steps, preds,
+                                           null_seed + 1000 + 100 * i)
+        plain_sinkhorn["blow"] = hotelling_test(plain["own ODE"], null_level).ratio
+    else:
+        dev = flow_deviations(ctl_blow[name], np.zeros(2), I2, t_tok, blow_null_tokens, null_seeds, blow_steps,
+                              predictions=preds, seed=null_seed + 1000 + 100 * i, kernel_dtype=None)
+    null_blow[name] = {k: hotelling_test(v, null_level) for k, v in dev.items()}
+    tests = null_blow[name]
+    if name == "sinkhorn":
+        continue
+    claim(f"{name}: tokens stay finite and follow the ODE past t* (Hotelling T^2 / 99% quantile)",
+          tests["own ODE"].ratio, lt=1.0, statement="beyond_families_asymptotics", kind="reproduces")
+    claim(f"{name}: the same clouds reject the attention-free ODE", tests["attention-free ODE"].ratio, gt=1.0,
+          statement="beyond_families_asymptotics", kind="control")
+    claim(f"{name}: the same clouds reject the ODE with the attention term x {gain_error:g} (near miss)",
+          tests[f"attention term x {gain_error:g}"].ratio, gt=1.0, statement="beyond_families_asymptotics",
+          kind="control")
+print({name: {k: round(t.ratio, 3) for k, t in tests.items()} for name, tests in null_blow.items()},
+      f"sinkhorn, plain test (not claimed): {plain_sinkhorn['blow']:.3f}")
+glue("fam_T2_sinkhorn_blow_plain", plain_sinkhorn["blow"])
+glue("fam_T2_sinkhorn_blow", null_blow["sinkhorn"]["own ODE"].ratio)
+decay_blow = deviation_decay(ctl_blow["sinkhorn"], np.zeros(2), I2, t_tok, decay_Ns, null_seeds, blow_steps,
+                             predictions={"own ODE": ctl_blow["sinkhorn"],
+                                          "attention-free": Controls(A=np.zeros((2, 2))),
+                                          f"attention term x {gain_error:g}":
+                                              near_misses(ctl_blow["sinkhorn"], gain_error)[
+                                                  f"attention term x {gain_error:g}"]},
+                             seed=decay_seed + 10000)
+decay_claims(decay_blow, "b", "beyond_families_asymptotics")
 fig = figs.growth_curves(long, t_star, rates, particles={k: v.particles for k, v in blow_runs.items()})
 
 # %% [markdown]
 # The dot product's $\log\lambda_{\max}$ (red) shoots up at $t^*$ (dotted line); L2 and Sinkhorn
 # bend into straight lines whose slopes are the predicted rates (dashed): exponential growth, no
-# blow-up. Tokens (circles) follow their ODEs past $t^*$. The verdict: with the same
+# blow-up. Tokens (circles) follow their ODEs past $t^*$: for L2 within the finite-$N$ null (the claims
+# above); for Sinkhorn in the sense of the decay claims. Sinkhorn's Hotelling tests here, reported and not
+# claimed: $T^2$ at {glue:text}`fam_T2_sinkhorn_blow:.2f` times its 99% quantile with the $1/N$ bias
+# extrapolated out, {glue:text}`fam_T2_sinkhorn_blow_plain:.2f` times without (clouds of
+# `blow_null_tokens`). The verdict: with the same
 # $(V, Q, K)$, **dot product: finite-time blow-up; L2 with invertible keys and Sinkhorn:
 # exponential growth** at $2\lambda_{\max}(Q)$ and $2$ respectively.
 #
@@ -244,7 +409,8 @@ fig = figs.growth_curves(long, t_star, rates, particles={k: v.particles for k, v
 #
 # Three L2 heads with random (seeded) $Q_h$, invertible $K_h$ and values $V_h$, the layer of
 # section (a) otherwise. The velocities add, so the derived ODE is the sum of the heads' drifts;
-# the statistic and threshold are those of (a), and the control is the ODE of the first head alone.
+# the test is that of (a), on `null_seeds` clouds of `null_tokens` tokens, and the controls are the ODE of
+# the first head alone and the two near misses of the summed ODE.
 # Then the asymptotic rate with $H$ heads, $2\max\operatorname{Re}\lambda(A + \sum_hV_hK_h^{-1}Q_h)$,
 # from $\Sigma_0 = I$ with $V_h = I/H$ (both eigenvalues of that matrix are positive here, so
 # $\Sigma$ grows in every direction; a `derivation` claim, as in (b)). Last, two heads $(V, Q, K)$ and $(-V, Q, K)$ must cancel
@@ -259,12 +425,21 @@ ctl_heads = Controls(A=omega_A * J, V=Vh, Q=Qh, K=Kh, attention="l2")
 heads_run = run_family(ctl_heads, mu0, Sigma0, t_end, n_tokens, steps, seed=seed + 2)
 one_head = integrate_moments(heads_run.ode.mu[0], heads_run.ode.Sigma[0],
                              Controls(A=omega_A * J, V=Vh[:1], Q=Qh[:1], K=Kh[:1], attention="l2"), (0.0, t_end))
-floor_h = noise_floor(heads_run.ode.mu[-1], heads_run.ode.Sigma[-1], n_tokens, noise_repeats, seed=300)
-claim(f"{n_heads} L2 heads: tokens follow the summed moment ODE", heads_run.discrepancy, lt=floor_h,
-      statement="beyond_multihead", kind="reproduces")
-claim(f"{n_heads} L2 heads: the statistic rejects the one-head ODE",
-      moment_discrepancy(heads_run.particles.mu[-1], heads_run.particles.Sigma[-1], one_head.mu[-1],
-                         one_head.Sigma[-1]), gt=floor_h, statement="beyond_multihead", kind="control")
+one_head_ctl = Controls(A=omega_A * J, V=Vh[:1], Q=Qh[:1], K=Kh[:1], attention="l2")
+dev_h = flow_deviations(ctl_heads, mu0, Sigma0, t_end, null_tokens, null_seeds, steps,
+                        predictions={"summed ODE": ctl_heads, "one-head ODE": one_head_ctl,
+                                     **near_misses(ctl_heads, gain_error)},
+                        seed=null_seed + 2000, kernel_dtype=None)
+null_heads = {k: hotelling_test(v, null_level) for k, v in dev_h.items()}
+print({k: round(t.ratio, 3) for k, t in null_heads.items()})
+claim(f"{n_heads} L2 heads: tokens follow the summed moment ODE (Hotelling T^2 / 99% quantile)",
+      null_heads["summed ODE"].ratio, lt=1.0, statement="beyond_multihead", kind="reproduces")
+claim(f"{n_heads} L2 heads: the same clouds reject the one-head ODE", null_heads["one-head ODE"].ratio, gt=1.0,
+      statement="beyond_multihead", kind="control")
+claim(f"{n_heads} L2 heads: the same clouds reject the ODE with the attention term x {gain_error:g}",
+      null_heads[f"attention term x {gain_error:g}"].ratio, gt=1.0, statement="beyond_multihead", kind="control")
+claim(f"{n_heads} L2 heads: the same clouds reject the ODE with queries and keys swapped",
+      null_heads["queries and keys swapped"].ratio, gt=1.0, statement="beyond_multihead", kind="control")
 
 ctl_h_blow = Controls(V=np.stack([I2 / n_heads] * n_heads), Q=Qh + np.stack([Q_blow] * n_heads), K=Kh,
                       attention="l2")
@@ -285,9 +460,21 @@ claim("opposite heads cancel in the tokens (all types)", cancel_tok, lt=1e-12, s
       kind="consistency")
 
 # %% [markdown]
-# What the reader saw: the Gaussian reduction is a property of attention laws whose logits are
-# at most quadratic in the key (the dot product, L2) and of their doubly-stochastic version
-# (Sinkhorn), not of the dot product alone; each has its own moment ODE, confirmed by tokens.
-# The dot product's finite-time blow-up is special: with the same query, key and value maps L2
-# attention (invertible keys) and Sinkhorn attention grow exponentially, at rates read off the
-# derived ODE. Several heads add, and opposite heads cancel exactly.
+# What the reader saw: Gaussian invariance and a moment ODE are not special to the dot product. For the
+# dot product and L2 (logits at most quadratic in the key), in the layer of (a), independent token clouds
+# are consistent with the type's own derived ODE at the resolution of the finite-$N$ null, and reject a
+# 10% error in its attention term, queries and keys swapped, and the other types' ODEs. For their
+# doubly-stochastic version (Sinkhorn) clouds of a few hundred to a thousand tokens are *not* consistent
+# with the derived ODE at that resolution: a finite-$N$ bias ($T^2$ at
+# {glue:text}`fam_T2_sinkhorn_plain:.1f` times its 99% quantile in (a), {glue:text}`fam_T2_sinkhorn_blow_plain:.1f`
+# in (b); a finding, not a claim). With a $1/N$ bias extrapolated out (a test designed after seeing that)
+# the clouds passed in (b) and, at the full profile's sizes, in (a), but failed in (a) at the quick
+# profile's: reported, not claimed. What the claims show for Sinkhorn is that the clouds' deviation from
+# its ODE shrinks as $N$ grows (log–log slope {glue:text}`fam_decay_slope_a:.2f` in (a)) while their
+# deviation from each near miss levels off; that rules out errors as large as the near misses, not smaller
+# ones. With the query, key and value maps that make the dot product blow up in finite time, the
+# integrated L2 (invertible keys) and Sinkhorn ODEs grow exponentially at the rates read off the derived
+# ODE; L2 token clouds follow their ODE past the dot product's $t^*$ within the finite-$N$ null (rejecting
+# the attention-free ODE and a 10% gain error), and Sinkhorn clouds' deviation from theirs shrinks with
+# $N$ there too. Three L2 heads add, as token clouds confirm against the summed ODE (rejecting the
+# one-head ODE and both near misses), and opposite heads cancel exactly.

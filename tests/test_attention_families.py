@@ -394,3 +394,36 @@ def test_formulas_only_the_dot_product_has_are_refused_by_name():
     with pytest.raises(ValueError, match="'sinkhorn'"):
         ATTENTION_TYPES["sinkhorn"].mixture_average(np.zeros((1, 2)), np.ones(1), np.zeros((1, 2)),
                                                     np.eye(2)[None], np.eye(2))
+
+
+def test_near_misses_scale_the_drift_and_transpose_the_tilt():
+    from gtcore.moments import moment_rhs
+    from gtcore.studies.families.harness import near_misses
+
+    rng = np.random.default_rng(0)
+    Q, K = rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
+    S = np.array([[1.0, 0.3], [0.3, 0.5]])
+    for name in ("dot", "l2", "sinkhorn"):
+        ctl = Controls(A=0.3 * np.eye(2), V=[[0.5, 0.2], [-0.1, 0.4]], Q=Q, K=K, attention=name)
+        nm = near_misses(ctl, 1.1)
+        base = moment_rhs(np.zeros(2), S, Controls(A=ctl.A))[1]
+        att = moment_rhs(np.zeros(2), S, ctl)[1] - base
+        np.testing.assert_allclose(moment_rhs(np.zeros(2), S, nm["attention term x 1.1"])[1] - base, 1.1 * att,
+                                   rtol=1e-12, atol=1e-14)
+        sw = nm["queries and keys swapped"]
+        np.testing.assert_array_equal(sw.Q[0], K)
+        np.testing.assert_array_equal(sw.K[0], Q)
+        assert np.abs(moment_rhs(np.zeros(2), S, sw)[1] - moment_rhs(np.zeros(2), S, ctl)[1]).max() > 1e-3
+    dot = Controls(V=np.eye(2), B=Q)
+    np.testing.assert_array_equal(near_misses(dot)["queries and keys swapped"].B[0], Q.T)
+
+
+def test_deviation_decay_vanishes_for_the_right_ode_and_levels_off_for_a_wrong_one():
+    from gtcore.studies.families.harness import deviation_decay, near_misses
+
+    ctl = Controls(A=[[0.0, -0.3], [0.3, 0.0]], V=[[-0.8, -0.3], [0.3, -0.8]], Q=[[0.45, 0.2], [-0.1, 0.35]],
+                   K=[[2.0, 0.4], [0.2, 1.6]], attention="l2")
+    wrong = near_misses(ctl, 1.5)["attention term x 1.5"]
+    dec = deviation_decay(ctl, np.array([0.5, -0.3]), np.array([[1.0, 0.3], [0.3, 0.5]]), 1.0, [100, 1600], 4, 8,
+                          predictions={"right": ctl, "wrong": wrong}, n_boot=200)
+    assert dec["right"].slope < -0.3 and dec["wrong"].slope > -0.1 and dec["right"].se > 0

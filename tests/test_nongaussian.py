@@ -54,3 +54,32 @@ def test_slope_standard_error_matches_the_delta_method():
     rel = np.std(np.exp(0.3 * rng.standard_normal(100_000))) / np.mean(np.exp(0.3 * rng.standard_normal(100_000)))
     expected = rel / np.sqrt(seeds) / np.sqrt(x @ x)
     assert slope_standard_error(Ns, errors, n_boot=4000) == pytest.approx(expected, rel=0.1)
+
+
+def test_slope_difference_standard_error_keeps_the_pairing():
+    from gtcore.studies.invariance.nongaussian import slope_difference_standard_error
+
+    rng = np.random.default_rng(1)
+    Ns = np.array([100, 200, 400, 800])
+    a = Ns[:, None] ** -0.5 * np.exp(0.3 * rng.standard_normal((4, 50)))
+    # the same noise on another rate: the difference of the slopes is exactly 0.1 in every resample
+    assert slope_difference_standard_error(Ns, a, a * Ns[:, None] ** 0.1, n_boot=500) < 1e-12
+    b = Ns[:, None] ** -0.4 * np.exp(0.3 * rng.standard_normal((4, 50)))  # independent noise
+    expected = np.hypot(slope_standard_error(Ns, a, n_boot=4000, seed=2),
+                        slope_standard_error(Ns, b, n_boot=4000, seed=3))
+    assert slope_difference_standard_error(Ns, a, b, n_boot=4000, seed=4) == pytest.approx(expected, rel=0.1)
+
+
+def test_nonaffine_residual_of_known_maps():
+    from gtcore.studies.invariance.nongaussian import nonaffine_residual
+
+    rng = np.random.default_rng(5)
+    x0 = rng.standard_normal((200_000, 2))
+    M = np.array([[1.0, 0.5], [-0.3, 2.0]])
+    assert nonaffine_residual(x0, x0 @ M.T + [1.0, -2.0]) < 1e-12
+    # x1 = (z1 + eps z1^2, z2): the part of z1^2 not explained by (z1, z2, 1) is z1^2 - 1 (variance 2)
+    eps = 0.1
+    x1 = x0.copy()
+    x1[:, 0] += eps * x0[:, 0] ** 2
+    expected = eps * np.sqrt(2.0) / np.sqrt(1.0 + 2 * eps**2 + 1.0)  # ||residual|| / ||x1 - mean|| per token
+    assert nonaffine_residual(x0, x1) == pytest.approx(expected, rel=0.02)

@@ -179,3 +179,32 @@ def test_run_prescribed_keeps_the_hidden_states(tokens):
     # the recorded covariances are those of the kept tokens (1/N normalisation)
     np.testing.assert_allclose(kept.Sigma_model, [np.cov(x.T, bias=True) for x in kept.tokens], rtol=1e-12, atol=1e-14)
     assert run_prescribed("bert", ctl, tokens, 3, H).tokens is None
+
+
+def test_prescribed_deviations_null_and_near_miss():
+    from gtcore.studies.nulls import hotelling_test
+    from gtcore.studies.prescribed.harness import prescribed_deviations
+
+    J = np.array([[0.0, -0.7, 0.0], [0.7, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    affine = Controls(A=0.5 * np.eye(3) + J)
+    wrong_A = Controls(A=1.1 * affine.A)
+    dev = prescribed_deviations("bert", affine, np.eye(3), 200, 3, 5, 0.1, 5,
+                                predictions={"right": affine, "wrong": wrong_A})
+    assert np.abs(dev["right"]).max() < 1e-12  # an affine model maps every cloud exactly as the layer map
+    assert np.linalg.norm(dev["wrong"], axis=1).min() > 1e-2 and dev["right"].shape == (3, 6)
+    B0 = np.array([[1.0, 0.3, 0.0], [0.3, 0.8, 0.2], [0.0, 0.2, 0.6]])
+    ctl = Controls(V=25.0 * np.eye(3), B=0.02 * B0)
+    wrong = Controls(V=1.1 * ctl.V[0], B=ctl.B[0])  # the attention term 10 % too large
+    dev = prescribed_deviations("bert", ctl, np.eye(3), 1000, 12, 12, 0.05, 12,
+                                predictions={"right": ctl, "wrong": wrong},
+                                seed=5)
+    assert hotelling_test(dev["wrong"]).ratio > 1 > hotelling_test(dev["right"]).ratio
+
+
+def test_beta_dependence_same_map_worse_agreement_at_large_beta():
+    from gtcore.studies.prescribed.harness import antithetic_gaussian_tokens, beta_dependence
+
+    B0 = np.array([[1.0, 0.3, 0.0], [0.3, 0.8, 0.2], [0.0, 0.2, 0.6]])
+    x0 = antithetic_gaussian_tokens(600, np.eye(3), seed=1)
+    bd = beta_dependence("bert", B0, 0.5, [0.02, 0.5], x0, 20, 0.08)
+    assert bd.deviation[1] > 3 * bd.deviation[0]

@@ -63,3 +63,13 @@ def test_error_figure_labels_the_n_values_and_no_minor_ticks():
     assert shown == [str(n) for n in Ns]
     assert not [t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()]
     assert not [t.get_text() for t in ax.yaxis.get_minorticklabels() if t.get_text()]
+def test_mean_field_study_from_the_sample_removes_the_initial_sampling_error():
+    # without attention the flow is affine: from each cloud's own moments the ODE is exact (RK4 error only),
+    # from the population moments the error is the initial sampling error, ~ N^-1/2
+    ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0])
+    own = mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200, 800], 3, 20, progress=False)
+    pop = mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200, 800], 3, 20, progress=False, start="population")
+    assert own.errors.max() < 1e-8 and pop.errors.min() > 1e-3
+    assert pop.slope == pytest.approx(-0.5, abs=0.35)
+    with pytest.raises(ValueError, match="start"):
+        mean_field_study([0.0, 0.0], np.eye(2), ctl, (0, 0.5), [200, 800], 3, 2, start="both")

@@ -63,13 +63,15 @@ def relu_gaussianity(paths: Mapping, floors: Mapping, *, level: float = 0.99,
     return fig
 
 
-def prediction_error(paths: Mapping, tol: float, *, slope_until: float | None = None) -> plt.Figure:
+def prediction_error(paths: Mapping, tol: float, *, slope_until: float | None = None,
+                     tol_label: str = "tolerance") -> plt.Figure:
     r"""Relative Bures–Wasserstein error of the identity-activation moment ODE, log–log, with the tolerance.
 
     Parameters
     ----------
     paths : dict label -> :class:`gtcore.studies.beyond.harness.GaussianityPath`
     tol : the tolerance (horizontal line)
+    tol_label : its legend label (followed by its value)
     slope_until : draw a slope-1 reference line from the first time up to this time
     """
     fig, ax = figure(1, 1, width=5.0, height=3.6)
@@ -80,7 +82,7 @@ def prediction_error(paths: Mapping, tol: float, *, slope_until: float | None = 
         ax.plot(t, e, marker="o", ms=3, color=cols[key], label=key)
         if key != "identity" and first is None:
             first = (t, e)
-    ax.axhline(tol, color=COLORS["floor"], ls=":", lw=1.2, label=f"tolerance {tol:g}")
+    ax.axhline(tol, color=COLORS["floor"], ls=":", lw=1.2, label=f"{tol_label} {tol:g}")
     if first is not None and slope_until is not None:
         t, e = first
         seg = t[t <= slope_until]

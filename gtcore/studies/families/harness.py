@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtcore.controls import Controls
+from gtcore.controls import Controls, ControlsLike
 from gtcore.moments import MomentTrajectory, integrate_moments, moment_rhs
 from gtcore.particles import ParticleTrajectory, simulate
 from gtcore.stats.sampling import gaussian_tokens
 
-__all__ = ["FamilyRun", "growth_bound_excess", "growth_rate", "head_cancellation", "moment_discrepancy",
-           "noise_floor", "predicted_rate", "run_family"]
+__all__ = ["DeviationDecay", "FamilyRun", "deviation_decay", "growth_bound_excess", "growth_rate", "head_cancellation",
+           "moment_discrepancy", "near_misses", "noise_floor", "predicted_rate", "run_family"]
 
 
 def moment_discrepancy(mu_hat: np.ndarray, Sigma_hat: np.ndarray, mu: np.ndarray, Sigma: np.ndarray) -> float:
@@ -137,3 +137,102 @@ def head_cancellation(with_heads: Controls, bare: Controls, mu0: np.ndarray, Sig
     p1 = simulate(x0, with_heads, (0.0, t_end), steps, device="cpu").final_tokens
     p0 = simulate(x0, bare, (0.0, t_end), steps, device="cpu").final_tokens
     return float(ode), float(np.abs(p1 - p0).max())
+
+
+def near_misses(controls: Controls, gain: float = 1.1) -> dict[str, Controls]:
+    r"""Two plausible errors in a layer's moment ODE, as controls whose ODE carries them.
+
+    * ``"attention term x gain"``: every :math:`V_h \to \text{gain}\cdot V_h`, so the attention drift
+      :math:`\sum_h V_h M_h(\Sigma)` is ``gain`` times too large (for the covariance equation of every type,
+      a gain error of :math:`M_h`);
+    * ``"queries and keys swapped"``: :math:`Q_h \leftrightarrow K_h` (for the dot product and Sinkhorn,
+      :math:`B_h^\top` in place of :math:`B_h = K_h^\top Q_h`; for L2 the logits
+      :math:`-\|K_hx_i - Q_hx_j\|^2`), or :math:`B_h \to B_h^\top` when the layer is given by :math:`B`.
+
+    Parameters
+    ----------
+    controls : Controls
+        A layer without a feed-forward block.
+    gain : float
+
+    Returns
+    -------
+    dict name -> Controls
+    """
+    c = controls
+    if c.has_feedforward:
+        raise ValueError("controls: near_misses needs a layer without a feed-forward block")
+    scaled = (Controls(A=c.A, b=c.b, V=gain * c.V, Q=c.Q, K=c.K, attention=c.attention) if c.Q is not None
+              else Controls(A=c.A, b=c.b, V=gain * c.V, B=c.B, attention=c.attention))
+    swapped = (Controls(A=c.A, b=c.b, V=c.V, Q=c.K, K=c.Q, attention=c.attention) if c.Q is not None
+               else Controls(A=c.A, b=c.b, V=c.V, B=np.swapaxes(c.B, 1, 2), attention=c.attention))
+    return {f"attention term x {gain:g}": scaled, "queries and keys swapped": swapped}
+
+
+@dataclass(frozen=True)
+class DeviationDecay:
+    r"""How the clouds' deviation from a prediction shrinks with N.
+
+    Attributes
+    ----------
+    Ns : (n,) int array
+    norms : (1, n, seeds) array
+        :math:`\|\delta_s\|` of each cloud's signed covariance deviation
+        (:func:`gtcore.studies.nulls.signed_deviation`, covariance part).
+    slope : float
+        Log–log slope of the mean over clouds in N (:func:`gtcore.studies.fits.pooled_loglog_slope`).
+    se : float
+        Its bootstrap standard error (clouds resampled within each N).
+    """
+
+    Ns: np.ndarray
+    norms: np.ndarray
+    slope: float
+    se: float
+
+    def __repr__(self) -> str:
+        return f"DeviationDecay(Ns={self.Ns.tolist()}, slope={self.slope:.3f}, se={self.se:.3f})"
+
+
+def deviation_decay(controls: ControlsLike, mu0: np.ndarray, Sigma0: np.ndarray, T: float, Ns, seeds: int,
+                    steps: int, *, predictions: dict, seed: int = 0, n_boot: int = 2000,
+                    boot_seed: int = 0) -> dict:
+    r"""For each prediction, the decay in N of the clouds' covariance deviation from it.
+
+    For each N of ``Ns``, :func:`gtcore.studies.nulls.flow_deviations` (covariance part, float64 kernel,
+    seeds ``seed + 1000 i + s`` for the i-th N) gives each cloud's deviation from each prediction
+    started at its own moments. A prediction that is the large-N limit of the clouds gives a deviation
+    that vanishes as N grows (whatever its rate: fluctuation and bias of the finite-N attention); a wrong
+    prediction gives one that levels off at its error.
+
+    Parameters
+    ----------
+    controls : the layer that moves the tokens
+    mu0, Sigma0 : the input Gaussian
+    T : float
+        Horizon.
+    Ns : sequence of int
+        Cloud sizes (at least two).
+    seeds, steps : int
+        Clouds per size, RK4 steps over :math:`[0, T]`.
+    predictions : mapping name -> controls
+        Each one's moment ODE is a prediction.
+    seed, n_boot, boot_seed : int
+        Seed of the first cloud; bootstrap resamples and their seed.
+
+    Returns
+    -------
+    dict name -> DeviationDecay
+    """
+    from gtcore.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
+    from gtcore.studies.nulls import flow_deviations
+
+    Ns = np.asarray(Ns, int)
+    per_n = [flow_deviations(controls, mu0, Sigma0, T, int(N), seeds, steps, predictions=predictions,
+                             seed=int(seed) + 1000 * i, mean=False, kernel_dtype=None) for i, N in enumerate(Ns)]
+    out = {}
+    for name in predictions:
+        norms = np.stack([np.linalg.norm(d[name], axis=1) for d in per_n])[None]
+        out[name] = DeviationDecay(Ns, norms, pooled_loglog_slope(Ns, norms),
+                                   pooled_slope_standard_error(Ns, norms, n_boot=n_boot, seed=boot_seed))
+    return out

@@ -58,7 +58,9 @@ class MeanFieldStudy:
     ----------
     Ns : (k,) token counts
     errors : (k, seeds) error at the final time for each N and seed:
-        :math:`\\|\\hat\\mu(T) - \\mu(T)\\| + \\|\\hat\\Sigma(T) - \\Sigma(T)\\|_F`
+        :math:`\\|\\hat\\mu(T) - \\mu(T)\\| + \\|\\hat\\Sigma(T) - \\Sigma(T)\\|_F`, the ODE started from
+        each cloud's own moments (``start="sample"``: the dynamic error) or from :math:`(\\mu_0, \\Sigma_0)`
+        (``start="population"``: the dynamic error plus the initial sampling error)
     kappa : sampling strength along the ODE trajectory (:func:`gtcore.attention.max_sampling_strength`)
     slope : fitted log–log slope of the mean error against N
     """
@@ -75,12 +77,16 @@ class MeanFieldStudy:
 
 def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tuple[float, float],
                      Ns: Sequence[int] | np.ndarray, seeds: int, steps: int, *, method: str = "rk4",
-                     progress: bool = True, kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> MeanFieldStudy:
+                     progress: bool = True, kernel_dtype: Any = STUDY_KERNEL_DTYPE, start: str = "sample",
+                     seed: int = 0) -> MeanFieldStudy:
     r"""Run the N-token Transformer from seeded Gaussian samples and compare with the moment ODE.
 
     For each :math:`N` in ``Ns`` and each seed :math:`s < \text{seeds}`, tokens are drawn from
-    :math:`N(\mu_0, \Sigma_0)` (seed ``s``), moved with empirical attention by ``steps`` steps of
-    ``method``, and the final moments compared with :func:`gtcore.moments.integrate_moments`. The softmax
+    :math:`N(\mu_0, \Sigma_0)` (seed ``seed + s``), moved with empirical attention by ``steps`` steps of
+    ``method``, and the final moments compared with :func:`gtcore.moments.integrate_moments` started from
+    the cloud's own empirical moments :math:`(\hat\mu(0), \hat\Sigma(0))` (``start="sample"``, the
+    default: the initial sampling error cancels and what is left is the finite-N attention's own,
+    *dynamic*, error) or from :math:`(\mu_0, \Sigma_0)` (``start="population"``). The softmax
     kernel runs in ``kernel_dtype`` (:data:`gtcore.studies.precision.STUDY_KERNEL_DTYPE`: float32, see there).
     """
     Ns = np.asarray(Ns, dtype=int)
@@ -88,6 +94,8 @@ def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tupl
         raise ValueError(f"Ns must hold at least two token counts >= 2, got {Ns!r}")
     if int(seeds) < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds!r}")
+    if start not in ("sample", "population"):
+        raise ValueError(f"start must be 'sample' or 'population', got {start!r}")
     ref = integrate_moments(mu0, Sigma0, controls, t_span, t_eval=np.linspace(*t_span, 21))
     if ref.status != "completed":
         raise ValueError(f"the moment ODE does not complete on t_span ({ref.status}): pick weaker controls")
@@ -95,9 +103,16 @@ def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tupl
     errors = np.empty((Ns.size, int(seeds)))
     jobs = [(i, N, s) for i, N in enumerate(Ns) for s in range(int(seeds))]
     for i, N, s in progress_bar(jobs, "N-token runs", enabled=progress):
-        tr = simulate(gaussian_tokens(int(N), mu0, Sigma0, s), controls, t_span, steps, method=method,
+        tr = simulate(gaussian_tokens(int(N), mu0, Sigma0, int(seed) + s), controls, t_span, steps, method=method,
                       record_every=steps, kernel_dtype=kernel_dtype)
-        errors[i, s] = np.linalg.norm(tr.mu[-1] - mu_T) + np.linalg.norm(tr.Sigma[-1] - S_T)
+        if start == "sample":
+            own = integrate_moments(tr.mu[0], tr.Sigma[0], controls, t_span)
+            if own.status != "completed":
+                raise ValueError(f"the moment ODE from a sample's moments does not complete ({own.status})")
+            m_T, s_T = own.final
+        else:
+            m_T, s_T = mu_T, S_T
+        errors[i, s] = np.linalg.norm(tr.mu[-1] - m_T) + np.linalg.norm(tr.Sigma[-1] - s_T)
     kappa = max_sampling_strength(controls, ref.t, ref.Sigma)
     return MeanFieldStudy(Ns=Ns, errors=errors, kappa=kappa, slope=loglog_slope(Ns, errors.mean(axis=1)))
 

@@ -18,8 +18,9 @@ from gtcore.models.prescribed import (
 )
 from gtcore.moments import layer_map
 
-__all__ = ["BlowupDepth", "DepthConvergence", "PrescribedRun", "antithetic_gaussian_tokens", "covariance_band",
-           "depth_convergence", "first_exceedance", "layer_map_blowup_depth", "run_prescribed"]
+__all__ = ["BetaDependence", "BlowupDepth", "DepthConvergence", "PrescribedRun", "antithetic_gaussian_tokens",
+           "beta_dependence", "covariance_band", "depth_convergence", "first_exceedance", "layer_map_blowup_depth",
+           "prescribed_deviations", "run_prescribed"]
 
 
 @dataclass(frozen=True)
@@ -262,3 +263,109 @@ def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[fl
     errors = np.abs(depths * hs - t_star)
     order = float(np.polyfit(np.log(hs), np.log(errors), 1)[0])
     return DepthConvergence(hs, depths, t_star, float(factor), errors, order)
+
+
+def prescribed_deviations(family: str, controls: Controls, Sigma0: Any, n_tokens: int, seeds: int, n_layers: int,
+                          h: float, layer: int, *, predictions: dict, seed: int = 0,
+                          feed_forward: bool | None = None) -> dict:
+    r"""Signed covariance deviations of R independent clouds through a prescribed Transformer, at one layer.
+
+    Cloud ``s < seeds``: :func:`antithetic_gaussian_tokens` (``n_tokens``, :math:`\Sigma_0`, seed
+    ``seed + s``) through the model of ``family`` built from ``controls`` (``n_layers`` blocks of size
+    ``h``, no LayerNorm); for each named prediction (controls whose exact layer map is the prediction)
+    the map starts from the cloud's own covariance (and mean 0, which the antithetic cloud keeps exactly),
+    and :func:`gtcore.studies.nulls.signed_deviation` (covariance part only) of the model's
+    :math:`\hat\Sigma_{\text{layer}}` from the map's is recorded. With
+    :func:`gtcore.studies.nulls.hotelling_test` this tests the model against a prediction with the
+    spread the clouds themselves show (the actual null of a prediction started at the cloud's moments).
+
+    Parameters
+    ----------
+    family : str
+        ``"bert"``, ``"vit"`` or ``"modernbert"``.
+    controls : Controls
+        The model's layer.
+    Sigma0 : (d, d) array
+    n_tokens, seeds, n_layers : int
+    h : float
+    layer : int
+        The layer compared (``0 < layer <= n_layers``).
+    predictions : dict name -> Controls
+    seed : int
+    feed_forward : bool, optional
+        As :func:`run_prescribed`.
+
+    Returns
+    -------
+    dict name -> (seeds, d(d+1)/2) array
+    """
+    from gtcore.stats.gaussianity import empirical_moments
+    from gtcore.studies.nulls import signed_deviation
+
+    if not 0 < int(layer) <= int(n_layers):
+        raise ValueError(f"layer must lie in 1..n_layers={n_layers}, got {layer!r}")
+    if isinstance(seeds, bool) or int(seeds) != seeds or seeds < 2:
+        raise ValueError(f"seeds must be an integer >= 2, got {seeds!r}")
+    if feed_forward is None:
+        feed_forward = bool(np.any(controls.A) or np.any(controls.b))
+    model = prescribed_transformer(family, controls, n_layers, h=h, feed_forward=feed_forward)
+    d = controls.d
+    out: dict = {name: [] for name in predictions}
+    for s in range(int(seeds)):
+        x0 = antithetic_gaussian_tokens(n_tokens, Sigma0, seed=int(seed) + s)
+        hs = hidden_states(model, x0)
+        S_model = empirical_moments(hs[int(layer)])[1]
+        S0 = empirical_moments(x0)[1]
+        for name, pred in predictions.items():
+            S_pred = _map_until_overflow(np.zeros(d), S0, pred, int(layer), h, feed_forward)[int(layer)]
+            out[name].append(signed_deviation(np.zeros(d), S_model, np.zeros(d), S_pred, mean=False))
+    return {name: np.array(v) for name, v in out.items()}
+
+
+@dataclass(frozen=True)
+class BetaDependence:
+    r"""How the agreement of a prescribed model with the layer map depends on the logit scale :math:`\beta`.
+
+    Attributes
+    ----------
+    betas : (k,) array
+    deviation : (k,) array
+        :math:`\|\hat\Sigma_\ell - \Sigma^{\text{map}}_\ell\|_F / \|\Sigma^{\text{map}}_\ell\|_F` at the last
+        layer where the map is within ``close_cut`` of its start.
+    depth_gap : (k,) array
+        |model depth - layer-map depth| at ``factor`` (``inf`` when the model never crosses).
+    """
+
+    betas: np.ndarray
+    deviation: np.ndarray
+    depth_gap: np.ndarray
+
+    def __repr__(self) -> str:
+        return f"BetaDependence(betas={self.betas.tolist()}, deviation={np.round(self.deviation, 4).tolist()})"
+
+
+def beta_dependence(family: str, B0: Any, vb: float, betas: Sequence[float], tokens: Any, n_layers: int, h: float, *,
+                    close_cut: float = 10.0, factor: float = 1e3) -> BetaDependence:
+    r"""The destabilising model :math:`V = (vb/\beta) I`, :math:`B = \beta B_0` for each :math:`\beta`.
+
+    Every :math:`\beta` has the same product :math:`vB`.
+
+    With :math:`V = vI` the Gaussian predictions depend on :math:`V, B` only through :math:`vB`, so every
+    :math:`\beta` has the same layer map; a finite softmax over N tokens must resolve the tilt
+    :math:`\Sigma^{1/2}B\Sigma^{1/2}`, which grows with :math:`\beta`.
+
+    Returns
+    -------
+    BetaDependence
+    """
+    B0 = np.asarray(B0, float)
+    d = B0.shape[0]
+    devs, gaps = [], []
+    for beta in betas:
+        ctl = Controls(V=(vb / beta) * np.eye(d), B=beta * B0)
+        run = run_prescribed(family, ctl, tokens, n_layers, h)
+        close = np.flatnonzero(run.map_ratio <= close_cut)
+        devs.append(float(run.deviation()[close[-1]]))
+        md, mapd = run.depth(factor)
+        gaps.append(math.inf if md is None or mapd is None else float(abs(md - mapd)))
+    return BetaDependence(np.asarray(betas, float), np.array(devs), np.array(gaps))

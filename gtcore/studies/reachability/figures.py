@@ -192,3 +192,36 @@ def steering_animation(run, ode, target: tuple[Any, Any], *, max_frames: int = 4
     return animate_clouds(CloudPanel(run.tokens, run.t, mu=mu, Sigma=Sigma, target=(m1, S1), annotations=notes,
                                      title="steering, attention on"),
                           max_frames=max_frames, max_tokens=max_tokens, **kwargs)
+
+
+def ensemble_vs_n_figure(panels: Sequence[tuple[str, Sequence[tuple[str, Any, np.ndarray, float]]]]) -> plt.Figure:
+    r"""Per-draw curves against N, one panel per statistic, with the :math:`N^{-1/2}` reference.
+
+    Parameters
+    ----------
+    panels : sequence of ``(ylabel, series)``, each series a sequence of ``(label, Ns, values, slope)``
+        with ``values`` of shape (draws, len(Ns), seeds): each draw's mean over seeds is drawn as a thin
+        line, divided by its value at the smallest N (so the draws share a start), and the label shows
+        the pooled slope.
+
+    Returns
+    -------
+    matplotlib Figure
+    """
+    colors = [COLORS["particles"], COLORS["alt"], COLORS["target"]]
+    fig, axes = figure(len(panels), 1, width=4.2, height=3.4)
+    axes = np.atleast_1d(axes)
+    for ax, (ylabel, series) in zip(axes, panels, strict=False):
+        for (label, Ns, values, slope), c in zip(series, colors, strict=False):
+            m = np.asarray(values, float).mean(axis=2)
+            m = m / m[:, :1]
+            for k, row in enumerate(m):
+                ax.plot(Ns, row, color=c, lw=0.8, alpha=0.7, label=f"{label}: slope {slope:.2f}" if k == 0 else None)
+        Ns0 = np.asarray(series[0][1], float)
+        ax.plot(Ns0, (Ns0 / Ns0[0]) ** -0.5, "k--", lw=1.0, label="$N^{-1/2}$")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("tokens $N$")
+        ax.set_ylabel(f"{ylabel} / value at the smallest $N$")
+        ax.legend(fontsize=7)
+    return fig
