@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Stability", "Status", "Verdict"]
+__all__ = ["Stability", "Status", "Verdict", "Vocabulary"]
 
 
-class _Vocabulary(str, Enum):
+class Vocabulary(str, Enum):
     """A string-valued enum whose ``str()`` and ``format()`` are its value on every Python version."""
 
     __hash__ = str.__hash__  # a member finds its value's key in a dict of strings
@@ -32,7 +32,7 @@ class _Vocabulary(str, Enum):
         return format(str(self.value), spec)
 
 
-class Status(_Vocabulary):
+class Status(Vocabulary):
     r"""How an integration ended.
 
     ``COMPLETED``: the end of the time span (or of the layers) was reached. ``BLOWUP``:
@@ -49,7 +49,7 @@ class Status(_Vocabulary):
     STOPPED = "stopped"
 
 
-class Verdict(_Vocabulary):
+class Verdict(Vocabulary):
     r"""The long-time fate of the covariance :math:`\Sigma(t)` of the moment ODE.
 
     ``CONVERGES`` to a positive-definite :math:`\Sigma^*`; ``COLLAPSES`` to 0; ``BLOWS_UP``: a pole at a
@@ -67,7 +67,7 @@ class Verdict(_Vocabulary):
     UNDETERMINED = "undetermined"
 
 
-class Stability(_Vocabulary):
+class Stability(Vocabulary):
     """The linearisation at an equilibrium: largest real part below, above or at 0 (to round-off)."""
 
     STABLE = "stable"

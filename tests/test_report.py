@@ -2,7 +2,7 @@
 
 import nbformat
 
-from gtcore.book.report import Status, collect_claims, report_markdown, statement_statuses
+from gtcore.book.report import Evidence, collect_claims, report_markdown, statement_statuses
 from gtcore.book.statements import load_statements
 
 
@@ -34,13 +34,13 @@ def test_statuses_follow_the_kinds(tmp_path):
     rows = collect_claims(tmp_path)
     assert [r.name for r in rows][:3] == ["r1", "k1", "c1"] and rows[0].seed == 3
     status = {s.statement.id: s.status for s in statement_statuses(rows)}
-    assert status["invariance"] is Status.REPRODUCED and status["invariance"] == "reproduced"
-    assert status["reduction"] is Status.CONSISTENCY
-    assert status["riccati"] is Status.DERIVED and str(status["riccati"]) == "derived only"
-    assert status["rank_invariance"] is Status.REPRODUCED  # a reproduction outranks a derivation
-    assert status["blowup"] is Status.FAILED and status["stabilising"] is Status.FAILED
-    assert status["pretrained_paper_models"] is Status.NOT_REPRODUCIBLE
-    assert status["reachability"] is Status.NOT_CHECKED
+    assert status["invariance"] is Evidence.REPRODUCED and status["invariance"] == "reproduced"
+    assert status["reduction"] is Evidence.CONSISTENCY
+    assert status["riccati"] is Evidence.DERIVED and str(status["riccati"]) == "derived only"
+    assert status["rank_invariance"] is Evidence.REPRODUCED  # a reproduction outranks a derivation
+    assert status["blowup"] is Evidence.FAILED and status["stabilising"] is Evidence.FAILED
+    assert status["pretrained_paper_models"] is Evidence.NOT_REPRODUCIBLE
+    assert status["reachability"] is Evidence.NOT_CHECKED
 
 
 def test_headline_counts_statements_by_status(tmp_path):

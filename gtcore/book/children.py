@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-__all__ = ["command_dying_with_parent", "die_with_parent", "parent_alive", "watch_parent"]
+__all__ = ["command_dying_with_parent", "die_with_parent", "parent_alive", "pid_alive", "watch_parent"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -37,6 +37,17 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
         return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def parent_alive(parent: int) -> bool:

@@ -334,16 +334,6 @@ def _kernel_manager_class(log_path: Path, env: dict[str, str]):
     return GtbookKernelManager
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clean_scratch(bk: Book) -> None:
     """Remove scratch folders ``executed/.running/NAME.PID.*`` left by processes that no longer exist.
 
@@ -354,7 +344,7 @@ def clean_scratch(bk: Book) -> None:
         return
     for path in bk.running.iterdir():
         parts = path.name.split(".")
-        if len(parts) >= 3 and parts[1].isdigit() and not _alive(int(parts[1])):
+        if len(parts) >= 3 and parts[1].isdigit() and not children.pid_alive(int(parts[1])):
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 

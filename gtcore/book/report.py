@@ -1,6 +1,6 @@
 """The reproducibility report: the executed chapters' claims, grouped by the paper's statements.
 
-Each statement gets a :class:`Status` from the kinds of the claims that name it
+Each statement gets a :class:`Evidence` from the kinds of the claims that name it
 (:func:`statement_status`): *reproduced* when at least one claim of kind ``"reproduces"`` checks it and
 every claim that names it passed; *not reproduced* when a claim of kind ``"not_reproduced"`` records that
 a test of it, under a criterion fixed before the run, came out against it (this takes precedence over
@@ -18,20 +18,20 @@ commit and the environment (Python, key packages, CPU/GPU), read from each execu
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from gtcore.book.claims import KINDS, claims_in_notebook
 from gtcore.book.files import atomic_write_text
 from gtcore.book.statements import Statement, load_statements
+from gtcore.status import Vocabulary
 
 
 class ReportError(ValueError):
     """An executed notebook cannot be read; the message names the file and how to recover."""
 
 
-class Status(str, Enum):
+class Evidence(Vocabulary):
     """What the evidence for a statement is, from the kinds of its claims (see the module docstring)."""
 
     REPRODUCED = "reproduced"
@@ -42,11 +42,8 @@ class Status(str, Enum):
     FAILED = "failed"
     NOT_CHECKED = "not checked"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-STATUSES = tuple(s.value for s in Status)
+STATUSES = tuple(s.value for s in Evidence)
 
 
 @dataclass
@@ -86,25 +83,25 @@ class StatementStatus:
     claims: list[ClaimRow] = field(default_factory=list)
 
     @property
-    def status(self) -> Status:
-        """The statement's :class:`Status` (:func:`statement_status`)."""
+    def status(self) -> Evidence:
+        """The statement's :class:`Evidence` (:func:`statement_status`)."""
         return statement_status(self.statement, self.claims)
 
 
-def statement_status(statement: Statement, claims: list[ClaimRow]) -> Status:
-    """The :class:`Status` of ``statement`` given the claims that name it (see the module docstring)."""
+def statement_status(statement: Statement, claims: list[ClaimRow]) -> Evidence:
+    """The :class:`Evidence` of ``statement`` given the claims that name it (see the module docstring)."""
     if not claims:
-        return Status.NOT_CHECKED if statement.reproducible_here else Status.NOT_REPRODUCIBLE
+        return Evidence.NOT_CHECKED if statement.reproducible_here else Evidence.NOT_REPRODUCIBLE
     if not all(c.passed for c in claims):
-        return Status.FAILED
+        return Evidence.FAILED
     kinds = {c.kind for c in claims}
     if "not_reproduced" in kinds:
-        return Status.NOT_REPRODUCED
+        return Evidence.NOT_REPRODUCED
     if "reproduces" in kinds:
-        return Status.REPRODUCED
+        return Evidence.REPRODUCED
     if "derivation" in kinds:
-        return Status.DERIVED
-    return Status.CONSISTENCY
+        return Evidence.DERIVED
+    return Evidence.CONSISTENCY
 
 
 def executed_notebooks(executed: Path, names: list[str] | None = None) -> list[Path]:
@@ -294,8 +291,8 @@ def kinds_paragraph() -> str:
             "its claims, chapter by chapter.")
 
 
-def _status_counts(group: list[StatementStatus]) -> dict[Status, int]:
-    counts = {st: 0 for st in Status}
+def _status_counts(group: list[StatementStatus]) -> dict[Evidence, int]:
+    counts = {st: 0 for st in Evidence}
     for s in group:
         counts[s.status] += 1
     return counts
@@ -304,13 +301,13 @@ def _status_counts(group: list[StatementStatus]) -> dict[Status, int]:
 def _status_phrase(group: list[StatementStatus]) -> tuple[str, str]:
     """``("5 of 13", "4 derived only, ...")`` for a group of statements: the reproduced count and the rest."""
     counts = _status_counts(group)
-    rest = [f"{counts[st]} {st.value}" for st in Status if st is not Status.REPRODUCED and counts[st]]
-    return f"{counts[Status.REPRODUCED]} of {len(group)}", ", ".join(rest)
+    rest = [f"{counts[st]} {st.value}" for st in Evidence if st is not Evidence.REPRODUCED and counts[st]]
+    return f"{counts[Evidence.REPRODUCED]} of {len(group)}", ", ".join(rest)
 
 
 def headline_lines(paper: list[StatementStatus], beyond: list[StatementStatus], rows: list[ClaimRow],
                    root: Path | None = None) -> list[str]:
-    """The headline: statements counted by :class:`Status`, claims by kind, and the last mutation check.
+    """The headline: statements counted by :class:`Evidence`, claims by kind, and the last mutation check.
 
     ``root`` is the book's folder; its ``book/mutations.json`` (written by ``gtbook mutations``) gives the
     mutation sentence, which is left out when that file is absent.
@@ -359,7 +356,7 @@ def _dropdown(title: str, body: list[str], *, css: str = "gtbook-statement") -> 
 def _statement_detail(s: StatementStatus) -> list[str]:
     """A statement's collapsible detail: its paraphrase, status, reason, note and claims by chapter."""
     st = s.statement
-    body = [f"*{st.paraphrase}* ({st.where}.) **Status: {s.status}.**", ""]
+    body = [f"*{st.paraphrase}* ({st.where}.) **Evidence: {s.status}.**", ""]
     if st.reason:
         body += [f"Not reproducible here: {st.reason}", ""]
     if st.note:

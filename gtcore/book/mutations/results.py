@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from gtcore.book.files import atomic_write_text
+from gtcore.status import Vocabulary
 
 __all__ = [
     "FORMAT",
@@ -27,7 +27,7 @@ __all__ = [
 FORMAT = 1
 
 
-class Outcome(str, Enum):
+class Outcome(Vocabulary):
     """What caught a mutation in the book, strongest first (a claim's kind, an exception, a time-out), or nothing."""
 
     REPRODUCES = "reproduces"
@@ -37,9 +37,6 @@ class Outcome(str, Enum):
     EXCEPTION = "exception"
     TIMEOUT = "timeout"
     SURVIVED = "survived"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def strength(self) -> int:
