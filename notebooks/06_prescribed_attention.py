@@ -369,6 +369,8 @@ claim("layer-map blow-up depth * h -> t*: convergence order", dc.order, gt=0.75,
 bd = beta_dependence(first, B0, vb, betas, x0, n_layers, h, close_cut=close_cut, factor=factor)
 one_cloud = float(np.sqrt(np.mean(np.sum(null_destab["layer map"] ** 2, axis=1))))
 fig = figs.beta_figure(bd, beta, null_scale=one_cloud)
+
+# %%
 glue("beta_dev_small", float(bd.deviation[0]))
 glue("beta_dev_large", float(bd.deviation[-1]))
 {f"beta={b:g}": dict(deviation=round(float(dv), 5), depth_gap=float(g)) for b, dv, g in

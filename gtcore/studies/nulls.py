@@ -204,7 +204,7 @@ def flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, T: float, n_t
     Cloud ``s < seeds``: ``n_tokens`` tokens from :math:`N(\mu_0, \Sigma_0)` (seed ``seed + s``) moved by
     ``controls`` over :math:`[0, T]` (``steps`` steps of ``method``, activation ``ff``,
     :func:`gtcore.particles.simulate`). For each named prediction (controls whose moment ODE,
-    :func:`gtcore.integrate_moments`, is the prediction; for a ReLU layer that is the ODE of its
+    :func:`gtcore.moments.integrate_moments`, is the prediction; for a ReLU layer that is the ODE of its
     identity-activation fold) the ODE starts from the cloud's empirical moments at :math:`t = 0`, and
     :func:`signed_deviation` of the cloud's final moments from the ODE's is recorded.
 

@@ -33,7 +33,7 @@ class Mutation:
     file : path relative to the repository root, under ``gtcore/`` (never ``gtcore/book/``)
     original, replacement : the snippet and what it becomes
     models : the error this stands for, in one sentence
-    area : one of :data:`AREAS`
+    area : one of ``AREAS``
     tests : the unit-test modules (paths relative to the root) that guard ``file``
     probe : Python that sets ``value`` from the file's code (see :func:`gtcore.book.mutations.run.run_probe`)
     """
@@ -137,7 +137,7 @@ def _entry(name: str, raw: dict, source: str) -> Mutation:
 
 
 def load_registry(path: str | Path | None = None) -> dict[str, Mutation]:
-    """The mutations of the registry at ``path`` (default :data:`REGISTRY`), in file order.
+    """The mutations of the registry at ``path`` (default ``REGISTRY``), in file order.
 
     Raises
     ------

@@ -190,7 +190,7 @@ def run_probe(tree: Path, code: str, timeout: float = 600.0) -> dict[str, Any]:
     r"""Run a mutation's probe against the ``gtcore`` of ``tree``: ``{"numbers": [...]}``, ``{"text": ...}``
     or ``{"error": ...}``, with ``"gtcore"`` the package file it imported.
 
-    The probe runs after :data:`PRELUDE` (a seeded general layer in :math:`d = 3`) and must set ``value``.
+    The probe runs after ``PRELUDE`` (a seeded general layer in :math:`d = 3`) and must set ``value``.
     """
     body = textwrap.indent(textwrap.dedent(code).strip("\n"), "    ")
     script = (
@@ -226,7 +226,7 @@ BROKEN_MUTATION_ERRORS = ("NameError", "UnboundLocalError", "AttributeError", "I
 def probe_changed(original: dict[str, Any], mutated: dict[str, Any], rtol: float = 1e-9) -> bool:
     """Whether the mutated probe differs from the original (beyond ``rtol`` relative round-off).
 
-    A mutated probe that raises a :data:`BROKEN_MUTATION_ERRORS` error does not count as a change: the
+    A mutated probe that raises a ``BROKEN_MUTATION_ERRORS`` error does not count as a change: the
     replacement names something its code does not define (caught by any chapter as a crash, it would
     model no error of the equations).
     """
@@ -271,7 +271,7 @@ def run_unit_tests(tree: Path, modules: list[str], timeout: float = TESTS_TIMEOU
 # --------------------------------------------------------------------------------- chapters
 @dataclass
 class ChapterRun:
-    """One chapter's run in a tree: passed, or the :class:`Catch` that stopped it; ``stopped`` when it was
+    """One chapter's run in a tree: passed, or the ``Catch`` that stopped it; ``stopped`` when it was
     ended early because another chapter had already caught the mutation."""
 
     name: str
@@ -338,18 +338,20 @@ def run_chapters(
 ) -> tuple[list[ChapterRun], list[str]]:
     """Run the chapters ``names`` of the book at ``tree`` (in that order, ``jobs`` at a time) with its ``gtcore``.
 
-    Each chapter runs in a ``gtbook`` worker process (its own kernel, ``cores // jobs`` threads). When
+    Each chapter runs in a ``gtbook`` worker process (its own kernel, with the threads of
+    :func:`~gtcore.book.execute.kernel_threads`). When
     ``stop(run)`` is true for a finished chapter, the running ones are ended and the rest not started.
     With ``keep_going`` a failed claim does not stop its chapter (every failing claim is in
-    :attr:`ChapterRun.failures`). Returns the runs (completed, failed, timed out or stopped) and the names
+    ``ChapterRun.failures``). Returns the runs (completed, failed, timed out or stopped) and the names
     never started.
     """
     if not names:
         return [], []
     bk = open_book(tree)
-    todo = {j.chapter.name: j for j in plan(bk, profile, names, [])}
     jobs = max(1, min(jobs, len(names)))
-    threads = max(1, _cores() // jobs)
+    # the jobs' keys hold the threads their kernels get (execute.kernel_threads): a worker given another
+    # count would refuse to publish, its key "changed while it ran"
+    todo = {j.chapter.name: j for j in plan(bk, profile, names, [], jobs=jobs)}
     bk.running.mkdir(parents=True, exist_ok=True)
     pending, runs = list(names), []
     active: dict[str, Any] = {}
@@ -370,7 +372,7 @@ def run_chapters(
                             "injected": job.injected,
                             "overrides": job.overrides,
                             "components": job.components,
-                            "threads": threads,
+                            "threads": job.threads,
                         }
                     )
                 )

@@ -202,7 +202,7 @@ class EnsembleStack:
     nonaffine_slope: float
 
     def slope_standard_error(self, which: str = "errors", n_boot: int = 2000, seed: int = 0) -> float:
-        """Bootstrap standard error of :attr:`slope` (``which="errors"``) or :attr:`nonaffine_slope`
+        """Bootstrap standard error of ``slope`` (``which="errors"``) or ``nonaffine_slope``
         (``"nonaffine"``), by :func:`gtcore.studies.fits.pooled_slope_standard_error`."""
         if which not in ("errors", "nonaffine"):
             raise ValueError(f"which must be 'errors' or 'nonaffine', got {which!r}")

@@ -333,7 +333,7 @@ class BetaDependence:
         :math:`\|\hat\Sigma_\ell - \Sigma^{\text{map}}_\ell\|_F / \|\Sigma^{\text{map}}_\ell\|_F` at the last
         layer where the map is within ``close_cut`` of its start.
     depth_gap : (k,) array
-        |model depth - layer-map depth| at ``factor`` (``inf`` when the model never crosses).
+        ``|model depth - layer-map depth|`` at ``factor`` (``inf`` when the model never crosses).
     """
 
     betas: np.ndarray

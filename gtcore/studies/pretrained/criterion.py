@@ -36,7 +36,7 @@ Readings this module had to make, fixed before any model was run
   :math:`B` replicates resample the :math:`S` sequences with replacement and recompute the whole
   statistic (whitening included); each replicate is debiased like the estimate, by the mean of the
   same statistic over :math:`P` Gaussian samples resampled with the *same multiplicities*
-  (:attr:`NullMoments.resampled`), :math:`\theta^*_b = g(x^{*b}) - \bar g_{\rm null}(c_b)`; then
+  (``NullMoments.resampled``), :math:`\theta^*_b = g(x^{*b}) - \bar g_{\rm null}(c_b)`; then
   :math:`\theta \pm t_{S-1,\,0.975}\,\mathrm{se}` with
   :math:`\mathrm{se}^2 = \frac{S}{S-1}\mathrm{Var}_B(\theta^*) + \mathrm{Var}_{\mathrm{null}}/R`: the
   factor :math:`S/(S-1)` and the :math:`t` quantile because only :math:`S` units are resampled (8 in the
@@ -560,7 +560,7 @@ class LayerEffects:
     rank : (L+1,) int array
         Numerical rank of each layer's centred covariance.
     null_rank : (L+1,) int array
-        The rank the null and the reference are drawn in (:func:`_rank_groups`).
+        The rank the null and the reference are drawn in (``_rank_groups``).
     effects : list of EffectSizes, one per layer
     nulls : dict rank -> NullMoments
     """
