@@ -83,7 +83,7 @@ from torch import nn
 from gtcore.controls import Controls, PiecewiseControls
 from gtcore.moments import layer_stack
 
-__all__ = ["ATTN_IMPLEMENTATION", "FAMILIES", "RANK_RTOL", "PrescribedTransformer", "head_dim", "hidden_states",
+__all__ = ["ATTN_IMPLEMENTATION", "FAMILIES", "HEAD_FACTOR_RTOL", "PrescribedTransformer", "head_dim", "hidden_states",
            "layer_moments", "prescribed_transformer", "split_controls", "split_schedule"]
 
 
@@ -91,8 +91,9 @@ __all__ = ["ATTN_IMPLEMENTATION", "FAMILIES", "RANK_RTOL", "PrescribedTransforme
 FAMILIES = ("bert", "vit", "modernbert")
 
 
-#: a singular value below this fraction of the largest counts as zero (rank of B_h, V_h)
-RANK_RTOL = 1e-12
+#: a singular value below this fraction of the largest counts as zero when B_h, V_h are factored through
+#: heads (tighter than gtcore._linalg.RANK_RTOL: the factorisation must hold to round-off)
+HEAD_FACTOR_RTOL = 1e-12
 
 
 #: the attention implementation used by every family (see the module docstring)
@@ -143,8 +144,8 @@ def _factor(M: np.ndarray, r: int, name: str, family: str) -> tuple[np.ndarray, 
     r"""``(L, R)`` of shapes (d, r), (r, d) with ``L @ R == M``, from the SVD truncated to rank r."""
     U, s, Vt = np.linalg.svd(M)
     scale = max(float(s[0]), np.finfo(float).tiny) if s.size else 1.0
-    if s.size > r and s[r] > RANK_RTOL * scale and s[0] > 0:
-        rank = int(np.sum(s > RANK_RTOL * scale))
+    if s.size > r and s[r] > HEAD_FACTOR_RTOL * scale and s[0] > 0:
+        rank = int(np.sum(s > HEAD_FACTOR_RTOL * scale))
         raise ValueError(f"controls: {name} has rank {rank}, but family {family!r} factors it through "
                          f"heads of size {r} (rank <= {r}); use lower-rank matrices, fewer heads, "
                          f"or family='vit' (head size d)")
