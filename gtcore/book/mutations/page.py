@@ -88,6 +88,15 @@ def mutations_markdown(results_path: Path, registry: dict[str, Mutation] | None 
             f"| `{_esc(r.name)}` | `{_esc(r.file)}` | {_esc(r.models)} | {_caught(r)} | {_verdict(r)} | {_tests(r)} |"
         )
     lines.append("")
+    older = [r for r in results if r.commit and run.get("commit") and r.commit != run.get("commit")]
+    if older:
+        lines += [
+            f"**Entries from an earlier run:** {len(older)} of the {len(results)} mutations were last run on "
+            "another commit than the last run's, so on older code and chapters: "
+            + ", ".join(f"`{_esc(r.name)}` ({_esc(r.commit)}, {_esc(r.date)})" for r in older)
+            + ". Rerun them with `gtbook mutations --only NAME ...`.",
+            "",
+        ]
     weak = [r for r in results if not r.outcome.decisive]
     if weak:
         lines += [
@@ -120,7 +129,8 @@ def mutations_markdown(results_path: Path, registry: dict[str, Mutation] | None 
         "",
         f"Last run {when}, commit {run.get('commit') or 'unknown'}, profile {run.get('profile', 'quick')}, "
         f"{run.get('jobs', 1)} chapter(s) at a time on {run.get('cores', '?')} cores, "
-        f"{run.get('wall_s', 0) / 60:.0f} min in all.",
+        f"{run.get('wall_s', 0) / 60:.0f} min in all"
+        + (f"; only the chapters {', '.join(run['chapters'])} were run." if run.get("chapters") else "."),
         "",
     ]
     return "\n".join(lines) + "\n"
