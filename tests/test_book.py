@@ -560,7 +560,7 @@ def test_chapter_pages_open_with_their_provenance_box(built_book):
         assert f"Fig. {n}" in ch1
     alts = re.findall(r'<img[^>]*alt="([^"]*)"', ch1)
     assert len(alts) >= 4 and all(len(a) > 20 for a in alts[:4])
-    assert re.search(r'fitted slope <span class="pasted-text">-0\.\d\d</span>', ch1)
+    assert re.search(r'fitted slopes are <span class="pasted-text">-0\.\d\d</span>', ch1)  # a glued number
 
 
 #: the chapters' prose names that link to the API reference ({py:func} and {py:mod} roles in notebooks/*.py)

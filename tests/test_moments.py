@@ -347,3 +347,15 @@ def test_constant_controls_integrate_as_the_same_controls_given_as_a_function(rn
             np.testing.assert_array_equal(a.t, b.t)
             np.testing.assert_array_equal(a.Sigma, b.Sigma)
             np.testing.assert_array_equal(a.mu, b.mu)
+
+
+def test_an_event_located_at_a_control_break_keeps_the_times_strictly_increasing():
+    """Found by the fuzz test: the second piece's bias blows the mean up within its first step, and the event,
+    located at the break to round-off, used to repeat the break's time."""
+    from gtcore.status import Status
+
+    still = Controls(V=np.zeros((1, 1)), B=np.zeros((1, 1)))
+    push = Controls(V=np.zeros((1, 1)), B=np.zeros((1, 1)), b=[1.0])
+    tr = integrate_moments(np.zeros(1), np.zeros((1, 1)), PiecewiseControls([5e299], [still, push]), (0.0, 1e300),
+                           rtol=1e-13, atol=1e-13, max_nfev=5000)
+    assert tr.status is Status.BLOWUP and np.all(np.diff(tr.t) > 0) and len(tr.t) == len(tr.mu) == len(tr.Sigma)

@@ -391,6 +391,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             break
     t = np.concatenate([p.t for p in pieces])
     Y = np.concatenate([p.y for p in pieces])
+    if t.size > 1 and t[-1] <= t[-2]:  # an event located at a break (to round-off): the event's state replaces
+        t, Y = np.delete(t, -2), np.delete(Y, -2, axis=0)  # the break's, so times stay strictly increasing
     Sigma = Y[:, d:].reshape(-1, d, d)
     Sigma = psd_project(0.5 * (Sigma + np.swapaxes(Sigma, 1, 2)))
     end = pieces[-1]
