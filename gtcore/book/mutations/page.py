@@ -88,7 +88,8 @@ def mutations_markdown(results_path: Path, registry: dict[str, Mutation] | None 
             f"| `{_esc(r.name)}` | `{_esc(r.file)}` | {_esc(r.models)} | {_caught(r)} | {_verdict(r)} | {_tests(r)} |"
         )
     lines.append("")
-    older = [r for r in results if r.commit and run.get("commit") and r.commit != run.get("commit")]
+    last = str(run.get("commit") or "").split(" ")[0]  # the hash, without a "(uncommitted changes)" remark
+    older = [r for r in results if r.commit and last and r.commit.split(" ")[0] != last]
     if older:
         lines += [
             f"**Entries from an earlier run:** {len(older)} of the {len(results)} mutations were last run on "
