@@ -42,6 +42,7 @@ from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
+from gtcore.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
 
 __all__ = ["RankOnTokens", "excess_spread", "random_rank_draw", "rank_on_tokens"]
 
@@ -123,26 +124,11 @@ class RankOnTokens:
 
     def slope_standard_error(self, n_boot: int = 2000, seed: int = 0) -> float:
         """Bootstrap standard error of ``slope`` (seeds resampled within each draw and N)."""
-        rng = np.random.default_rng(seed)
-        D, n, S = self.excess.shape
-        slopes = np.empty(n_boot)
-        for k in range(n_boot):
-            idx = rng.integers(0, S, size=(D, n, S))
-            slopes[k] = _pooled_slope(self.Ns, np.take_along_axis(self.excess, idx, axis=2))
-        return float(slopes.std(ddof=1))
+        return pooled_slope_standard_error(self.Ns, self.excess, n_boot=n_boot, seed=seed)
 
     def __repr__(self) -> str:
         return (f"RankOnTokens(law={self.law!r}, draws={self.excess.shape[0]}, Ns={self.Ns.tolist()}, "
                 f"seeds={self.excess.shape[2]}, slope={self.slope:.3f}, kappa_max={self.kappa_max:.3f})")
-
-
-def _pooled_slope(Ns: np.ndarray, excess: np.ndarray) -> float:
-    """Least-squares slope of log(seed-mean excess) in log N with one intercept per draw."""
-    y = np.log(excess.mean(axis=2))  # (draws, n)
-    x = np.log(np.asarray(Ns, float))
-    xc = x - x.mean()
-    yc = y - y.mean(axis=1, keepdims=True)
-    return float((yc @ xc).sum() / (len(y) * (xc @ xc)))
 
 
 def rank_on_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int, seeds: int, layers: int,
@@ -210,4 +196,4 @@ def rank_on_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
                               keep_tokens=True, device="cpu")
                 assert tr.tokens is not None  # keep_tokens=True
                 out[k, i, s] = excess_spread(tr.tokens[-1], r)
-    return RankOnTokens(Ns, out, law, float(kappa_max), _pooled_slope(Ns, out))
+    return RankOnTokens(Ns, out, law, float(kappa_max), pooled_loglog_slope(Ns, out))

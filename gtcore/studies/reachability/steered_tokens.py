@@ -40,7 +40,7 @@ from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
 from gtcore.reachability import steer
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
-from gtcore.studies.reachability.rank_tokens import _pooled_slope
+from gtcore.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
 
 __all__ = ["SteeredTokens", "random_steering_draw", "steered_tokens"]
 
@@ -123,13 +123,7 @@ class SteeredTokens:
         """Bootstrap standard error of ``slope`` (``which="distance"``) or ``dynamic_slope``
         (``"dynamic"``): seeds resampled within each draw and N."""
         values = {"distance": self.distance, "dynamic": self.dynamic}[which]
-        rng = np.random.default_rng(seed)
-        D, n, S = values.shape
-        out = np.empty(n_boot)
-        for k in range(n_boot):
-            idx = rng.integers(0, S, size=(D, n, S))
-            out[k] = _pooled_slope(self.Ns, np.take_along_axis(values, idx, axis=2))
-        return float(out.std(ddof=1))
+        return pooled_slope_standard_error(self.Ns, values, n_boot=n_boot, seed=seed)
 
     def __repr__(self) -> str:
         return (f"SteeredTokens(law={self.law!r}, transposed={self.transposed}, draws={self.distance.shape[0]}, "
@@ -206,4 +200,4 @@ def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
                 own = integrate_moments(*empirical_moments(x0), ctl, (0.0, T), rtol=1e-10, atol=1e-12)
                 dyn[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
     return SteeredTokens(Ns, out, dyn, law, bool(transposed), float(ode_error), float(kappa_max),
-                         _pooled_slope(Ns, out), _pooled_slope(Ns, dyn))
+                         pooled_loglog_slope(Ns, out), pooled_loglog_slope(Ns, dyn))

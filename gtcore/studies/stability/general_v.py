@@ -42,7 +42,7 @@ from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
 from gtcore.stability import NoEquilibriumError, bias_for_mean_target, equilibrium, linear_stability, mean_matrix
 from gtcore.stats.sampling import gaussian_tokens
-from gtcore.studies.reachability.rank_tokens import _pooled_slope
+from gtcore.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
 
 __all__ = ["MeanSteeringDraw", "MeanSteeringTokens", "mean_steering_draws", "mean_steering_tokens"]
 
@@ -166,13 +166,7 @@ class MeanSteeringTokens:
 
     def slope_standard_error(self, n_boot: int = 2000, seed: int = 0) -> float:
         """Bootstrap standard error of ``slope`` (seeds resampled within each draw and N)."""
-        rng = np.random.default_rng(seed)
-        D, n, S = self.error.shape
-        out = np.empty(n_boot)
-        for k in range(n_boot):
-            idx = rng.integers(0, S, size=(D, n, S))
-            out[k] = _pooled_slope(self.Ns, np.take_along_axis(self.error, idx, axis=2))
-        return float(out.std(ddof=1))
+        return pooled_slope_standard_error(self.Ns, self.error, n_boot=n_boot, seed=seed)
 
     def __repr__(self) -> str:
         return (f"MeanSteeringTokens(wrong={self.wrong}, draws={self.error.shape[0]}, Ns={self.Ns.tolist()}, "
@@ -211,4 +205,4 @@ def mean_steering_tokens(draws: Sequence[MeanSteeringDraw], Ns: Sequence[int] | 
                 x0 = gaussian_tokens(int(N), dr.mu0, dr.Sigma_star, seed + 1000 * (k + 1) + s)
                 run = simulate(x0, ctl, (0.0, dr.T), steps, record_every=steps, device="cpu")
                 out[k, i, s] = np.linalg.norm(run.final_tokens.mean(axis=0) - dr.mu_target) / scale
-    return MeanSteeringTokens(Ns, out, bool(wrong), _pooled_slope(Ns, out))
+    return MeanSteeringTokens(Ns, out, bool(wrong), pooled_loglog_slope(Ns, out))
