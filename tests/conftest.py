@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -61,12 +62,18 @@ def snapshot(folder: Path):
     return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
 
 
-@pytest.fixture(scope="session")
-def built_book(tmp_path_factory):
-    """The real chapters, quick profile, built in a temporary copy of the tree: ``(tree, before)``,
-    ``before`` being snapshots of the user's ``executed/`` and ``_build/``, which must not change."""
+# The quick book is the suite's longest job (~10-15 min on 2 cores, most of it chapter 5 on one core).
+# It starts in the background as soon as the collected tests are known to need it, and the tests that
+# use it run last: the unit tests run meanwhile, on the core the book leaves idle.
+_BOOK: dict = {}
+
+
+def _start_quick_book() -> None:
+    """Copy the tree's book sources to a temporary folder and start ``gtbook all --profile quick -j 2``
+    there (stdout and stderr to ``build.log`` beside the tree); ``before`` snapshots the user's
+    ``executed/`` and ``_build/``, which must not change."""
     before = {name: snapshot(ROOT / name) for name in ("executed", "_build")}
-    tree = tmp_path_factory.mktemp("book") / "gtbook"
+    tree = Path(tempfile.mkdtemp(prefix="gtbook-quick-book-")) / "gtbook"
     tree.mkdir()
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(ROOT / name, tree / name)
@@ -75,11 +82,55 @@ def built_book(tmp_path_factory):
             shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
     env = {k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    proc = subprocess.run([sys.executable, "-m", "gtcore.book", "all", "--profile", "quick", "-j", "2"], cwd=tree,
-                          capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise AssertionError(f"building the quick book failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return tree, before
+    log = open(tree.parent / "build.log", "w+")  # noqa: SIM115 - closed when the build is collected
+    from gtcore.book.children import die_with_parent
+
+    # in pytest's process group (Ctrl-C reaches it), and stopped by the kernel if pytest dies (Linux)
+    proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "all", "--profile", "quick", "-j", "2"], cwd=tree,
+                            stdout=log, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=die_with_parent)
+    _BOOK.update(tree=tree, before=before, proc=proc, log=log)
+
+
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection
+def pytest_collection_modifyitems(session, config, items):
+    book = [item for item in items if "built_book" in getattr(item, "fixturenames", ())]
+    if not book or config.option.collectonly:
+        return
+    ids = {id(item) for item in book}
+    items[:] = [item for item in items if id(item) not in ids] + book  # the book's tests last, in their order
+    _start_quick_book()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stop a build still running (a run stopped early by ``-x``) and remove a built tree whose tests passed."""
+    if not _BOOK:
+        return
+    proc = _BOOK["proc"]
+    if proc.poll() is None:
+        proc.terminate()  # gtbook stops its chapter workers and kernels on SIGTERM
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    _BOOK["log"].close()
+    if exitstatus == 0:
+        shutil.rmtree(_BOOK["tree"].parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def built_book():
+    """The real chapters, quick profile, built in a temporary copy of the tree: ``(tree, before)``,
+    ``before`` being snapshots of the user's ``executed/`` and ``_build/``, which must not change."""
+    if not _BOOK:
+        _start_quick_book()
+    rc = _BOOK["proc"].wait()
+    log = _BOOK["log"]
+    log.seek(0)
+    out = log.read()
+    if rc != 0:
+        raise AssertionError(f"building the quick book failed (exit {rc}):\n{out[-6000:]}")
+    return _BOOK["tree"], _BOOK["before"]
 
 
 def gauss_hermite_rule(mu, Sigma, n=40):
