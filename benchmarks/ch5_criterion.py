@@ -2,7 +2,7 @@ r"""Benchmark: where chapter 5's time goes (the effect-size criterion and the tr
 
 Times, for one model at one size :math:`S` (tokens :math:`T = 512`), with the chapter's settings:
 
-* ``null``: :func:`~gtcore.studies.pretrained.criterion.null_moments` (:math:`R` Gaussian samples, :math:`P`
+* ``null``: :func:`~gtcore.studies.pretrained.effects.null_moments` (:math:`R` Gaussian samples, :math:`P`
   of them resampled :math:`B` times);
 * ``layers``: :func:`~gtcore.studies.pretrained.criterion.layer_effects` in one mode, the null cached;
 * ``reference``: one Student-t reference at the same shape;
@@ -39,6 +39,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from gtcore.models import load_transformer
     from gtcore.studies.pretrained import criterion as C
+    from gtcore.studies.pretrained import effects as E
     from gtcore.studies.pretrained import training as tr
 
     def timed(label, fn):
@@ -47,7 +48,7 @@ def main() -> None:
         print(f"{label:<28} wall {time.perf_counter() - w:7.1f} s   cpu {time.process_time() - c:7.1f} s", flush=True)
         return out
 
-    st = C.Settings(n_boot=args.boot, null_repeats=16, null_pool=4)
+    st = E.Settings(n_boot=args.boot, null_repeats=16, null_pool=4)
     if args.model == "minilm":
         model = load_transformer("minilm", device="cpu")
     else:
@@ -56,10 +57,10 @@ def main() -> None:
         model = train(sched).initial
     seed = 977  # a benchmark seed, not one of the chapter's
     r = model.d - (1 if args.model == "minilm" else 0)
-    timed(f"null S={args.S} r={r}", lambda: C.null_moments(args.S, 512, model.d, seed=seed, settings=st))
+    timed(f"null S={args.S} r={r}", lambda: E.null_moments(args.S, 512, model.d, seed=seed, settings=st))
     timed(f"layers ({model.n_layers + 1}), pure", lambda: C.layer_effects(model, mode="pure", sequences=args.S,
                                                                        tokens=512, seed=seed, settings=st))
-    timed("reference nu=20", lambda: C.reference_effect_sizes(20.0, args.S, 512, model.d, seed=seed, settings=st))
+    timed("reference nu=20", lambda: E.reference_effect_sizes(20.0, args.S, 512, model.d, seed=seed, settings=st))
     if args.train:
         timed(f"train-vit {args.steps} steps", lambda: tr.train_vit_digits(tr.vit_schedule(args.steps, 5)))
         timed(f"train-mlm {args.steps} steps", lambda: tr.train_modernbert_mlm(tr.mlm_schedule(args.steps, 5)))

@@ -52,7 +52,8 @@
 # ## The criterion, registered before any run
 #
 # It was fixed in the book's issue 23 before any of the runs below, and is implemented as written in
-# {py:mod}`gtcore.studies.pretrained.criterion`. For each layer $\ell$, input mode and statistic $s$ among
+# {py:mod}`gtcore.studies.pretrained.criterion` (the effect sizes in
+# {py:mod}`gtcore.studies.pretrained.effects`). For each layer $\ell$, input mode and statistic $s$ among
 # the sliced $W_2$ distance to the moment-matched Gaussian in whitened coordinates ($SW_2$), Mardia's
 # kurtosis relative excess $\kappa_M = (b_{2,r} - r(r+2))/(r(r+2))$ and the mean absolute excess kurtosis
 # of the coordinates $\bar\kappa$, all computed **within sequences** (each sequence centred on its own
@@ -129,13 +130,12 @@ from gtcore.studies.pretrained.criterion import (
     FRACTION_HEADER,
     REFERENCE_NU,
     SENSITIVITY_NU,
-    STATISTICS,
     VERDICT_HEADER,
-    Settings,
     band_verdict_block,
     effect_verdict_block,
     study_model,
 )
+from gtcore.studies.pretrained.effects import STATISTICS, Settings
 from gtcore.studies.pretrained.training import (
     TRAINED_HERE,
     mlm_schedule,

@@ -12,6 +12,7 @@ from scipy import integrate, stats
 
 from gtcore.stats.gaussianity import excess_kurtosis_per_coordinate, mardia_kurtosis_excess, sliced_w2
 from gtcore.studies.pretrained import criterion as C
+from gtcore.studies.pretrained import effects as E
 
 
 def _centred(x):
@@ -31,7 +32,7 @@ def test_statistics_match_the_library_functions_on_the_centred_cloud():
     S, T, d = 6, 300, 5
     x = rng.standard_normal((S, T, d)) @ rng.standard_normal((d, d)) + rng.standard_normal((S, 1, d))
     x = x + 0.3 * x**2  # not Gaussian
-    got = C.cloud_statistics(x, n_projections=4000, seed=3)
+    got = E.cloud_statistics(x, n_projections=4000, seed=3)
     z = _centred(x)
     assert got["mardia_excess"] == pytest.approx(mardia_kurtosis_excess(z), rel=1e-5)
     assert got["coord_kurtosis"] == pytest.approx(np.mean(np.abs(excess_kurtosis_per_coordinate(z))), rel=1e-6)
@@ -43,29 +44,29 @@ def test_a_resample_is_the_statistic_of_the_explicitly_resampled_cloud():
     rng = np.random.default_rng(2)
     S, T, d = 7, 80, 4
     x = rng.standard_t(6, size=(S, T, d)) * rng.uniform(0.5, 2, size=(S, 1, 1))
-    cl = C._cloud(x, 64, 1)
+    cl = E._cloud(x, 64, 1)
     counts = np.array([0, 3, 1, 0, 2, 1, 0])
     explicit = x[np.repeat(np.arange(S), counts)]
-    want = C.cloud_statistics(explicit, n_projections=64, seed=1)
-    np.testing.assert_allclose(C._values(cl, counts), [want[s] for s in C.STATISTICS], rtol=2e-5)
+    want = E.cloud_statistics(explicit, n_projections=64, seed=1)
+    np.testing.assert_allclose(E._values(cl, counts), [want[s] for s in E.STATISTICS], rtol=2e-5)
     # every sequence twice: the same empirical measure, the same statistics
-    np.testing.assert_allclose(C._values(cl, 2 * np.ones(S, dtype=int)), C._values(cl, np.ones(S, dtype=int)),
+    np.testing.assert_allclose(E._values(cl, 2 * np.ones(S, dtype=int)), E._values(cl, np.ones(S, dtype=int)),
                                rtol=1e-5)
 
 
 # ------------------------------------------------------------------ effect sizes of known laws
 def test_a_gaussian_cloud_has_no_effect():
     x = np.random.default_rng(5).standard_normal((16, 256, 8))
-    e = C.effect_sizes(x, seed=7, settings=C.Settings(n_boot=40, null_repeats=32))
-    for s in C.STATISTICS:
+    e = E.effect_sizes(x, seed=7, settings=E.Settings(n_boot=40, null_repeats=32))
+    for s in E.STATISTICS:
         assert e.low[s] == 0.0, s  # the interval reaches zero effect
         assert e.high[s] < 0.1, s
 
 
 def test_student_t_effect_sizes_match_their_closed_forms():
     nu = 30.0
-    x = C.student_t_cloud(32, 512, 6, nu, np.random.SeedSequence(3))
-    e = C.effect_sizes(x, seed=1, settings=C.Settings(n_boot=40, null_repeats=16))
+    x = E.student_t_cloud(32, 512, 6, nu, np.random.SeedSequence(3))
+    e = E.effect_sizes(x, seed=1, settings=E.Settings(n_boot=40, null_repeats=16))
     # sliced W2: every projection of a spherical t is a unit-variance t_nu (quadrature)
     assert e.value["sliced_w2"] == pytest.approx(_w2_standardised_t(nu), rel=0.15)
     assert e.low["sliced_w2"] > 0
@@ -80,8 +81,8 @@ def test_bootstrap_intervals_cover_under_within_sequence_dependence():
     S = 8 sequences, each 95% interval of theta must cover the true mean of theta-hat (estimated from 1500
     other data sets) in at least 88% of them (3 binomial sd below 95%)."""
     S, T, d = 8, 64, 3
-    settings = C.Settings(n_projections=16, n_boot=60, null_repeats=64)
-    null = C.null_moments(S, T, d, seed=0, settings=settings)
+    settings = E.Settings(n_projections=16, n_boot=60, null_repeats=64)
+    null = E.null_moments(S, T, d, seed=0, settings=settings)
     B = np.array([[1.0, 0.3, 0.0], [0.0, 0.8, 0.2], [0.1, 0.0, 1.2]])
 
     def draw(rng):
@@ -92,19 +93,19 @@ def test_bootstrap_intervals_cover_under_within_sequence_dependence():
         return y + 0.5 * np.abs(y)
 
     rng = np.random.default_rng(123)
-    truth = np.mean([C._square(C._values(C._cloud(draw(rng), 16, 0), np.ones(S, dtype=int)))
-                     for _ in range(1500)], axis=0) - np.array([null.mean_sq[s] for s in C.STATISTICS])
+    truth = np.mean([E._square(E._values(E._cloud(draw(rng), 16, 0), np.ones(S, dtype=int)))
+                     for _ in range(1500)], axis=0) - np.array([null.mean_sq[s] for s in E.STATISTICS])
     hits = np.zeros(3)
     m = 120
     tq = stats.t.ppf(0.975, S - 1)
     for _ in range(m):
-        e = C.effect_sizes(draw(rng), seed=0, settings=settings, null=null)
-        for j, s in enumerate(C.STATISTICS):
+        e = E.effect_sizes(draw(rng), seed=0, settings=settings, null=null)
+        for j, s in enumerate(E.STATISTICS):
             hits[j] += abs(e.theta[s] - truth[j]) <= tq * e.se[s]
             assert (e.low[s], e.high[s]) == pytest.approx(
                 (math.sqrt(max(e.theta[s] - tq * e.se[s], 0)), math.sqrt(max(e.theta[s] + tq * e.se[s], 0)))
-                if s == "sliced_w2" else C.magnitude_interval(e.theta[s] - tq * e.se[s], e.theta[s] + tq * e.se[s]))
-    assert np.all(hits / m >= 0.88), dict(zip(C.STATISTICS, hits / m, strict=True))
+                if s == "sliced_w2" else E.magnitude_interval(e.theta[s] - tq * e.se[s], e.theta[s] + tq * e.se[s]))
+    assert np.all(hits / m >= 0.88), dict(zip(E.STATISTICS, hits / m, strict=True))
 
 
 def test_bootstrap_error_of_a_gaussian_cloud_matches_its_sampling_spread():
@@ -113,48 +114,48 @@ def test_bootstrap_error_of_a_gaussian_cloud_matches_its_sampling_spread():
     bootstrap standard error of a Gaussian cloud must be within a factor 3 of the actual spread of the
     estimate over 40 independent Gaussian samples (without that debiasing it is 9 times too large)."""
     S, T, d = 8, 128, 64
-    st = C.Settings(n_projections=64, n_boot=40, null_repeats=40, null_pool=4)
-    null = C.null_moments(S, T, d, seed=5, settings=st)
-    se = [C.effect_sizes(np.random.default_rng(k).standard_normal((S, T, d)), seed=5, settings=st, null=null).se
+    st = E.Settings(n_projections=64, n_boot=40, null_repeats=40, null_pool=4)
+    null = E.null_moments(S, T, d, seed=5, settings=st)
+    se = [E.effect_sizes(np.random.default_rng(k).standard_normal((S, T, d)), seed=5, settings=st, null=null).se
           for k in range(4)]
-    for s in C.STATISTICS:
+    for s in E.STATISTICS:
         ratio = np.mean([e[s] for e in se]) / null.sd_sq[s]
         assert 0.5 < ratio < 3, (s, ratio)
 
 
 def test_magnitude_interval():
-    assert C.magnitude_interval(0.1, 0.3) == (0.1, 0.3)
-    assert C.magnitude_interval(-0.3, -0.1) == (0.1, 0.3)
-    assert C.magnitude_interval(-0.3, 0.1) == (0.0, 0.3)
-    assert C.magnitude_interval(-0.1, 0.3) == (0.0, 0.3)
+    assert E.magnitude_interval(0.1, 0.3) == (0.1, 0.3)
+    assert E.magnitude_interval(-0.3, -0.1) == (0.1, 0.3)
+    assert E.magnitude_interval(-0.3, 0.1) == (0.0, 0.3)
+    assert E.magnitude_interval(-0.1, 0.3) == (0.0, 0.3)
 
 
 def test_seeded_and_independent_of_the_worker_count(monkeypatch):
     x = np.random.default_rng(1).standard_normal((6, 64, 4)) ** 3
-    st = C.Settings(n_boot=12, null_repeats=4)
-    monkeypatch.setattr(C, "_workers", lambda: 1)
-    a = C.effect_sizes(x, seed=2, settings=st)
-    monkeypatch.setattr(C, "_workers", lambda: 2)
-    b = C.effect_sizes(x, seed=2, settings=st)
+    st = E.Settings(n_boot=12, null_repeats=4)
+    monkeypatch.setattr(E, "_workers", lambda: 1)
+    a = E.effect_sizes(x, seed=2, settings=st)
+    monkeypatch.setattr(E, "_workers", lambda: 2)
+    b = E.effect_sizes(x, seed=2, settings=st)
     assert a.low == b.low and a.high == b.high and a.value == b.value
-    assert C.effect_sizes(x, seed=3, settings=st).high != a.high
+    assert E.effect_sizes(x, seed=3, settings=st).high != a.high
 
 
 # ------------------------------------------------------------------------------------ verdicts
 def _effects(value, low, high, rank=5):
-    return C.EffectSizes(raw={}, theta={}, se={}, value=dict(value), low=dict(low), high=dict(high),
+    return E.EffectSizes(raw={}, theta={}, se={}, value=dict(value), low=dict(low), high=dict(high),
                          sequences=8, tokens=16, rank=rank, n_boot=10, level=0.95)
 
 
 def _layers(highs, mode="pure"):
     """LayerEffects whose every statistic has upper ends ``highs`` per layer (lower = value = high / 2)."""
-    eff = [_effects(*({s: h / 2 for s in C.STATISTICS}, {s: h / 2 for s in C.STATISTICS},
-                      {s: h for s in C.STATISTICS})) for h in highs]
+    eff = [_effects(*({s: h / 2 for s in E.STATISTICS}, {s: h / 2 for s in E.STATISTICS},
+                      {s: h for s in E.STATISTICS})) for h in highs]
     n = len(highs)
     return C.LayerEffects("m", mode, 8, 16, 0, np.arange(n), np.full(n, 5), np.full(n, 5), eff, {})
 
 
-REF = {5: _effects({s: 1.5 for s in C.STATISTICS}, {s: 1.0 for s in C.STATISTICS}, {s: 2.0 for s in C.STATISTICS})}
+REF = {5: _effects({s: 1.5 for s in E.STATISTICS}, {s: 1.0 for s in E.STATISTICS}, {s: 2.0 for s in E.STATISTICS})}
 
 
 @pytest.mark.parametrize("pure, emb, verdict, first", [
@@ -181,19 +182,19 @@ def test_close_needs_every_statistic():
 
 def test_interval_disagreements():
     a, b = _layers([0, 1, 1]), _layers([0, 1, 4])  # block 2: [0.5, 1] against [2, 4]
-    assert C.interval_disagreements(a, b) == [(2, s) for s in sorted(C.STATISTICS)]
-    assert C.interval_disagreements(b, a) == [(2, s) for s in sorted(C.STATISTICS)]
+    assert C.interval_disagreements(a, b) == [(2, s) for s in sorted(E.STATISTICS)]
+    assert C.interval_disagreements(b, a) == [(2, s) for s in sorted(E.STATISTICS)]
     assert C.interval_disagreements(a, a) == []
 
 
 def test_band_criterion_moves_with_the_sample_size_the_effect_size_does_not():
     """A fixed small departure (Student-t, nu = 60) leaves the noise band of exact Gaussianity once the
     sample is large, while its effect size stays put within its intervals."""
-    st = C.Settings(n_boot=30, null_repeats=24)
-    small = C.effect_sizes(C.student_t_cloud(4, 128, 6, 60.0, np.random.SeedSequence(1)), seed=1, settings=st)
-    large = C.effect_sizes(C.student_t_cloud(64, 512, 6, 60.0, np.random.SeedSequence(2)), seed=2, settings=st)
-    n_small = C.null_moments(4, 128, 6, seed=1, settings=st)
-    n_large = C.null_moments(64, 512, 6, seed=2, settings=st)
+    st = E.Settings(n_boot=30, null_repeats=24)
+    small = E.effect_sizes(E.student_t_cloud(4, 128, 6, 60.0, np.random.SeedSequence(1)), seed=1, settings=st)
+    large = E.effect_sizes(E.student_t_cloud(64, 512, 6, 60.0, np.random.SeedSequence(2)), seed=2, settings=st)
+    n_small = E.null_moments(4, 128, 6, seed=1, settings=st)
+    n_large = E.null_moments(64, 512, 6, seed=2, settings=st)
     lo, hi = n_small.band("mardia_excess")
     assert lo <= small.raw["mardia_excess"] <= hi
     lo, hi = n_large.band("mardia_excess")
@@ -204,19 +205,19 @@ def test_band_criterion_moves_with_the_sample_size_the_effect_size_does_not():
 
 def test_input_validation():
     with pytest.raises(ValueError, match="x must have shape"):
-        C.effect_sizes(np.zeros((1, 4, 2)), seed=0)
+        E.effect_sizes(np.zeros((1, 4, 2)), seed=0)
     with pytest.raises(ValueError, match="n_boot"):
-        C.Settings(n_boot=1)
+        E.Settings(n_boot=1)
     with pytest.raises(ValueError, match="level"):
-        C.Settings(level=1.5)
+        E.Settings(level=1.5)
     with pytest.raises(ValueError, match="seed"):
-        C.stream(-1)
+        E.stream(-1)
     with pytest.raises(ValueError, match="nu"):
-        C.student_t_cloud(2, 2, 2, 3.0, 0)
+        E.student_t_cloud(2, 2, 2, 3.0, 0)
     with pytest.raises(ValueError, match="null must have"):
         x = np.random.default_rng(0).standard_normal((4, 8, 2))
-        C.effect_sizes(x, seed=0,
-                       null=C.null_moments(4, 9, 2, seed=0, settings=C.Settings(null_repeats=2, null_pool=1)))
+        E.effect_sizes(x, seed=0,
+                       null=E.null_moments(4, 9, 2, seed=0, settings=E.Settings(null_repeats=2, null_pool=1)))
 
 
 # --------------------------------------------------------------------------- a model, end to end
@@ -240,7 +241,7 @@ def tiny_bert():
 
 
 def test_study_model_end_to_end(tiny_bert):
-    st = C.Settings(n_projections=32, n_boot=20, null_repeats=16)
+    st = E.Settings(n_projections=32, n_boot=20, null_repeats=16)
     study = C.study_model(tiny_bert, sizes=[8, 16], seeds=[1, 2], tokens=512, settings=st)
     assert set(study.verdicts) == {(nu, S) for nu in (20.0, 10.0, 50.0) for S in (8, 16)}
     res = study.effects[8]["pure"]
@@ -263,7 +264,7 @@ def test_figures_draw(tiny_bert):
     from gtcore.studies.pretrained import figures
     from gtcore.studies.pretrained.clustering import clustering_profile
 
-    st = C.Settings(n_projections=16, n_boot=10, null_repeats=8)
+    st = E.Settings(n_projections=16, n_boot=10, null_repeats=8)
     study = C.study_model(tiny_bert, sizes=[4], seeds=[3], tokens=64, settings=st, controls=False)
     res = study.effects[4]
     refs = study.references[20.0, 4]
@@ -272,12 +273,12 @@ def test_figures_draw(tiny_bert):
     prof = clustering_profile(tiny_bert, sequences=2, tokens=64, seed=3)
     assert prof.histogram.shape == (4, 50) and prof.clusters[0] == 64
     assert np.isnan(prof.update[0]) and np.all(prof.update[1:] > 0)
-    ratio = np.max([res["pure"].ratio(refs, s) for s in C.STATISTICS], axis=0)
+    ratio = np.max([res["pure"].ratio(refs, s) for s in E.STATISTICS], axis=0)
     figures.closeness_and_clustering_figure({"tiny": {"ratio": ratio, "profile": prof}})
 
 
 def test_a_cloud_without_per_sequence_sums_gives_the_same_statistics():
     x = np.random.default_rng(4).standard_normal((5, 60, 6)) ** 2
-    a = C._values(C._cloud(x, 32, 2), np.ones(5, dtype=int))
-    b = C._values(C._cloud(x, 32, 2, per_sequence=False), np.ones(1, dtype=int))
+    a = E._values(E._cloud(x, 32, 2), np.ones(5, dtype=int))
+    b = E._values(E._cloud(x, 32, 2, per_sequence=False), np.ones(1, dtype=int))
     np.testing.assert_allclose(a, b, rtol=1e-5)

@@ -1,8 +1,10 @@
 r"""Chapter 5: pretrained Transformers fed Gaussian tokens; how close to Gaussian the token cloud stays,
 layer by layer.
 
-* :mod:`~gtcore.studies.pretrained.criterion`: the registered effect-size criterion (debiased effect
-  sizes, a bootstrap over sequences, the Student-t reference, verdicts);
+* :mod:`~gtcore.studies.pretrained.criterion`: the registered effect-size criterion (a model layer by
+  layer against the Student-t reference, the verdicts, the studies over sizes and modes);
+* :mod:`~gtcore.studies.pretrained.effects`: the effect sizes it compares (the three statistics within
+  sequences, their Gaussian null, the bootstrap over sequences, the Student-t reference law);
 * :mod:`~gtcore.studies.pretrained.training`: the paper's two architectures trained here (a
   DeiT-tiny-configured ViT on scikit-learn's digits, a small ModernBERT with masked-language
   modelling on the standard library's ``pydoc_data`` topics), cached as safetensors;

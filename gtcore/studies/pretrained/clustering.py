@@ -123,7 +123,7 @@ def clustering_profile(model: Any, *, mode: str = "pure", sequences: int = 4, to
     """
     from gtcore.models import LoadedTransformer, iter_layers
     from gtcore.stats.sampling import gaussian_tokens
-    from gtcore.studies.pretrained.criterion import _TOKENS, stream
+    from gtcore.studies.pretrained.effects import _TOKENS, stream
 
     if not isinstance(model, LoadedTransformer):
         raise ValueError("model must be a LoadedTransformer (gtcore.models.load_transformer)")

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gtcore.studies.pretrained.criterion import STATISTICS
+from gtcore.studies.pretrained.effects import STATISTICS
 from gtcore.studies.style import COLORS, figure
 
 if TYPE_CHECKING:
-    from gtcore.studies.pretrained.criterion import EffectSizes, LayerEffects
+    from gtcore.studies.pretrained.criterion import LayerEffects
+    from gtcore.studies.pretrained.effects import EffectSizes
     from gtcore.studies.pretrained.training import TrainingRecord
 
 #: line colours for successive models / modes in one figure
