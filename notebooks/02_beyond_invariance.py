@@ -91,6 +91,8 @@ sw_projections = 512
 cover_tokens = 50
 cover_repeats = 10000
 cover_fresh = 10000
+label_repeats = 1000
+label_fresh = 1000
 quad_nodes = 32
 
 # %%
@@ -109,6 +111,7 @@ from gtcore.studies.beyond.exact_statistics import (
     band_coverage,
     mardia_student_t,
     mixture_attention_quadrature,
+    per_label_band_coverage,
     sliced_w2_mixture,
 )
 from gtcore.studies.beyond.harness import noise_floors, time_within, track_gaussianity
@@ -451,18 +454,22 @@ claim("single-Gaussian control: max over times and labels of sliced W2 / band to
 # 3. *The noise band's coverage*: of `cover_fresh` fresh Gaussian samples ($N$ = `cover_tokens`, $d = 3$),
 #    the fraction whose Mardia excess falls in the 99% band of `cover_repeats` null samples is 0.99, within
 #    $\sqrt{0.99 \cdot 0.01\,(1/R + 1/M)}$ (the band's own randomness and the binomial noise).
+# 3b. *Each mixture component's band* (section (b)) covers 99% of fresh Gaussian samples *of that component's
+#    size*: `label_repeats` null samples per label, `label_fresh` fresh ones, the same standard error.
 # 4. *The mixture attention average* (the softmax-gated blend of {numref}`fig-mixture-attention`), for a
 #    general three-component mixture in $d = 3$ (random weights, means, full covariances) and a non-symmetric
 #    $B$ at 16 random queries, against tensor Gauss–Hermite quadrature of each component (`quad_nodes` nodes per
 #    axis, no moment generating function used). With $|C_k^\top Bx| \lesssim 3$ the quadrature's error is of
 #    order $3^{64}/64! \approx 10^{-59}$, so the threshold is round-off: $10^{-10}$ relative.
 #
-# *Thresholds*, fixed before the run: $|z| < 4$ for 1–3 (a normal $z$ beyond 4 has probability $6 \cdot 10^{-5}$,
+# *Thresholds*, fixed before the run: $|z| < 4$ for 1–3b (a normal $z$ beyond 4 has probability $6 \cdot 10^{-5}$,
 # a $t_{19}$ one $8 \cdot 10^{-4}$), $10^{-10}$ for 4.
 
 # %%
 ex_t = mardia_student_t(t_nu, t_tokens, t_repeats, 3, seed=exact_seed)
 ex_sw = sliced_w2_mixture(mixture_separation, sw_tokens, sw_projections, seed=exact_seed + 1)
+ex_labels = per_label_band_coverage("mardia_kurtosis_excess", mix0.labels, d, band_level, label_repeats,
+                                    label_fresh, seed=exact_seed + 4)
 ex_cover = band_coverage("mardia_kurtosis_excess", cover_tokens, 3, band_level, cover_repeats, cover_fresh,
                          seed=exact_seed + 2)
 qrng = np.random.default_rng(exact_seed + 3)
@@ -482,6 +489,8 @@ claim("sliced W2^2 of an affine two-Gaussian mixture = its quadrature value: |z|
       statement="invariance", kind="derivation")
 claim("99% noise band covers 99% of fresh Gaussian samples: |z|", abs(ex_cover.z), lt=4.0,
       statement="invariance", kind="derivation")
+claim("each mixture component's 99% band covers 99% of fresh Gaussian samples of its size: max |z| over labels",
+      max(abs(e.z) for e in ex_labels), lt=4.0, statement="mixtures_not_invariant", kind="derivation")
 claim("mixture attention average = Gauss-Hermite quadrature (general mixture, non-symmetric B; relative)",
       q_err, lt=1e-10, statement="mixtures_not_invariant", kind="derivation")
 

@@ -33,7 +33,7 @@ import numpy as np
 from scipy.special import log_ndtr, ndtri, roots_hermitenorm, roots_legendre
 
 from gtcore.stats.gaussianity import mardia_kurtosis_excess, noise_floor, sliced_w2
-from gtcore.stats.mixtures import GaussianMixture
+from gtcore.stats.mixtures import GaussianMixture, per_label_noise_floor
 
 __all__ = [
     "ExactCheck",
@@ -181,6 +181,31 @@ def band_coverage(statistic: str, n: int, d: int, level: float, repeats: int, fr
     vals = np.array([stat(rng.standard_normal((n, d))) for _ in range(fresh)])
     cover = float(np.mean((vals >= lo) & (vals <= hi)))
     return ExactCheck(cover, level, float(np.sqrt(level * (1 - level) * (1.0 / repeats + 1.0 / fresh))))
+
+
+def per_label_band_coverage(statistic: str, labels: np.ndarray, d: int, level: float, repeats: int,
+                            fresh: int, *, seed: int) -> list[ExactCheck]:
+    r""":func:`band_coverage` for each label's band of :func:`gtcore.stats.mixtures.per_label_noise_floor`:
+    the fraction of ``fresh`` Gaussian samples *of that label's size* inside it, against ``level``.
+
+    Returns
+    -------
+    list of ExactCheck
+        One per label 0..K-1.
+    """
+    from gtcore.stats.gaussianity import _STATISTICS
+
+    floors = per_label_noise_floor(statistic, labels, d, repeats=repeats, seed=seed)
+    sizes = np.bincount(np.asarray(labels), minlength=len(floors))
+    rng = np.random.default_rng([seed, 2])
+    stat = _STATISTICS[statistic]
+    se = float(np.sqrt(level * (1 - level) * (1.0 / repeats + 1.0 / fresh)))
+    out = []
+    for floor, n_k in zip(floors, sizes, strict=True):
+        lo, hi = floor.band(level)
+        vals = np.array([stat(rng.standard_normal((int(n_k), d))) for _ in range(fresh)])
+        out.append(ExactCheck(float(np.mean((vals >= lo) & (vals <= hi))), level, se))
+    return out
 
 
 def mixture_attention_quadrature(mixture: GaussianMixture, x: np.ndarray, B: np.ndarray,
