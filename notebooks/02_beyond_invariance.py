@@ -81,7 +81,7 @@ null_steps = 10
 null_level = 0.99
 gain_error = 1.1
 null_seed = 2221
-# the statistics against exact values (section (c); seeds new in issue 22: 2261 onwards)
+# the statistics against exact values (section (c); issue 22: seeds 2261-2265, new to this chapter)
 exact_seed = 2261
 t_nu = 12
 t_tokens = 20000

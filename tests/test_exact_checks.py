@@ -47,3 +47,16 @@ def test_flow_map_spectrum_of_a_linear_equation():
     want = np.sort_complex(np.array([lam[i] + lam[j] for i in range(3) for j in range(i, 3)]))
     got = np.sort_complex(flow_map_spectrum(Controls(A=A, V=np.zeros((3, 3)), B=np.eye(3)), np.eye(3)))
     np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_kappa_by_maximisation_is_the_generalised_rayleigh_maximum():
+    from scipy.linalg import eigh
+
+    from gtcore.studies.invariance.strength import kappa_by_maximisation
+
+    rng = np.random.default_rng(2)
+    W = rng.standard_normal((3, 3))
+    S = W @ W.T / 3 + 0.2 * np.eye(3)
+    B = rng.standard_normal((3, 3))
+    want = eigh(B.T @ S @ B, np.linalg.inv(S), eigvals_only=True).max()
+    assert abs(kappa_by_maximisation(S, B, seed=0) - want) < 1e-10 * want
