@@ -40,6 +40,7 @@ __all__ = [
     "band_coverage",
     "mardia_student_t",
     "mixture_attention_quadrature",
+    "per_label_band_coverage",
     "random_affine",
     "sliced_w2_mixture",
     "sliced_w2_mixture_population",
