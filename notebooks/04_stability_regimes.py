@@ -272,7 +272,7 @@ claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict i
 # $e^{At}K(I - KY(t)K)^{-1}Ke^{A^\top t}$ matches the ODE to $10^{-8}$ relative at nine times up to $0.9\,t^*$
 # (or $4/\max\operatorname{Re}\operatorname{spec}A$) in every draw; (ii) `classify`'s verdict (collapse or
 # blow-up, from $I - KY_\infty K$ and $t^*$) is the verdict seen by integrating to $30$ decay times, in
-# every draw (agreement fraction 1); (iii) the Lyapunov equilibrium is where the ODE ends after
+# every draw (agreement fraction above 0.99, i.e. 1: one disagreement in 40 draws would give 0.975); (iii) the Lyapunov equilibrium is where the ODE ends after
 # $15/\min\operatorname{Re}\operatorname{spec}A$, to $10^{-8}$; (iv) the linearisation's spectrum at
 # $\Sigma^*$ (`linear_stability`) equals the spectrum measured on eq. (1.1) itself, $\log\operatorname{eig}(D\Phi_\tau)/\tau$
 # with the flow map's derivative $D\Phi_\tau$ from central differences ($\epsilon = 10^{-4}$ relative, so
@@ -293,7 +293,7 @@ glue("rd_lin_err", lin_err_vI)
 claim("general A, B (V = vI): closed-form covariance = eq. (1.1) (largest relative error over draws and times)",
       cf_err, lt=1e-8, statement="riccati", kind="derivation")
 claim("general A, B (V = vI), Hurwitz A near rho = 1: classify's collapse/blow-up verdict = the integrated one "
-      "(fraction of draws)", agree, gt=1 - 1e-9, statement="blowup", kind="derivation")
+      "(fraction of draws)", agree, gt=0.99, statement="blowup", kind="derivation")
 claim("general A, B (V = vI): the Lyapunov equilibrium is where eq. (1.1) ends (largest relative error)",
       lyap_err, lt=1e-8, statement="stabilising", kind="derivation")
 claim("general A, B (V = vI): linearisation spectrum = the flow map's, measured on eq. (1.1) (relative)",
