@@ -427,3 +427,17 @@ def test_deviation_decay_vanishes_for_the_right_ode_and_levels_off_for_a_wrong_o
     dec = deviation_decay(ctl, np.array([0.5, -0.3]), np.array([[1.0, 0.3], [0.3, 0.5]]), 1.0, [100, 1600], 4, 8,
                           predictions={"right": ctl, "wrong": wrong}, n_boot=200)
     assert dec["right"].slope < -0.3 and dec["wrong"].slope > -0.1 and dec["right"].se > 0
+
+
+def test_dot_sampling_strength_is_the_weights_variance_exponent_for_non_symmetric_B():
+    r"""kappa = sup_x x^T B^T Sigma B x / x^T Sigma^-1 x (the exponent deciding whether E_x e^{x^T B^T Sigma B x}
+    over Gaussian queries is finite), a generalised symmetric eigenproblem solved independently here."""
+    from gtcore.attention import ATTENTION_TYPES
+
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        W = rng.standard_normal((3, 3))
+        S = W @ W.T / 3 + 0.2 * np.eye(3)
+        B = rng.standard_normal((3, 3))
+        want = scipy.linalg.eigh(B.T @ S @ B, np.linalg.inv(S), eigvals_only=True).max()
+        assert ATTENTION_TYPES["dot"].sampling_strength(S, B) == pytest.approx(want, rel=1e-10)
