@@ -33,11 +33,11 @@ Readings this module had to make, fixed before any model was run
 * **"The effect sizes agree within their intervals across the two sizes"**: for every model, mode, block
   :math:`\ell = 1..L` and statistic, the two 95% intervals (:math:`S = 8` and :math:`S = 32`, independent
   seeds) overlap (:func:`interval_disagreements`).
+
 The old criterion of the chapter (inside the 99% noise band of the statistic) is kept for comparison
 (:meth:`LayerEffects.band_first_departure`): it tests exact Gaussianity, so its verdict moves with the
 sample size.
 """
-
 
 from __future__ import annotations
 
