@@ -339,7 +339,7 @@ def _main(argv: list[str] | None) -> int:
         if args.command == "mutations":
             return _mutations(bk, args)
         from gtcore.book.build import build, built_state
-        from gtcore.book.execute import book_profile, run, status, status_table
+        from gtcore.book.execute import book_profile, plan, run, status, status_table
 
         if args.command == "status":
             print(status_table(status(bk, args.profile, args.only, args.set, jobs=args.jobs)))
@@ -347,6 +347,8 @@ def _main(argv: list[str] | None) -> int:
         elif args.command == "claims":
             print(_claims(bk, args))
         else:  # run, build, all: one at a time per tree
+            if args.command in ("run", "all"):  # a typo fails before the lock: nothing written, not even executed/
+                plan(bk, args.profile, args.only, args.set or [], jobs=args.jobs)
             what = "gtbook " + " ".join(argv if argv is not None else sys.argv[1:])
             try:
                 lock = TreeLock(bk.lock_file, wait=not args.no_wait, what=what)
