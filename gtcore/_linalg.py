@@ -126,6 +126,22 @@ def psd_factor(Sigma: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------ rank, whitening
+def symmetric_basis(d: int) -> list[np.ndarray]:
+    r"""An orthonormal basis of the symmetric :math:`d \times d` matrices (Frobenius inner product):
+    :math:`E_{ii} = e_i e_i^\top` and :math:`E_{ij} = (e_i e_j^\top + e_j e_i^\top)/\sqrt 2`, :math:`i < j`,
+    in row order (:math:`d(d+1)/2` matrices)."""
+    basis = []
+    for i in range(d):
+        for j in range(i, d):
+            E = np.zeros((d, d))
+            if i == j:
+                E[i, i] = 1.0
+            else:
+                E[i, j] = E[j, i] = 1.0 / np.sqrt(2.0)
+            basis.append(E)
+    return basis
+
+
 def numerical_rank(Sigma: Any, rtol: float = RANK_RTOL) -> int:
     r"""The number of eigenvalues :math:`\lambda_k > \text{rtol}\cdot\lambda_{\max}` (0 for :math:`\Sigma = 0`)."""
     w = np.linalg.eigvalsh(np.asarray(Sigma, dtype=np.float64))

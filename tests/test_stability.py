@@ -212,10 +212,11 @@ def test_newton_on_general_V(rng):
     assert np.linalg.norm(dS) < 1e-11 * np.linalg.norm(eq.Sigma)
     ls = linear_stability(ctl, eq.Sigma)
     # finite-difference Jacobian eigenvalues agree
-    from gtcore.stability.equilibria import _F, _sym_basis, _sym_coords
+    from gtcore._linalg import symmetric_basis
+    from gtcore.stability.equilibria import _F, _sym_coords
     h = 1e-6
     cols = [(_sym_coords(_F(ctl, eq.Sigma + h * E)) - _sym_coords(_F(ctl, eq.Sigma - h * E))) / (2 * h)
-            for E in _sym_basis(d)]
+            for E in symmetric_basis(d)]
     fd = np.linalg.eigvals(np.stack(cols, axis=1))
     assert_same_spectrum(ls.eigenvalues, fd, 1e-6)
     if ls.verdict == "stable":

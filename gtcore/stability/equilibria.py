@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gtcore._linalg import symmetric_basis
 from gtcore._repr import short_repr
 from gtcore._validation import (
     check_count,
@@ -66,20 +67,6 @@ def _dF(controls: Controls, Sigma: np.ndarray, H: np.ndarray) -> np.ndarray:
     return X + X.T
 
 
-def _sym_basis(d: int) -> list[np.ndarray]:
-    """An orthonormal basis of the symmetric d x d matrices (Frobenius inner product)."""
-    basis = []
-    for i in range(d):
-        for j in range(i, d):
-            E = np.zeros((d, d))
-            if i == j:
-                E[i, i] = 1.0
-            else:
-                E[i, j] = E[j, i] = 1.0 / math.sqrt(2.0)
-            basis.append(E)
-    return basis
-
-
 def _sym_coords(X: np.ndarray) -> np.ndarray:
     iu = np.triu_indices(X.shape[0])
     w = np.where(iu[0] == iu[1], 1.0, math.sqrt(2.0))
@@ -95,7 +82,7 @@ def _sym_matrix(x: np.ndarray, d: int) -> np.ndarray:
 
 
 def _jacobian(controls: Controls, Sigma: np.ndarray) -> np.ndarray:
-    basis = _sym_basis(Sigma.shape[0])
+    basis = symmetric_basis(Sigma.shape[0])
     return np.stack([_sym_coords(_dF(controls, Sigma, E)) for E in basis], axis=1)
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from gtcore._linalg import symmetric_basis
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.riccati import blowup_time, closed_form_covariance
@@ -171,19 +172,6 @@ def lyapunov_equilibrium_error(draw: RiccatiDraw) -> tuple[float, str]:
     return float(np.linalg.norm(ode.Sigma[-1] - eq.Sigma) / np.linalg.norm(eq.Sigma)), eq.method
 
 
-def _orthonormal_symmetric_basis(d: int) -> list[np.ndarray]:
-    basis = []
-    for i in range(d):
-        for j in range(i, d):
-            E = np.zeros((d, d))
-            if i == j:
-                E[i, i] = 1.0
-            else:
-                E[i, j] = E[j, i] = 2.0 ** -0.5
-            basis.append(E)
-    return basis
-
-
 def flow_map_spectrum(controls: Controls, Sigma_star: np.ndarray, *, eps: float = 1e-4,
                       tau: float | None = None) -> np.ndarray:
     r"""The spectrum of the linearisation at :math:`\Sigma^*` measured on eq. (1.1) itself.
@@ -218,7 +206,7 @@ def flow_map_spectrum(controls: Controls, Sigma_star: np.ndarray, *, eps: float 
             np.linalg.norm(V, 2) * np.linalg.norm(B, 2) for V, B in zip(controls.V, controls.B, strict=True))
             * np.linalg.norm(S, 2))
         tau = 0.5 / float(lip)
-    basis = _orthonormal_symmetric_basis(d)
+    basis = symmetric_basis(d)
 
     def flow(X: np.ndarray) -> np.ndarray:
         return integrate_moments(np.zeros(d), X, controls, (0.0, tau), rtol=_RTOL, atol=_ATOL * h).Sigma[-1]
