@@ -110,7 +110,7 @@ from gtcore.studies.beyond import figures as figs
 from gtcore.studies.beyond.exact_statistics import (
     band_coverage,
     mardia_student_t,
-    mixture_attention_quadrature,
+    mixture_attention_error,
     per_label_band_coverage,
     sliced_w2_mixture,
 )
@@ -477,12 +477,7 @@ ex_labels = per_label_band_coverage("mardia_kurtosis_excess", mix0.labels, d, ba
                                     label_fresh, seed=exact_seed + 4)
 ex_cover = band_coverage("mardia_kurtosis_excess", cover_tokens, 3, band_level, cover_repeats, cover_fresh,
                          seed=exact_seed + 2)
-qrng = np.random.default_rng(exact_seed + 3)
-q_covs = [W @ W.T / 3 + 0.2 * np.eye(3) for W in qrng.standard_normal((3, 3, 3))]
-q_mix = GaussianMixture(qrng.dirichlet(np.ones(3)), qrng.standard_normal((3, 3)), q_covs)
-q_B, q_x = 0.5 * qrng.standard_normal((3, 3)) / np.sqrt(3), qrng.standard_normal((16, 3))
-q_ref = mixture_attention_quadrature(q_mix, q_x, q_B, nodes=quad_nodes)
-q_err = float(np.abs(q_mix.attention_average(q_x, q_B) - q_ref).max() / np.abs(q_ref).max())
+q_err = mixture_attention_error(exact_seed + 3, nodes=quad_nodes)
 ex_sw_worst = max(ex_sw.values(), key=lambda e: abs(e.z))
 for key, ex in {"t": ex_t, "sw": ex_sw_worst, "cover": ex_cover}.items():
     glue(f"exact_{key}_value", ex.measured)
