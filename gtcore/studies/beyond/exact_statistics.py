@@ -262,7 +262,7 @@ def mixture_attention_quadrature(mixture: GaussianMixture, x: np.ndarray, B: np.
 
 def mixture_attention_error(seed: int, *, d: int = 3, components: int = 3, queries: int = 16,
                             nodes: int = 24) -> float:
-    r"""Relative error of :meth:`GaussianMixture.attention_average` against
+    r"""Relative error of :meth:`gtcore.stats.mixtures.GaussianMixture.attention_average` against
     :func:`mixture_attention_quadrature` on a seeded general mixture: weights Dirichlet(1),
     means :math:`N(0, I)`, covariances :math:`WW^\top/d + 0.2 I` (:math:`W` i.i.d. :math:`N(0,1)`),
     a non-symmetric :math:`B = 0.5\,G/\sqrt d` and :math:`N(0, I)` queries,
