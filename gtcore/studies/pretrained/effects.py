@@ -58,6 +58,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,13 +155,12 @@ def _cloud(x: Any, n_projections: int, seed: int, per_sequence: bool = True) -> 
     if not np.all(np.isfinite(arr)):
         raise ValueError("x must be finite")
     S, T, d = arr.shape
-    with threadpool_limits(limits=1, user_api="blas"):
-        z = arr - arr.mean(axis=1, keepdims=True)
-        if not per_sequence:
-            z = z.reshape(1, S * T, d)
-        scatter = np.matmul(z.transpose(0, 2, 1), z)
-        sq = z * z
-        w = np.linalg.eigvalsh(scatter.sum(axis=0) / (S * T))
+    z = arr - arr.mean(axis=1, keepdims=True)
+    if not per_sequence:
+        z = z.reshape(1, S * T, d)
+    scatter = np.matmul(z.transpose(0, 2, 1), z)  # every BLAS thread: clouds are built outside the workers
+    sq = z * z
+    w = np.linalg.eigvalsh(scatter.sum(axis=0) / (S * T))
     if w[-1] <= 0:
         raise ValueError("x has zero within-sequence covariance: nothing to whiten")
     rank = int(np.sum(w > RANK_RTOL * w[-1]))
@@ -175,7 +175,8 @@ def _values(cl: _Cloud, counts: np.ndarray) -> np.ndarray:
     c = counts[idx].astype(np.float64)
     n = int(counts.sum()) * T
     r = cl.rank
-    w, U = np.linalg.eigh(np.tensordot(c, cl.scatter[idx], axes=1) / n)
+    # sum_s c_s scatter_s / n as one matrix-vector product over the flattened scatters (absent ones weigh 0)
+    w, U = np.linalg.eigh((counts.astype(np.float64) @ cl.scatter.reshape(len(counts), d * d)).reshape(d, d) / n)
     w, U = w[-r:], U[:, -r:]
     W = U / np.sqrt(w)                         # y = W^T z: whitened coordinates on the range
     Th = U.T @ cl.theta                        # the directions seen in those coordinates, unit length
@@ -189,8 +190,8 @@ def _values(cl: _Cloud, counts: np.ndarray) -> np.ndarray:
     P = np.repeat(P.reshape(-1, len(idx), T), counts[idx], axis=1).reshape(P.shape[0], n)
     P.sort(axis=1)  # standardising each row (below) is increasing affine: it keeps the order
     P = P.astype(np.float64)
-    m = P.mean(axis=1)
-    sd = np.sqrt(np.mean((P - m[:, None]) ** 2, axis=1))
+    m = P.mean(axis=1)  # ~0: every sequence is centred; the variance from the second moment loses nothing
+    sd = np.sqrt(np.maximum(np.einsum("ij,ij->i", P, P) / n - m * m, 0.0))
     wts = _normal_quantile_weights(n)
     # W2^2 of the standardised row p~ = (p - m)/sd to N(0, 1): mean(p~^2) - 2 p~ . wts + 1, mean(p~^2) = 1
     w2 = 2.0 - 2.0 * (P @ wts - m * wts.sum()) / np.where(sd > 0, sd, 1.0)
@@ -251,17 +252,24 @@ def _workers() -> int:
         return max(1, min(2, os.cpu_count() or 1))
 
 
-def _replicates(cl: _Cloud, counts: np.ndarray, progress: bool = False, desc: str = "bootstrap") -> np.ndarray:
-    """The statistics of each resample ``counts[b]`` (threads over replicates, one BLAS thread each)."""
+def _evaluate(tasks: Sequence[tuple[_Cloud, np.ndarray]], progress: bool = False, desc: str = "bootstrap"
+              ) -> np.ndarray:
+    """The statistics of each ``(cloud, counts)`` task, in order (threads over tasks, one BLAS thread each)."""
+    tasks = list(tasks)
     with threadpool_limits(limits=1, user_api="blas"):
-        n_workers = min(_workers(), len(counts))
+        n_workers = min(_workers(), len(tasks))
         if n_workers <= 1:
-            rows = [_values(cl, c) for c in progress_bar(counts, desc, enabled=progress)]
+            rows = [_values(cl, c) for cl, c in progress_bar(tasks, desc, enabled=progress)]
         else:
             with ThreadPoolExecutor(n_workers) as ex:
-                rows = list(progress_bar(ex.map(lambda c: _values(cl, c), counts), desc,
-                                         enabled=progress, total=len(counts)))
+                rows = list(progress_bar(ex.map(lambda t: _values(*t), tasks), desc,
+                                         enabled=progress, total=len(tasks)))
     return np.array(rows)
+
+
+def _replicates(cl: _Cloud, counts: np.ndarray, progress: bool = False, desc: str = "bootstrap") -> np.ndarray:
+    """The statistics of each resample ``counts[b]`` of one cloud (:func:`_evaluate`)."""
+    return _evaluate([(cl, c) for c in counts], progress, desc)
 
 
 # ================================================================================= null and effects
@@ -332,14 +340,20 @@ def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings:
     counts = bootstrap_counts(int(sequences), settings.n_boot, seed)
     rows: list[np.ndarray] = []
     pooled: list[np.ndarray] = []
-    with threadpool_limits(limits=1, user_api="blas"):
-        for k in range(settings.null_repeats):
-            pool = k < settings.null_pool  # resampled below: keep the per-sequence sums
-            cl = _cloud(rng.standard_normal((int(sequences), int(tokens), int(rank))),
-                        settings.n_projections, seed, per_sequence=pool)
-            rows.append(_values(cl, one if pool else one[:1]))
-            if pool:
-                pooled.append(_square(_replicates(cl, counts)))
+    batch: list[_Cloud] = []  # unpooled samples, evaluated a few at a time (bounded memory)
+    for k in range(settings.null_repeats):
+        pool = k < settings.null_pool  # resampled below: keep the per-sequence sums
+        cl = _cloud(rng.standard_normal((int(sequences), int(tokens), int(rank))),
+                    settings.n_projections, seed, per_sequence=pool)
+        if pool:  # the sample itself, then its B resamples
+            vals = _evaluate([(cl, one), *((cl, c) for c in counts)])
+            rows.append(vals[0])
+            pooled.append(_square(vals[1:]))
+        else:
+            batch.append(cl)
+        if batch and (len(batch) == 2 * _workers() or k == settings.null_repeats - 1):
+            rows.extend(_evaluate([(b, one[:1]) for b in batch]))
+            batch = []
     vals = np.array(rows)
     sq = _square(vals)
     names = list(STATISTICS)
@@ -405,10 +419,10 @@ def _effects(cl: _Cloud, null: NullMoments, seed: int, settings: Settings, progr
     counts = bootstrap_counts(S, settings.n_boot, seed)
     if null.resampled.shape[0] != len(counts):
         raise ValueError(f"null was computed for {null.resampled.shape[0]} replicates, settings ask {len(counts)}")
-    with threadpool_limits(limits=1, user_api="blas"):
-        raw = _values(cl, np.ones(S, dtype=np.int64))
+    rows = _replicates(cl, np.vstack([np.ones(S, dtype=np.int64), counts]), progress)  # the cloud, then B resamples
+    raw = rows[0]
     # each replicate debiased like the estimate: minus the null mean of a sample resampled the same way
-    boot = _square(_replicates(cl, counts, progress)) - null.resampled
+    boot = _square(rows[1:]) - null.resampled
     g = _square(raw)
     tq = float(student_t.ppf(0.5 + settings.level / 2, S - 1))
     out: dict[str, dict] = {k: {} for k in ("raw", "theta", "se", "value", "low", "high")}
