@@ -139,8 +139,7 @@ from gtcore.studies.pretrained.effects import STATISTICS, Settings
 from gtcore.studies.pretrained.training import (
     TRAINED_HERE,
     mlm_schedule,
-    train_modernbert_mlm,
-    train_vit_digits,
+    train_side_by_side,
     vit_schedule,
 )
 
@@ -148,8 +147,7 @@ settings = Settings(n_projections=n_projections, n_boot=n_boot, null_repeats=nul
                     null_pool=null_pool)
 started = time.perf_counter()
 minilm = load_transformer("minilm", device="cpu")
-vit = train_vit_digits(vit_schedule(vit_steps, train_seed))
-mlm = train_modernbert_mlm(mlm_schedule(mlm_steps, train_seed))
+vit, mlm = train_side_by_side(vit_schedule(vit_steps, train_seed), mlm_schedule(mlm_steps, train_seed))
 print(settings)
 for t in (vit, mlm):
     print(t.record)
@@ -157,8 +155,8 @@ for t in (vit, mlm):
 # %% [markdown]
 # ## The models trained here
 #
-# Both are trained on the CPU with one thread, seeded, and cached as safetensors (a second build loads
-# them). {numref}`fig-training` shows the held-out metric during training against the trivial baseline:
+# Both are trained on the CPU with one thread each, side by side, seeded, and cached as safetensors (a
+# second build loads them). {numref}`fig-training` shows the held-out metric during training against the trivial baseline:
 # the ViT's accuracy on a stratified 20% of the digits against chance (the most frequent class), the
 # ModernBERT's masked-character cross-entropy on the held-out last 10% of every topic against a unigram
 # model of the training text.

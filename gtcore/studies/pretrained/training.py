@@ -572,6 +572,36 @@ def train_modernbert_mlm(schedule: Schedule, *, window: int = 256, progress: boo
                           ModernBertForMaskedLM, schedule, data, run, "model", progress)
 
 
+
+def train_side_by_side(vit: Schedule, mlm: Schedule, *, progress: bool = False) -> tuple[TrainedModel, TrainedModel]:
+    r""":func:`train_vit_digits` and :func:`train_modernbert_mlm` at the same time, on two cores.
+
+    Each training runs on one thread (``TRAIN_THREADS``, which keeps it deterministic), so trained one
+    after the other they leave a core idle. Here the ModernBERT trains in a child process (``spawn``)
+    while the ViT trains in this one: the same code on the same single thread, so the same weights
+    (``tests/test_training.py`` compares them with an in-process training). Either model found in the
+    cache is loaded, not trained.
+
+    Parameters
+    ----------
+    vit, mlm : Schedule
+        The ViT's (:func:`vit_schedule`) and the ModernBERT's (:func:`mlm_schedule`) schedules.
+    progress : bool
+        A bar over the ViT's steps (the child's training shows none).
+
+    Returns
+    -------
+    (TrainedModel, TrainedModel)
+        The ViT, then the ModernBERT.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        child = pool.submit(train_modernbert_mlm, mlm)
+        first = train_vit_digits(vit, progress=progress)
+        return first, child.result()
+
 __all__ = [
     "SPECIALS",
     "TRAINED_HERE",
@@ -584,6 +614,7 @@ __all__ = [
     "modernbert_small_config",
     "pydoc_corpus",
     "train_modernbert_mlm",
+    "train_side_by_side",
     "train_vit_digits",
     "training_key",
     "unigram_cross_entropy",
