@@ -133,3 +133,25 @@ def test_side_by_side_training_gives_the_weights_of_training_in_turn(monkeypatch
         for n in a:
             assert torch.equal(a[n], b[n]), (which, n)
     assert mlm.model.name == want.model.name
+
+
+@pytest.mark.slow
+def test_side_by_side_training_stops_its_child_when_the_other_training_fails(monkeypatch):
+    """A failure (or Ctrl-C) in this process's training must not wait for the child's: the ModernBERT's
+    schedule here would train for many minutes, the call must raise within a minute and leave no child."""
+    import multiprocessing
+    import time
+
+    monkeypatch.setenv("GTBOOK_NO_CACHE", "1")
+
+    def broken(schedule, progress=False):
+        time.sleep(3)  # the child has started training by now
+        raise RuntimeError("the ViT's training failed")
+
+    monkeypatch.setattr(tr, "train_vit_digits", broken)
+    long = tr.Schedule(steps=100_000, batch_size=16, learning_rate=2e-3, warmup=1, eval_every=100_000, seed=1)
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="ViT's training failed"):
+        tr.train_side_by_side(tr.vit_schedule(2, 1), long)
+    assert time.perf_counter() - t0 < 60
+    assert multiprocessing.active_children() == []

@@ -593,14 +593,19 @@ def train_side_by_side(vit: Schedule, mlm: Schedule, *, progress: bool = False) 
     -------
     (TrainedModel, TrainedModel)
         The ViT, then the ModernBERT.
+
+    Notes
+    -----
+    If this process's training fails or is interrupted (Ctrl-C), the child is terminated at once rather
+    than waited for.
     """
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        child = pool.submit(train_modernbert_mlm, mlm)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:  # leaving the block terminates the child
+        child = pool.apply_async(train_modernbert_mlm, (mlm,))
         first = train_vit_digits(vit, progress=progress)
-        return first, child.result()
+        return first, child.get()
+
 
 __all__ = [
     "SPECIALS",
