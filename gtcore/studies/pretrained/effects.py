@@ -346,9 +346,9 @@ def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings:
         cl = _cloud(rng.standard_normal((int(sequences), int(tokens), int(rank))),
                     settings.n_projections, seed, per_sequence=pool)
         if pool:  # the sample itself, then its B resamples
-            vals = _evaluate([(cl, one), *((cl, c) for c in counts)])
-            rows.append(vals[0])
-            pooled.append(_square(vals[1:]))
+            own = _evaluate([(cl, one), *((cl, c) for c in counts)])
+            rows.append(own[0])
+            pooled.append(_square(own[1:]))
         else:
             batch.append(cl)
         if batch and (len(batch) == 2 * _workers() or k == settings.null_repeats - 1):

@@ -572,14 +572,13 @@ def train_modernbert_mlm(schedule: Schedule, *, window: int = 256, progress: boo
                           ModernBertForMaskedLM, schedule, data, run, "model", progress)
 
 
-
 def train_side_by_side(vit: Schedule, mlm: Schedule, *, progress: bool = False) -> tuple[TrainedModel, TrainedModel]:
     r""":func:`train_vit_digits` and :func:`train_modernbert_mlm` at the same time, on two cores.
 
     Each training runs on one thread (``TRAIN_THREADS``, which keeps it deterministic), so trained one
     after the other they leave a core idle. Here the ModernBERT trains in a child process (``spawn``)
     while the ViT trains in this one: the same code on the same single thread, so the same weights
-    (``tests/test_training.py`` compares them with an in-process training). Either model found in the
+    (``tests/test_pretrained_training.py`` compares them with an in-process training). Either model found in the
     cache is loaded, not trained.
 
     Parameters
