@@ -141,7 +141,7 @@ def _recover(bk: Book) -> None:
     if bk.build_dir.is_dir():
         for path in bk.build_dir.glob(".staging.*"):
             parts = path.name.split(".")
-            if len(parts) >= 4 and parts[2].isdigit() and not children.pid_alive(int(parts[2])):
+            if len(parts) >= 4 and parts[2].isdigit() and not children.maker_alive(path, int(parts[2])):
                 shutil.rmtree(path, ignore_errors=True)
     legacy = bk.build_dir / STAMP  # where an older gtbook kept the stamp
     legacy.unlink(missing_ok=True)

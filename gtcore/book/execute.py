@@ -344,7 +344,7 @@ def clean_scratch(bk: Book) -> None:
         return
     for path in bk.running.iterdir():
         parts = path.name.split(".")
-        if len(parts) >= 3 and parts[1].isdigit() and not children.pid_alive(int(parts[1])):
+        if len(parts) >= 3 and parts[1].isdigit() and not children.maker_alive(path, int(parts[1])):
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
