@@ -34,7 +34,9 @@ in ``executed/failed/``). Workers and Jupyter Book die with the command that sta
 
 **Parallel.** ``-j N`` runs N chapters at once, each in its own kernel, with BLAS and torch threads set
 to ``cores // N`` per kernel so the kernels do not oversubscribe the machine (the thread count is part
-of the cache key: ``-j`` changes it).
+of the cache key: ``-j`` changes it). The chapters start longest first, by the wall time of their last
+run with the same profile; chapters with no such run start first, in book order
+(:func:`gtcore.book.execute.longest_first`).
 """
 
 from __future__ import annotations
@@ -136,7 +138,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def add_jobs_arg(sp):
         sp.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                        help="chapters to run at once, each in its own kernel (threads divided among them)")
+                        help="chapters to run at once, each in its own kernel (threads divided among them), "
+                             "the longest last time first")
 
     def add_run_args(sp):
         add_profile_arg(sp)
