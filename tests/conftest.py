@@ -83,7 +83,7 @@ def _start_quick_book() -> None:
     env = {k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     log = open(tree.parent / "build.log", "w+")  # noqa: SIM115 - closed when the build is collected
-    from gtcore.book.children import die_with_parent
+    from gtcore._processes import die_with_parent
 
     # in pytest's process group (Ctrl-C reaches it), and stopped by the kernel if pytest dies (Linux)
     proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "all", "--profile", "quick", "-j", "2"], cwd=tree,

@@ -1,7 +1,8 @@
 r"""Rendering the book with Jupyter Book v1, skipped when none of its inputs changed.
 
-**Atomic.** Jupyter Book writes into a staging folder of its own (``_build/.staging.PID.*``); only a
-build that succeeded replaces ``_build/html``, in one step (Linux's ``renameat2(RENAME_EXCHANGE)``
+**Atomic.** Jupyter Book writes into a staging folder of its own (``_build/.staging.TAG.*``, TAG the
+``PID-TICKS`` tag of the process, which a later build checks); only a build that succeeded replaces
+``_build/html``, in one step (Linux's ``renameat2(RENAME_EXCHANGE)``
 swaps the two folders; elsewhere two renames, which the next build completes if it was cut between
 them). The stamp that says which inputs the HTML was built from lives inside it
 (``_build/html/.gtbook-build``), so the stamp and the pages are swapped together: a reader, a killed
@@ -25,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gtcore._processes import process_tag, tag_alive
 from gtcore.book import children, provenance, verify
 from gtcore.book import files as _files
 from gtcore.book.chapters import Book, BookError, _book
@@ -141,7 +143,7 @@ def _recover(bk: Book) -> None:
     if bk.build_dir.is_dir():
         for path in bk.build_dir.glob(".staging.*"):
             parts = path.name.split(".")
-            if len(parts) >= 4 and parts[2].isdigit() and not children.maker_alive(path, int(parts[2])):
+            if len(parts) >= 4 and tag_alive(parts[2]) is False:
                 shutil.rmtree(path, ignore_errors=True)
     legacy = bk.build_dir / STAMP  # where an older gtbook kept the stamp
     legacy.unlink(missing_ok=True)
@@ -205,7 +207,7 @@ def build(bk: Book | None = None, *, force: bool = False, mixed_profiles: bool =
         print(f"book up to date (nothing changed since the last build): {bk.shown(index)}")
         return index
     try:
-        staging = Path(tempfile.mkdtemp(prefix=f".staging.{os.getpid()}.", dir=bk.build_dir))
+        staging = Path(tempfile.mkdtemp(prefix=f".staging.{process_tag()}.", dir=bk.build_dir))
     except OSError as exc:
         raise BookError(_files.os_error_line(exc)) from None
     try:

@@ -4,8 +4,9 @@ A ``kill -9`` of ``gtbook`` cannot run any clean-up of its own, so each child wa
 itself, two ways:
 
 * on Linux, the kernel's parent-death signal (``prctl(PR_SET_PDEATHSIG)``): the child gets a signal the
-  moment its parent dies (:func:`die_with_parent`); it survives ``execve``, so a command started through
-  :func:`command_dying_with_parent` (``python -m gtcore.book.children PID -- CMD ...``) gets it too;
+  moment its parent dies (``gtcore._processes.die_with_parent``); it survives ``execve``, so a command
+  started through :func:`command_dying_with_parent` (``python -m gtcore.book.children PID -- CMD ...``)
+  gets it too;
 * everywhere, a thread that polls the parent's pid (:func:`watch_parent`): when the process that
   started us is gone (``os.getppid()`` changed), the child stops itself.
 
@@ -20,76 +21,10 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
-__all__ = ["command_dying_with_parent", "die_with_parent", "maker_alive", "parent_alive", "pid_alive",
-           "watch_parent"]
+from gtcore._processes import die_with_parent
 
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(sig: int = signal.SIGTERM) -> bool:
-    """Ask the kernel to send ``sig`` to this process when its parent dies (Linux); return whether armed."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _linux_process(pid: int) -> tuple[str, float] | None:
-    """The state letter and the start time (seconds since the epoch) of process ``pid``, from ``/proc``
-    (None when there is no such process or no ``/proc``)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return None
-    fields = stat.rsplit(")", 1)[1].split()  # the command in (...) may hold spaces
-    # field 3 of proc(5) is the state, field 22 the start in clock ticks after boot
-    return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-
-
-def pid_alive(pid: int, *, started_by: float | None = None) -> bool:
-    """Whether a live process with this pid exists (one we may not signal counts as alive).
-
-    A zombie (a process that has exited and that its parent has not yet reaped) is not alive: it can
-    no longer write anything. With ``started_by`` (seconds since the epoch, e.g. the modification time
-    of a file the process wrote), a process that started more than a second after it is a later
-    process that was given the same pid once the pids wrapped round (Linux ``/proc`` only): not alive.
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    info = _linux_process(pid) if sys.platform.startswith("linux") else None
-    if info is None:
-        return True
-    state, start = info
-    if state in ("Z", "X"):
-        return False
-    return started_by is None or start <= started_by + 1.0
-
-
-def maker_alive(path: Path, pid: int) -> bool:
-    """Whether the process ``pid`` that made the file or folder ``path`` still runs.
-
-    That process started before ``path`` was made, so before its modification time: a live process
-    with this pid that started later is another one (see :func:`pid_alive`). A ``path`` that is gone
-    has no maker to wait for.
-    """
-    try:
-        made = path.lstat().st_mtime
-    except OSError:
-        return False
-    return pid_alive(pid, started_by=made)
+__all__ = ["command_dying_with_parent", "parent_alive", "watch_parent"]
 
 
 def parent_alive(parent: int) -> bool:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gtcore._processes import process_tag, tag_alive
 from gtcore._progress import QUIET_ENV
 from gtcore.book import children, provenance, verify
 from gtcore.book import files as _files
@@ -335,7 +336,9 @@ def _kernel_manager_class(log_path: Path, env: dict[str, str]):
 
 
 def clean_scratch(bk: Book) -> None:
-    """Remove scratch folders ``executed/.running/NAME.PID.*`` left by processes that no longer exist.
+    """Remove scratch folders ``executed/.running/NAME.TAG.*`` left by processes that no longer exist (TAG
+    is the process's ``PID-TICKS`` tag, so a zombie or a later process given the same pid is not taken for
+    the one that made the folder).
 
     ``executed/.running`` is gtbook's own: a symlink there is removed, never followed."""
     if bk.running.is_symlink():
@@ -344,7 +347,7 @@ def clean_scratch(bk: Book) -> None:
         return
     for path in bk.running.iterdir():
         parts = path.name.split(".")
-        if len(parts) >= 3 and parts[1].isdigit() and not children.maker_alive(path, int(parts[1])):
+        if len(parts) >= 3 and tag_alive(parts[1]) is False:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
@@ -483,7 +486,7 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
     try:
         bk.running.mkdir(parents=True, exist_ok=True)
         # this run's own files (the pid lets a later run remove them if this process is killed)
-        scratch = Path(tempfile.mkdtemp(prefix=f"{chapter.name}.{os.getpid()}.", dir=bk.running))
+        scratch = Path(tempfile.mkdtemp(prefix=f"{chapter.name}.{process_tag()}.", dir=bk.running))
     except OSError as exc:
         raise BookError(_files.os_error_line(exc)) from None
     source, out = scratch / "source.ipynb", scratch / f"{chapter.name}.ipynb"
@@ -598,7 +601,7 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, token: str | None = None) -
     try:
         bk.running.mkdir(parents=True, exist_ok=True)
         # this run's job files (the pid lets a later run remove them if this process is killed)
-        folder = Path(tempfile.mkdtemp(prefix=f"run.{os.getpid()}.", dir=bk.running))
+        folder = Path(tempfile.mkdtemp(prefix=f"run.{process_tag()}.", dir=bk.running))
     except OSError as exc:
         raise BookError(_files.os_error_line(exc)) from None
     active: dict[str, tuple[subprocess.Popen, Path]]
