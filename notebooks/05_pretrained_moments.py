@@ -136,10 +136,10 @@ from gtcore.studies.pretrained.criterion import (
     study_model,
 )
 from gtcore.studies.pretrained.effects import STATISTICS, Settings
+from gtcore.studies.pretrained.side_by_side import train_side_by_side
 from gtcore.studies.pretrained.training import (
     TRAINED_HERE,
     mlm_schedule,
-    train_side_by_side,
     vit_schedule,
 )
 

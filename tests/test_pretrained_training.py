@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gtcore.studies.pretrained import training as tr
+from gtcore.studies.pretrained.side_by_side import train_side_by_side
 
 
 def test_digits_split_is_stratified_disjoint_and_standardised():
@@ -122,7 +123,7 @@ def test_side_by_side_training_gives_the_weights_of_training_in_turn(monkeypatch
     monkeypatch.setenv("GTBOOK_NO_CACHE", "1")
     sv = tr.Schedule(steps=3, batch_size=16, learning_rate=1e-3, warmup=1, eval_every=3, seed=4)
     sm = tr.Schedule(steps=3, batch_size=4, learning_rate=2e-3, warmup=1, eval_every=3, seed=4)
-    vit, mlm = tr.train_side_by_side(sv, sm)
+    vit, mlm = train_side_by_side(sv, sm)
     assert "trained here" in vit.model.name  # the ViT trains in this process, as train_vit_digits does
     want = tr.train_modernbert_mlm(sm)
     np.testing.assert_array_equal(mlm.record.held_out, want.record.held_out)  # (a NaN where no loss yet)
@@ -145,13 +146,118 @@ def test_side_by_side_training_stops_its_child_when_the_other_training_fails(mon
     monkeypatch.setenv("GTBOOK_NO_CACHE", "1")
 
     def broken(schedule, progress=False):
-        time.sleep(3)  # the child has started training by now
+        time.sleep(3)  # the child is starting or training by now
         raise RuntimeError("the ViT's training failed")
 
     monkeypatch.setattr(tr, "train_vit_digits", broken)
     long = tr.Schedule(steps=100_000, batch_size=16, learning_rate=2e-3, warmup=1, eval_every=100_000, seed=1)
     t0 = time.perf_counter()
     with pytest.raises(RuntimeError, match="ViT's training failed"):
-        tr.train_side_by_side(tr.vit_schedule(2, 1), long)
+        train_side_by_side(tr.vit_schedule(2, 1), long)
     assert time.perf_counter() - t0 < 60
     assert multiprocessing.active_children() == []
+
+
+LONG = tr.Schedule(steps=100_000, batch_size=16, learning_rate=2e-3, warmup=1, eval_every=100_000, seed=1)
+
+
+def _in_thread(fn, seconds):
+    """``fn()`` run in a daemon thread: ("returned" | "raised", value), or None when it still runs after
+    ``seconds`` (a hang fails the test instead of stopping the suite)."""
+    import threading
+
+    out = []
+
+    def target():
+        try:
+            out.append(("returned", fn()))
+        except BaseException as exc:  # noqa: BLE001
+            out.append(("raised", exc))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return out[0] if out else None
+
+
+@pytest.mark.slow
+def test_side_by_side_training_raises_when_its_child_dies(monkeypatch):
+    """A child killed mid-training (``kill -9``, the out-of-memory killer) makes the call raise at once,
+    where a process pool would wait for its lost task for ever."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+
+    monkeypatch.setenv("GTBOOK_NO_CACHE", "1")
+
+    def vit_then_kill_the_child(schedule, progress=False):
+        (child,) = multiprocessing.active_children()
+        time.sleep(2)
+        os.kill(child.pid, signal.SIGKILL)
+        return "the ViT"
+
+    monkeypatch.setattr(tr, "train_vit_digits", vit_then_kill_the_child)
+    got = _in_thread(lambda: train_side_by_side(tr.vit_schedule(2, 1), LONG), 60)
+    assert got is not None, "the call still waits 60 s after its child was killed"
+    how, value = got
+    assert how == "raised" and isinstance(value, RuntimeError), got
+    assert "died (exit code -9)" in str(value)
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.slow
+def test_side_by_side_training_raises_the_childs_exception(monkeypatch, tmp_path):
+    """A training that fails in the child is raised here, with the child's traceback as its cause (the
+    cache is a file, so saving the trained model fails)."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.delenv("GTBOOK_NO_CACHE", raising=False)
+    monkeypatch.setenv("GTBOOK_CACHE", str(blocked))
+    monkeypatch.setattr(tr, "train_vit_digits", lambda schedule, progress=False: "the ViT")
+    short = tr.Schedule(steps=2, batch_size=2, learning_rate=2e-3, warmup=1, eval_every=2, seed=1)
+    got = _in_thread(lambda: train_side_by_side(tr.vit_schedule(2, 1), short), 120)
+    assert got is not None and got[0] == "raised", got
+    with pytest.raises(OSError) as direct:  # the same schedule trained in this process
+        tr.train_modernbert_mlm(short)
+    assert type(got[1]) is type(direct.value) and str(got[1]) == str(direct.value)
+    assert "in the ModernBERT's training process" in str(got[1].__cause__)
+
+
+@pytest.mark.slow
+def test_a_kill_9_of_the_parent_kills_the_child(tmp_path):
+    """The child gets the parent-death signal: a ``kill -9`` of the kernel leaves no training running."""
+    import dataclasses
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from gtcore._processes import pid_alive
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import multiprocessing, sys, time\n"
+        "from gtcore.studies.pretrained import training as tr\n"
+        "from gtcore.studies.pretrained.side_by_side import train_side_by_side\n"
+        "def vit(schedule, progress=False):\n"
+        "    print(multiprocessing.active_children()[0].pid, flush=True)\n"
+        "    time.sleep(600)\n"
+        "tr.train_vit_digits = vit\n"
+        "if __name__ == '__main__':\n"
+        f"    train_side_by_side(tr.vit_schedule(2, 1), tr.Schedule(**{dataclasses.asdict(LONG)!r}))\n")
+    env = {**os.environ, "GTBOOK_NO_CACHE": "1"}
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        child = int(parent.stdout.readline())
+        time.sleep(2)
+        assert pid_alive(child)
+        parent.kill()
+        parent.wait()
+        deadline = time.time() + 20
+        while pid_alive(child) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not pid_alive(child), "the child trains on after its parent was killed"
+    finally:
+        parent.kill()
+        parent.wait()

@@ -8,6 +8,7 @@ layer by layer.
 * :mod:`~gtcore.studies.pretrained.training`: the paper's two architectures trained here (a
   DeiT-tiny-configured ViT on scikit-learn's digits, a small ModernBERT with masked-language
   modelling on the standard library's ``pydoc_data`` topics), cached as safetensors;
+* :mod:`~gtcore.studies.pretrained.side_by_side`: the two trainings at once, one in a child process;
 * :mod:`~gtcore.studies.pretrained.clustering`: pairwise cosine similarities and cluster counts per layer;
 * :mod:`~gtcore.studies.pretrained.statistics` and :mod:`~gtcore.studies.pretrained.layer_criteria`: the
   Gaussianity statistics against their noise bands (the earlier criterion; ``gtbook probe``);

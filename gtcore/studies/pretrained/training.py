@@ -572,40 +572,6 @@ def train_modernbert_mlm(schedule: Schedule, *, window: int = 256, progress: boo
                           ModernBertForMaskedLM, schedule, data, run, "model", progress)
 
 
-def train_side_by_side(vit: Schedule, mlm: Schedule, *, progress: bool = False) -> tuple[TrainedModel, TrainedModel]:
-    r""":func:`train_vit_digits` and :func:`train_modernbert_mlm` at the same time, on two cores.
-
-    Each training runs on one thread (``TRAIN_THREADS``, which keeps it deterministic), so trained one
-    after the other they leave a core idle. Here the ModernBERT trains in a child process (``spawn``)
-    while the ViT trains in this one: the same code on the same single thread, so the same weights
-    (``tests/test_pretrained_training.py`` compares them with an in-process training). Either model found in the
-    cache is loaded, not trained.
-
-    Parameters
-    ----------
-    vit, mlm : Schedule
-        The ViT's (:func:`vit_schedule`) and the ModernBERT's (:func:`mlm_schedule`) schedules.
-    progress : bool
-        A bar over the ViT's steps (the child's training shows none).
-
-    Returns
-    -------
-    (TrainedModel, TrainedModel)
-        The ViT, then the ModernBERT.
-
-    Notes
-    -----
-    If this process's training fails or is interrupted (Ctrl-C), the child is terminated at once rather
-    than waited for.
-    """
-    import multiprocessing
-
-    with multiprocessing.get_context("spawn").Pool(1) as pool:  # leaving the block terminates the child
-        child = pool.apply_async(train_modernbert_mlm, (mlm,))
-        first = train_vit_digits(vit, progress=progress)
-        return first, child.get()
-
-
 __all__ = [
     "SPECIALS",
     "TRAINED_HERE",
@@ -618,7 +584,6 @@ __all__ = [
     "modernbert_small_config",
     "pydoc_corpus",
     "train_modernbert_mlm",
-    "train_side_by_side",
     "train_vit_digits",
     "training_key",
     "unigram_cross_entropy",
