@@ -14,13 +14,16 @@ the one clean-up that still happens after a ``kill -9`` of the parent.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from pathlib import Path
 
-__all__ = ["die_with_parent", "pid_alive", "process_tag", "start_ticks", "tag_alive"]
+__all__ = ["die_with_parent", "pid_alive", "process_tag", "start_ticks", "tag_alive", "tag_in_name"]
 
 _PR_SET_PDEATHSIG = 1
+#: ``PID`` or ``PID-TICKS``, ASCII digits (a pid fits in 10)
+_TAG = re.compile(r"([0-9]{1,10})(?:-([0-9]{1,20}))?", re.ASCII)
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> bool:
@@ -38,10 +41,11 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
         return False
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command (which may hold spaces and parentheses)."""
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command (which may hold spaces, parentheses and bytes
+    that are not UTF-8: the kernel cuts it at 15 bytes, maybe inside a character)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
 
@@ -67,7 +71,7 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         pass
     fields = _stat(pid) if sys.platform.startswith("linux") else None
-    return not (fields and fields[0] in ("Z", "X"))
+    return not (fields and fields[0] in (b"Z", b"X"))
 
 
 def process_tag(pid: int | None = None) -> str:
@@ -78,16 +82,24 @@ def process_tag(pid: int | None = None) -> str:
     return str(pid) if ticks is None else f"{pid}-{ticks}"
 
 
+def tag_in_name(name: str) -> str | None:
+    """The process tag in a scratch name ``PREFIX.TAG.SUFFIX`` (``tempfile.mkdtemp(prefix=PREFIX.TAG.)``;
+    the prefix may hold dots, the suffix holds none), or None when the name has no such part."""
+    parts = name.rsplit(".", 2)
+    return parts[1] if len(parts) == 3 else None
+
+
 def tag_alive(tag: str) -> bool | None:
     """Whether the process that :func:`process_tag` named ``tag`` still runs; None when ``tag`` is not a tag.
 
     Alive means: :func:`pid_alive`, and where the tag holds a start and ``/proc`` gives one, the same
     start (another start is a later process that was given the same pid). A bare ``PID`` (a tag made
     without ``/proc``, or by an older ``gtbook``) is judged by the pid alone."""
-    pid, dash, ticks = tag.partition("-")
-    if not pid.isdigit() or (dash and not ticks.isdigit()):
+    m = _TAG.fullmatch(tag)
+    if m is None or int(m[1]) == 0:
         return None
-    if not pid_alive(int(pid)):
+    pid = int(m[1])
+    if not pid_alive(pid):
         return False
-    now = start_ticks(int(pid)) if dash else None
-    return now is None or now == int(ticks)
+    now = start_ticks(pid) if m[2] is not None else None
+    return now is None or now == int(m[2])

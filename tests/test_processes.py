@@ -95,9 +95,39 @@ def test_clean_scratch_removes_the_dead_and_keeps_the_living(tmp_path, zombie, s
         f"01_tiny.{pid}-{ticks}.living": True,
         f"run.{pid}.oldliving": True,
         "notours": True,  # not a scratch name: left alone
+        f"10_v1.2.{pid}-{ticks}.dotted": True,  # a chapter name with dots
+        f"10_v1.2.{pr.process_tag(zombie)}.dotted": False,
     }
     for name in names:
         (bk.running / name).mkdir()
     (bk.running / f"01_tiny.{pid}-{ticks}.living" / "kernel.log").write_text("")
     clean_scratch(bk)
     assert sorted(p.name for p in bk.running.iterdir()) == sorted(n for n, keep in names.items() if keep)
+
+
+@linux
+def test_a_process_name_that_is_not_utf8():
+    """The kernel cuts a process's name at 15 bytes, maybe inside a character: /proc/PID/stat is bytes."""
+    code = ("import ctypes, sys, time; ctypes.CDLL(None).prctl(15, b'ab\\xe3\\x83', 0, 0, 0); "
+            "print(flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        proc.stdout.readline()
+        assert b"(ab\xe3\x83)" in Path(f"/proc/{proc.pid}/stat").read_bytes()
+        assert pr.pid_alive(proc.pid) and pr.tag_alive(pr.process_tag(proc.pid)) is True
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_tag_in_a_scratch_name():
+    assert pr.tag_in_name("05_pretrained_moments.123-456.ab_9x") == "123-456"
+    assert pr.tag_in_name("10_v1.2.123-456.ab_9x") == "123-456"  # a chapter name with dots
+    assert pr.tag_in_name(".staging.123-456.ab_9x") == "123-456"
+    assert pr.tag_in_name("run.123.ab_9x") == "123"
+    assert pr.tag_in_name("kernel.log") is None
+
+
+@pytest.mark.parametrize("text", ["\u00b2", "\u0661\u0662", "1" * 20, "0", "12-", "-3", "12-3-4", " 12"])
+def test_odd_digits_are_not_a_tag(text):
+    assert pr.tag_alive(text) is None

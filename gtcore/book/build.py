@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gtcore._processes import process_tag, tag_alive
+from gtcore._processes import process_tag, tag_alive, tag_in_name
 from gtcore.book import children, provenance, verify
 from gtcore.book import files as _files
 from gtcore.book.chapters import Book, BookError, _book
@@ -142,8 +142,8 @@ def _recover(bk: Book) -> None:
             shutil.rmtree(aside, ignore_errors=True)
     if bk.build_dir.is_dir():
         for path in bk.build_dir.glob(".staging.*"):
-            parts = path.name.split(".")
-            if len(parts) >= 4 and tag_alive(parts[2]) is False:
+            tag = tag_in_name(path.name)
+            if tag is not None and tag_alive(tag) is False:
                 shutil.rmtree(path, ignore_errors=True)
     legacy = bk.build_dir / STAMP  # where an older gtbook kept the stamp
     legacy.unlink(missing_ok=True)

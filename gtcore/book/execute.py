@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gtcore._processes import process_tag, tag_alive
+from gtcore._processes import process_tag, tag_alive, tag_in_name
 from gtcore._progress import QUIET_ENV
 from gtcore.book import children, provenance, verify
 from gtcore.book import files as _files
@@ -346,8 +346,8 @@ def clean_scratch(bk: Book) -> None:
     if not bk.running.is_dir():
         return
     for path in bk.running.iterdir():
-        parts = path.name.split(".")
-        if len(parts) >= 3 and tag_alive(parts[1]) is False:
+        tag = tag_in_name(path.name)
+        if tag is not None and tag_alive(tag) is False:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
