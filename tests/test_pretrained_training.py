@@ -137,7 +137,7 @@ def test_side_by_side_training_gives_the_weights_of_training_in_turn(monkeypatch
 
 
 @pytest.mark.slow
-def test_side_by_side_training_stops_its_child_when_the_other_training_fails(monkeypatch):
+def test_side_by_side_training_stops_its_child_when_the_other_training_fails(monkeypatch, no_child_left):
     """A failure (or Ctrl-C) in this process's training must not wait for the child's: the ModernBERT's
     schedule here would train for many minutes, the call must raise within a minute and leave no child."""
     import multiprocessing
@@ -161,6 +161,17 @@ def test_side_by_side_training_stops_its_child_when_the_other_training_fails(mon
 LONG = tr.Schedule(steps=100_000, batch_size=16, learning_rate=2e-3, warmup=1, eval_every=100_000, seed=1)
 
 
+@pytest.fixture
+def no_child_left():
+    """Kills any child a failed test leaves (a long training would run on for the rest of the suite)."""
+    import multiprocessing
+
+    yield
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join()
+
+
 def _in_thread(fn, seconds):
     """``fn()`` run in a daemon thread: ("returned" | "raised", value), or None when it still runs after
     ``seconds`` (a hang fails the test instead of stopping the suite)."""
@@ -181,9 +192,9 @@ def _in_thread(fn, seconds):
 
 
 @pytest.mark.slow
-def test_side_by_side_training_raises_when_its_child_dies(monkeypatch):
-    """A child killed mid-training (``kill -9``, the out-of-memory killer) makes the call raise at once,
-    where a process pool would wait for its lost task for ever."""
+def test_side_by_side_training_raises_when_its_child_dies(monkeypatch, no_child_left):
+    """A child killed mid-training (``kill -9``, the out-of-memory killer) makes the call raise once the
+    ViT's training is done, where a process pool would wait for its lost task for ever."""
     import multiprocessing
     import os
     import signal
@@ -198,8 +209,8 @@ def test_side_by_side_training_raises_when_its_child_dies(monkeypatch):
         return "the ViT"
 
     monkeypatch.setattr(tr, "train_vit_digits", vit_then_kill_the_child)
-    got = _in_thread(lambda: train_side_by_side(tr.vit_schedule(2, 1), LONG), 60)
-    assert got is not None, "the call still waits 60 s after its child was killed"
+    got = _in_thread(lambda: train_side_by_side(tr.vit_schedule(2, 1), LONG), 120)
+    assert got is not None, "the call still waits 120 s after its child was killed"
     how, value = got
     assert how == "raised" and isinstance(value, RuntimeError), got
     assert "died (exit code -9)" in str(value)
@@ -207,7 +218,7 @@ def test_side_by_side_training_raises_when_its_child_dies(monkeypatch):
 
 
 @pytest.mark.slow
-def test_side_by_side_training_raises_the_childs_exception(monkeypatch, tmp_path):
+def test_side_by_side_training_raises_the_childs_exception(monkeypatch, tmp_path, no_child_left):
     """A training that fails in the child is raised here, with the child's traceback as its cause (the
     cache is a file, so saving the trained model fails)."""
     blocked = tmp_path / "a-file"
@@ -216,7 +227,7 @@ def test_side_by_side_training_raises_the_childs_exception(monkeypatch, tmp_path
     monkeypatch.setenv("GTBOOK_CACHE", str(blocked))
     monkeypatch.setattr(tr, "train_vit_digits", lambda schedule, progress=False: "the ViT")
     short = tr.Schedule(steps=2, batch_size=2, learning_rate=2e-3, warmup=1, eval_every=2, seed=1)
-    got = _in_thread(lambda: train_side_by_side(tr.vit_schedule(2, 1), short), 120)
+    got = _in_thread(lambda: train_side_by_side(tr.vit_schedule(2, 1), short), 240)
     assert got is not None and got[0] == "raised", got
     with pytest.raises(OSError) as direct:  # the same schedule trained in this process
         tr.train_modernbert_mlm(short)
@@ -226,38 +237,72 @@ def test_side_by_side_training_raises_the_childs_exception(monkeypatch, tmp_path
 
 @pytest.mark.slow
 def test_a_kill_9_of_the_parent_kills_the_child(tmp_path):
-    """The child gets the parent-death signal: a ``kill -9`` of the kernel leaves no training running."""
-    import dataclasses
+    """The child gets the parent-death signal: a ``kill -9`` of the kernel leaves no training running.
+
+    The spawned child runs the script's top level again, so the stand-in trainings below are the
+    child's too: its "training" says when it runs (the signal is armed by then), then sleeps."""
     import os
+    import signal
     import subprocess
     import sys
     import time
 
     from gtcore._processes import pid_alive
 
+    ready = tmp_path / "child-ready"
     script = tmp_path / "parent.py"
     script.write_text(
-        "import multiprocessing, sys, time\n"
+        "import multiprocessing, os, sys, time\n"
+        "from pathlib import Path\n"
         "from gtcore.studies.pretrained import training as tr\n"
         "from gtcore.studies.pretrained.side_by_side import train_side_by_side\n"
         "def vit(schedule, progress=False):\n"
-        "    print(multiprocessing.active_children()[0].pid, flush=True)\n"
         "    time.sleep(600)\n"
-        "tr.train_vit_digits = vit\n"
+        "def mlm(schedule, progress=False):\n"
+        f"    Path({str(ready)!r}).write_text(str(os.getpid()))\n"
+        "    time.sleep(600)\n"
+        "tr.train_vit_digits, tr.train_modernbert_mlm = vit, mlm\n"
         "if __name__ == '__main__':\n"
-        f"    train_side_by_side(tr.vit_schedule(2, 1), tr.Schedule(**{dataclasses.asdict(LONG)!r}))\n")
-    env = {**os.environ, "GTBOOK_NO_CACHE": "1"}
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+        "    train_side_by_side(tr.vit_schedule(2, 1), tr.mlm_schedule(2, 1))\n")
+    parent = subprocess.Popen([sys.executable, str(script)])
+    child = None
     try:
-        child = int(parent.stdout.readline())
-        time.sleep(2)
+        deadline = time.time() + 120
+        while not (ready.exists() and ready.read_text()) and time.time() < deadline:
+            time.sleep(0.1)
+        assert ready.exists(), "the child did not start within 120 s"
+        child = int(ready.read_text())
         assert pid_alive(child)
         parent.kill()
         parent.wait()
-        deadline = time.time() + 20
+        deadline = time.time() + 30
         while pid_alive(child) and time.time() < deadline:
             time.sleep(0.1)
-        assert not pid_alive(child), "the child trains on after its parent was killed"
+        assert not pid_alive(child), "the child runs on after its parent was killed"
     finally:
         parent.kill()
         parent.wait()
+        if child is not None and pid_alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+class _TwoArgumentError(Exception):
+    def __init__(self, what, why):
+        super().__init__(f"{what}: {why}")
+
+
+def test_an_exception_that_does_not_unpickle_is_sent_as_its_text():
+    """Some exceptions pickle but do not unpickle (``__init__`` with two arguments): the child sends
+    their text, so the parent does not fail on the message itself."""
+    import pickle
+
+    from gtcore.studies.pretrained.side_by_side import _sendable
+
+    exc = _TwoArgumentError("saving", "disk full")
+    pickle.dumps(exc)
+    with pytest.raises(TypeError):
+        pickle.loads(pickle.dumps(exc))
+    sent = _sendable(exc)
+    assert isinstance(sent, RuntimeError) and "disk full" in str(pickle.loads(pickle.dumps(sent)))
+    plain = ValueError("x")
+    assert _sendable(plain) is plain

@@ -6,9 +6,10 @@ the other they leave a core idle. :func:`train_side_by_side` runs them together.
 model's cache key, and how the two trainings share the machine changes no weight.
 
 The child never outlives the call: if this process's training fails or is interrupted, the child is
-killed at once; if the child dies (killed, out of memory), the call raises instead of waiting; and if
-this process is killed outright (``kill -9`` of a kernel), the kernel's parent-death signal kills the
-child too (Linux).
+killed at once; if the child dies (killed, out of memory), the call raises once the ViT's training is
+done, instead of waiting for ever; and if this process is killed outright (``kill -9`` of a kernel), the
+kernel's parent-death signal kills the child too (Linux; elsewhere the child trains on until it tries
+to send its model).
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ __all__ = ["train_side_by_side"]
 
 
 def _sendable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives a pickle round trip (some exceptions pickle but do not unpickle), else a
+    RuntimeError with its text."""
     try:
-        pickle.dumps(exc)
-    except Exception:  # noqa: BLE001 - any exception that does not pickle is sent as its text
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - any exception that does not travel is sent as its text
         return RuntimeError(repr(exc))
     return exc
 
@@ -41,12 +44,12 @@ def _train_in_child(mlm: Schedule, send: Connection, parent: int) -> None:
     if os.getppid() != parent:  # the parent died before the signal was armed
         return
     try:
-        message: tuple = (True, training.train_modernbert_mlm(mlm))
+        # plain pickle, by value: torch's reducers for multiprocessing would share the tensors' memory
+        # through this process, which exits once it has sent
+        data = pickle.dumps((True, training.train_modernbert_mlm(mlm)))
     except BaseException as exc:  # noqa: BLE001 - sent to the parent, which raises it
-        message = (False, _sendable(exc), traceback.format_exc())
-    # plain pickle, by value: torch's reducers for multiprocessing would share the tensors' memory
-    # through this process, which exits once it has sent
-    send.send_bytes(pickle.dumps(message))
+        data = pickle.dumps((False, _sendable(exc), traceback.format_exc()))
+    send.send_bytes(data)
     send.close()
 
 
@@ -74,16 +77,16 @@ def train_side_by_side(vit: Schedule, mlm: Schedule, *, progress: bool = False) 
     Raises
     ------
     RuntimeError
-        When the child dies before it sends its model. An exception in the child's training is raised
-        here, with the child's traceback as its cause.
+        When the child dies before it sends its model (found once the ViT's training is done). An
+        exception in the child's training is raised here, with the child's traceback as its cause.
     """
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_train_in_child, args=(mlm, send, os.getpid()), name="gtbook-modernbert-training",
                         daemon=True)
-    child.start()
-    send.close()  # the child holds the only sending end now: if it dies, receiving raises EOFError
     try:
+        child.start()
+        send.close()  # the child holds the only sending end now: if it dies, receiving raises EOFError
         first = training.train_vit_digits(vit, progress=progress)
         try:
             message = pickle.loads(receive.recv_bytes())
@@ -95,7 +98,9 @@ def train_side_by_side(vit: Schedule, mlm: Schedule, *, progress: bool = False) 
             raise message[1] from RuntimeError(f"in the ModernBERT's training process:\n{message[2]}")
         return first, message[1]
     finally:
-        if child.is_alive():
-            child.kill()
-        child.join()
+        send.close()
+        if child.pid is not None:  # started
+            if child.is_alive():
+                child.kill()
+            child.join()
         receive.close()
