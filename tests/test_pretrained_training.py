@@ -286,22 +286,29 @@ def test_a_kill_9_of_the_parent_kills_the_child(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
-class _TwoArgumentError(Exception):
-    def __init__(self, what, why):
-        super().__init__(f"{what}: {why}")
+class _Unloadable(Exception):
+    pass
 
 
-def test_an_exception_that_does_not_unpickle_is_sent_as_its_text():
-    """Some exceptions pickle but do not unpickle (``__init__`` with two arguments): the child sends
-    their text, so the parent does not fail on the message itself."""
+def _refuse(text):
+    raise TypeError(f"cannot rebuild {text!r}")
+
+
+def test_an_exception_that_does_not_unpickle_is_sent_as_its_text(monkeypatch):
+    """Some exceptions pickle but do not unpickle (an ``__init__`` with two arguments, in a process that
+    has not imported ``distributed``, whose ``tblib`` registers reducers for every exception class): the
+    child sends their text, so the parent does not fail on the message itself. The reducer is set here,
+    so the test does not depend on what this process imported."""
+    import copyreg
     import pickle
 
     from gtcore.studies.pretrained.side_by_side import _sendable
 
-    exc = _TwoArgumentError("saving", "disk full")
-    pickle.dumps(exc)
+    monkeypatch.setitem(copyreg.dispatch_table, _Unloadable, lambda e: (_refuse, (str(e),)))
+    exc = _Unloadable("saving: disk full")
+    data = pickle.dumps(exc)
     with pytest.raises(TypeError):
-        pickle.loads(pickle.dumps(exc))
+        pickle.loads(data)
     sent = _sendable(exc)
     assert isinstance(sent, RuntimeError) and "disk full" in str(pickle.loads(pickle.dumps(sent)))
     plain = ValueError("x")
