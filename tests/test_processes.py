@@ -131,3 +131,23 @@ def test_the_tag_in_a_scratch_name():
 @pytest.mark.parametrize("text", ["\u00b2", "\u0661\u0662", "1" * 20, "0", "12-", "-3", "12-3-4", " 12"])
 def test_odd_digits_are_not_a_tag(text):
     assert pr.tag_alive(text) is None
+
+
+@linux
+def test_a_build_removes_the_staging_folders_of_dead_builds_only(tmp_path, zombie, sleeper):
+    from gtcore.book.build import _recover
+
+    bk = Book(tmp_path)
+    bk.build_dir.mkdir()
+    pid, ticks = pr.process_tag(sleeper).split("-")
+    names = {
+        f".staging.{pid}-{ticks}.live": True,
+        f".staging.{pid}-{int(ticks) - 1}.reused": False,
+        f".staging.{pr.process_tag(zombie)}.zombie": False,
+        f".staging.{zombie}.oldzombie": False,
+        "html": True,  # not a staging folder
+    }
+    for name in names:
+        (bk.build_dir / name).mkdir()
+    _recover(bk)
+    assert sorted(p.name for p in bk.build_dir.iterdir()) == sorted(n for n, keep in names.items() if keep)
