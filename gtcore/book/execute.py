@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gtcore._processes import process_tag, tag_alive, tag_in_name
+from gtcore._processes import die_with_parent, process_tag, tag_alive, tag_in_name
 from gtcore._progress import QUIET_ENV
 from gtcore.book import children, provenance, verify
 from gtcore.book import files as _files
@@ -485,7 +485,7 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
     bk = _book(chapter.book)
     try:
         bk.running.mkdir(parents=True, exist_ok=True)
-        # this run's own files (the pid lets a later run remove them if this process is killed)
+        # this run's own files (the process tag lets a later run remove them if this process is killed)
         scratch = Path(tempfile.mkdtemp(prefix=f"{chapter.name}.{process_tag()}.", dir=bk.running))
     except OSError as exc:
         raise BookError(_files.os_error_line(exc)) from None
@@ -576,16 +576,18 @@ def _last_runtime(job: Job) -> float | None:
     return float(runtime)
 
 
-def longest_first(jobs: list[Job]) -> list[Job]:
+def longest_first(jobs: list[Job], times: dict[str, float | None] | None = None) -> list[Job]:
     """The jobs in the order ``-j N`` starts them: those with no earlier run of their profile first, in
     book order, then the others by their last run's wall time, longest first.
 
     This is the longest-processing-time rule: with ``n`` workers it finishes within
     :math:`4/3 - 1/(3n)` of the shortest possible time for those run times (Graham, 1969), where book
     order can leave one worker running the longest chapter alone at the end. A chapter never run may be
-    long, so it starts early too.
+    long, so it starts early too. ``times`` (chapter name to last run time, None when unknown) defaults to
+    the published runs' times.
     """
-    times = {job.chapter.name: _last_runtime(job) for job in jobs}
+    if times is None:
+        times = {job.chapter.name: _last_runtime(job) for job in jobs}
     unknown = [job for job in jobs if times[job.chapter.name] is None]
     known = sorted((job for job in jobs if times[job.chapter.name] is not None),
                    key=lambda job: -(times[job.chapter.name] or 0.0))  # sorted() is stable: ties keep book order
@@ -600,19 +602,20 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, token: str | None = None) -
     """
     try:
         bk.running.mkdir(parents=True, exist_ok=True)
-        # this run's job files (the pid lets a later run remove them if this process is killed)
+        # this run's job files (the process tag lets a later run remove them if this process is killed)
         folder = Path(tempfile.mkdtemp(prefix=f"run.{process_tag()}.", dir=bk.running))
     except OSError as exc:
         raise BookError(_files.os_error_line(exc)) from None
     active: dict[str, tuple[subprocess.Popen, Path]]
     times: dict[str, float]
     errors: list[str]
-    pending, active, times, errors = longest_first(jobs), {}, {}, []
+    last = {job.chapter.name: _last_runtime(job) for job in jobs}
+    pending, active, times, errors = longest_first(jobs, last), {}, {}, []
     threads = jobs[0].threads
     print(f"running {len(jobs)} chapters, {n} at a time, {threads} thread(s) each", file=sys.stderr, flush=True)
-    last = {job.chapter.name: _last_runtime(job) for job in pending}
     if any(t is not None for t in last.values()):
-        order = ", ".join(name if t is None else f"{name} ({t:.0f} s)" for name, t in last.items())
+        order = ", ".join(job.chapter.name if last[job.chapter.name] is None
+                          else f"{job.chapter.name} ({last[job.chapter.name]:.0f} s)" for job in pending)
         print(f"  in this order (never run first, then by the last run's time): {order}", file=sys.stderr,
               flush=True)
     try:
@@ -688,7 +691,7 @@ def _worker(spec_path: str) -> int:
     spec = json.loads(spec_file.read_text())
     parent = spec.get("parent")
     if parent is not None:
-        children.die_with_parent(signal.SIGTERM)
+        die_with_parent(signal.SIGTERM)
         if not children.parent_alive(int(parent)):
             return 1
         children.watch_parent(int(parent))
