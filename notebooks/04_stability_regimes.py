@@ -122,6 +122,7 @@ from gtcore.studies.fits import loglog_slope
 from gtcore.studies.stability import figures as figs
 from gtcore.studies.stability.closed_forms import (
     closed_form_error,
+    critical_gain_verdict,
     linearisation_error,
     lyapunov_equilibrium_error,
     regime_agreement,
@@ -272,18 +273,25 @@ claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict i
 # $e^{At}K(I - KY(t)K)^{-1}Ke^{A^\top t}$ matches the ODE to $10^{-8}$ relative at nine times up to $0.9\,t^*$
 # (or $4/\max\operatorname{Re}\operatorname{spec}A$) in every draw; (ii) `classify`'s verdict (collapse or
 # blow-up, from $I - KY_\infty K$ and $t^*$) is the verdict seen by integrating to $30$ decay times, in
-# every draw (agreement fraction above 0.99, i.e. 1: one disagreement in 40 draws would give 0.975); (iii) the Lyapunov equilibrium is where the ODE ends after
+# every draw (agreement fraction above 0.99, i.e. 1: one disagreement in 40 draws would give 0.975), and so is the
+# verdict of the threshold $v_c = 1/\lambda_{\max}(KY_\infty K)$ of `critical_gain` (collapse iff $v < v_c$), the
+# curve of the regime map below, with the same threshold; (iii) the Lyapunov equilibrium is where the ODE ends after
 # $15/\min\operatorname{Re}\operatorname{spec}A$, to $10^{-8}$; (iv) the linearisation's spectrum at
 # $\Sigma^*$ (`linear_stability`) equals the spectrum measured on eq. (1.1) itself, $\log\operatorname{eig}(D\Phi_\tau)/\tau$
 # with the flow map's derivative $D\Phi_\tau$ from central differences ($\epsilon = 10^{-4}$ relative, so
 # truncation $\sim\epsilon^2 = 10^{-8}$ and integrator noise $\sim 10^{-12}/\epsilon = 10^{-8}$), to $10^{-5}$ of the
-# largest $|\lambda|$ (three orders above both). All four are derivation checks.
+# largest $|\lambda|$ (three orders above both). All five are derivation checks. The `critical_gain` check was
+# added later, after a review's mutation (a factor 2 in $v_c$) passed the chapter: the map's curve was drawn,
+# never checked; its threshold is (ii)'s, set before it ran.
 
 # %%
 rdraws = riccati_draws(riccati_draws_per_kind, 3, seed=riccati_seed)
 cf_err = max(closed_form_error(r) for r in rdraws)
 verdicts = [regime_agreement(r) for r in rdraws if r.kind != "stabilising"]
 agree = float(np.mean([a is b and a in (Verdict.COLLAPSES, Verdict.BLOWS_UP) for a, b in verdicts]))
+gain_draws = [r for r in rdraws if r.kind != "stabilising"]
+gain_agree = float(np.mean([critical_gain_verdict(r) is observed
+                            for r, (_, observed) in zip(gain_draws, verdicts, strict=True)]))
 stab_draws = [r for r in rdraws if r.kind == "stabilising"]
 lyap_err = max(lyapunov_equilibrium_error(r)[0] for r in stab_draws)
 lin_err_vI = max(linearisation_error(r.controls, equilibrium(r.controls).Sigma) for r in stab_draws)
@@ -294,6 +302,8 @@ claim("general A, B (V = vI): closed-form covariance = eq. (1.1) (largest relati
       cf_err, lt=1e-8, statement="riccati", kind="derivation")
 claim("general A, B (V = vI), Hurwitz A near rho = 1: classify's collapse/blow-up verdict = the integrated one "
       "(fraction of draws)", agree, gt=0.99, statement="blowup", kind="derivation")
+claim("general A, B (V = vI), Hurwitz A near rho = 1: v < v_c (critical_gain) iff the integrated covariance "
+      "collapses (fraction of draws)", gain_agree, gt=0.99, statement="blowup", kind="derivation")
 claim("general A, B (V = vI): the Lyapunov equilibrium is where eq. (1.1) ends (largest relative error)",
       lyap_err, lt=1e-8, statement="stabilising", kind="derivation")
 claim("general A, B (V = vI): linearisation spectrum = the flow map's, measured on eq. (1.1) (relative)",

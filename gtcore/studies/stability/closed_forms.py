@@ -34,13 +34,14 @@ from scipy.optimize import linear_sum_assignment
 from gtcore._linalg import symmetric_basis
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
-from gtcore.riccati import blowup_time, closed_form_covariance
+from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain
 from gtcore.stability import classify, equilibrium, linear_stability, observe_regime
 from gtcore.status import Verdict
 
 __all__ = [
     "RiccatiDraw",
     "closed_form_error",
+    "critical_gain_verdict",
     "flow_map_spectrum",
     "linearisation_error",
     "lyapunov_equilibrium_error",
@@ -156,6 +157,22 @@ def regime_agreement(draw: RiccatiDraw) -> tuple[Verdict, Verdict]:
     ctl = draw.controls
     alpha = -float(np.linalg.eigvals(ctl.affine_A).real.max())
     return classify(ctl, draw.Sigma0).verdict, observe_regime(ctl, draw.Sigma0, 30.0 / alpha)
+
+
+def critical_gain_verdict(draw: RiccatiDraw) -> Verdict:
+    r"""The verdict the threshold :math:`v_c` of :func:`gtcore.riccati.critical_gain` predicts for a
+    Hurwitz draw with :math:`V = vI`: collapse when :math:`v < v_c`, blow-up when :math:`v > v_c`.
+
+    The draw's :math:`\rho = v/v_c` (:math:`v_c = 1/\lambda_{\max}(KY_\infty K)`,
+    :math:`A^\top Y_\infty + Y_\infty A = -(B + B^\top)`), so a wrong :math:`v_c` (a factor in the quadratic
+    term, a transposed Lyapunov equation) flips the prediction of the draws near :math:`\rho = 1`; compare
+    with the second element of :func:`regime_agreement`, the integrated verdict.
+    """
+    ctl = draw.controls
+    v = float(ctl.V[0][0, 0])
+    if not np.allclose(ctl.V[0], v * np.eye(ctl.d), rtol=0.0, atol=0.0) or v <= 0:
+        raise ValueError("critical_gain_verdict needs V = vI with v > 0 (a collapse or blow-up draw)")
+    return Verdict.COLLAPSES if v < critical_gain(ctl.affine_A, ctl.B[0], draw.Sigma0) else Verdict.BLOWS_UP
 
 
 def lyapunov_equilibrium_error(draw: RiccatiDraw) -> tuple[float, str]:
