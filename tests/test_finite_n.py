@@ -12,11 +12,13 @@ B = np.array([[1.0, 0.4], [-0.2, 0.6]])
 S0 = np.array([[1.0, 0.3], [0.3, 0.5]])
 
 
-def test_radius_bound_is_attained_by_a_collapsed_cloud():
-    # all tokens at one point x parallel to b: the attention average is x itself, so
-    # x' = (a + v) x + b and |x(t)| = e^{Lt}(|x0| + |b|/L) - |b|/L exactly (L = a + v)
-    a, v, b = 0.3, 0.5, np.array([0.2, 0.0])
-    ctl = Controls(A=a * np.eye(2), V=v * np.eye(2), B=B, b=b)
+@pytest.mark.parametrize("vs", [(0.5,), (0.5, 0.25, 0.125)])
+def test_radius_bound_is_attained_by_a_collapsed_cloud(vs):
+    # all tokens at one point x parallel to b: every head's attention average is x itself, so
+    # x' = (a + sum_h v_h) x + b and |x(t)| = e^{Lt}(|x0| + |b|/L) - |b|/L exactly (L = a + sum_h v_h);
+    # with several heads, a rate from the largest head alone (or their mean) falls below the cloud
+    a, b = 0.3, np.array([0.2, 0.0])
+    ctl = Controls(A=a * np.eye(2), V=[v * np.eye(2) for v in vs], B=[B] * len(vs), b=b)
     x0 = np.tile([1.0, 0.0], (4, 1))
     tr = simulate(x0, ctl, (0, 2.0), 400, keep_tokens=True, device="cpu")
     R = np.linalg.norm(tr.tokens, axis=2).max(axis=1)
