@@ -229,6 +229,18 @@ def test_no_pd_equilibrium_raises_with_reason():
         equilibrium(rotation_controls(0.5, 1.0))  # same definiteness: P* < 0
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_no_equilibrium_when_newton_shrinks_to_the_singular_root(seed):
+    """Skew A, B = I and V = -I + skew (not scalar, so Newton's route): tr F(Sigma) = tr(A Sigma + Sigma A^T)
+    + 2 tr(V Sigma^2) = -2 tr(Sigma^2) < 0 for every Sigma != 0, so 0 is the only equilibrium, and Sigma(t)
+    shrinks to it. Newton's iterates shrink with it; a limit must not be certified positive definite."""
+    rng = np.random.default_rng(seed)
+    S, T = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    ctl = Controls(A=S - S.T, V=-np.eye(3) + 0.3 * (T - T.T), B=np.eye(3))
+    with pytest.raises(NoEquilibriumError, match=r"not certified positive definite|no convergence|no descent"):
+        equilibrium(ctl)
+
+
 # ----------------------------------------------------------------------------- classify
 def test_classify_each_verdict():
     conv = classify(rotation_controls(0.5, -1.0), S0_2)
