@@ -204,6 +204,21 @@ def test_layer_map_equals_affine_map_by_hand(rng):
     np.testing.assert_allclose(S1, M @ S @ M.T, rtol=1e-13)
 
 
+def test_layer_map_with_a_feed_forward_block_by_hand(rng):
+    """A feed-forward block W(Ux + c) with identity activation (hidden width 4 != d) adds WU to the linear
+    part and Wc to the bias: x -> x + h((A + WU + V Sigma B) x + b + Wc + V mu), written out here."""
+    d, m, h = 3, 4, 0.1
+    mu, S = rng.standard_normal(d), random_spd(rng, d)
+    A, b, V, B = (rng.standard_normal((d, d)), rng.standard_normal(d),
+                  rng.standard_normal((d, d)), rng.standard_normal((d, d)))
+    U, W, c = rng.standard_normal((m, d)), rng.standard_normal((d, m)), rng.standard_normal(m)
+    mu1, S1 = layer_map(mu, S, Controls(A=A, b=b, V=V, B=B, U=U, W=W, c=c), h)
+    M = np.eye(d) + h * (A + W @ U + V @ S @ B)
+    shift = h * (b + W @ c + V @ mu)
+    np.testing.assert_allclose(mu1, M @ mu + shift, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(S1, M @ S @ M.T, rtol=1e-13)
+
+
 def test_layer_map_is_the_push_forward_under_softmax_attention(rng):
     """The exact layer map against its definition, with no tilt formula on the reference side:
     nodes of N(mu, Sigma) are pushed by x + h v(x) with each head's *softmax* average over
