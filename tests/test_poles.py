@@ -5,7 +5,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from gtcore import Controls
-from gtcore.poles import trace_certificate
+from gtcore.poles import no_pole_rate, trace_certificate
 from gtcore.riccati import blowup_time
 
 
@@ -62,3 +62,35 @@ def test_trace_certificate_bounds_the_integrated_pole(seed):
     cert = trace_certificate(Controls(A=A, V=V, B=B), S0)
     assert cert is not None, "the draws' quadratic form is positive definite (these seeds)"
     assert _integrated_pole(A, V, B, S0, 10 * cert[0]) <= cert[0] * (1 + 1e-9)
+
+
+def _l2_response(Sigma, Q, K):
+    """The L2 attention's linear response M = 2 (Sigma^{-1} + 2 K^T K)^{-1} K^T Q, written out here."""
+    return 2.0 * np.linalg.solve(np.linalg.inv(Sigma) + 2.0 * K.T @ K, K.T @ Q)
+
+
+def test_l2_no_pole_rate_is_the_supremum_of_the_response():
+    """Keys K = kI with k < 1 and a general Q: ||M(tI)|| = 2t k ||Q|| / (1 + 2t k^2) rises to ||K^T Q|| / k^2
+    = ||Q|| / k as t grows, so the rate (A = 0, V = I) is that supremum; never exceeded, and attained in the limit."""
+    rng = np.random.default_rng(7)
+    d, k = 3, 0.5
+    Q, K = rng.normal(size=(d, d)), k * np.eye(d)
+    rate = no_pole_rate(Controls(A=np.zeros((d, d)), V=np.eye(d), Q=Q, K=K, attention="l2"))
+    norms = [np.linalg.norm(_l2_response(t * np.eye(d), Q, K), 2) for t in (0.1, 1.0, 1e2, 1e6)]
+    assert max(norms) <= rate * (1 + 1e-12)
+    assert norms[-1] == pytest.approx(rate, rel=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_l2_no_pole_rate_bounds_the_response_of_general_keys(seed):
+    """Rectangular full-rank keys, two heads with general V_h: sum_h ||V_h M_h(Sigma)|| <= the rate - ||A||."""
+    rng = np.random.default_rng(200 + seed)
+    d = 3
+    A = rng.normal(size=(d, d))
+    V, Q, K = rng.normal(size=(2, d, d)), rng.normal(size=(2, 4, d)), 0.4 * rng.normal(size=(2, 4, d))
+    rate = no_pole_rate(Controls(A=A, V=V, Q=Q, K=K, attention="l2"))
+    for _ in range(20):
+        W = rng.normal(size=(d, d))
+        Sigma = np.exp(rng.uniform(-3, 6)) * (W @ W.T + 1e-3 * np.eye(d))
+        drift = sum(np.linalg.norm(V[h], 2) * np.linalg.norm(_l2_response(Sigma, Q[h], K[h]), 2) for h in range(2))
+        assert drift <= (rate - np.linalg.norm(A, 2)) * (1 + 1e-9)
