@@ -97,6 +97,23 @@ def test_integrators_reach_their_order_on_a_linear_flow(method):
     assert abs(order - SOLVERS[method].order) < 0.3
 
 
+@pytest.mark.parametrize("method", sorted(SOLVERS))
+def test_integrators_reach_their_order_on_a_time_varying_flow(method):
+    """No attention, controls that change with time: x' = t A x, exact solution expm(A t^2 / 2) x0 (A commutes
+    with itself at all times). A stage evaluated at the wrong time keeps the order on x' = A x but not here."""
+    from scipy.linalg import expm
+
+    A = np.array([[0.0, 1.0], [-1.0, -0.1]])
+    x0 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    exact = x0 @ expm(A / 2).T
+    errs = []
+    for n in (20, 40):
+        tr = simulate(x0, lambda t: Controls(A=t * A), (0, 1), n, method=method, keep_tokens=True)
+        errs.append(np.abs(tr.tokens[-1] - exact).max())
+    order = np.log2(errs[0] / errs[1])
+    assert abs(order - SOLVERS[method].order) < 0.3
+
+
 def test_empirical_attention_error_decays_like_inverse_sqrt_N():
     """Weak attention (kappa < 0.2): error of the cloud's moments against the ODE ~ N^(-1/2)."""
     d = 2
