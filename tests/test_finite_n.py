@@ -25,6 +25,19 @@ def test_radius_bound_is_attained_by_a_collapsed_cloud(vs):
     np.testing.assert_allclose(R, particle_radius_bound(ctl, 1.0, tr.t), rtol=1e-9)
 
 
+def test_radius_bound_of_a_collapsed_cloud_counts_the_feed_forward_block():
+    # a feed-forward block W(Ux + c) (identity activation) adds WU = w I to the rate and Wc to the bias: with
+    # x0 and b + Wc along e1, x' = (a + w + v) x + (b + Wc) exactly
+    a, w, v = 0.2, 0.3, 0.4
+    ctl = Controls(A=a * np.eye(2), V=v * np.eye(2), B=B, b=[0.1, 0.0], U=np.eye(2), W=w * np.eye(2), c=[0.5, 0.0])
+    x0 = np.tile([1.0, 0.0], (4, 1))
+    tr = simulate(x0, ctl, (0, 2.0), 400, keep_tokens=True, device="cpu")
+    R = np.linalg.norm(tr.tokens, axis=2).max(axis=1)
+    L, beta = a + w + v, 0.1 + w * 0.5
+    np.testing.assert_allclose(R, np.exp(L * tr.t) * (1.0 + beta / L) - beta / L, rtol=1e-9)
+    np.testing.assert_allclose(R, particle_radius_bound(ctl, 1.0, tr.t), rtol=1e-9)
+
+
 def test_radius_bound_holds_for_a_random_cloud():
     rng = np.random.default_rng(1)
     A = rng.normal(size=(3, 3))

@@ -41,9 +41,10 @@ from gtcore.studies.precision import STUDY_KERNEL_DTYPE
 def particle_radius_bound(controls: Controls, R0: float, t: Any) -> np.ndarray:
     r"""The bound :math:`R(t) \le e^{Lt}(R_0 + |b|/L) - |b|/L` on :math:`\max_i |x_i(t)|`.
 
-    :math:`L = \|A\|_2 + \sum_h \|V_h\|_2` (spectral norms; :math:`A` the affine part of the
-    controls) and :math:`R_0 = \max_i |x_i(0)|`; for :math:`L = 0`, :math:`R_0 + |b|t`. Holds
-    for any number of tokens, any attention matrices :math:`B_h` and the exact flow (a
+    :math:`L = \|A\|_2 + \sum_h \|V_h\|_2` (spectral norms; :math:`A` and :math:`b` the affine
+    part of the controls, :math:`A + WU` and :math:`b + Wc` with a feed-forward block) and
+    :math:`R_0 = \max_i |x_i(0)|`; for :math:`L = 0`, :math:`R_0 + |b|t`. Holds for any number of
+    tokens, any attention matrices :math:`B_h` and the exact flow (a
     fixed-step integrator adds its own error).
 
     Returns
@@ -54,7 +55,7 @@ def particle_radius_bound(controls: Controls, R0: float, t: Any) -> np.ndarray:
         raise ValueError("controls must be time-invariant Controls")
     t = np.atleast_1d(np.asarray(t, dtype=float))
     L = np.linalg.norm(controls.affine_A, 2) + sum(np.linalg.norm(V, 2) for V in controls.V)
-    b = float(np.linalg.norm(controls.b)) if controls.b is not None else 0.0
+    b = float(np.linalg.norm(controls.affine_b)) if controls.affine_b is not None else 0.0
     if L == 0:
         return R0 + b * t
     return np.exp(L * t) * (R0 + b / L) - b / L
