@@ -43,6 +43,7 @@ __all__ = [
     "closed_form_error",
     "critical_gain_verdict",
     "flow_map_spectrum",
+    "isotropic_pole_errors",
     "linearisation_error",
     "lyapunov_equilibrium_error",
     "regime_agreement",
@@ -173,6 +174,32 @@ def critical_gain_verdict(draw: RiccatiDraw) -> Verdict:
     if not np.allclose(ctl.V[0], v * np.eye(ctl.d), rtol=0.0, atol=0.0) or v <= 0:
         raise ValueError("critical_gain_verdict needs V = vI with v > 0 (a collapse or blow-up draw)")
     return Verdict.COLLAPSES if v < critical_gain(ctl.affine_A, ctl.B[0], draw.Sigma0) else Verdict.BLOWS_UP
+
+
+def isotropic_pole_errors(draws: int, d: int, *, seed: int) -> np.ndarray:
+    r"""Relative errors of :func:`gtcore.riccati.blowup_time` on draws with a general :math:`V` and a known pole.
+
+    Each draw has :math:`A` skew, :math:`B = I`, :math:`V = vI + S` with :math:`S` skew (so :math:`V` is not a
+    multiple of :math:`I` and no closed form of the library applies: ``blowup_time`` integrates, then caps
+    its pole estimate by a certificate) and :math:`\Sigma_0 = sI`, with :math:`v` and :math:`s` uniform on
+    :math:`[0.3, 1]`. Then :math:`\Sigma(t) = s(t)I` solves eq. (1.1): :math:`A\Sigma + \Sigma A^\top = 0` and
+    :math:`V\Sigma B\Sigma + \Sigma B^\top\Sigma V^\top = s^2(V + V^\top) = 2vs^2I`, so :math:`s' = 2vs^2` and
+    the pole is at :math:`t^* = 1/(2vs)`.
+
+    Returns
+    -------
+    (draws,) ndarray
+        :math:`|t^*_{\text{blowup\_time}} - 1/(2vs)|\,2vs` per draw.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(draws):
+        P, S = rng.standard_normal((d, d)), rng.standard_normal((d, d))
+        v, s = rng.uniform(0.3, 1.0, size=2)
+        ctl = Controls(A=0.5 * (P - P.T), V=v * np.eye(d) + 0.5 * (S - S.T), B=np.eye(d))
+        exact = 1.0 / (2.0 * v * s)
+        out.append(abs(blowup_time(s * np.eye(d), ctl).t_star - exact) / exact)
+    return np.array(out)
 
 
 def lyapunov_equilibrium_error(draw: RiccatiDraw) -> tuple[float, str]:
