@@ -291,11 +291,11 @@ claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict i
 # %%
 rdraws = riccati_draws(riccati_draws_per_kind, 3, seed=riccati_seed)
 cf_err = max(closed_form_error(r) for r in rdraws)
-verdicts = [regime_agreement(r) for r in rdraws if r.kind != "stabilising"]
+hurwitz_draws = [r for r in rdraws if r.kind != "stabilising"]
+verdicts = [regime_agreement(r) for r in hurwitz_draws]
 agree = float(np.mean([a is b and a in (Verdict.COLLAPSES, Verdict.BLOWS_UP) for a, b in verdicts]))
-gain_draws = [r for r in rdraws if r.kind != "stabilising"]
 gain_agree = float(np.mean([critical_gain_verdict(r) is observed
-                            for r, (_, observed) in zip(gain_draws, verdicts, strict=True)]))
+                            for r, (_, observed) in zip(hurwitz_draws, verdicts, strict=True)]))
 stab_draws = [r for r in rdraws if r.kind == "stabilising"]
 lyap_err = max(lyapunov_equilibrium_error(r)[0] for r in stab_draws)
 lin_err_vI = max(linearisation_error(r.controls, equilibrium(r.controls).Sigma) for r in stab_draws)
