@@ -35,8 +35,8 @@ DATA_FILES = {"gtcore.book.statements": ("book/statements.toml",),
 
 
 def package_dir() -> Path:
-    """The folder of the ``gtcore`` package this process imports."""
-    return Path(__file__).resolve().parents[1]
+    """The folder of the ``gtcore`` package this process imports (the folder holding this module)."""
+    return Path(__file__).resolve().parent
 
 
 def module_path(module: str, root: Path) -> Path | None:
@@ -186,7 +186,11 @@ def module_closure(modules: Iterable[str], root: Path | None = None) -> list[str
 def chapter_modules(source: str, root: Path | None = None) -> list[str]:
     """The closure of the ``gtcore`` modules a chapter's source (a jupytext ``.py`` file) imports."""
     root = package_dir() if root is None else Path(root)
-    return module_closure(direct_imports(source, root), root)
+    modules = module_closure(direct_imports(source, root), root)
+    if not modules and re.search(rf"^\s*(from|import)\s+{PACKAGE}\b", source, re.MULTILINE):
+        raise RuntimeError(f"the source imports {PACKAGE}, yet no module of it was found under {root}: "
+                           "the cache key would not see the library")
+    return modules
 
 
 def modules_hash(modules: Iterable[str], root: Path | None = None) -> str:

@@ -270,6 +270,40 @@ def test_the_library_hash_follows_the_modules_a_chapter_imports(tmp_path):
     assert all(h2[n] != h1[n] for n in h0)
 
 
+def test_editing_the_imported_library_stales_exactly_its_importers(tmp_path):
+    """Through the imported package, no root passed: the key sees the modules a chapter really runs."""
+    lib = tmp_path / "lib"
+    shutil.copytree(ROOT / "gtcore", lib / "gtcore", ignore=shutil.ignore_patterns("__pycache__"))
+    book = make_mini_book(tmp_path / "mini", ("01_tiny", "02_small"))
+    src = book / "notebooks" / "01_tiny.py"
+    study = "gtcore.studies.stability.closed_forms"
+    src.write_text(src.read_text().replace("import time\n", f"import time\n\nimport {study}\n"))
+    from gtcore import _dependencies as deps
+
+    assert study in deps.chapter_modules(src.read_text())  # the installed package: not empty
+    gtbook("run", cwd=book, pythonpath=lib)
+    text = gtbook("status", cwd=book, pythonpath=lib).stdout
+    assert re.search(r"01_tiny\s+fresh", text) and re.search(r"02_small\s+fresh", text), text
+    edited = lib / "gtcore" / "studies" / "stability" / "closed_forms.py"
+    edited.write_text(edited.read_text() + "\n_EDITED = 1\n")
+    text = gtbook("status", cwd=book, pythonpath=lib).stdout
+    assert re.search(r"01_tiny\s+stale.*library", text) and re.search(r"02_small\s+fresh", text), text
+    edited = lib / "gtcore" / "moments" / "ode.py"  # eq. (1.1): every chapter that can run it
+    edited.write_text(edited.read_text() + "\n_EDITED = 1\n")
+    text = gtbook("status", cwd=book, pythonpath=lib).stdout
+    assert re.search(r"01_tiny\s+stale.*library", text) and re.search(r"02_small\s+stale.*library", text), text
+
+
+def test_a_chapter_that_imports_the_library_never_gets_an_empty_closure(tmp_path):
+    from gtcore import _dependencies as deps
+
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
+        modules = deps.chapter_modules(path.read_text())
+        assert "gtcore.controls" in modules or "gtcore.moments" in modules, path.name
+    with pytest.raises(RuntimeError, match="no module of it was found"):
+        deps.chapter_modules("from gtcore.riccati import blowup_time\n", tmp_path)
+
+
 def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
     bk = book_chapters.open_book(ran)
     calls = []
