@@ -28,15 +28,15 @@ MUTATION_JOBS ?= 2
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml $(LOCK)
+$(STAMP): pyproject.toml gtcore/pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip || echo "pip not upgraded (offline?); continuing"
 	@$(MAKE) --no-print-directory gpu-note
 	$(MAKE) --no-print-directory TORCH_PIP="$(BIN)/python -m pip" install-torch
 	$(BIN)/python -m pip install -q -r $(LOCK) \
 	    || { echo "the lock file does not install here (another Python than 3.11?): installing the declared ranges instead"; \
-	         $(BIN)/python -m pip install -q -e ".[book,pretrained,test]"; }
-	$(BIN)/python -m pip install -q --no-deps -e .
+	         $(BIN)/python -m pip install -q -e ./gtcore -e ".[book,pretrained,test]"; }
+	$(BIN)/python -m pip install -q --no-deps -e ./gtcore -e .
 	touch $(STAMP)
 
 # Say so when the machine has an NVIDIA GPU and the CPU build is chosen (the default).
@@ -86,7 +86,7 @@ test-lowest:
 	$(MAKE) --no-print-directory TORCH_PIP="$(LOWEST)/bin/python -m pip" install-torch
 	$(LOWEST)/bin/python .ci/lowest_requirements.py > $(LOWEST)/lowest.txt
 	$(LOWEST)/bin/python -m pip install -q -r $(LOWEST)/lowest.txt
-	$(LOWEST)/bin/python -m pip install -q --no-deps -e .
+	$(LOWEST)/bin/python -m pip install -q --no-deps -e ./gtcore -e .
 	$(LOWEST)/bin/python -m pip list --format=freeze > $(LOWEST)/installed.txt
 	$(LOWEST)/bin/python -m pytest -m "not slow" -p no:cacheprovider -q
 
@@ -96,7 +96,7 @@ test-lowest:
 LOCK_FIND_LINKS ?= $(shell $(BIN)/python -m pip config get global.find-links 2>/dev/null)
 lock:
 	$(BIN)/python -m pip freeze --exclude-editable > $(VENV)/freeze.txt
-	uv pip compile pyproject.toml --all-extras --python-version 3.11.7 -c $(VENV)/freeze.txt \
+	uv pip compile gtcore/pyproject.toml pyproject.toml --all-extras --no-emit-package gaussian-transformer-core --python-version 3.11.7 -c $(VENV)/freeze.txt \
 	    --extra-index-url $(CPU_INDEX) --index-strategy unsafe-best-match \
 	    $(if $(LOCK_FIND_LINKS),--find-links $(LOCK_FIND_LINKS)) --no-header --no-annotate -o $(LOCK).tmp
 	{ echo "# The exact versions the tests pass with (Python 3.11): make and CI install these. Regenerate with"; \
@@ -104,7 +104,7 @@ lock:
 	  sed -e 's/^\(torch==[^+ ;]*\)+[a-z0-9]*/\1/' $(LOCK).tmp; } > $(LOCK)
 	rm $(LOCK).tmp
 
-# Lint (ruff) and type check (mypy, on gtcore/), both configured in pyproject.toml; CI runs this before the tests.
+# Lint (ruff) and type check (mypy, on gtcore/ and gtbook/), both configured in pyproject.toml; CI runs this before the tests.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy

@@ -19,8 +19,8 @@ import argparse  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from gtcore.studies.atlas.ensembles import ensemble_draws  # noqa: E402
-from gtcore.studies.atlas.sweep import run_sweep, tables_identical  # noqa: E402
+from gtbook.studies.atlas.ensembles import ensemble_draws  # noqa: E402
+from gtbook.studies.atlas.sweep import run_sweep, tables_identical  # noqa: E402
 
 
 def main(draws: int, ds: list[int], workers: int, lanes: int) -> dict:

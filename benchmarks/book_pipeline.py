@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-GTBOOK = [sys.executable, "-m", "gtcore.book"]
+GTBOOK = [sys.executable, "-m", "gtbook"]
 
 
 def gtbook(tree: Path, *args: str) -> float:

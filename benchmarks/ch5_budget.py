@@ -2,7 +2,7 @@ r"""Benchmark: can chapter 5 fit its time budget (quick <= 90 s, full <= 4 min o
 
 Runs what the quick profile of chapter 5 runs, part by part, and times each: the training of the two models
 trained here (cold, unless ``--warm`` finds them in the cache), then the criterion
-(:func:`~gtcore.studies.pretrained.criterion.study_model`) on MiniLM, the ViT and the ModernBERT at each
+(:func:`~gtbook.studies.pretrained.criterion.study_model`) on MiniLM, the ViT and the ModernBERT at each
 confirmatory size, and the sweep's extra size, for each number of bootstrap replicates :math:`B` asked.
 
 The criterion's cost is a count of evaluations of the three statistics (each an ``eigh`` of the
@@ -60,10 +60,10 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    from gtbook.studies.pretrained import training as tr
+    from gtbook.studies.pretrained.criterion import REFERENCE_NU, study_model
+    from gtbook.studies.pretrained.effects import Settings
     from gtcore.models import load_transformer
-    from gtcore.studies.pretrained import training as tr
-    from gtcore.studies.pretrained.criterion import REFERENCE_NU, study_model
-    from gtcore.studies.pretrained.effects import Settings
 
     def timed(fn, *a, **kw):
         w, c = time.perf_counter(), time.process_time()

@@ -2,9 +2,9 @@ r"""Benchmark: where chapter 5's time goes (the effect-size criterion and the tr
 
 Times, for one model at one size :math:`S` (tokens :math:`T = 512`), with the chapter's settings:
 
-* ``null``: :func:`~gtcore.studies.pretrained.effects.null_moments` (:math:`R` Gaussian samples, :math:`P`
+* ``null``: :func:`~gtbook.studies.pretrained.effects.null_moments` (:math:`R` Gaussian samples, :math:`P`
   of them resampled :math:`B` times);
-* ``layers``: :func:`~gtcore.studies.pretrained.criterion.layer_effects` in one mode, the null cached;
+* ``layers``: :func:`~gtbook.studies.pretrained.criterion.layer_effects` in one mode, the null cached;
 * ``reference``: one Student-t reference at the same shape;
 * ``train-vit`` / ``train-mlm`` (``--train``): a cold training run of ``--steps`` steps (no cache).
 
@@ -37,10 +37,10 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    from gtbook.studies.pretrained import criterion as C
+    from gtbook.studies.pretrained import effects as E
+    from gtbook.studies.pretrained import training as tr
     from gtcore.models import load_transformer
-    from gtcore.studies.pretrained import criterion as C
-    from gtcore.studies.pretrained import effects as E
-    from gtcore.studies.pretrained import training as tr
 
     def timed(label, fn):
         w, c = time.perf_counter(), time.process_time()

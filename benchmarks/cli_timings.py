@@ -27,8 +27,8 @@ PY = sys.executable
 
 
 def commands(book: Path) -> dict[str, list[str]]:
-    """The timed command lines, by the name a user would type (``gtbook`` is ``python -m gtcore.book``)."""
-    gtbook = [PY, "-m", "gtcore.book"]
+    """The timed command lines, by the name a user would type (``gtbook`` is ``python -m gtbook``)."""
+    gtbook = [PY, "-m", "gtbook"]
     return {
         "gtbook --help": [*gtbook, "--help"],
         "gtbook --version": [*gtbook, "--version"],

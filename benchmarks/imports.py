@@ -25,8 +25,8 @@ COMMANDS = {
     "import gtcore.riccati": [PY, "-c", "import gtcore.riccati"],
     "import gtcore.stability": [PY, "-c", "import gtcore.stability"],
     "import gtcore.particles (torch)": [PY, "-c", "import gtcore.particles"],
-    "gtbook --help": [PY, "-m", "gtcore.book", "--help"],
-    "gtbook status": [PY, "-m", "gtcore.book", "status"],
+    "gtbook --help": [PY, "-m", "gtbook", "--help"],
+    "gtbook status": [PY, "-m", "gtbook", "status"],
     "python -c pass (baseline)": [PY, "-c", "pass"],
 }
 

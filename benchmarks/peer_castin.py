@@ -133,7 +133,7 @@ def main(save: bool = False) -> list[dict]:
 
 
 def _figure(rows) -> None:
-    from gtcore.studies.style import COLORS, figure
+    from gtbook.studies.style import COLORS, figure
 
     fig, (ax0, ax1) = figure(2, 1, width=5.0, height=3.6)
     x = np.arange(len(rows))

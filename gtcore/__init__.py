@@ -10,10 +10,9 @@ Gaussians stay Gaussian, and their moments solve eq. (1.1),
     \Sigma' = A\Sigma + \Sigma A^\top + V\Sigma B\Sigma + \Sigma B^\top\Sigma V^\top .
 
 The names below are the core's public surface, sorted; each is imported on first use (so
-``import gtcore`` loads neither torch nor scipy's integrators). The layers above the core are
-:mod:`gtcore.models` (pretrained and prescribed Transformers, the optional extra),
-:mod:`gtcore.studies` (the chapters' harnesses and figures) and :mod:`gtcore.book` (the ``gtbook``
-machinery: claims, glue, report).
+``import gtcore`` loads neither torch nor scipy's integrators). Above the core, in this package:
+:mod:`gtcore.models` (pretrained and prescribed Transformers, the ``models`` extra). The book that checks
+the paper's statements with this library is another package, ``gtbook``; ``gtcore`` never imports it.
 """
 
 from __future__ import annotations

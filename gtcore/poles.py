@@ -13,18 +13,23 @@ eigenvector of the value matrices (:func:`left_eigen_certificate`).
 *No pole can exist* when the attention's drift is bounded, :math:`\|\sum_hV_hM_h(\Sigma)\Sigma\|_2 \le
 L\|\Sigma\|_2` (:meth:`gtcore.attention.AttentionType.drift_bound`): Grönwall's inequality then bounds
 :math:`\|\Sigma(t)\|_2` by :math:`\|\Sigma_0\|_2e^{2(\|A\|_2 + L)t}` (:func:`no_pole_rate`).
+
+*Finite tokens never have a pole*: the softmax average is a convex combination of the tokens, so their
+radius grows at most exponentially (:func:`particle_radius_bound`).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from gtcore.attention import DotProduct, attention_of
 from gtcore.controls import Controls
 
-__all__ = ["comparison_time", "covariance_only", "left_eigen_certificate", "no_pole_rate", "trace_certificate"]
+__all__ = ["comparison_time", "covariance_only", "left_eigen_certificate", "no_pole_rate", "particle_radius_bound",
+           "trace_certificate"]
 
 
 def covariance_only(controls: Controls) -> Controls:
@@ -236,3 +241,35 @@ def left_eigen_certificate(controls: Controls, S: np.ndarray) -> tuple[float, st
                        f"{float(g_perp @ g_perp) / c:.3g} along the left eigenvector u of V (lambda = "
                        f"{lams[0]:.3g}), which diverges within {T:.3g}")
     return best
+
+
+def particle_radius_bound(controls: Controls, R0: float, t: Any) -> np.ndarray:
+    r"""The bound :math:`R(t) \le e^{Lt}(R_0 + |b|/L) - |b|/L` on :math:`\max_i |x_i(t)|`.
+
+    :math:`L = \|A\|_2 + \sum_h \|V_h\|_2` (spectral norms; :math:`A` and :math:`b` the affine
+    part of the controls, :math:`A + WU` and :math:`b + Wc` with a feed-forward block) and
+    :math:`R_0 = \max_i |x_i(0)|`; for :math:`L = 0`, :math:`R_0 + |b|t`. Holds for any number of
+    tokens, any attention matrices :math:`B_h` and the exact flow (a
+    fixed-step integrator adds its own error).
+
+    Parameters
+    ----------
+    controls : Controls
+        One time-invariant layer (any number of heads, with or without a feed-forward block).
+    R0 : float
+        :math:`\max_i |x_i(0)|`.
+    t : float or array
+        The times.
+
+    Returns
+    -------
+    (n,) array of bounds at the times ``t``
+    """
+    if not isinstance(controls, Controls):
+        raise ValueError("controls must be time-invariant Controls")
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    L = np.linalg.norm(controls.affine_A, 2) + sum(np.linalg.norm(V, 2) for V in controls.V)
+    b = float(np.linalg.norm(controls.affine_b)) if controls.affine_b is not None else 0.0
+    if L == 0:
+        return R0 + b * t
+    return np.exp(L * t) * (R0 + b / L) - b / L

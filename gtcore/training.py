@@ -52,17 +52,15 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
+from gtcore._keys import Undescribable, digest
 from gtcore._linalg import empirical_moments, psd_project
 from gtcore._progress import progress as progress_bar
 from gtcore._validation import (
@@ -440,23 +438,60 @@ class TrainingResult:
                 f"{self.status.value}, final loss {self.final_loss:.4g}, energy {self.energy:.4g})")
 
 
+class Checkpoint(Protocol):
+    """Where :func:`train_transformer` keeps its state between runs: the caller's storage (a file, a
+    database, memory). The state is a dict of tensors, numbers, strings and lists and dicts of them
+    (no other objects), so a store may keep it with ``torch.save`` and read it back with
+    ``torch.load(weights_only=True)``; :class:`gtbook.checkpoints.TorchFile` does so atomically."""
+
+    def load(self) -> dict[str, Any] | None:
+        """The last saved state.
+
+        Returns
+        -------
+        dict or None
+            The state :meth:`save` was last given, or None when nothing was saved.
+        """
+
+    def save(self, state: dict[str, Any]) -> None:
+        """Keep ``state``, replacing the previous one.
+
+        Parameters
+        ----------
+        state : dict
+            Tensors, numbers, strings, and lists and dicts of them.
+        """
+
+
+#: the entries of a saved state, and what each must be
+_STATE = {"key": str, "step": int, "params": list, "optimizer": dict, "rng": dict, "loss": list,
+          "moment_w2sq": list}
+
+
 def _checkpoint_key(*parts: Any) -> str:
     """A key of the training problem and settings, or ValueError when a part has no faithful description."""
-    from gtcore._cache import Uncacheable, call_key
-
     try:
-        return call_key(train_transformer, parts, {})
-    except Uncacheable as exc:
+        return digest("gtcore.training.train_transformer", *parts)
+    except Undescribable as exc:
         raise ValueError(f"checkpoint: the inputs cannot be described faithfully ({exc}); pass arrays, or "
                          "samplers that are module-level functions or functools.partial of them") from None
 
 
-def _save(path: Path, state: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # atomic: an interrupted save leaves the previous checkpoint
+def _checked_state(state: Any, checkpoint: Any, key: str, params: list[torch.Tensor]) -> dict[str, Any]:
+    """``state`` if it is a training state of this problem (its entries, types and shapes), else ValueError."""
+    where = f"checkpoint {checkpoint!r}"
+    if not isinstance(state, dict) or set(state) != set(_STATE):
+        raise ValueError(f"{where} holds no training state (expected the entries {sorted(_STATE)})")
+    for name, kind in _STATE.items():
+        if not isinstance(state[name], kind):
+            raise ValueError(f"{where}: its {name!r} is a {type(state[name]).__name__}, not a {kind.__name__}")
+    if state["key"] != key:
+        raise ValueError(f"{where} belongs to another problem or other settings; remove it or give another one")
+    saved = state["params"]
+    if len(saved) != len(params) or any(not isinstance(t, torch.Tensor) or t.shape != p.shape
+                                        for t, p in zip(saved, params, strict=False)):
+        raise ValueError(f"{where}: its parameters do not have this network's shapes")
+    return state
 
 
 Tokens = np.ndarray | Callable[[np.random.Generator], np.ndarray]
@@ -473,7 +508,7 @@ def _token_source(x: Any, name: str) -> Callable[[np.random.Generator], np.ndarr
 def train_transformer(x0: Tokens, target: Tokens, *, layers: int = 8, T: float = 1.0, heads: int = 1,
                       attention: bool = True, steps: int = 300, lr: float = 0.05, final_lr: float = 5e-4,
                       init_scale: float = 0.1, seed: int = 0, target_moments: tuple[Any, Any] | None = None,
-                      checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 50,
+                      checkpoint: Checkpoint | None = None, checkpoint_every: int = 50,
                       blowup_norm: float = 1e6, progress: bool = True) -> TrainingResult:
     r"""Train the L-layer Transformer (module docstring) so that it moves ``x0`` onto ``target``.
 
@@ -513,12 +548,14 @@ def train_transformer(x0: Tokens, target: Tokens, *, layers: int = 8, T: float =
     target_moments : (mu1, Sigma1), optional
         The target Gaussian's moments for the reported Bures–Wasserstein distance (default: each
         target sample's mean and :math:`1/N` covariance).
-    checkpoint : path, optional
-        A file holding the training state (parameters, optimiser, sampler state, history), written
-        atomically every ``checkpoint_every`` steps and at the end. A run started with an existing
-        checkpoint of the same problem and settings resumes from it and ends exactly where an
-        uninterrupted run would; a checkpoint of another problem is a ``ValueError``. Samplers must
-        then be describable (module-level functions or ``functools.partial`` of them).
+    checkpoint : Checkpoint, optional
+        Where the training state (parameters, optimiser, sampler state, history) is kept: an object with
+        ``load()`` and ``save(state)`` (:class:`Checkpoint`; the book's file store is
+        :class:`gtbook.checkpoints.TorchFile`), saved every ``checkpoint_every`` steps and at the end. A
+        run started with a saved state of the same problem and settings resumes from it and ends exactly
+        where an uninterrupted run would; a state of another problem, or anything that is not a training
+        state, is a ``ValueError`` naming the checkpoint. Samplers must then be describable (module-level
+        functions or ``functools.partial`` of them).
     checkpoint_every : int
     blowup_norm : float
         Tokens with a coordinate beyond this (or a non-finite loss) stop the run: status
@@ -544,6 +581,10 @@ def train_transformer(x0: Tokens, target: Tokens, *, layers: int = 8, T: float =
 
 def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init_scale, seed, target_moments,
            checkpoint, checkpoint_every, blowup_norm, progress) -> TrainingResult:
+    if checkpoint is not None and not all(callable(getattr(checkpoint, m, None)) for m in ("load", "save")):
+        raise TypeError(f"checkpoint must have load() and save(state) methods (a Checkpoint), got "
+                        f"{type(checkpoint).__name__} {checkpoint!r}; for a file, pass "
+                        "gtbook.checkpoints.TorchFile(path)")
     draw_x, draw_y = _token_source(x0, "x0"), _token_source(target, "target")
     L = check_count(layers, "layers")
     H = check_count(heads, "heads")
@@ -581,17 +622,14 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
         params += [V, B]
     opt = torch.optim.Adam(params, lr=lr)
 
-    path = None if checkpoint is None else Path(checkpoint)
-    key = None if path is None else _checkpoint_key(x0, target, L, H, bool(attention), steps, lr, final_lr,
-                                                    float(init_scale), int(seed), T, moments_given)
+    key = "" if checkpoint is None else _checkpoint_key(x0, target, L, H, bool(attention), steps, lr, final_lr,
+                                                        float(init_scale), int(seed), T, moments_given)
     losses: list[float] = []
     moments: list[float] = []
     start = 0
-    if path is not None and path.exists():
-        state = torch.load(path, weights_only=False)
-        if state.get("key") != key:
-            raise ValueError(f"checkpoint {str(path)!r} belongs to another problem or other settings; "
-                             "remove it or give another path")
+    state = None if checkpoint is None else checkpoint.load()
+    if state is not None:
+        state = _checked_state(state, checkpoint, key, params)
         with torch.no_grad():
             for p, saved in zip(params, state["params"], strict=True):
                 p.copy_(saved)
@@ -600,8 +638,8 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
         losses, moments, start = list(state["loss"]), list(state["moment_w2sq"]), int(state["step"])
 
     def save(step: int) -> None:
-        if path is not None:
-            _save(path, {"key": key, "step": step, "params": [p.detach().clone() for p in params],
+        if checkpoint is not None:
+            checkpoint.save({"key": key, "step": step, "params": [p.detach().clone() for p in params],
                          "optimizer": opt.state_dict(), "rng": rng.bit_generator.state, "loss": losses,
                          "moment_w2sq": moments})
 
@@ -686,7 +724,7 @@ def empirical_rank_floor(y: Any, r: int) -> float:
 
 
 __all__ = [
-    "TrainingResult", "TrainingStatus", "apply_transformer", "best_rank_approximation", "control_energy",
+    "Checkpoint", "TrainingResult", "TrainingStatus", "apply_transformer", "best_rank_approximation", "control_energy",
     "empirical_rank_floor", "gaussian_energy", "layer_controls", "optimal_assignment", "piecewise",
     "rank_floor", "train_transformer", "transformer_tokens", "w2_squared",
 ]

@@ -95,23 +95,23 @@ strength_seed = 2271
 # %%
 import numpy as np
 
-from gtcore import Controls, gaussian_tokens, integrate_moments, layer_stack
-from gtcore.attention import max_sampling_strength
-from gtcore.book import claim
-from gtcore.book.glue import glue
-from gtcore.particles import simulate
-from gtcore.stats.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
-from gtcore.stats.sampling import moment_matched_tokens
-from gtcore.studies.invariance import figures as figs
-from gtcore.studies.invariance.ensemble import gaussianity_ensemble, general_draws, relu_variant, stack_ensemble
-from gtcore.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
-from gtcore.studies.invariance.nongaussian import (
+from gtbook import claim
+from gtbook.glue import glue
+from gtbook.studies.invariance import figures as figs
+from gtbook.studies.invariance.ensemble import gaussianity_ensemble, general_draws, relu_variant, stack_ensemble
+from gtbook.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
+from gtbook.studies.invariance.nongaussian import (
     slope_difference_standard_error,
     slope_standard_error,
     softmax_stack_study,
 )
-from gtcore.studies.invariance.strength import strength_draws
-from gtcore.studies.nulls import mean_of_k_quantile
+from gtbook.studies.invariance.strength import strength_draws
+from gtbook.studies.nulls import mean_of_k_quantile
+from gtcore import Controls, gaussian_tokens, integrate_moments, layer_stack
+from gtcore.attention import max_sampling_strength
+from gtcore.particles import simulate
+from gtcore.stats.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
+from gtcore.stats.sampling import moment_matched_tokens
 
 weak = Controls(A=A, b=b, V=v * np.eye(2), B=B_weak)
 strong = Controls(A=A, b=b, V=v * np.eye(2), B=B_strong)
@@ -205,7 +205,7 @@ claim("strong_is_slower", studies["strong attention"].slope - studies["weak atte
 # $e^{y^\top Bx}$ have relative second moment $e^{x^\top B^\top\Sigma Bx}$ over the tokens, and its average over
 # Gaussian queries is finite iff $\sup_x x^\top B^\top\Sigma Bx / x^\top\Sigma^{-1}x < \tfrac12$. So the closed form
 # the library uses is checked against that supremum, maximised directly (random directions, then BFGS;
-# {py:mod}`gtcore.studies.invariance.strength`), over `strength_n_draws` seeded draws in $d = 3$ with a
+# {py:mod}`gtbook.studies.invariance.strength`), over `strength_n_draws` seeded draws in $d = 3$ with a
 # non-symmetric (Ginibre) $B$ and a random $\Sigma$ (seed `strength_seed`). *Threshold*: $10^{-8}$ relative, the
 # accuracy of a smooth maximum found by BFGS to gradient tolerance $10^{-13}$ (the error in the value is
 # quadratic in the error in the maximiser). A derivation check.
@@ -398,7 +398,7 @@ for name in bands:
 #
 # The worked examples above have $d = 2$ and $V = vI$. The reduction and the invariance are statements
 # about every layer, so we test them again over seeded ensembles of `ens_draws` layers in $d = 3$
-# (`gtcore.studies.invariance.ensemble.general_draws`): $A, V, B$ with i.i.d. Gaussian entries (a
+# (`gtbook.studies.invariance.ensemble.general_draws`): $A, V, B$ with i.i.d. Gaussian entries (a
 # non-zero $A$, a non-scalar $V$, a non-symmetric $B$: a transposed tilt $\Sigma B^\top x$ or a value map
 # applied as $V^\top$ would change every result), a random mean and an anisotropic full-rank $\Sigma_0$
 # scaled to a chosen sampling strength $\kappa$ at $t = 0$; a draw is kept only if $\kappa$ stays below a

@@ -99,24 +99,24 @@ quad_nodes = 32
 import numpy as np
 from scipy.stats import norm
 
-from gtcore import Controls, gaussian_tokens, integrate_moments
-from gtcore.book import claim
-from gtcore.book.glue import glue
-from gtcore.particles import simulate
-from gtcore.stats.gaussianity import NoiseFloor
-from gtcore.stats.mixtures import GaussianMixture
-from gtcore.stats.sampling import moment_matched_tokens
-from gtcore.studies.beyond import figures as figs
-from gtcore.studies.beyond.exact_statistics import (
+from gtbook import claim
+from gtbook.glue import glue
+from gtbook.studies.beyond import figures as figs
+from gtbook.studies.beyond.exact_statistics import (
     band_coverage,
     mardia_student_t,
     mixture_attention_error,
     per_label_band_coverage,
     sliced_w2_mixture,
 )
-from gtcore.studies.beyond.harness import noise_floors, time_within, track_gaussianity
-from gtcore.studies.beyond.relu import moment_departure, relu_departure_rate, relu_departure_rate_spread
-from gtcore.studies.nulls import flow_deviations, hotelling_test
+from gtbook.studies.beyond.harness import noise_floors, time_within, track_gaussianity
+from gtbook.studies.nulls import flow_deviations, hotelling_test
+from gtcore import Controls, gaussian_tokens, integrate_moments
+from gtcore.particles import simulate
+from gtcore.relu import moment_departure, relu_departure_rate, relu_departure_rate_spread
+from gtcore.stats.gaussianity import NoiseFloor
+from gtcore.stats.mixtures import GaussianMixture
+from gtcore.stats.sampling import moment_matched_tokens
 
 d = 2
 W_ff = np.array(W_ff)
@@ -209,11 +209,11 @@ in_band = {k: time_within(r.t, r.statistics["sliced_w2"], hi_w) for k, r in runs
 #    cloud's own moments, so what is left is the finite-$N$ softmax's own (dynamic) error, much smaller
 #    than a fresh sample's noise, and the threshold must be calibrated to *that* null. Its null is that
 #    the signed deviations of independent clouds from their own predictions (mean and covariance entries,
-#    scale-free: `gtcore.studies.nulls.signed_deviation`) have mean zero, up to the $O(1/N)$ bias of a
+#    scale-free: `gtbook.studies.nulls.signed_deviation`) have mean zero, up to the $O(1/N)$ bias of a
 #    softmax average; a wrong prediction gives them a common offset. So we move `null_seeds` independent
 #    clouds of `null_tokens` tokens (`null_steps` RK4 steps over $[0, T]$; RK4's own error, $\sim 10^{-7}$, is
 #    far below the effect sizes that matter) and apply Hotelling's test that their mean deviation is zero
-#    (`gtcore.studies.nulls.hotelling_test`): the claim value is $T^2$ over its 99% quantile under the null,
+#    (`gtbook.studies.nulls.hotelling_test`): the claim value is $T^2$ over its 99% quantile under the null,
 #    $\frac{p(R-1)}{R-p}F_{p,R-p}$ ($R$ clouds, $p = 5$ coordinates). *Reproduction*: the identity-activation
 #    layer's clouds against its moment ODE, ratio below 1. *Controls*, near misses that must be rejected
 #    (ratio above 1): the same clouds against the ODE with the attention term `gain_error` $= 1.1$ times too
@@ -440,7 +440,7 @@ claim("single-Gaussian control: max over times and labels of sliced W2 / band to
 # (a sliced $W_2$ that forgot to whiten, or a kurtosis with the wrong normalisation, would shift the cloud and
 # its floor alike), so each is checked here against an answer computed without it, on non-Gaussian clouds in
 # $d = 3$ pushed through an ill-conditioned rotated affine map (condition number 30;
-# {py:mod}`gtcore.studies.beyond.exact_statistics`). These are derivation checks of the book's tools.
+# {py:mod}`gtbook.studies.beyond.exact_statistics`). These are derivation checks of the book's tools.
 #
 # 1. *Mardia's excess* of the multivariate Student $t_\nu$ ($\nu$ = `t_nu`) is $2/(\nu - 4)$ in every
 #    dimension (the whitened $\mathbb{E}\|y\|^4 = r(r+2)(\nu-2)/(\nu-4)$); mean over `t_repeats` samples of

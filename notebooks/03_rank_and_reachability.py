@@ -78,7 +78,7 @@ start_pieces = 8
 energy_starts = 4
 start_scale = 0.5
 energy_rtol = 1e-6
-# (a) rank invariance on N softmax tokens (gtcore.studies.reachability.rank_tokens); seeds new in issue 22:
+# (a) rank invariance on N softmax tokens (gtbook.studies.reachability.rank_tokens); seeds new in issue 22:
 # 2231 (draws and clouds), 2232 (bootstrap)
 rt_d = 4
 rt_r = 2
@@ -91,7 +91,7 @@ rt_kappa = 0.15
 rt_kappa_cap = 0.25
 rt_seed = 2231
 rt_boot_seed = 2232
-# (f) steering with a general head on N softmax tokens (gtcore.studies.reachability.steered_tokens); seeds
+# (f) steering with a general head on N softmax tokens (gtbook.studies.reachability.steered_tokens); seeds
 # new in issue 22: 2233 (draws and clouds), 2234 (bootstrap)
 st_d = 3
 st_r = 2
@@ -108,9 +108,14 @@ n_boot = 2000
 # %%
 import numpy as np
 
+from gtbook import claim
+from gtbook.glue import glue
+from gtbook.studies.fits import loglog_slope
+from gtbook.studies.reachability import figures as figs
+from gtbook.studies.reachability.harness import rank_invariance, token_distances
+from gtbook.studies.reachability.rank_tokens import rank_on_tokens
+from gtbook.studies.reachability.steered_tokens import steered_tokens
 from gtcore import Controls, PiecewiseControls, gaussian_tokens, integrate_moments
-from gtcore.book import claim
-from gtcore.book.glue import glue
 from gtcore.particles import simulate
 from gtcore.reachability import (
     RankMismatchError,
@@ -121,11 +126,6 @@ from gtcore.reachability import (
     steer_min_energy_starts,
 )
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
-from gtcore.studies.fits import loglog_slope
-from gtcore.studies.reachability import figures as figs
-from gtcore.studies.reachability.harness import rank_invariance, token_distances
-from gtcore.studies.reachability.rank_tokens import rank_on_tokens
-from gtcore.studies.reachability.steered_tokens import steered_tokens
 
 rng = np.random.default_rng(seed)
 
@@ -173,7 +173,7 @@ claim("numerical rank of Sigma(t) constant", bool(np.all(invariance.ranks == ran
 # $a_i$ the softmax average, a convex combination of the tokens, so the cloud stays in an $r$-dimensional
 # subspace exactly when the averages are an affine function of the tokens, which is what the Gaussian
 # tilt gives. At finite $N$ the softmax average over a Gaussian sample is that tilt plus a fluctuation of
-# order $N^{-1/2}$ that is not affine in the query (`gtcore.studies.reachability.rank_tokens`), so the
+# order $N^{-1/2}$ that is not affine in the query (`gtbook.studies.reachability.rank_tokens`), so the
 # cloud's **excess spread** outside $r$ dimensions after `rt_layers` residual layers,
 # $\epsilon = \sqrt{\lambda_{r+1}(\hat\Sigma)/\lambda_1(\hat\Sigma)}$, should fall like $N^{-1/2}$. For a
 # uniform law on the same subspace with the same two moments the population average is not affine and
@@ -426,7 +426,7 @@ claim("starts (random and constructive) reaching the lowest energy within 1e-6",
 # ## (f) Steering on $N$ tokens with a general head, over random targets
 #
 # Parts (b)–(d) steer three hand-picked targets; the statement is about every target of the initial
-# rank. `gtcore.studies.reachability.steered_tokens` draws `st_draws` seeded problems in $d = $ `st_d`: a
+# rank. `gtbook.studies.reachability.steered_tokens` draws `st_draws` seeded problems in $d = $ `st_d`: a
 # rank-`st_r` Gaussian $N(0, F_0F_0^\top)$, a random target $N(\mu_1, F_1F_1^\top)$ of the same rank, and a
 # fixed head $(V, B)$ with Ginibre entries (non-scalar $V$, non-symmetric $B$, scale `st_head_scale`);
 # `steer` builds the controls that reach the target exactly on eq. (1.1), compensating the head along the

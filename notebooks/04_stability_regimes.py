@@ -108,10 +108,27 @@ iso_pole_seed = 20261232
 # %%
 import numpy as np
 
+from gtbook import claim
+from gtbook.glue import glue
+from gtbook.studies.fits import loglog_slope
+from gtbook.studies.stability import figures as figs
+from gtbook.studies.stability.closed_forms import (
+    closed_form_error,
+    critical_gain_verdict,
+    isotropic_pole_errors,
+    linearisation_error,
+    lyapunov_equilibrium_error,
+    regime_agreement,
+    riccati_draws,
+)
+from gtbook.studies.stability.filter_figures import filter_figure, mean_steering_tokens_figure
+from gtbook.studies.stability.finite_n import pole_study
+from gtbook.studies.stability.general_v import mean_steering_draws, mean_steering_tokens
+from gtbook.studies.stability.harness import regime_boundary, regime_map, rotating_controls
+from gtbook.studies.stability.kalman import filter_ensemble
+from gtbook.studies.stability.pole_figures import pole_figure
 from gtcore import Controls, Stability, Status, Verdict, gaussian_tokens, integrate_moments
 from gtcore.attention import max_sampling_strength
-from gtcore.book import claim
-from gtcore.book.glue import glue
 from gtcore.particles import simulate
 from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold
 from gtcore.stability import (
@@ -121,23 +138,6 @@ from gtcore.stability import (
     linear_stability,
     mean_matrix,
 )
-from gtcore.studies.fits import loglog_slope
-from gtcore.studies.stability import figures as figs
-from gtcore.studies.stability.closed_forms import (
-    closed_form_error,
-    critical_gain_verdict,
-    isotropic_pole_errors,
-    linearisation_error,
-    lyapunov_equilibrium_error,
-    regime_agreement,
-    riccati_draws,
-)
-from gtcore.studies.stability.filter_figures import filter_figure, mean_steering_tokens_figure
-from gtcore.studies.stability.finite_n import pole_study
-from gtcore.studies.stability.general_v import mean_steering_draws, mean_steering_tokens
-from gtcore.studies.stability.harness import regime_boundary, regime_map, rotating_controls
-from gtcore.studies.stability.kalman import filter_ensemble
-from gtcore.studies.stability.pole_figures import pole_figure
 
 B = np.array(B)
 Sigma0 = np.array(Sigma0)
@@ -262,7 +262,7 @@ claim("Hurwitz A, same definiteness: Sigma* is unstable", bool(ls_same.verdict i
 # written $AY + YA^\top$ for $A^\top Y + YA$, would change nothing there. We therefore check each closed
 # form against a direct integration of eq. (1.1) over `riccati_draws` seeded draws per kind in
 # $d = 3$ (seed `riccati_seed`) with a non-normal (Ginibre) $A$, a non-symmetric $B$ with
-# positive-definite symmetric part and a random $\Sigma_0$ ({py:mod}`gtcore.studies.stability.closed_forms`);
+# positive-definite symmetric part and a random $\Sigma_0$ ({py:mod}`gtbook.studies.stability.closed_forms`);
 # $V = vI$, because that is the setting of the closed forms. *Stabilising* draws: $A$ anti-stable, $v = -0.8$;
 # *collapse* and *blow-up* draws: $A$ Hurwitz, $v = 0.5$, with $\Sigma_0$ scaled so that
 # $\rho = \lambda_{\max}(\Sigma_0^{1/2} Y_\infty \Sigma_0^{1/2})$ lies in $[0.6, 0.95]$ (collapse predicted)
@@ -330,7 +330,7 @@ claim("predicted vs detected blow-up time", abs(pred.t_star - blow_traj.crossing
 # corrects for the pole and caps the estimate by a certified bound on $t^*$ ({py:mod}`gtcore.poles`). We check
 # that route on `iso_pole_draws` draws in $d = 3$ (seed `iso_pole_seed`, never used before) whose pole is known:
 # $A$ skew, $B = I$, $V = vI + S$ with $S$ skew, $\Sigma_0 = sI$, for which $\Sigma(t) = s(t)I$ with
-# $s' = 2vs^2$, so $t^* = 1/(2vs)$ ({py:func}`~gtcore.studies.stability.closed_forms.isotropic_pole_errors`).
+# $s' = 2vs^2$, so $t^* = 1/(2vs)$ ({py:func}`~gtbook.studies.stability.closed_forms.isotropic_pole_errors`).
 # *Threshold*, set before the run: $10^{-6}$ relative, as above (the integrator's tolerance is $10^{-10}$, and
 # the pole correction is exact for $\|\Sigma\| \propto 1/(t^* - t)$). A derivation. It was added after a
 # review's mutation (the trace certificate's rate doubled, which halves its bound) passed the chapter.
@@ -348,7 +348,7 @@ glue("t_star_gap", abs(pred.t_star - blow_traj.crossing_time) / pred.t_star);
 # $Ax_i + b + V\bar x_i$, where $\bar x_i$ (the softmax average) is a convex combination of the
 # tokens, so the radius $R(t) = \max_i|x_i(t)|$ obeys $R' \le LR + |b|$ with
 # $L = \|A\|_2 + \|V\|_2$, and $\operatorname{tr}\hat\Sigma(t) \le R(t)^2 \le
-# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ ({py:func}`gtcore.studies.stability.finite_n.particle_radius_bound`): finite at
+# \big(e^{Lt}(R(0) + |b|/L) - |b|/L\big)^2$ ({py:func}`gtcore.poles.particle_radius_bound`): finite at
 # every time, for every $N$. So near $t^*$, where the moment ODE diverges, the ratio
 # $\|\hat\Sigma_N(t)\|_F / \|\Sigma(t)\|_F$ must go to $0$ at any fixed $N$; the mean-field limit
 # is only reached at fixed $t < t^*$ as $N \to \infty$.
@@ -616,7 +616,7 @@ claim("mean rate is v (M* + vI)", float(np.linalg.eigvals(mean_matrix(ctl_steer,
 # $[0, T]$), and use the gain $K(t) = \Sigma(t)C^\top$ with $\Sigma(t)$ from eq. (1.1)
 # (`integrate_moments`). Whatever the gain, the error $X - \hat x$ has a covariance that solves a
 # Lyapunov equation; it equals $\Sigma(t)$ **only if** $\Sigma(t)$ is the filter's Riccati solution
-# ({py:mod}`gtcore.studies.stability.kalman`). So a wrong covariance equation, or a wrong identification,
+# ({py:mod}`gtbook.studies.stability.kalman`). So a wrong covariance equation, or a wrong identification,
 # would show as a measured error covariance that departs from $\Sigma(t)$.
 #
 # The ensemble: `filter_draws` draws in $d = 3$ with a general $A$ (Ginibre), $v = \pm u$
@@ -667,7 +667,7 @@ claim("misidentified information (x0.5): smallest of the draws' largest LRT abov
 # definite and not a multiple of $I$, $B$ non-symmetric with a positive-definite symmetric part
 # (opposite definiteness), each kept when Newton certifies a positive-definite equilibrium that is
 # linearly stable, the mean matrix has spectral abscissa below $-0.5$ and the sampling strength at
-# $\Sigma^*$ is below 0.45 ({py:mod}`gtcore.studies.stability.general_v`). From $\mu_0 \sim N(0, I)$,
+# $\Sigma^*$ is below 0.45 ({py:mod}`gtbook.studies.stability.general_v`). From $\mu_0 \sim N(0, I)$,
 # $\Sigma_0 = I$ the ODE runs 30 relaxation times. *Thresholds*: the integrator's tolerances are
 # $10^{-12}$, so both endpoint errors must be below $10^{-8}$ in every draw (a derivation check:
 # closed forms against a direct integration). **Control**: the bias computed from $\Sigma_0$ instead

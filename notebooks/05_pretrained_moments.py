@@ -52,8 +52,8 @@
 # ## The criterion, registered before any run
 #
 # It was fixed in the book's issue 23 before any of the runs below, and is implemented as written in
-# {py:mod}`gtcore.studies.pretrained.criterion` (the effect sizes in
-# {py:mod}`gtcore.studies.pretrained.effects`). For each layer $\ell$, input mode and statistic $s$ among
+# {py:mod}`gtbook.studies.pretrained.criterion` (the effect sizes in
+# {py:mod}`gtbook.studies.pretrained.effects`). For each layer $\ell$, input mode and statistic $s$ among
 # the sliced $W_2$ distance to the moment-matched Gaussian in whitened coordinates ($SW_2$), Mardia's
 # kurtosis relative excess $\kappa_M = (b_{2,r} - r(r+2))/(r(r+2))$ and the mean absolute excess kurtosis
 # of the coordinates $\bar\kappa$, all computed **within sequences** (each sequence centred on its own
@@ -121,12 +121,11 @@ import time
 
 import numpy as np
 
-from gtcore.book import claim
-from gtcore.book.glue import glue
-from gtcore.models import load_transformer
-from gtcore.studies.pretrained import figures as figs
-from gtcore.studies.pretrained.clustering import clustering_profile
-from gtcore.studies.pretrained.criterion import (
+from gtbook import claim
+from gtbook.glue import glue
+from gtbook.studies.pretrained import figures as figs
+from gtbook.studies.pretrained.clustering import clustering_profile
+from gtbook.studies.pretrained.criterion import (
     FRACTION_HEADER,
     REFERENCE_NU,
     SENSITIVITY_NU,
@@ -135,13 +134,14 @@ from gtcore.studies.pretrained.criterion import (
     effect_verdict_block,
     study_model,
 )
-from gtcore.studies.pretrained.effects import STATISTICS, Settings
-from gtcore.studies.pretrained.side_by_side import train_side_by_side
-from gtcore.studies.pretrained.training import (
+from gtbook.studies.pretrained.effects import STATISTICS, Settings
+from gtbook.studies.pretrained.side_by_side import train_side_by_side
+from gtbook.studies.pretrained.training import (
     TRAINED_HERE,
     mlm_schedule,
     vit_schedule,
 )
+from gtcore.models import load_transformer
 
 settings = Settings(n_projections=n_projections, n_boot=n_boot, null_repeats=null_repeats,
                     null_pool=null_pool)

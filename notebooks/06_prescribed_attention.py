@@ -84,17 +84,11 @@ import time
 
 import numpy as np
 
-from gtcore import Controls
-from gtcore.book import claim
-from gtcore.book.glue import glue
-from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer
-from gtcore.particles import simulate
-from gtcore.riccati import blowup_time
-from gtcore.stability import equilibrium
-from gtcore.stats.gaussianity import empirical_moments
-from gtcore.studies.nulls import hotelling_test
-from gtcore.studies.prescribed import figures as figs
-from gtcore.studies.prescribed.harness import (
+from gtbook import claim
+from gtbook.glue import glue
+from gtbook.studies.nulls import hotelling_test
+from gtbook.studies.prescribed import figures as figs
+from gtbook.studies.prescribed.harness import (
     antithetic_gaussian_tokens,
     beta_dependence,
     covariance_band,
@@ -102,6 +96,12 @@ from gtcore.studies.prescribed.harness import (
     prescribed_deviations,
     run_prescribed,
 )
+from gtcore import Controls
+from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer
+from gtcore.particles import simulate
+from gtcore.riccati import blowup_time
+from gtcore.stability import equilibrium
+from gtcore.stats.gaussianity import empirical_moments
 
 started = time.perf_counter()
 B0 = np.array(B0)
@@ -164,7 +164,7 @@ for fam in families:
 # $N/2$ Gaussian samples, `covariance_band`): the deviation used 7% of that band, so a 10% error in the
 # map would have passed. The threshold is now calibrated to the actual null: `null_seeds` independent
 # antithetic clouds of $N$ tokens (seeds from `null_seed`) go through the same model, and Hotelling's test
-# (`gtcore.studies.nulls.hotelling_test`) asks whether their signed covariance deviations from their own
+# (`gtbook.studies.nulls.hotelling_test`) asks whether their signed covariance deviations from their own
 # predictions (the six entries of $\hat\Sigma_\ell - \Sigma^{\text{map}}_\ell$ over
 # $\|\Sigma^{\text{map}}_\ell\|_F$) have mean zero; the claim value is $T^2$ over its 99% quantile under
 # the null. *Reproductions* (ratio below 1): the destabilising model at the last layer where the layer map

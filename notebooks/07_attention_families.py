@@ -86,13 +86,10 @@ decay_slope = -0.25
 # %%
 import numpy as np
 
-from gtcore import Controls, Status, integrate_moments
-from gtcore.book import claim
-from gtcore.book.glue import glue
-from gtcore.riccati import blowup_time
-from gtcore.stats.sampling import gaussian_tokens
-from gtcore.studies.families import figures as figs
-from gtcore.studies.families.harness import (
+from gtbook import claim
+from gtbook.glue import glue
+from gtbook.studies.families import figures as figs
+from gtbook.studies.families.harness import (
     deviation_decay,
     growth_bound_excess,
     growth_rate,
@@ -103,7 +100,10 @@ from gtcore.studies.families.harness import (
     predicted_rate,
     run_family,
 )
-from gtcore.studies.nulls import extrapolated_flow_deviations, flow_deviations, hotelling_test
+from gtbook.studies.nulls import extrapolated_flow_deviations, flow_deviations, hotelling_test
+from gtcore import Controls, Status, integrate_moments
+from gtcore.riccati import blowup_time
+from gtcore.stats.sampling import gaussian_tokens
 
 TYPES = ["dot", "l2", "sinkhorn"]
 mu0, Sigma0 = np.array(mu0), np.array(Sigma0)
@@ -133,7 +133,7 @@ I2 = np.eye(2)
 # bias) around the moment ODE when the ODE is right, and with a common offset when it is wrong. So
 # `null_seeds` independent clouds of `null_tokens` tokens (seeds from `null_seed`) move under each type's
 # layer, each is compared with the ODE started from its own moments through the signed, scale-free
-# deviation of its mean and covariance at $T$ (`gtcore.studies.nulls.signed_deviation`, $p = 5$
+# deviation of its mean and covariance at $T$ (`gtbook.studies.nulls.signed_deviation`, $p = 5$
 # coordinates), and Hotelling's test (`hotelling_test`) asks whether the mean deviation is zero; the claim
 # value is $T^2$ over its 99% quantile under the null. *Reproduction* (ratio below 1): the tokens against
 # their own type's ODE. *Controls* (ratio above 1): the same clouds against near misses of that ODE, the

@@ -24,7 +24,7 @@
 # check which draws satisfy the paper's sign conditions and whether they fall in the predicted regime;
 # then on a wider regime map, explored in the page.
 #
-# **How a regime is decided** ({py:mod}`gtcore.studies.atlas.regimes`, thresholds fixed before any ensemble
+# **How a regime is decided** ({py:mod}`gtbook.studies.atlas.regimes`, thresholds fixed before any ensemble
 # was run). Every layer is integrated (DOP853, each layer its own steps, many layers side by side:
 # {py:mod}`gtcore.moments.lanes`) on $[0, T]$ and $[T, 2T]$, stopping when $\lVert\Sigma\rVert_F$ reaches $10^6$ times
 # its start.
@@ -81,20 +81,20 @@ import tempfile
 import numpy as np
 from IPython.display import Markdown, display
 
+from gtbook import claim
+from gtbook.glue import glue
+from gtbook.studies.atlas import figures as figs
+from gtbook.studies.atlas.ensembles import ATTENTIONS, draw_controls, targeted_draws
+from gtbook.studies.atlas.ensembles import ensemble_draws as make_ensemble
+from gtbook.studies.atlas.ensembles import peer_draws as make_peer
+from gtbook.studies.atlas.explorer import regime_explorer
+from gtbook.studies.atlas.maps import MAP_B0, MAP_SIGMA0, assemble_map, map_draws
+from gtbook.studies.atlas.study import classify_agreement, finite_n_checks, peer_comparison, pole_time_errors
+from gtbook.studies.atlas.sweep import run_sweep
+from gtbook.studies.atlas.tables import counterexamples, regime_fractions
+from gtbook.studies.stability.harness import rotating_controls
 from gtcore import integrate_moments
-from gtcore.book import claim
-from gtcore.book.glue import glue
 from gtcore.stability import classify
-from gtcore.studies.atlas import figures as figs
-from gtcore.studies.atlas.ensembles import ATTENTIONS, draw_controls, targeted_draws
-from gtcore.studies.atlas.ensembles import ensemble_draws as make_ensemble
-from gtcore.studies.atlas.ensembles import peer_draws as make_peer
-from gtcore.studies.atlas.explorer import regime_explorer
-from gtcore.studies.atlas.maps import MAP_B0, MAP_SIGMA0, assemble_map, map_draws
-from gtcore.studies.atlas.study import classify_agreement, finite_n_checks, peer_comparison, pole_time_errors
-from gtcore.studies.atlas.sweep import run_sweep
-from gtcore.studies.atlas.tables import counterexamples, regime_fractions
-from gtcore.studies.stability.harness import rotating_controls
 
 work = tempfile.mkdtemp(prefix="gtbook-atlas-")
 scheduler = scheduler or None
@@ -110,7 +110,7 @@ scheduler = scheduler or None
 # 0.02–0.15, eigenvalues clipped at 0 after each step, stop when the change falls below
 # $5\cdot10^{-5}$–$10^{-4}$ or after $5\cdot10^4$–$9\cdot10^4$ steps) and histogram the rank of the last
 # $\Sigma$, counted as the eigenvalues above 0.1. We do not have their numbers, only this description,
-# so their scheme is rerun here ({py:mod}`gtcore.studies.atlas.peer`, the reimplementation of
+# so their scheme is rerun here ({py:mod}`gtbook.studies.atlas.peer`, the reimplementation of
 # `benchmarks/peer_castin.py` batched over draws) at the two ends of the published ranges: *fine*
 # ($h = 0.02$, tolerance $5\cdot10^{-5}$, $9\cdot10^4$ steps) and *coarse* ($h = 0.15$, $10^{-4}$,
 # $5\cdot10^4$). $\Sigma_0 = I$ (their initial covariance is not in the description).
@@ -171,11 +171,11 @@ fig = figs.rank_histograms(peer.rows, peer_ds)
 # ## (b) Ensembles over the paper's sign conditions
 #
 # For every $d = 2, \dots, 8$ and attention type we draw `ensemble_draws` layers
-# ({py:mod}`gtcore.studies.atlas.ensembles`): $A = G/\sqrt d + sI$ (Ginibre $G$, shift $s \sim U[-1.5, 1.5]$, so
+# ({py:mod}`gtbook.studies.atlas.ensembles`): $A = G/\sqrt d + sI$ (Ginibre $G$, shift $s \sim U[-1.5, 1.5]$, so
 # $A$ is Hurwitz, mixed or anti-stable), value matrices $vI$, $\pm$Wishart or GOE, bilinear parts
 # $\pm$Wishart, GOE or non-symmetric Ginibre, $\Sigma_0$ Wishart. Two-head layers draw both heads
 # independently; L2 layers take an invertible $K$ and $Q = K^{-\top}B/2$ (bilinear part $B$); Sinkhorn
-# layers the drawn $B$. The sweep runs on Dask ({py:mod}`gtcore.studies.atlas.sweep`; here a local cluster of
+# layers the drawn $B$. The sweep runs on Dask ({py:mod}`gtbook.studies.atlas.sweep`; here a local cluster of
 # `workers` processes), chunk by chunk, each chunk written to parquet as it completes.
 #
 # **The conditions tested.** A head has *opposite definiteness* when the symmetric parts of $V_h$ and

@@ -53,7 +53,7 @@
 # **The noise floor of $N$ tokens.** Even a perfect network leaves a loss: two independent $N$-samples of
 # the same Gaussian are at a positive $W_2^2$. The floor is therefore *computed*: the distribution of
 # $\ell(X', Y')$ over independent pairs, $X'$ drawn from the best distribution the network can reach and
-# $Y'$ from the target ({py:func}`gtcore.studies.learning.harness.null_losses`).
+# $Y'$ from the target ({py:func}`gtbook.studies.learning.harness.null_losses`).
 #
 # ## The rank floor
 #
@@ -145,11 +145,10 @@ n_boot = 2000
 # %%
 import numpy as np
 
-from gtcore.book import claim
-from gtcore.book.glue import glue
-from gtcore.stats.sampling import gaussian_tokens
-from gtcore.studies.learning import figures as figs
-from gtcore.studies.learning.harness import (
+from gtbook import claim
+from gtbook.glue import glue
+from gtbook.studies.learning import figures as figs
+from gtbook.studies.learning.harness import (
     TrainingSettings,
     attended_tokens,
     energy_comparison,
@@ -162,6 +161,7 @@ from gtcore.studies.learning.harness import (
     slack_slope,
     thickness_against_n,
 )
+from gtcore.stats.sampling import gaussian_tokens
 from gtcore.training import rank_floor
 
 settings = TrainingSettings(layers=layers, T=T, steps=steps, lr=lr, final_lr=final_lr, init_scale=init_scale,

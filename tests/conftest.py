@@ -83,10 +83,10 @@ def _start_quick_book() -> None:
     env = {k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     log = open(tree.parent / "build.log", "w+")  # noqa: SIM115 - closed when the build is collected
-    from gtcore._processes import die_with_parent
+    from gtbook.processes import die_with_parent
 
     # in pytest's process group (Ctrl-C reaches it), and stopped by the kernel if pytest dies (Linux)
-    proc = subprocess.Popen([sys.executable, "-m", "gtcore.book", "all", "--profile", "quick", "-j", "2"], cwd=tree,
+    proc = subprocess.Popen([sys.executable, "-m", "gtbook", "all", "--profile", "quick", "-j", "2"], cwd=tree,
                             stdout=log, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=die_with_parent)
     _BOOK.update(tree=tree, before=before, proc=proc, log=log)
 

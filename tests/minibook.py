@@ -23,7 +23,7 @@ sizes = [1, 2]
 import time
 
 time.sleep(pause)
-from gtcore.book.claims import claim
+from gtbook.claims import claim
 
 claim("{name}_x", x, lt=2.0, statement="invariance", kind="consistency")
 '''

@@ -19,7 +19,7 @@ from typing import Any
 import gtcore
 
 #: the layers above the core and the models: documented in the book, not held to the docstring test
-NOT_WALKED = ("gtcore.studies", "gtcore.book")
+NOT_WALKED = ("gtbook.studies", "gtbook")
 
 
 def api_modules() -> list[ModuleType]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gtcore.studies.animation import (
+from gtbook.studies.animation import (
     AnimationBudgetError,
     CloudAnimation,
     CloudPanel,
@@ -149,9 +149,9 @@ def test_panels_must_be_cloud_panels():
 
 
 # ----------------------------------------------------------------- the chapters' animations
+from gtbook.studies.animation import moments_at  # noqa: E402
 from gtcore import Controls, gaussian_tokens, integrate_moments  # noqa: E402
 from gtcore.particles import simulate  # noqa: E402
-from gtcore.studies.animation import moments_at  # noqa: E402
 
 SMALL = dict(max_frames=5, max_tokens=50, dpi=30)
 
@@ -174,9 +174,9 @@ def test_moments_at_matches_times_and_marks_missing():
 
 
 def test_chapter_animations_build_from_results():
-    from gtcore.studies.invariance import figures as invariance
-    from gtcore.studies.reachability import figures as reachability
-    from gtcore.studies.stability import figures as stability
+    from gtbook.studies.invariance import figures as invariance
+    from gtbook.studies.reachability import figures as reachability
+    from gtbook.studies.stability import figures as stability
 
     ctl = Controls(A=[[0.0, -1.0], [1.0, 0.0]], V=0.5 * np.eye(2), B=-0.3 * np.eye(2))
     run, ode = _run(ctl)
@@ -195,8 +195,8 @@ def test_chapter_animations_build_from_results():
 
 
 def test_prescribed_layers_animation():
-    from gtcore.studies.prescribed.figures import layers_animation
-    from gtcore.studies.prescribed.harness import PrescribedRun
+    from gtbook.studies.prescribed.figures import layers_animation
+    from gtbook.studies.prescribed.harness import PrescribedRun
 
     rng = np.random.default_rng(0)
 
@@ -214,7 +214,7 @@ def test_prescribed_layers_animation():
 
 def test_player_templates_are_matplotlibs():
     """The copied player templates equal matplotlib's private ones (while matplotlib still has them)."""
-    from gtcore.studies import _jshtml
+    from gtbook.studies import _jshtml
 
     theirs = pytest.importorskip("matplotlib._animation_data")
     for name in ("JS_INCLUDE", "STYLE_INCLUDE", "DISPLAY_TEMPLATE"):

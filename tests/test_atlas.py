@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
+from gtbook.studies.atlas.drift import covariance_drift, stack_controls
+from gtbook.studies.atlas.ensembles import Draw, conditions, draw_controls, ensemble_draws, peer_draws, targeted_draws
+from gtbook.studies.atlas.peer import PeerSetting, closed_form_rank, exact_ranks, projected_euler_lanes
+from gtbook.studies.atlas.regimes import classify_lanes, growth_exponent
+from gtbook.studies.atlas.tables import wilson_interval
 from gtcore import Controls, moment_rhs
-from gtcore.studies.atlas.drift import covariance_drift, stack_controls
-from gtcore.studies.atlas.ensembles import Draw, conditions, draw_controls, ensemble_draws, peer_draws, targeted_draws
-from gtcore.studies.atlas.peer import PeerSetting, closed_form_rank, exact_ranks, projected_euler_lanes
-from gtcore.studies.atlas.regimes import classify_lanes, growth_exponent
-from gtcore.studies.atlas.tables import wilson_interval
 
 I2 = np.eye(2)
 J = np.array([[0.0, -1.0], [1.0, 0.0]])

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from browser import Browser, chromium_path
-from gtcore.studies.atlas.explorer import map_png, regime_explorer
-from gtcore.studies.atlas.maps import AtlasMap
-from gtcore.studies.atlas.regimes import OUTCOMES
+from gtbook.studies.atlas.explorer import map_png, regime_explorer
+from gtbook.studies.atlas.maps import AtlasMap
+from gtbook.studies.atlas.regimes import OUTCOMES
 
 
 def _atlas():

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gtcore.studies.atlas.ensembles import ensemble_draws, peer_draws
-from gtcore.studies.atlas.sweep import make_chunks, run_chunk, run_sweep, tables_identical
+from gtbook.studies.atlas.ensembles import ensemble_draws, peer_draws
+from gtbook.studies.atlas.sweep import make_chunks, run_chunk, run_sweep, tables_identical
 
 DRAWS = ensemble_draws([2, 3], 5, attentions=["dot", "l2"]) + peer_draws([3], 3)[:3]
 

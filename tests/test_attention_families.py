@@ -21,12 +21,12 @@ import torch
 from numpy.polynomial.hermite_e import hermegauss
 
 from conftest import particle_moment_errors, random_spd
+from gtbook.studies.families.harness import head_cancellation
+from gtbook.studies.fits import loglog_slope
 from gtcore import Controls, gaussian_tokens, integrate_moments, moment_rhs
 from gtcore.attention import ATTENTION_TYPES
 from gtcore.attention.sinkhorn import SinkhornConvergenceWarning, gaussian_column_potential, gaussian_conditional_gain
 from gtcore.attention.sinkhorn_scaling import sinkhorn_average, sinkhorn_potentials
-from gtcore.studies.families.harness import head_cancellation
-from gtcore.studies.fits import loglog_slope
 
 
 # ----------------------------------------------------------------------------- the peer's formulas
@@ -348,7 +348,7 @@ def test_l2_predicted_rate_holds_only_when_sigma_grows_in_every_direction():
     in the right half-plane it matches the integrated ODE; with one in the left half-plane Sigma stays
     bounded along it, the gain does not reach K^-1 Q, the integrated rate differs, and the
     prediction refuses."""
-    from gtcore.studies.families.harness import growth_rate, predicted_rate
+    from gtbook.studies.families.harness import growth_rate, predicted_rate
 
     I2 = np.eye(2)
     # real eigenvalues 0.87, 0.44 (complex ones make log lambda_max oscillate about the rate); the
@@ -397,8 +397,8 @@ def test_formulas_only_the_dot_product_has_are_refused_by_name():
 
 
 def test_near_misses_scale_the_drift_and_transpose_the_tilt():
+    from gtbook.studies.families.harness import near_misses
     from gtcore.moments import moment_rhs
-    from gtcore.studies.families.harness import near_misses
 
     rng = np.random.default_rng(0)
     Q, K = rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
@@ -419,7 +419,7 @@ def test_near_misses_scale_the_drift_and_transpose_the_tilt():
 
 
 def test_deviation_decay_vanishes_for_the_right_ode_and_levels_off_for_a_wrong_one():
-    from gtcore.studies.families.harness import deviation_decay, near_misses
+    from gtbook.studies.families.harness import deviation_decay, near_misses
 
     ctl = Controls(A=[[0.0, -0.3], [0.3, 0.0]], V=[[-0.8, -0.3], [0.3, -0.8]], Q=[[0.45, 0.2], [-0.1, 0.35]],
                    K=[[2.0, 0.4], [0.2, 1.6]], attention="l2")

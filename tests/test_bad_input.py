@@ -613,7 +613,7 @@ FAULTS = [("truncated weights", _truncate, "safetensors"),
 
 @pytest.mark.parametrize("fault, names", [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
 def test_broken_model_files_give_one_line_naming_the_file(fault, names, tiny_bert, tmp_path, capsys):
-    from gtcore.book.cli import main
+    from gtbook.cli import main
     from gtcore.models import load_transformer
 
     broken = _copy(tiny_bert, tmp_path / "broken")
@@ -628,8 +628,8 @@ def test_broken_model_files_give_one_line_naming_the_file(fault, names, tiny_ber
 
 
 def test_probe_checks_the_figure_folder_before_computing(tiny_bert, tmp_path, monkeypatch, capsys):
-    from gtcore.book.cli import main
-    from gtcore.studies.pretrained import statistics
+    from gtbook.cli import main
+    from gtbook.studies.pretrained import statistics
 
     def no_computation(*args, **kwargs):
         raise AssertionError("layer_statistics ran before the figure path was checked")

@@ -20,16 +20,16 @@ import nbformat
 import pytest
 
 from browser import PAGE_REPORT, Browser, chromium_path
-from gtcore.book import build as book_build
-from gtcore.book import chapters as book_chapters
-from gtcore.book import cli as book_cli
-from gtcore.book import execute as book_execute
-from gtcore.book import provenance
-from gtcore.book.lock import TreeLock
+from gtbook import build as book_build
+from gtbook import chapters as book_chapters
+from gtbook import cli as book_cli
+from gtbook import execute as book_execute
+from gtbook import provenance
+from gtbook.lock import TreeLock
 from minibook import make_mini_book
 
 ROOT = Path(__file__).resolve().parents[1]
-GTBOOK = [sys.executable, "-m", "gtcore.book"]
+GTBOOK = [sys.executable, "-m", "gtbook"]
 
 
 def _env(pythonpath=None):
@@ -249,8 +249,9 @@ def test_status_names_each_reason_for_staleness(ran, monkeypatch):
 
 def test_the_library_hash_follows_the_modules_a_chapter_imports(tmp_path):
     """Editing one chapter's study reruns that chapter only; the CLI reruns none; eq. (1.1) reruns all."""
-    pkg = tmp_path / "gtcore"
-    shutil.copytree(ROOT / "gtcore", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    pkg = tmp_path
+    for name in ("gtcore", "gtbook"):
+        shutil.copytree(ROOT / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
     sources = {p.stem: p.read_text() for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))}
 
     def hashes():
@@ -260,12 +261,12 @@ def test_the_library_hash_follows_the_modules_a_chapter_imports(tmp_path):
         (pkg / rel).write_text((pkg / rel).read_text() + "\n# an edit\n")
 
     h0 = hashes()
-    edit("book/cli.py")
+    edit("gtbook/cli.py")
     assert hashes() == h0
-    edit("studies/stability/finite_n.py")  # the pole study: chapter 4 only (chapter 8 reuses the harness)
+    edit("gtbook/studies/stability/finite_n.py")  # the pole study: chapter 4 only (chapter 8 reuses the harness)
     h1 = hashes()
     assert [n for n in h0 if h1[n] != h0[n]] == ["04_stability_regimes"]
-    edit("moments/__init__.py")
+    edit("gtcore/moments/__init__.py")
     h2 = hashes()
     assert all(h2[n] != h1[n] for n in h0)
 
@@ -273,29 +274,34 @@ def test_the_library_hash_follows_the_modules_a_chapter_imports(tmp_path):
 def test_editing_the_imported_library_stales_exactly_its_importers(tmp_path):
     """Through the imported package, no root passed: the key sees the modules a chapter really runs."""
     lib = tmp_path / "lib"
-    shutil.copytree(ROOT / "gtcore", lib / "gtcore", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("gtcore", "gtbook"):
+        shutil.copytree(ROOT / name, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
     book = make_mini_book(tmp_path / "mini", ("01_tiny", "02_small"))
     src = book / "notebooks" / "01_tiny.py"
-    study = "gtcore.studies.stability.closed_forms"
+    study = "gtbook.studies.stability.closed_forms"
     src.write_text(src.read_text().replace("import time\n", f"import time\n\nimport {study}\n"))
-    from gtcore import _dependencies as deps
+    from gtbook import imports as deps
 
     assert study in deps.chapter_modules(src.read_text())  # the installed package: not empty
     gtbook("run", cwd=book, pythonpath=lib)
     text = gtbook("status", cwd=book, pythonpath=lib).stdout
     assert re.search(r"01_tiny\s+fresh", text) and re.search(r"02_small\s+fresh", text), text
-    edited = lib / "gtcore" / "studies" / "stability" / "closed_forms.py"
+    edited = lib / "gtbook" / "studies" / "stability" / "closed_forms.py"
     edited.write_text(edited.read_text() + "\n_EDITED = 1\n")
     text = gtbook("status", cwd=book, pythonpath=lib).stdout
     assert re.search(r"01_tiny\s+stale.*library", text) and re.search(r"02_small\s+fresh", text), text
-    edited = lib / "gtcore" / "moments" / "ode.py"  # eq. (1.1): every chapter that can run it
+    edited = lib / "gtcore" / "moments" / "ode.py"  # eq. (1.1): the chapter that can run it, not the other
     edited.write_text(edited.read_text() + "\n_EDITED = 1\n")
     text = gtbook("status", cwd=book, pythonpath=lib).stdout
-    assert re.search(r"01_tiny\s+stale.*library", text) and re.search(r"02_small\s+stale.*library", text), text
+    assert re.search(r"01_tiny\s+stale.*library", text) and re.search(r"02_small\s+fresh", text), text
+    edited = lib / "gtbook" / "claims.py"  # the claims' recorder: both chapters
+    edited.write_text(edited.read_text() + "\n_EDITED = 1\n")
+    text = gtbook("status", cwd=book, pythonpath=lib).stdout
+    assert re.search(r"01_tiny\s+stale", text) and re.search(r"02_small\s+stale.*library", text), text
 
 
 def test_a_chapter_that_imports_the_library_never_gets_an_empty_closure(tmp_path):
-    from gtcore import _dependencies as deps
+    from gtbook import imports as deps
 
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
         modules = deps.chapter_modules(path.read_text())
@@ -602,27 +608,27 @@ API_LINKS = {
     "03_rank_and_reachability": ("reachability.html#gtcore.reachability.steer",
                                  "particles.html#gtcore.particles.simulate"),
     "04_stability_regimes": ("riccati.html#gtcore.riccati.blowup_time", "particles.html#gtcore.particles.simulate",
-                             "studies.html#gtcore.studies.stability.finite_n.particle_radius_bound",
+                             "riccati.html#gtcore.poles.particle_radius_bound",
                              "stability.html#module-gtcore.stability", "stability.html#gtcore.stability.equilibrium",
-                             "studies.html#module-gtcore.studies.stability.kalman",
-                             "studies.html#module-gtcore.studies.stability.general_v"),
-    "05_pretrained_moments": ("studies.html#module-gtcore.studies.pretrained.criterion",
+                             "studies.html#module-gtbook.studies.stability.kalman",
+                             "studies.html#module-gtbook.studies.stability.general_v"),
+    "05_pretrained_moments": ("studies.html#module-gtbook.studies.pretrained.criterion",
                               "models.html#module-gtcore.models"),
     "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed",
                                 "particles.html#gtcore.particles.simulate"),
     "07_attention_families": ("attention.html#module-gtcore.attention", "riccati.html#gtcore.riccati.blowup_time",
                               "attention.html#gtcore.attention.sinkhorn.gaussian_conditional_gain"),
-    "08_regime_atlas": ("studies.html#module-gtcore.studies.atlas.regimes", "moments.html#module-gtcore.moments.lanes",
+    "08_regime_atlas": ("studies.html#module-gtbook.studies.atlas.regimes", "moments.html#module-gtcore.moments.lanes",
                         "riccati.html#gtcore.riccati.blowup_time", "stability.html#gtcore.stability.classify",
                         "moments.html#gtcore.moments.integrate_moments"),
     "09_learning_reachability": ("training.html#gtcore.training.transformer_tokens",
                                  "training.html#module-gtcore.training",
                                  "particles.html#gtcore.particles.simulate", "training.html#gtcore.training.rank_floor",
-                                 "studies.html#gtcore.studies.learning.harness.null_losses"),
+                                 "studies.html#gtbook.studies.learning.harness.null_losses"),
 }
 
 def api_reference_problems(html: Path) -> list[str]:
-    """What the rendered API reference (``html/book/api``) lacks: a page of the toc's "gtcore API" part,
+    """What the rendered API reference (``html/book/api``) lacks: a page of the toc's "API reference" part,
     an object of the public API (:mod:`public_api`) in the Sphinx inventory, a name of ``gtcore.__all__``
     in the index's table, or a link (a reference to a gtcore name rendered as code with no link: the build
     resolves every one, with ``-n``, and this says so even without it)."""
@@ -635,10 +641,10 @@ def api_reference_problems(html: Path) -> list[str]:
 
     problems = []
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    part = [p for p in toc["parts"] if p["caption"] == "gtcore API"]
+    part = [p for p in toc["parts"] if p["caption"] == "API reference"]
     files = [c["file"] for c in part[0]["chapters"]] if part else []
     if not files:
-        problems.append('_toc.yml has no "gtcore API" part')
+        problems.append('_toc.yml has no "API reference" part')
     for f in files:
         if not (html / f"{f}.html").exists():
             problems.append(f"{f}.html was not rendered")

@@ -5,9 +5,7 @@ import functools
 import numpy as np
 import pytest
 
-from gtcore import _cache as cache
-from gtcore import _dependencies as imports
-from gtcore.book import provenance
+from gtbook import cache, imports, provenance
 
 CALLS = []
 

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from gtcore.book.claims import KINDS, ClaimFailed, claim, claims_in_notebook, evaluate_claim
-from gtcore.book.statements import StatementError, load_statements
+from gtbook.claims import KINDS, ClaimFailed, claim, claims_in_notebook, evaluate_claim
+from gtbook.statements import StatementError, load_statements
 
 LABEL = dict(statement="invariance", kind="reproduces")
 
@@ -101,7 +101,7 @@ def test_malformed_registry_is_refused(tmp_path, text, match):
 
 def test_keep_going_records_a_failure_without_raising(monkeypatch, capsys):
     """The mutation check's second look (GTBOOK_CLAIMS_KEEP_GOING) sees every failing claim of a chapter."""
-    from gtcore.book.claims import KEEP_GOING_ENV
+    from gtbook.claims import KEEP_GOING_ENV
 
     monkeypatch.setenv(KEEP_GOING_ENV, "1")
     claim("kept", 2.0, lt=1.0, statement="invariance", kind="derivation")

@@ -116,7 +116,7 @@ def test_the_walk_finds_the_public_api():
                  "gtcore.attention.DotProduct.tilt", "gtcore.stats.gaussianity.NoiseFloor.band",
                  "gtcore.models.load_transformer", "gtcore.models.prescribed.layer_moments"):
         assert name in API, name
-    assert not any(q.startswith(("gtcore.studies", "gtcore.book", "gtcore._")) for q in API)
+    assert not any(q.startswith(("gtbook.studies", "gtbook", "gtcore._")) for q in API)
     assert len(API) > 150
 
 

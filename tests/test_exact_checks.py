@@ -3,13 +3,13 @@
 import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 
-from gtcore.stats.mixtures import GaussianMixture
-from gtcore.studies.beyond.exact_statistics import (
+from gtbook.studies.beyond.exact_statistics import (
     _w2sq_mixture_1d,
     mixture_attention_quadrature,
     sliced_w2_mixture_population,
 )
-from gtcore.studies.stability.closed_forms import _kron_lyapunov, flow_map_spectrum
+from gtbook.studies.stability.closed_forms import _kron_lyapunov, flow_map_spectrum
+from gtcore.stats.mixtures import GaussianMixture
 
 
 def test_quadrature_of_one_gaussian_is_its_tilt():
@@ -52,7 +52,7 @@ def test_flow_map_spectrum_of_a_linear_equation():
 def test_kappa_by_maximisation_is_the_generalised_rayleigh_maximum():
     from scipy.linalg import eigh
 
-    from gtcore.studies.invariance.strength import kappa_by_maximisation
+    from gtbook.studies.invariance.strength import kappa_by_maximisation
 
     rng = np.random.default_rng(2)
     W = rng.standard_normal((3, 3))

@@ -1,12 +1,13 @@
-"""gtcore.studies.stability.finite_n: the radius bound of a finite token cloud, and the pole study."""
+"""gtbook.studies.stability.finite_n: the radius bound of a finite token cloud, and the pole study."""
 
 import numpy as np
 import pytest
 
+from gtbook.studies.stability.finite_n import pole_study
+from gtbook.studies.stability.harness import rotating_controls
 from gtcore import Controls, gaussian_tokens
 from gtcore.particles import simulate
-from gtcore.studies.stability.finite_n import particle_radius_bound, pole_study
-from gtcore.studies.stability.harness import rotating_controls
+from gtcore.poles import particle_radius_bound
 
 B = np.array([[1.0, 0.4], [-0.2, 0.6]])
 S0 = np.array([[1.0, 0.3], [0.3, 0.5]])

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from browser import Browser, chromium_path
-from gtcore.book import gallery
-from gtcore.studies.animation import CloudPanel, animate_clouds
+from gtbook import gallery
+from gtbook.studies.animation import CloudPanel, animate_clouds
 
 ROOT = Path(gallery.__file__).resolve().parents[1]
 # chapters whose page must carry a playable animation (the browser test plays the first one on each page)

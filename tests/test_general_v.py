@@ -1,8 +1,8 @@
-"""Mean steering with a general V (gtcore.studies.stability.general_v)."""
+"""Mean steering with a general V (gtbook.studies.stability.general_v)."""
 
 import numpy as np
 
-from gtcore.studies.stability.general_v import mean_steering_draws, mean_steering_tokens
+from gtbook.studies.stability.general_v import mean_steering_draws, mean_steering_tokens
 
 
 def test_draws_are_general_and_the_closed_forms_match_the_integration():

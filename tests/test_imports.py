@@ -1,4 +1,4 @@
-"""The import graph behind the cache keys (gtcore._dependencies) against a full parse of every source."""
+"""The import graph behind the cache keys (gtbook.imports) against a full parse of every source."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gtcore import _dependencies as imports
+from gtbook import imports
 
 ROOT = Path(__file__).resolve().parents[1]
-PKG = ROOT / "gtcore"
-MODULES = sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+PKG = ROOT  # the folder that holds both packages
+MODULES = sorted(p for name in imports.PACKAGES for p in (ROOT / name).rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def _name(path: Path) -> tuple[str, bool]:
@@ -27,7 +27,8 @@ def _full(text: str, module: str = "__chapter__", is_package: bool = False) -> s
 @pytest.mark.parametrize("path", MODULES + sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")),
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_fast_scan_misses_no_import(path):
-    module, is_package = _name(path) if path.is_relative_to(PKG) else ("__chapter__", False)
+    inside = any(path.is_relative_to(ROOT / name) for name in imports.PACKAGES)
+    module, is_package = _name(path) if inside else ("__chapter__", False)
     fast = imports.direct_imports(imports.import_statements(path.read_text()), PKG, module, is_package)
     full = _full(path.read_text(), module, is_package)
     assert full <= fast  # a docstring example may add a module (conservative), never hide one
@@ -36,8 +37,8 @@ def test_the_fast_scan_misses_no_import(path):
 def test_a_chapter_depends_on_its_study_and_not_on_another_chapters():
     source = (ROOT / "notebooks" / "04_stability_regimes.py").read_text()
     closure = imports.chapter_modules(source, PKG)
-    assert "gtcore.studies.stability.harness" in closure and "gtcore.moments.ode" in closure
-    assert "gtcore.studies.invariance.figures" not in closure and "gtcore.book.cli" not in closure
+    assert "gtbook.studies.stability.harness" in closure and "gtcore.moments.ode" in closure
+    assert "gtbook.studies.invariance.figures" not in closure and "gtbook.cli" not in closure
 
 
 def test_lazy_names_and_nested_imports_count():
@@ -46,15 +47,16 @@ def test_lazy_names_and_nested_imports_count():
     assert "gtcore.riccati" in closure
     nested = imports.chapter_modules("def f():\n    from gtcore.attention import kernels\n", PKG)
     assert "gtcore.attention.kernels" in nested and "gtcore.attention.base" in nested
-    assert "gtcore.book.statements" in imports.chapter_modules("from gtcore.book import claim\n", PKG)
+    assert "gtbook.statements" in imports.chapter_modules("from gtbook import claim\n", PKG)
 
 
 def test_the_registry_is_hashed_with_the_claims(tmp_path):
     import shutil
 
-    pkg = tmp_path / "gtcore"
-    shutil.copytree(PKG, pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    mods = imports.chapter_modules("from gtcore.book import claim\n", pkg)
+    pkg = tmp_path
+    for name in imports.PACKAGES:
+        shutil.copytree(ROOT / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
+    mods = imports.chapter_modules("from gtbook import claim\n", pkg)
     h0 = imports.modules_hash(mods, pkg)
-    (pkg / "book" / "statements.toml").write_text((pkg / "book" / "statements.toml").read_text() + "\n")
+    (pkg / "gtbook" / "statements.toml").write_text((pkg / "gtbook" / "statements.toml").read_text() + "\n")
     assert imports.modules_hash(mods, pkg) != h0

@@ -1,11 +1,9 @@
-"""gtcore.studies.invariance.ensemble: general draws, the stack over an ensemble, Gaussianity of the flow."""
+"""gtbook.studies.invariance.ensemble: general draws, the stack over an ensemble, Gaussianity of the flow."""
 
 import numpy as np
 import pytest
 
-from gtcore import Controls, simulate
-from gtcore.attention import max_sampling_strength
-from gtcore.studies.invariance.ensemble import (
+from gtbook.studies.invariance.ensemble import (
     GeneralDraw,
     gaussianity_ensemble,
     general_draw,
@@ -13,6 +11,8 @@ from gtcore.studies.invariance.ensemble import (
     relu_variant,
     stack_ensemble,
 )
+from gtcore import Controls, simulate
+from gtcore.attention import max_sampling_strength
 
 
 def test_draws_are_general_and_at_the_requested_strength():

@@ -1,10 +1,10 @@
-"""The Kalman–Bucy reproduction of the Riccati connection (gtcore.studies.stability.kalman)."""
+"""The Kalman–Bucy reproduction of the Riccati connection (gtbook.studies.stability.kalman)."""
 
 import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from gtcore.studies.stability.kalman import (
+from gtbook.studies.stability.kalman import (
     covariance_lrt,
     filter_ensemble,
     kalman_bucy_error,

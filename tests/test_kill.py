@@ -44,7 +44,7 @@ def tree(tmp_path):
 
 def _whole(path):
     """The ``x`` a whole executed notebook ran with (it reads, and its outputs match its digest)."""
-    from gtcore.book.verify import digest_problem
+    from gtbook.verify import digest_problem
 
     raw = json.loads(path.read_text())
     assert digest_problem(raw) is None, f"{path.name}: {digest_problem(raw)}"

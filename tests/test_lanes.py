@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
+from gtbook.studies.stability.harness import rotating_controls
 from gtcore import Controls, integrate_moments
 from gtcore.moments import integrate_moments_lanes
 from gtcore.moments.lanes import integrate_lanes
 from gtcore.riccati import blowup_time
 from gtcore.stability import observe_regime, observe_regimes
-from gtcore.studies.stability.harness import rotating_controls
 
 B_MAP = np.array([[1.0, 0.4], [-0.2, 0.6]])
 S0 = np.array([[1.0, 0.3], [0.3, 0.5]])

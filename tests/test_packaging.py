@@ -1,4 +1,5 @@
-"""Packaging: every import is declared, environment.yml mirrors pyproject.toml, Python 3.10 works."""
+"""Packaging: two distributions (the library ``gtcore``, the book ``gtbook``), every import declared where it is
+used, environment.yml mirrors the two pyproject files, Python 3.10 works."""
 
 import ast
 import re
@@ -17,9 +18,12 @@ except ModuleNotFoundError:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 META = PYPROJECT["project"]
-SOURCES = sorted([*(ROOT / "gtcore").rglob("*.py"), *(ROOT / "tests").glob("*.py"), *(ROOT / "notebooks").glob("*.py"),
-                  *(ROOT / "benchmarks").glob("*.py")])
-LOCAL = {"gtcore"} | {p.stem for p in (ROOT / "tests").glob("*.py")}  # the tests' own helper modules
+CORE_PYPROJECT = tomllib.loads((ROOT / "gtcore" / "pyproject.toml").read_text())
+CORE_META = CORE_PYPROJECT["project"]
+CORE_SOURCES = sorted(p for p in (ROOT / "gtcore").rglob("*.py") if "build" not in p.relative_to(ROOT).parts)
+SOURCES = sorted([*CORE_SOURCES, *(ROOT / "gtbook").rglob("*.py"), *(ROOT / "tests").glob("*.py"),
+                  *(ROOT / "notebooks").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")])
+LOCAL = {"gtcore", "gtbook"} | {p.stem for p in (ROOT / "tests").glob("*.py")}  # the tests' own helper modules
 
 
 def _name(req: str) -> str:
@@ -30,11 +34,11 @@ def _spec(req: str) -> str:
     return req.split(";")[0].strip().replace(" ", "")
 
 
-def _requirements() -> list[str]:
-    reqs = list(META["dependencies"])
-    for extra in META["optional-dependencies"].values():
+def _requirements(meta=META) -> list[str]:
+    reqs = list(meta["dependencies"])
+    for extra in meta["optional-dependencies"].values():
         reqs += extra
-    return reqs
+    return [r for r in reqs if _name(r) != CORE_META["name"]]  # the library itself, installed from ./gtcore
 
 
 def _applies_to(req: str, version: tuple[int, int]) -> bool:
@@ -52,7 +56,8 @@ def _environment_entries() -> dict[str, str]:
 
 
 def test_environment_yml_names_every_requirement_with_its_range():
-    wanted = {_name(r): _spec(r) for r in _requirements() if _applies_to(r, (3, 11))}  # the env pins 3.11
+    wanted = {_name(r): _spec(r) for r in _requirements() + _requirements(CORE_META)
+              if _applies_to(r, (3, 11))}  # the env pins 3.11
     env = _environment_entries()
     assert set(env) == set(wanted), (f"only in pyproject: {set(wanted) - set(env)}; "
                                      f"only in environment.yml: {set(env) - set(wanted)}")
@@ -84,8 +89,26 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
+def test_the_library_declares_numpy_and_scipy_only_and_imports_nothing_else_at_the_top():
+    assert sorted(_name(r) for r in CORE_META["dependencies"]) == ["numpy", "scipy"]
+    extras = {_name(r) for extra in CORE_META["optional-dependencies"].values() for r in extra}
+    for path in CORE_SOURCES:
+        for mod in _imports(path) - {"gtcore"} - set(sys.stdlib_module_names):
+            names = {d.lower().replace("_", "-") for d in metadata.packages_distributions().get(mod, [])}
+            assert names & ({"numpy", "scipy"} | extras), f"{path.relative_to(ROOT)} imports {mod}, undeclared"
+    # every subpackage of the library is listed for its wheel (package-dir "." cannot use find)
+    listed = set(CORE_PYPROJECT["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "gtcore").rglob("__init__.py")
+             if "build" not in p.relative_to(ROOT).parts}
+    assert listed == found
+    assert CORE_PYPROJECT["tool"]["setuptools"]["package-dir"] == {"gtcore": "."}
+    # the book requires the library at its exact version
+    core = [r for r in META["dependencies"] if _name(r) == CORE_META["name"]]
+    assert core and core[0].endswith(f"=={CORE_META['version']}")
+
+
 def test_every_third_party_import_is_declared():
-    declared = {_name(r) for r in _requirements()}
+    declared = {_name(r) for r in _requirements() + _requirements(CORE_META)}
     dists = metadata.packages_distributions()
     undeclared = {}
     for path in SOURCES:
@@ -126,10 +149,11 @@ def test_sources_parse_as_python_310(path):
 
 def test_distribution_has_a_name_of_its_own():
     assert META["name"] == "gaussian-transformer-book"  # free on PyPI; PyPI's `gtbook` is someone else's
-    assert META["scripts"] == {"gtbook": "gtcore.book.cli:main"}
+    assert META["scripts"] == {"gtbook": "gtbook.cli:main"}
     setup = PYPROJECT["tool"]["setuptools"]
-    assert setup["packages"]["find"]["include"] == ["gtcore*"]  # every subpackage ships
-    assert setup["package-data"]["gtcore.book"] == ["statements.toml"]  # the statement registry ships too
+    assert setup["packages"]["find"]["include"] == ["gtbook*"]  # every subpackage ships
+    assert "statements.toml" in setup["package-data"]["gtbook"]  # the statement registry ships too
+    assert CORE_META["name"] == "gaussian-transformer-core"
 
 
 def test_the_book_links_to_no_foreign_repository():
@@ -141,8 +165,9 @@ def test_the_book_links_to_no_foreign_repository():
 
 
 def test_the_type_marker_ships():
-    assert (ROOT / "gtcore" / "py.typed").is_file()
-    assert PYPROJECT["tool"]["setuptools"]["package-data"]["gtcore"] == ["py.typed"]
+    assert (ROOT / "gtcore" / "py.typed").is_file() and (ROOT / "gtbook" / "py.typed").is_file()
+    assert CORE_PYPROJECT["tool"]["setuptools"]["package-data"]["gtcore"] == ["py.typed"]
+    assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["gtbook"]
 
 
 def test_ci_lints_before_it_tests_with_the_pinned_tools():

@@ -236,7 +236,7 @@ def test_velocity_bad_input():
 def test_float32_kernel_stays_within_its_round_off_of_float64():
     # the studies' mixed precision (STUDY_KERNEL_DTYPE): the softmax average in float32, all else in
     # float64; the moments must agree with the float64 run to ~1e-7 relative, far below N^-1/2
-    from gtcore.studies.precision import STUDY_KERNEL_DTYPE
+    from gtbook.studies.precision import STUDY_KERNEL_DTYPE
 
     ctl = Controls(A=[[0.2, 0.6], [-0.6, 0.1]], b=[0.3, 0.0], V=0.5 * np.eye(2), B=[[-0.6, 0.1], [0.1, -0.5]])
     x0 = gaussian_tokens(1500, [0.5, -0.3], [[1.0, 0.4], [0.4, 0.7]], 3)

@@ -33,7 +33,7 @@ from minibook import make_mini_book
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = Path(os.environ.get("GTBOOK_CODE_UNDER_TEST", ROOT))
-GTBOOK = [sys.executable, "-m", "gtcore.book"]
+GTBOOK = [sys.executable, "-m", "gtbook"]
 LINUX = sys.platform.startswith("linux") and Path("/proc/self/cmdline").exists()
 needs_proc = pytest.mark.skipif(not LINUX, reason="the fault tests find processes through /proc (Linux)")
 
@@ -146,9 +146,9 @@ def test_9_kill_9_of_run_j2_leaves_no_worker_and_no_late_publish(tree):
 def test_9_a_worker_publishes_only_while_its_run_holds_the_lock(tree):
     """The publish guard of a worker (run in a child of this process, as a worker is): its parent alive
     and holding the tree's lock, with the token the worker was given."""
-    from gtcore.book.lock import TreeLock
+    from gtbook.lock import TreeLock
 
-    code = ("import json, sys; from gtcore.book.execute import _worker_guard; "
+    code = ("import json, sys; from gtbook.execute import _worker_guard; "
             "print(json.dumps(_worker_guard(json.loads(sys.argv[1]))()))")
 
     def guard(spec):
@@ -413,7 +413,7 @@ def test_18_the_rerun_command_reproduces_the_parameters_through_a_shell(tree, la
     bindir = tree.parent / "bin"
     bindir.mkdir(exist_ok=True)
     wrapper = bindir / "gtbook"
-    wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m gtcore.book \"$@\"\n")
+    wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m gtbook \"$@\"\n")
     wrapper.chmod(0o755)
     env = _env(PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
     proc = subprocess.run(["sh", "-c", command], cwd=tree, capture_output=True, text=True, env=env)
@@ -449,7 +449,7 @@ def test_19_gallery_text_holds_no_raw_html(tmp_path):
                     "image": {"alt": "alt\n:link: https://example.org"}}})]
     nb.cells[1].outputs = [nbformat.v4.new_output("display_data", data={"image/png": png})]
     (tmp_path / "01_x.ipynb").write_text(nbformat.writes(nb))
-    subprocess.run([sys.executable, "-c", "import sys; from gtcore.book.gallery import write_gallery; "
+    subprocess.run([sys.executable, "-c", "import sys; from gtbook.gallery import write_gallery; "
                     "write_gallery(sys.argv[1])", str(tmp_path)], env=_env(), check=True)
     page = (tmp_path / "gallery.md").read_text()
     assert "<img" not in page and "<script" not in page and "<b>" not in page

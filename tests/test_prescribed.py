@@ -6,6 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from gtbook.studies.prescribed.harness import layer_map_blowup_depth, run_prescribed  # noqa: E402
 from gtcore import Controls, gaussian_tokens, layer_map  # noqa: E402
 from gtcore.models.prescribed import (  # noqa: E402
     FAMILIES,
@@ -17,7 +18,6 @@ from gtcore.models.prescribed import (  # noqa: E402
 )
 from gtcore.particles import simulate  # noqa: E402
 from gtcore.stats.gaussianity import empirical_moments  # noqa: E402
-from gtcore.studies.prescribed.harness import layer_map_blowup_depth, run_prescribed  # noqa: E402
 
 D, HEADS, N, LAYERS, H = 4, 2, 64, 6, 0.25
 
@@ -182,8 +182,8 @@ def test_run_prescribed_keeps_the_hidden_states(tokens):
 
 
 def test_prescribed_deviations_null_and_near_miss():
-    from gtcore.studies.nulls import hotelling_test
-    from gtcore.studies.prescribed.harness import prescribed_deviations
+    from gtbook.studies.nulls import hotelling_test
+    from gtbook.studies.prescribed.harness import prescribed_deviations
 
     J = np.array([[0.0, -0.7, 0.0], [0.7, 0.0, 0.0], [0.0, 0.0, 0.0]])
     affine = Controls(A=0.5 * np.eye(3) + J)
@@ -202,7 +202,7 @@ def test_prescribed_deviations_null_and_near_miss():
 
 
 def test_beta_dependence_same_map_worse_agreement_at_large_beta():
-    from gtcore.studies.prescribed.harness import antithetic_gaussian_tokens, beta_dependence
+    from gtbook.studies.prescribed.harness import antithetic_gaussian_tokens, beta_dependence
 
     B0 = np.array([[1.0, 0.3, 0.0], [0.3, 0.8, 0.2], [0.0, 0.2, 0.6]])
     x0 = antithetic_gaussian_tokens(600, np.eye(3), seed=1)

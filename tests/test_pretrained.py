@@ -13,20 +13,20 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from gtcore.models import (  # noqa: E402
-    ModelNotAvailable,
-    hidden_states,
-    load_transformer,
-    random_init_transformer,
-    reference_config,
-)
-from gtcore.studies.pretrained.statistics import (  # noqa: E402
+from gtbook.studies.pretrained.statistics import (  # noqa: E402
     LayerStatistics,
     ProbeResult,
     between_sequence_ratio,
     departure_table,
     layer_statistics,
     probe,
+)
+from gtcore.models import (  # noqa: E402
+    ModelNotAvailable,
+    hidden_states,
+    load_transformer,
+    random_init_transformer,
+    reference_config,
 )
 
 D = 32
@@ -337,7 +337,7 @@ def test_layer_statistics_reproducible(loaded):
 
 
 def test_figure(bert_stats):
-    from gtcore.studies.pretrained.figures import layer_statistics_figure
+    from gtbook.studies.pretrained.figures import layer_statistics_figure
 
     fig = layer_statistics_figure([bert_stats, bert_stats], labels=["a", "b"],
                                   relative_depth=True)

@@ -1,4 +1,4 @@
-"""Cosine similarities and cluster counts (gtcore.studies.pretrained.clustering), against scipy and
+"""Cosine similarities and cluster counts (gtbook.studies.pretrained.clustering), against scipy and
 constructed clusters."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import pdist
 
-from gtcore.studies.pretrained.clustering import cluster_count, cosine_similarities
+from gtbook.studies.pretrained.clustering import cluster_count, cosine_similarities
 
 
 def test_cosine_similarities_match_scipy():

@@ -1,4 +1,4 @@
-"""The effect-size criterion of chapter 5 (gtcore.studies.pretrained.criterion), each against an
+"""The effect-size criterion of chapter 5 (gtbook.studies.pretrained.criterion), each against an
 independent answer: closed forms and quadrature for known laws, an explicit resample, and the coverage of
 the bootstrap intervals over many seeded data sets."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from gtbook.studies.pretrained import criterion as C
+from gtbook.studies.pretrained import effects as E
 from gtcore.stats.gaussianity import excess_kurtosis_per_coordinate, mardia_kurtosis_excess, sliced_w2
-from gtcore.studies.pretrained import criterion as C
-from gtcore.studies.pretrained import effects as E
 
 
 def _centred(x):
@@ -261,8 +261,8 @@ def test_figures_draw(tiny_bert):
     import matplotlib
 
     matplotlib.use("Agg")
-    from gtcore.studies.pretrained import figures
-    from gtcore.studies.pretrained.clustering import clustering_profile
+    from gtbook.studies.pretrained import figures
+    from gtbook.studies.pretrained.clustering import clustering_profile
 
     st = E.Settings(n_projections=16, n_boot=10, null_repeats=8)
     study = C.study_model(tiny_bert, sizes=[4], seeds=[3], tokens=64, settings=st, controls=False)

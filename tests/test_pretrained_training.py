@@ -1,4 +1,4 @@
-"""Training the paper's architectures here (gtcore.studies.pretrained.training): data, masking, the unigram
+"""Training the paper's architectures here (gtbook.studies.pretrained.training): data, masking, the unigram
 baseline, the schedule, and the cache (a second call loads the same weights without training)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from gtcore.studies.pretrained import training as tr
-from gtcore.studies.pretrained.side_by_side import train_side_by_side
+from gtbook.studies.pretrained import training as tr
+from gtbook.studies.pretrained.side_by_side import train_side_by_side
 
 
 def test_digits_split_is_stratified_disjoint_and_standardised():
@@ -228,8 +228,8 @@ def test_side_by_side_training_raises_the_childs_exception(tmp_path):
 
     script = tmp_path / "parent.py"
     script.write_text(
-        "from gtcore.studies.pretrained import training as tr\n"
-        "from gtcore.studies.pretrained.side_by_side import train_side_by_side\n"
+        "from gtbook.studies.pretrained import training as tr\n"
+        "from gtbook.studies.pretrained.side_by_side import train_side_by_side\n"
         "def broken_mlm(schedule, progress=False):\n"
         "    raise ValueError(f'no corpus for {schedule.steps} steps')\n"
         "tr.train_vit_digits = lambda schedule, progress=False: 'the ViT'\n"
@@ -258,15 +258,15 @@ def test_a_kill_9_of_the_parent_kills_the_child(tmp_path):
     import sys
     import time
 
-    from gtcore._processes import pid_alive
+    from gtbook.processes import pid_alive
 
     ready = tmp_path / "child-ready"
     script = tmp_path / "parent.py"
     script.write_text(
         "import multiprocessing, os, sys, time\n"
         "from pathlib import Path\n"
-        "from gtcore.studies.pretrained import training as tr\n"
-        "from gtcore.studies.pretrained.side_by_side import train_side_by_side\n"
+        "from gtbook.studies.pretrained import training as tr\n"
+        "from gtbook.studies.pretrained.side_by_side import train_side_by_side\n"
         "def vit(schedule, progress=False):\n"
         "    time.sleep(600)\n"
         "def mlm(schedule, progress=False):\n"
@@ -313,7 +313,7 @@ def test_an_exception_that_does_not_unpickle_is_sent_as_its_text(monkeypatch):
     import copyreg
     import pickle
 
-    from gtcore.studies.pretrained.side_by_side import _sendable
+    from gtbook.studies.pretrained.side_by_side import _sendable
 
     monkeypatch.setitem(copyreg.dispatch_table, _Unloadable, lambda e: (_refuse, (str(e),)))
     exc = _Unloadable("saving: disk full")

@@ -1,4 +1,4 @@
-"""Whose scratch files are dead: process tags (:mod:`gtcore._processes`) and ``clean_scratch``.
+"""Whose scratch files are dead: process tags (:mod:`gtbook.processes`) and ``clean_scratch``.
 
 A later ``gtbook run`` removes ``executed/.running/NAME.TAG.*`` only when the process TAG names is gone.
 Two ways a pid can exist although its process is gone: it is a zombie (exited, not yet reaped: it can
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gtcore import _processes as pr
-from gtcore.book.chapters import Book
-from gtcore.book.execute import clean_scratch
+from gtbook import processes as pr
+from gtbook.chapters import Book
+from gtbook.execute import clean_scratch
 
 linux = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -135,7 +135,7 @@ def test_odd_digits_are_not_a_tag(text):
 
 @linux
 def test_a_build_removes_the_staging_folders_of_dead_builds_only(tmp_path, zombie, sleeper):
-    from gtcore.book.build import _recover
+    from gtbook.build import _recover
 
     bk = Book(tmp_path)
     bk.build_dir.mkdir()

@@ -1,11 +1,11 @@
-"""Rank invariance on tokens (gtcore.studies.reachability.rank_tokens)."""
+"""Rank invariance on tokens (gtbook.studies.reachability.rank_tokens)."""
 
 import numpy as np
 import pytest
 
+from gtbook.studies.reachability.rank_tokens import excess_spread, random_rank_draw, rank_on_tokens
 from gtcore import Controls, simulate
 from gtcore.attention import max_sampling_strength
-from gtcore.studies.reachability.rank_tokens import excess_spread, random_rank_draw, rank_on_tokens
 
 
 def test_excess_spread_of_known_clouds():

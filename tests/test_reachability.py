@@ -8,6 +8,8 @@ from scipy.linalg import expm
 from scipy.stats import special_ortho_group
 
 from conftest import random_psd
+from gtbook.studies.fits import loglog_slope
+from gtbook.studies.reachability.harness import rank_invariance, token_distances
 from gtcore import Controls, PiecewiseControls, integrate_moments
 from gtcore.particles import simulate
 from gtcore.reachability import (
@@ -20,8 +22,6 @@ from gtcore.reachability import (
     steer_min_energy,
 )
 from gtcore.reachability.steering import _rotation_log
-from gtcore.studies.fits import loglog_slope
-from gtcore.studies.reachability.harness import rank_invariance, token_distances
 
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -310,7 +310,7 @@ def test_token_distances_and_slope():
 def test_figures_build():
     import matplotlib.pyplot as plt
 
-    from gtcore.studies.reachability import figures as figs
+    from gtbook.studies.reachability import figures as figs
 
     rng = np.random.default_rng(9)
     S0, S1 = psd_of_rank(rng, 2, 2), psd_of_rank(rng, 2, 2)

@@ -1,12 +1,12 @@
-"""gtcore.studies.beyond.relu: the closed-form short-time rate against quadrature, samples and a simulation."""
+"""gtcore.relu: the closed-form short-time rate against quadrature, samples and a simulation."""
 
 import numpy as np
 import pytest
 
 from gtcore import Controls, gaussian_tokens
 from gtcore.particles import simulate
+from gtcore.relu import first_order_w2, moment_departure, relu_departure_rate, relu_departure_rate_tokens
 from gtcore.stats.gaussianity import bures_wasserstein
-from gtcore.studies.beyond.relu import first_order_w2, moment_departure, relu_departure_rate, relu_departure_rate_tokens
 
 W = np.array([[1.5, -1.0], [1.0, 0.5]])
 U = np.array([[1.0, 0.3], [-0.2, 0.8]])
@@ -68,7 +68,7 @@ def test_needs_a_feedforward_block():
 
 
 def test_vectorised_spread_equals_the_per_sample_rate():
-    from gtcore.studies.beyond.relu import relu_departure_rate_spread
+    from gtcore.relu import relu_departure_rate_spread
 
     ctls = [layer([0.0, 0.0]), layer([1.0, -0.5])]
     spread = relu_departure_rate_spread(ctls, 300, 5, seed=np.random.default_rng(9), chunk=2)

@@ -2,8 +2,8 @@
 
 import nbformat
 
-from gtcore.book.report import Evidence, collect_claims, report_markdown, statement_statuses
-from gtcore.book.statements import load_statements
+from gtbook.report import Evidence, collect_claims, report_markdown, statement_statuses
+from gtbook.statements import load_statements
 
 
 def _notebook(path, claims, profile="quick", seed=3):

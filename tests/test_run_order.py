@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from gtcore.book import execute
-from gtcore.book.chapters import open_book
+from gtbook import execute
+from gtbook.chapters import open_book
 from minibook import make_mini_book
 from test_book import gtbook
 

@@ -9,6 +9,7 @@ from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import minimize_scalar
 
 from conftest import random_psd, random_spd
+from gtbook.studies.stability.harness import regime_map
 from gtcore import Controls, integrate_moments
 from gtcore.riccati import blowup_time, closed_form_covariance, critical_gain, gain_threshold, riccati_quadratic
 from gtcore.stability import (
@@ -21,7 +22,6 @@ from gtcore.stability import (
     mean_matrix,
     observe_regime,
 )
-from gtcore.studies.stability.harness import regime_map
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 
@@ -344,8 +344,8 @@ def test_bad_input_names_the_argument(call, name):
 
 
 def test_regime_boundary_and_rotating_family():
-    from gtcore.studies.stability.harness import regime_boundary
-    from gtcore.studies.stability.harness import rotating_controls as rc
+    from gtbook.studies.stability.harness import regime_boundary
+    from gtbook.studies.stability.harness import rotating_controls as rc
 
     B = np.array([[1.0, 0.4], [-0.2, 0.6]])
     c = rc(-0.3, 0.5, B, omega=0.7)
@@ -459,7 +459,7 @@ def _true_threshold(A, B, t_max=150.0):
 
 
 def test_critical_gain_and_regime_boundary_refuse_indefinite_B_plus_BT():
-    from gtcore.studies.stability.harness import regime_boundary
+    from gtbook.studies.stability.harness import regime_boundary
 
     with pytest.raises(ValueError, match=r"B \+ B\^T positive semidefinite"):
         critical_gain(A_IND, B_IND, np.eye(2))

@@ -1,10 +1,13 @@
-"""Outside the clone (issue 25): the built wheel runs a downloaded chapter notebook, and the sdist has its tests.
+"""Outside the clone: the library installs and runs alone, the built wheels run a downloaded chapter
+notebook, and the sdist has its tests.
 
-The wheel is built from a copy of this tree and installed (``--no-deps``) into a fresh virtual
-environment in a temporary folder; that environment sees the third-party packages of the one running
-these tests through a path file (so nothing is downloaded), but not its ``gtcore``: the kernel imports
-the wheel's. An executed chapter (of the tiny book) is then rerun there with papermill, in a folder
-with no book above it: its claims are checked and recorded, and it says that it is not building a book.
+The wheels (``gtcore`` from ``gtcore/``, the book from the root) are built from a copy of this tree and
+installed (``--no-deps``) into fresh virtual environments in a temporary folder. The library's sees only
+numpy and scipy (linked from the environment running these tests, so nothing is downloaded); the book's
+sees every third-party package of that environment through a path file, but not its editable ``gtcore``
+or ``gtbook``: the kernel imports the wheels'. An executed chapter (of the tiny book) is then rerun there
+with papermill, in a folder with no book above it: its claims are checked and recorded, and it says that it
+is not building a book.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pytest
 from minibook import make_mini_book
 
 ROOT = Path(__file__).resolve().parents[1]
-GTBOOK = [sys.executable, "-m", "gtcore.book"]
+GTBOOK = [sys.executable, "-m", "gtbook"]
 
 
 def _clean_env(**extra):
@@ -58,9 +61,8 @@ def source(tmp_path_factory):
 def wheel_env(source, tmp_path_factory):
     """A fresh venv with the built wheel installed and the running environment's packages visible."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(out), str(source)], check=True, capture_output=True, env=_clean_env())
-    (wheel,) = out.glob("gaussian_transformer_book-*.whl")
+    wheels = [_wheel(source, out, "gaussian_transformer_book"),
+              _wheel(source / "gtcore", out, "gaussian_transformer_core")]
     venv = out / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
@@ -72,13 +74,73 @@ def wheel_env(source, tmp_path_factory):
                          *site.getsitepackages()} if Path(p).is_dir()]
     (purelib / "outer-packages.pth").write_text("\n".join(sorted(outer)) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(purelib),
-                    str(wheel)], check=True, capture_output=True, env=_clean_env())
+                    *map(str, wheels)], check=True, capture_output=True, env=_clean_env())
     return py, purelib
+
+
+def _wheel(project: Path, out: Path, name: str) -> Path:
+    """Build ``project``'s wheel into ``out`` from a copy (pip builds in place: its ``build/`` stays out of
+    the source tree the other tests read)."""
+    copy = out / f"{name}-src"
+    shutil.copytree(project, copy, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(out), str(copy)], check=True, capture_output=True, env=_clean_env())
+    (wheel,) = out.glob(f"{name}-*.whl")
+    return wheel
+
+
+#: what the library alone may load: its own requirements and the standard library
+CORE_REQUIREMENTS = ("numpy", "scipy")
+
+
+def test_the_library_installs_and_runs_with_numpy_and_scipy_only(source, tmp_path):
+    """``pip install ./gtcore``: a wheel that declares numpy and scipy only, and runs eq. (1.1) with them."""
+    import importlib.metadata as md
+
+    wheel = _wheel(source / "gtcore", tmp_path, "gaussian_transformer_core")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    purelib = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    # numpy and scipy only, linked from this environment (their files, their bundled libraries, metadata)
+    for dist in CORE_REQUIREMENTS:
+        for f in md.distribution(dist).files or []:
+            top = f.parts[0]
+            src = Path(md.distribution(dist).locate_file(top))
+            if not (purelib / top).exists() and src.exists() and (top.startswith(dist) or top.endswith(".libs")):
+                (purelib / top).symlink_to(src)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(purelib), str(wheel)],
+                   check=True, capture_output=True, env=_clean_env())
+    requires = subprocess.run([str(py), "-c", "import importlib.metadata as m; "
+                               "print('\\n'.join(m.requires('gaussian-transformer-core')))"],
+                              capture_output=True, text=True, check=True, env=_clean_env()).stdout.splitlines()
+    required = sorted({r.split(";")[0].split(">")[0].split("=")[0].strip() for r in requires if "extra ==" not in r})
+    assert required == list(CORE_REQUIREMENTS), requires
+    code = ("import sys, numpy as np, gtcore\n"
+            "from gtcore import Controls, integrate_moments, blowup_time, classify, sliced_w2\n"
+            "import gtcore.stability, gtcore.reachability, gtcore.stats, gtcore.moments, gtcore.relu\n"
+            "I = np.eye(3)\n"
+            "tr = integrate_moments(np.zeros(3), I, Controls(A=-I, V=0.5 * I, B=I), (0.0, 2.0))\n"
+            "bt = blowup_time(I, Controls(V=I, B=I))\n"
+            "print(tr.status, round(float(bt.t_star), 6), gtcore.__file__)\n"
+            "print(sorted(m.split('.')[0] for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'matplotlib', 'dask', 'pyarrow', 'gtbook', 'tqdm', 'jupyter_book', 'filelock')))\n")
+    proc = subprocess.run([str(py), "-c", code], cwd=tmp_path, capture_output=True, text=True, env=_clean_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = proc.stdout.splitlines()
+    status, t_star, where = first.split()
+    assert status == "completed" and abs(float(t_star) - 0.5) < 1e-4 and where.startswith(str(purelib))
+    assert second == "[]"
+    for absent in ("torch", "matplotlib", "gtbook"):  # not installed there at all
+        probe = subprocess.run([str(py), "-c", f"import {absent}"], cwd=tmp_path, capture_output=True,
+                               env=_clean_env())
+        assert probe.returncode != 0, absent
 
 
 def test_the_wheel_holds_the_registry_and_imports_its_own_gtcore(wheel_env, tmp_path):
     py, purelib = wheel_env
-    code = ("import gtcore, gtcore.book.statements as s; print(gtcore.__file__); print(s.registry_path()); "
+    code = ("import gtcore, gtbook.statements as s; print(gtcore.__file__); print(s.registry_path()); "
             "print(len(s.load_statements()))")
     out = subprocess.run([str(py), "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
                          env=_clean_env()).stdout.split()
@@ -112,7 +174,7 @@ def test_a_downloaded_chapter_notebook_reruns_with_papermill_outside_the_clone(w
 
 def test_claim_from_a_users_own_script_outside_any_book(wheel_env, tmp_path):
     py, _ = wheel_env
-    script = ("from gtcore.book import claim\n"
+    script = ("from gtbook import claim\n"
               "claim('mine', 0.2, lt=0.5, statement='invariance', kind='consistency')\n")
     proc = subprocess.run([str(py), "-c", script], cwd=tmp_path, capture_output=True, text=True, env=_clean_env())
     assert proc.returncode == 0, proc.stderr
@@ -132,7 +194,7 @@ def test_the_sdist_holds_what_its_tests_need(source, tmp_path):
             tar.extractall(tmp_path / "x")
     for needed in ("_config.yml", "_toc.yml", "notebooks/profiles.toml", "notebooks/01_gaussian_invariance.py",
                    "book/intro.md", "book/references.bib", "_static/gtbook.css", "tests/conftest.py",
-                   "tests/minibook.py", "tests/test_book.py", "gtcore/book/statements.toml", "requirements.lock",
+                   "tests/minibook.py", "tests/test_book.py", "gtbook/statements.toml", "requirements.lock",
                    "environment.yml", "CITATION.cff", "Makefile", ".ci/run", ".pre-commit-config.yaml"):
         assert needed in members, f"the sdist lacks {needed}"
     assert not any(m.startswith(("executed/", "_build/")) for m in members)

@@ -1,8 +1,8 @@
-"""Reachability on tokens (gtcore.studies.reachability.steered_tokens)."""
+"""Reachability on tokens (gtbook.studies.reachability.steered_tokens)."""
 
 import numpy as np
 
-from gtcore.studies.reachability.steered_tokens import _TransposedHead, random_steering_draw, steered_tokens
+from gtbook.studies.reachability.steered_tokens import _TransposedHead, random_steering_draw, steered_tokens
 
 
 def test_draws_are_general_and_of_the_given_rank():

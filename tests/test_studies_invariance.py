@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
+from gtbook.studies.fits import loglog_slope
+from gtbook.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
 from gtcore import Controls
 from gtcore.attention import max_sampling_strength
-from gtcore.studies.fits import loglog_slope
-from gtcore.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
 
 
 def test_attention_strength_closed_form():
@@ -50,7 +50,7 @@ def test_error_figure_labels_the_n_values_and_no_minor_ticks():
     import matplotlib
 
     matplotlib.use("Agg")
-    from gtcore.studies.invariance.figures import error_against_n
+    from gtbook.studies.invariance.figures import error_against_n
 
     Ns = [250, 500, 1000, 2000, 4000]
     errors = np.outer(np.array(Ns, float) ** -0.5, np.ones(3))

@@ -1,13 +1,12 @@
-"""gtcore.studies.learning: chapter 9's harness (targets, noise floors, trained runs, slopes, departures)."""
+"""gtbook.studies.learning: chapter 9's harness (targets, noise floors, trained runs, slopes, departures)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gtcore import bures_wasserstein, steer
-from gtcore.studies.learning import harness
-from gtcore.studies.learning.harness import (
+from gtbook.studies.learning import harness
+from gtbook.studies.learning.harness import (
     PairLosses,
     TrainingSettings,
     energy_comparison,
@@ -21,6 +20,7 @@ from gtcore.studies.learning.harness import (
     standard_start,
     thickness_against_n,
 )
+from gtcore import bures_wasserstein, steer
 from gtcore.training import best_rank_approximation, rank_floor
 
 

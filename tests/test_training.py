@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 from scipy.optimize import minimize
 
+from gtbook.checkpoints import TorchFile
 from gtcore import Controls, bures_wasserstein, gaussian_tokens, layer_stack, training
 from gtcore.particles import simulate
 from gtcore.training import (
@@ -232,7 +234,7 @@ def test_checkpoint_resumes_exactly(tmp_path, monkeypatch):
     x, y = _samplers()
     kw = {"layers": 2, "steps": 20, "seed": 1, "checkpoint_every": 5, "progress": False}
     whole = train_transformer(x, y, **kw)
-    path = tmp_path / "run.pt"
+    path = TorchFile(tmp_path / "run.pt")
     real, calls = training.optimal_assignment, {"n": 0}
 
     def failing(*args):
@@ -279,7 +281,47 @@ def test_trainer_validates_its_inputs():
         calls = iter([np.zeros((24, 2)), np.zeros((24, 2)), np.zeros((23, 2))])
         train_transformer(lambda rng: next(calls), np.zeros((24, 2)), steps=3, progress=False)
     with pytest.raises(ValueError, match="checkpoint"):
-        train_transformer(lambda rng: np.zeros((24, 2)), y, checkpoint="unused.pt", progress=False)
+        train_transformer(lambda rng: np.zeros((24, 2)), y, checkpoint=TorchFile("unused.pt"), progress=False)
+    with pytest.raises(TypeError, match=r"load.*save.*TorchFile"):
+        train_transformer(x, y, checkpoint="run.pt", progress=False)
+
+
+class _Marker:
+    """A pickled object that would create a file when unpickled (the attack a checkpoint must not run)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("content", ["code", "truncated", "empty", "text", "list", "wrong_entries", "wrong_shapes"])
+def test_a_checkpoint_that_is_not_the_trainers_is_refused_with_its_path(tmp_path, content):
+    x, y = _samplers()
+    kw = {"layers": 2, "steps": 6, "seed": 1, "checkpoint_every": 3, "progress": False}
+    good = tmp_path / "good.pt"
+    train_transformer(x, y, checkpoint=TorchFile(good), **kw)
+    path, marker = tmp_path / "bad.pt", tmp_path / "marker"
+    if content == "code":
+        torch.save({"key": _Marker(marker)}, path)
+    elif content == "truncated":
+        path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    elif content == "empty":
+        path.write_bytes(b"")
+    elif content == "text":
+        path.write_text("not a checkpoint\n")
+    elif content == "list":
+        torch.save([1, 2, 3], path)
+    elif content == "wrong_entries":
+        torch.save({"key": "x", "step": 1}, path)
+    else:  # the trainer's own state for another width
+        state = torch.load(good, weights_only=True)
+        state["params"] = [torch.zeros(3, 3) for _ in state["params"]]
+        torch.save(state, path)
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        train_transformer(x, y, checkpoint=TorchFile(path), **kw)
+    assert not marker.exists()  # no byte of the file was executed
 
 
 def test_import_gtcore_does_not_import_the_trainer():

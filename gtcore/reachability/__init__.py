@@ -24,7 +24,7 @@ This module makes that constructive:
 
 The controls apply unchanged to N real tokens: :func:`gtcore.particles.simulate` steps exactly to
 their breaks. Chapter 3's harness (rank invariance along the ODE, steered token clouds) is
-:mod:`gtcore.studies.reachability.harness`.
+:mod:`gtbook.studies.reachability.harness`.
 
 Modules: :mod:`~gtcore.reachability.rank` (the invariant), :mod:`~gtcore.reachability.steering`
 (constructive controls) and :mod:`~gtcore.reachability.min_energy` (beyond the paper).

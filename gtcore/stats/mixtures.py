@@ -10,7 +10,7 @@ which is not affine in :math:`x`: mixtures are not an invariant class, and each 
 stops being Gaussian. This module samples mixtures with component labels, evaluates that exact
 attention average (:meth:`gtcore.attention.DotProduct.mixture_average`) and measures statistics
 per label (each against its own noise floor). Following a cloud in time is chapter 2's harness,
-:mod:`gtcore.studies.beyond.harness`.
+:mod:`gtbook.studies.beyond.harness`.
 """
 
 from __future__ import annotations

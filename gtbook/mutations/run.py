@@ -1,0 +1,731 @@
+r"""Running the mutation check: temporary trees, probes, the quick book under a mutation, the unit tests.
+
+One mutation at a time (:func:`run_mutation`):
+
+1. copy the unmutated tree (made once per check, :func:`copy_tree`) and apply the mutation to the copy;
+2. run its probe on both trees (:func:`run_probe`): the mutation must change the value, which shows that
+   the snippet is executed and changes a number;
+3. run the chapters whose ``gtcore`` import closure contains the mutated module (:func:`affected_chapters`),
+   ``jobs`` at a time, each in its own ``gtbook`` worker and kernel (:func:`run_chapters`): first those that
+   import the module other than through the top-level package (:func:`likely_chapters`), fastest first.
+   A chapter stops at its first failing claim (claims raise); the chapter and claim are read back from
+   the failed notebook. When that claim is of kind ``reproduces`` or ``derivation`` the mutation is caught
+   and the other chapters are stopped; otherwise (a consistency check, a control, an exception, a
+   time-out) the remaining chapters still run, so that the record says whether a stronger claim catches
+   it. A chapter whose first failing claim is a consistency check or a control is then run once more with
+   failed claims recorded but not raised (``GTBOOK_CLAIMS_KEEP_GOING``, the *second look*): a
+   ``reproduces`` or ``derivation`` claim further down that chapter that also fails is recorded too
+   (``first=False``). The outcome is the strongest catch (:class:`~gtbook.mutations.results.Outcome`),
+   or *survived*;
+4. run the unit tests that guard the file, ``pytest -x`` on the mapped modules (:func:`run_unit_tests`).
+
+Before the first mutation the unmutated tree runs the same chapters and tests (the *baseline*): every
+chapter must pass and every mapped test module too, or nothing a mutation does could be told apart; the
+baseline's chapter times set each chapter's time-out (:data:`TIMEOUT_FACTOR` times its baseline, plus
+:data:`TIMEOUT_MARGIN_S`). Every subprocess imports ``gtcore`` from its tree (``PYTHONPATH``; the probe
+checks it), with the on-disk cache off (``GTBOOK_NO_CACHE=1``), so no result is served from an unmutated run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gtbook import provenance
+from gtbook.cache import OFF_ENV
+from gtbook.chapters import BookError, discover_chapters, open_book
+from gtbook.claims import KEEP_GOING_ENV, claims_in_notebook
+from gtbook.execute import THREAD_ENVS, _cores, plan
+from gtbook.imports import PACKAGES, _module_imports, _with_parents, chapter_modules, direct_imports, module_path
+from gtbook.mutations.registry import Mutation, load_registry
+from gtbook.mutations.results import Catch, MutationResult, Outcome, Probe, UnitTests
+from gtbook.root import ROOT_ENV
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "TIMEOUT_FACTOR",
+    "TIMEOUT_MARGIN_S",
+    "Baseline",
+    "ChapterRun",
+    "affected_chapters",
+    "check_registry",
+    "copy_tree",
+    "likely_chapters",
+    "mutations_named",
+    "probe_changed",
+    "run_baseline",
+    "run_chapters",
+    "run_check",
+    "run_mutation",
+    "run_probe",
+    "run_unit_tests",
+    "verify",
+]
+
+#: a chapter under a mutation is stopped after this many times its baseline run time ...
+TIMEOUT_FACTOR = 4.0
+#: ... plus this margin (s)
+TIMEOUT_MARGIN_S = 120.0
+#: the time-out (s) of a chapter without a baseline
+DEFAULT_TIMEOUT_S = 1200.0
+#: the unit tests of one mutation are stopped after this long (s)
+TESTS_TIMEOUT_S = 1800.0
+#: what the tree copy leaves out (generated, or not needed to run the book and its tests)
+_IGNORED = (
+    ".git",
+    ".venv",
+    "executed",
+    "_build",
+    ".cache",
+    "__pycache__",
+    "*.egg-info",
+    ".pytest_cache",
+    ".hypothesis",
+    "benchmarks",
+)
+_MARK = "GTBOOK-PROBE:"
+
+
+def _log_default(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------ trees
+def copy_tree(root: Path, dest: Path) -> Path:
+    """Copy the book tree at ``root`` (sources, chapters, tests; not ``executed/``, ``.venv``, ``.git``) to ``dest``."""
+    shutil.copytree(root, dest, ignore=shutil.ignore_patterns(*_IGNORED), symlinks=True)
+    return dest
+
+
+def _env(tree: Path, threads: int | None = 1, keep_going: bool = False) -> dict[str, str]:
+    """The environment of a subprocess that must import ``gtcore`` from ``tree``."""
+    env = {k: v for k, v in os.environ.items() if k not in (ROOT_ENV, KEEP_GOING_ENV)}
+    if keep_going:
+        env[KEEP_GOING_ENV] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(tree)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env[OFF_ENV] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if threads is not None:
+        env.update({k: str(threads) for k in THREAD_ENVS})
+    return env
+
+
+def affected_chapters(tree: Path, module: str) -> list[str]:
+    """The chapters of the book at ``tree`` that can run ``module`` (their static import closure holds it)."""
+    chapters = discover_chapters(open_book(tree)).items()
+    return [name for name, chap in chapters if module in chapter_modules(chap.source, tree)]
+
+
+def _closure_past_the_top(source: str, tree: Path) -> set[str]:
+    """The modules a chapter reaches without going through the top-level ``gtcore/__init__``, whose
+    type-checking imports put nearly every module in every chapter's (over-approximated) closure."""
+    roots = {name: Path(tree) / name for name in PACKAGES}
+    key = tuple(sorted((k, str(v)) for k, v in roots.items()))
+    seen: set[str] = set()
+    todo = [m for name in direct_imports(source, roots) for m in _with_parents(name)]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = module_path(name, roots)
+        if path is None or name in PACKAGES:
+            continue
+        deps = _module_imports(str(path), path.stat().st_mtime_ns, key, name, path.name == "__init__.py")
+        todo.extend(m for dep in deps for m in _with_parents(dep) if m not in seen)
+    return seen
+
+
+def likely_chapters(tree: Path, module: str) -> list[str]:
+    """The chapters that import ``module`` other than through the top-level package: run first."""
+    return [
+        name
+        for name, chap in discover_chapters(open_book(tree)).items()
+        if module in _closure_past_the_top(chap.source, tree)
+    ]
+
+
+# ------------------------------------------------------------------------------------ probes
+PRELUDE = """
+import json
+import numpy as np
+import gtcore
+from gtcore import Controls
+rng = np.random.default_rng(20260607)
+d = 3
+A = 0.3 * rng.standard_normal((d, d))
+b = rng.standard_normal(d)
+V = 0.4 * rng.standard_normal((d, d))
+B = 0.4 * rng.standard_normal((d, d))
+mu = rng.standard_normal(d)
+_L = rng.standard_normal((d, d))
+Sigma = _L @ _L.T / d + 0.5 * np.eye(d)
+Q = 0.5 * rng.standard_normal((d, d))
+K = np.eye(d) + 0.2 * rng.standard_normal((d, d))
+x = rng.standard_normal((64, d)) @ np.linalg.cholesky(Sigma).T + mu
+J = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+general = Controls(A=A, b=b, V=V, B=B)
+
+
+def _encode(v):
+    if isinstance(v, str):
+        return {"text": v}
+    return {"numbers": np.asarray(v, dtype=float).ravel()[:4096].tolist()}
+"""
+
+
+def run_probe(tree: Path, code: str, timeout: float = 600.0) -> dict[str, Any]:
+    r"""Run a mutation's probe against the ``gtcore`` of ``tree``: ``{"numbers": [...]}``, ``{"text": ...}``
+    or ``{"error": ...}``, with ``"gtcore"`` the package file it imported.
+
+    The probe runs after ``PRELUDE`` (a seeded general layer in :math:`d = 3`) and must set ``value``.
+    """
+    body = textwrap.indent(textwrap.dedent(code).strip("\n"), "    ")
+    script = (
+        PRELUDE + "\ntry:\n" + body + "\n    _out = _encode(value)\n"
+        "except Exception as _exc:  # the mutated code may raise: that is a change too\n"
+        "    _out = {'error': f'{type(_exc).__name__}: {_exc}'[:300]}\n"
+        f"_out['gtcore'] = gtcore.__file__\nprint({_MARK!r} + json.dumps(_out))\n"
+    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", script], cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"the probe did not finish in {timeout:.0f} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith(_MARK):
+            out = json.loads(line[len(_MARK) :])
+            where = Path(out.pop("gtcore", "")).resolve()
+            if not str(where).startswith(str(Path(tree).resolve())):
+                raise BookError(
+                    f"the probe imported gtcore from {where}, not from the tree {tree}: "
+                    "PYTHONPATH does not win over the installed package"
+                )
+            return out
+    return {"error": f"the probe crashed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}"}
+
+
+#: errors of a mutation that no longer fits its code (a name the edited function does not have): a probe
+#: that raises one of these is a broken registry entry, not a changed number
+BROKEN_MUTATION_ERRORS = ("NameError", "UnboundLocalError", "AttributeError", "ImportError")
+
+
+def probe_changed(original: dict[str, Any], mutated: dict[str, Any], rtol: float = 1e-9) -> bool:
+    """Whether the mutated probe differs from the original (beyond ``rtol`` relative round-off).
+
+    A mutated probe that raises a ``BROKEN_MUTATION_ERRORS`` error does not count as a change: the
+    replacement names something its code does not define (caught by any chapter as a crash, it would
+    model no error of the equations).
+    """
+    if "error" in mutated and "error" not in original and str(mutated["error"]).startswith(BROKEN_MUTATION_ERRORS):
+        return False
+    if set(original) != set(mutated):
+        return True
+    if "numbers" in original:
+        a, b = original["numbers"], mutated["numbers"]
+        if len(a) != len(b):
+            return True
+        for x, y in zip(a, b, strict=False):
+            if x != x or y != y:  # NaN
+                if (x != x) != (y != y):
+                    return True
+            elif abs(x - y) > rtol * max(1.0, abs(x), abs(y)):
+                return True
+        return False
+    return original != mutated
+
+
+# ------------------------------------------------------------------------------- unit tests
+def run_unit_tests(tree: Path, modules: list[str], timeout: float = TESTS_TIMEOUT_S) -> UnitTests:
+    """``pytest -x`` on ``modules`` in ``tree``: caught when a test fails, None when pytest could not run them."""
+    start = time.perf_counter()
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *modules]
+    try:
+        proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return UnitTests(list(modules), None, f"timed out after {timeout:.0f} s", time.perf_counter() - start)
+    lines = proc.stdout.replace(str(Path(tree).resolve()), "<tree>").replace(str(tree), "<tree>").strip().splitlines()
+    last = lines[-1] if lines else proc.stderr.strip()[-200:]
+    seconds = round(time.perf_counter() - start, 1)
+    if proc.returncode == 0:
+        return UnitTests(list(modules), False, last, seconds)
+    if proc.returncode == 1:
+        failed = next((line for line in lines if line.startswith(("FAILED ", "ERROR "))), last)
+        return UnitTests(list(modules), True, failed[:300], seconds)
+    return UnitTests(list(modules), None, f"pytest exit {proc.returncode}: {last}"[:300], seconds)
+
+
+# --------------------------------------------------------------------------------- chapters
+@dataclass
+class ChapterRun:
+    """One chapter's run in a tree: passed, or the ``Catch`` that stopped it; ``stopped`` when it was
+    ended early because another chapter had already caught the mutation."""
+
+    name: str
+    passed: bool
+    seconds: float
+    catch: Catch | None = None
+    stopped: bool = False
+    failures: list[Catch] | None = None
+
+
+def _failed_claims(tree: Path, name: str) -> list[Catch]:
+    """Every failing claim recorded by the last run of ``name`` (its failed notebook, else its executed one)."""
+    import nbformat
+
+    for path in (Path(tree) / "executed" / "failed" / f"{name}.ipynb", Path(tree) / "executed" / f"{name}.ipynb"):
+        if path.exists():
+            return [
+                Catch(
+                    chapter=name,
+                    outcome=Outcome(rec.get("kind", "consistency")),
+                    claim=rec.get("name"),
+                    statement=rec.get("statement"),
+                    value=rec.get("value"),
+                    threshold=rec.get("threshold"),
+                )
+                for rec in claims_in_notebook(nbformat.read(path, as_version=4))
+                if not rec.get("passed")
+            ]
+    return []
+
+
+def _catch_of(tree: Path, name: str, error: str) -> Catch:
+    """The first failing claim of the failed notebook of ``name``, or the exception ``error`` describes."""
+    failed = _failed_claims(tree, name)
+    if failed:
+        return failed[0]
+    first = error.strip().splitlines()[0] if error.strip() else "the worker died"
+    first = first.replace(str(Path(tree).resolve()), "<tree>").replace(str(tree), "<tree>")
+    return Catch(chapter=name, outcome=Outcome.EXCEPTION, error=first.split(" failed ", 1)[-1][:300])
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """Stop a worker: SIGINT (it shuts its kernel down), then SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_chapters(
+    tree: Path,
+    names: list[str],
+    *,
+    profile: str = "quick",
+    jobs: int = 1,
+    timeouts: dict[str, float] | None = None,
+    stop: Callable[[ChapterRun], bool] | None = None,
+    keep_going: bool = False,
+    log: Callable[[str], None] = _log_default,
+) -> tuple[list[ChapterRun], list[str]]:
+    """Run the chapters ``names`` of the book at ``tree`` (in that order, ``jobs`` at a time) with its ``gtcore``.
+
+    Each chapter runs in a ``gtbook`` worker process (its own kernel, with the threads of
+    :func:`~gtbook.execute.kernel_threads`). When
+    ``stop(run)`` is true for a finished chapter, the running ones are ended and the rest not started.
+    With ``keep_going`` a failed claim does not stop its chapter (every failing claim is in
+    ``ChapterRun.failures``). Returns the runs (completed, failed, timed out or stopped) and the names
+    never started.
+    """
+    if not names:
+        return [], []
+    bk = open_book(tree)
+    jobs = max(1, min(jobs, len(names)))
+    # the jobs' keys hold the threads their kernels get (execute.kernel_threads): a worker given another
+    # count would refuse to publish, its key "changed while it ran"
+    todo = {j.chapter.name: j for j in plan(bk, profile, names, [], jobs=jobs)}
+    bk.running.mkdir(parents=True, exist_ok=True)
+    pending, runs = list(names), []
+    active: dict[str, Any] = {}
+    halt = False
+    timeouts = timeouts or {}
+    try:
+        while pending or active:
+            while pending and len(active) < jobs and not halt:
+                name = pending.pop(0)
+                job = todo[name]
+                spec = Path(tempfile.mkstemp(prefix=f"{name}.", suffix=".job.json", dir=bk.running)[1])
+                spec.write_text(
+                    json.dumps(
+                        {
+                            "root": str(bk.root),
+                            "chapter": name,
+                            "profile": job.profile,
+                            "injected": job.injected,
+                            "overrides": job.overrides,
+                            "components": job.components,
+                            "threads": job.threads,
+                        }
+                    )
+                )
+                with open(spec.with_suffix(".log"), "w") as fh:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "gtbook", "_worker", str(spec)],
+                        cwd=tree,
+                        env=_env(tree, threads=None, keep_going=keep_going),
+                        stdout=fh,
+                        stderr=subprocess.STDOUT,
+                    )
+                active[name] = (proc, spec, time.monotonic())
+            time.sleep(0.5)
+            for name, (proc, spec, t0) in list(active.items()):
+                elapsed = time.monotonic() - t0
+                limit = timeouts.get(name, DEFAULT_TIMEOUT_S)
+                if proc.poll() is None and elapsed <= limit:
+                    continue
+                del active[name]
+                if proc.poll() is None:
+                    _end(proc)
+                    run = ChapterRun(
+                        name,
+                        False,
+                        elapsed,
+                        Catch(chapter=name, outcome=Outcome.TIMEOUT, error=f"still running after {limit:.0f} s"),
+                    )
+                else:
+                    res_path = spec.with_suffix(".result.json")
+                    result = json.loads(res_path.read_text()) if res_path.exists() else None
+                    failures = _failed_claims(tree, name)
+                    if result and result.get("ok") and not failures:
+                        run = ChapterRun(name, True, elapsed, failures=[])
+                    elif result and result.get("ok"):  # keep_going: it ran to the end, with failed claims
+                        run = ChapterRun(name, False, elapsed, failures[0], failures=failures)
+                    else:
+                        log_text = spec.with_suffix(".log").read_text() if spec.with_suffix(".log").exists() else ""
+                        error = (
+                            result["error"]
+                            if result
+                            else f"the worker died (exit {proc.returncode}): {log_text[-300:]}"
+                        )
+                        run = ChapterRun(name, False, elapsed, _catch_of(tree, name, error), failures=failures)
+                for p in (spec, spec.with_suffix(".result.json"), spec.with_suffix(".log")):
+                    p.unlink(missing_ok=True)
+                runs.append(run)
+                log(
+                    f"    {name}: "
+                    + ("passed" if run.passed or run.catch is None
+                       else f"{run.catch.outcome.value} ({run.catch.describe()})")
+                    + f", {elapsed:.0f} s"
+                )
+                if stop is not None and stop(run):
+                    halt = True
+            if halt and active:
+                for name, (proc, spec, t0) in list(active.items()):
+                    _end(proc)
+                    runs.append(ChapterRun(name, False, time.monotonic() - t0, stopped=True))
+                    for p in (spec, spec.with_suffix(".result.json"), spec.with_suffix(".log")):
+                        p.unlink(missing_ok=True)
+                active.clear()
+            if halt:
+                break
+    except BaseException:
+        for proc, _, _ in active.values():
+            _end(proc)
+        raise
+    return runs, pending
+
+
+# --------------------------------------------------------------------------------- baseline
+@dataclass
+class Baseline:
+    """The unmutated tree's run: chapter times (s), and the test modules that passed."""
+
+    times: dict[str, float]
+    tests: list[str]
+
+    def timeout(self, chapter: str) -> float:
+        t = self.times.get(chapter)
+        return DEFAULT_TIMEOUT_S if t is None else TIMEOUT_FACTOR * t + TIMEOUT_MARGIN_S
+
+    def order(self, chapters: list[str], first: Sequence[str] = ()) -> list[str]:
+        """Those in ``first`` first, then the others; fastest first within each (the book's order without
+        baseline times)."""
+        return sorted(chapters, key=lambda c: (c not in first, self.times.get(c, float("inf")), chapters.index(c)))
+
+
+def run_baseline(
+    tree: Path,
+    chapters: list[str],
+    tests: list[str],
+    *,
+    profile: str = "quick",
+    jobs: int = 1,
+    log: Callable[[str], None] = _log_default,
+) -> Baseline:
+    """Run ``chapters`` and ``tests`` on the unmutated ``tree``; raises BookError unless all pass."""
+    log(f"baseline: {len(chapters)} chapter(s) and {len(tests)} test module(s) on the unmutated tree")
+    runs, _ = run_chapters(tree, chapters, profile=profile, jobs=jobs, log=log)
+    bad = [r for r in runs if not r.passed]
+    if bad:
+        raise BookError(
+            "the unmutated book fails, so no mutation can be measured: "
+            + "; ".join(r.catch.describe() if r.catch else r.name for r in bad)
+        )
+    if tests:
+        ut = run_unit_tests(tree, tests)
+        if ut.caught is not False:
+            raise BookError(f"the unit tests fail on the unmutated tree ({ut.detail}); fix them first")
+        log(f"    unit tests: passed, {ut.seconds:.0f} s")
+    return Baseline({r.name: r.seconds for r in runs}, list(tests))
+
+
+# --------------------------------------------------------------------------------- mutations
+def check_registry(root: Path, mutations: list[Mutation]) -> dict[str, list[str]]:
+    """Static problems of each mutation against the tree at ``root`` (snippet count, compiling, test modules)."""
+    return {m.name: m.check(root) for m in mutations}
+
+
+def run_mutation(
+    m: Mutation,
+    pristine: Path,
+    workdir: Path,
+    baseline: Baseline,
+    *,
+    profile: str = "quick",
+    jobs: int = 1,
+    chapters: list[str] | None = None,
+    unit_tests: bool = True,
+    original_probe: dict[str, Any] | None = None,
+    commit: str = "",
+    log: Callable[[str], None] = _log_default,
+) -> MutationResult:
+    """Apply ``m`` to a copy of ``pristine`` and measure what catches it (see the module docstring)."""
+    start = time.perf_counter()
+    tree = workdir / m.name
+    shutil.rmtree(tree, ignore_errors=True)
+    copy_tree(pristine, tree)
+    try:
+        m.apply(tree)
+        before = original_probe if original_probe is not None else run_probe(pristine, m.probe)
+        after = run_probe(tree, m.probe)
+        probe = Probe(before, after, probe_changed(before, after))
+        log(f"  probe: {'changed' if probe.changed else 'UNCHANGED'}")
+        names = affected_chapters(tree, m.module)
+        if chapters is not None:
+            names = [c for c in names if c in chapters]
+        names = baseline.order(names, likely_chapters(tree, m.module))
+        runs, never = run_chapters(
+            tree,
+            names,
+            profile=profile,
+            jobs=jobs,
+            timeouts={c: baseline.timeout(c) for c in names},
+            stop=lambda r: r.catch is not None and r.catch.outcome.decisive,
+            log=log,
+        )
+        catches = [r.catch for r in runs if r.catch is not None]
+        weak = [
+            r.name
+            for r in runs
+            if r.catch is not None
+            and r.catch.claim is not None
+            and r.catch.outcome in (Outcome.CONSISTENCY, Outcome.CONTROL)
+        ]
+        if weak and not any(c.outcome.decisive for c in catches):
+            log(f"  second look (failed claims do not stop the chapter): {', '.join(weak)}")
+            again, _ = run_chapters(
+                tree,
+                weak,
+                profile=profile,
+                jobs=jobs,
+                timeouts={c: baseline.timeout(c) for c in weak},
+                stop=lambda r: any(f.outcome.decisive for f in r.failures or []),
+                keep_going=True,
+                log=log,
+            )
+            for r in again:
+                first = next((c for c in catches if c.chapter == r.name), None)
+                for f in r.failures or []:
+                    if first is None or f.claim != first.claim:
+                        f.first = False
+                        catches.append(f)
+        best = min(catches, key=lambda c: (c.outcome.strength, not c.first)) if catches else None
+        ut = run_unit_tests(tree, list(m.tests)) if unit_tests else None
+        if ut is not None:
+            log(
+                f"  unit tests: {'caught' if ut.caught else 'not caught' if ut.caught is False else 'not run'} "
+                f"({ut.detail}), {ut.seconds:.0f} s"
+            )
+        return MutationResult(
+            name=m.name,
+            file=m.file,
+            models=m.models,
+            area=m.area,
+            outcome=best.outcome if best else Outcome.SURVIVED,
+            caught_by=best,
+            catches=catches,
+            chapters=[r.name for r in runs if not r.stopped],
+            skipped=[r.name for r in runs if r.stopped] + list(never),
+            unit_tests=ut,
+            probe=probe,
+            seconds=round(time.perf_counter() - start, 1),
+            date=provenance.now_utc(),
+            commit=commit,
+            profile=profile,
+        )
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+
+
+def mutations_named(names: list[str] | None) -> list[Mutation]:
+    """The registry's mutations (all, or those ``names`` lists, in registry order); BookError for an unknown name."""
+    registry = load_registry()
+    if not names:
+        return list(registry.values())
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise BookError(f"unknown mutation(s) {', '.join(unknown)}; registered: {', '.join(registry)}")
+    return [m for n, m in registry.items() if n in names]
+
+
+def _commit(root: Path) -> str:
+    git = provenance.git_state(root) or {}
+    if not git.get("commit"):
+        return ""
+    return git["commit"][:10] + (" (uncommitted changes)" if git.get("dirty") else "")
+
+
+def verify(
+    root: Path, names: list[str] | None = None, *, log: Callable[[str], None] = _log_default
+) -> dict[str, list[str]]:
+    """The static checks and the probe of each mutation (no chapter runs): ``{name: problems}``.
+
+    A mutation has a problem when its snippet does not occur exactly once, the mutated file does not
+    compile, a test module is missing, the probe fails on the original code, or the probe's value does
+    not change under the mutation.
+    """
+    root = Path(root)
+    mutations = mutations_named(names)
+    problems = check_registry(root, mutations)
+    with tempfile.TemporaryDirectory(prefix="gtbook-mutations-") as tmp:
+        pristine = copy_tree(root, Path(tmp) / "pristine")
+        for m in mutations:
+            if problems[m.name]:
+                continue
+            before = run_probe(pristine, m.probe)
+            if "error" in before:
+                problems[m.name].append(f"the probe fails on the original code: {before['error']}")
+                continue
+            tree = copy_tree(pristine, Path(tmp) / m.name)
+            m.apply(tree)
+            after = run_probe(tree, m.probe)
+            shutil.rmtree(tree, ignore_errors=True)
+            if not probe_changed(before, after):
+                problems[m.name].append("the probe's value does not change under the mutation")
+            log(f"{m.name}: " + ("; ".join(problems[m.name]) or "applies once, compiles, changes the probe"))
+    return problems
+
+
+def run_check(
+    root: Path,
+    names: list[str] | None = None,
+    *,
+    profile: str = "quick",
+    jobs: int = 1,
+    chapters: list[str] | None = None,
+    unit_tests: bool = True,
+    baseline: bool = True,
+    keep: bool = False,
+    log: Callable[[str], None] = _log_default,
+) -> tuple[dict[str, Any], list[MutationResult]]:
+    """Run the mutation check on the book at ``root``: ``(run, results)`` (see the module docstring).
+
+    Parameters
+    ----------
+    root : the book's folder (it is copied; nothing in it is changed)
+    names : the mutations to run (default: the whole registry)
+    profile : the chapters' profile (``"quick"``)
+    jobs : chapters run at once
+    chapters : restrict the chapters run (default: every chapter that imports the mutated module)
+    unit_tests : also run the unit tests that guard each mutated file
+    baseline : first run the same chapters and tests on the unmutated tree (they must pass; their times
+        set the chapters' time-outs)
+    keep : keep the temporary folder (its path is logged)
+
+    Raises
+    ------
+    BookError
+        An unknown mutation or chapter, a mutation that does not apply (see :func:`verify`), or a baseline
+        that fails.
+    """
+    root = Path(root)
+    mutations = mutations_named(names)
+    all_chapters = list(discover_chapters(open_book(root)))
+    if chapters is not None:
+        bad = [c for c in chapters if c not in all_chapters]
+        if bad:
+            raise BookError(f"unknown chapter(s) {', '.join(bad)}; chapters: {', '.join(all_chapters)}")
+    problems = {k: v for k, v in check_registry(root, mutations).items() if v}
+    if problems:
+        raise BookError("mutations that do not apply: " + "; ".join(p for v in problems.values() for p in v))
+    start = time.perf_counter()
+    commit = _commit(root)  # the tree that is copied now is the one measured
+    tmp = Path(tempfile.mkdtemp(prefix="gtbook-mutations-"))
+    if keep:
+        log(f"temporary trees in {tmp}")
+    results = []
+    try:
+        pristine = copy_tree(root, tmp / "pristine")
+        needed = sorted(
+            {c for m in mutations for c in affected_chapters(pristine, m.module) if chapters is None or c in chapters},
+            key=all_chapters.index,
+        )
+        tests = sorted({t for m in mutations for t in m.tests}) if unit_tests else []
+        base = (
+            run_baseline(pristine, needed, tests, profile=profile, jobs=jobs, log=log) if baseline else Baseline({}, [])
+        )
+        for k, m in enumerate(mutations, 1):
+            log(f"[{k}/{len(mutations)}] {m.name} ({m.file})")
+            results.append(
+                run_mutation(
+                    m,
+                    pristine,
+                    tmp,
+                    base,
+                    profile=profile,
+                    jobs=jobs,
+                    chapters=chapters,
+                    unit_tests=unit_tests,
+                    commit=commit,
+                    log=log,
+                )
+            )
+            r = results[-1]
+            log(
+                f"  -> {r.outcome.value}"
+                + (f" by {r.caught_by.describe()}" if r.caught_by else "")
+                + f" ({r.seconds:.0f} s)"
+            )
+    finally:
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    run = {
+        "date": provenance.now_utc(),
+        "commit": commit,
+        "profile": profile,
+        "jobs": jobs,
+        "mutations": [m.name for m in mutations],
+        "chapters": chapters,
+        "unit_tests": unit_tests,
+        "baseline_s": {k: round(v, 1) for k, v in base.times.items()},
+        "wall_s": round(time.perf_counter() - start, 1),
+        "cores": _cores(),
+    }
+    return run, results

@@ -1,9 +1,0 @@
-r"""Chapter 9 (reachability seen from learning): a Transformer trained by gradient descent to Gaussian targets.
-
-* :mod:`~gtcore.studies.learning.harness`: seeded targets, cached trained runs on fresh test pairs, the
-  noise floors of N tokens, the slack over the rank floor and its slope in N, the energy comparison with
-  chapter 3's controls;
-* :mod:`~gtcore.studies.learning.figures`: the chapter's figures, taking those results.
-
-The trainer itself is core numerics: :mod:`gtcore.training`.
-"""
