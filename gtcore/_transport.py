@@ -14,7 +14,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from gtcore._linalg import empirical_moments, psd_project
-from gtcore._validation import check_covariance, check_moments, check_tokens
+from gtcore._validation import check_covariance, check_integer, check_moments, check_tokens
 
 __all__ = ["best_rank_approximation", "empirical_rank_floor", "optimal_assignment", "rank_floor", "w2_squared"]
 
@@ -90,8 +90,7 @@ def rank_floor(Sigma: Any, r: int) -> float:
     """
     S = check_covariance(Sigma, "Sigma")
     d = S.shape[0]
-    if isinstance(r, bool) or int(r) != r or not 0 <= r <= d:
-        raise ValueError(f"r must be an integer in [0, {d}], got {r!r}")
+    r = check_integer(r, "r", 0, d)
     w = np.clip(np.linalg.eigvalsh(S), 0.0, None)  # ascending
     return float(np.sum(w[: d - int(r)]))
 
@@ -125,8 +124,7 @@ def best_rank_approximation(mu: Any, Sigma: Any, r: int) -> tuple[np.ndarray, np
     """
     m, S = check_moments(mu, Sigma, "mu", "Sigma")
     d = m.shape[0]
-    if isinstance(r, bool) or int(r) != r or not 0 <= r <= d:
-        raise ValueError(f"r must be an integer in [0, {d}], got {r!r}")
+    r = check_integer(r, "r", 0, d)
     w, U = np.linalg.eigh(S)
     top = U[:, d - int(r):]
     Sr = (top * np.clip(w[d - int(r):], 0.0, None)) @ top.T

@@ -134,10 +134,31 @@ def check_positive(x: float, name: str) -> float:
     return val
 
 
+def check_nonnegative(x: Any, name: str) -> float:
+    """A finite scalar >= 0 (not a bool)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a finite number >= 0, got {show(x)}")
+    if not (np.isfinite(x) and x >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {show(x)}")
+    return float(x)
+
+
 def check_count(value: Any, name: str, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (a Python or NumPy integer, not a bool, not a float)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {show(value)}")
+    return int(value)
+
+
+def check_integer(value: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer in ``[minimum, maximum]``: a Python or NumPy integer, or a float with an integer value (not a
+    bool, not NaN or inf, not a string)."""
+    bounds = (f" >= {minimum}" if maximum is None else f" in [{minimum}, {maximum}]") if minimum is not None \
+        else (f" <= {maximum}" if maximum is not None else "")
+    ok = (not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, np.integer, float, np.floating))
+          and bool(np.isfinite(value)) and int(value) == value)
+    if not ok or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be an integer{bounds}, got {show(value)}")
     return int(value)
 
 
@@ -147,3 +168,33 @@ def check_span(t_span: Any, name: str = "t_span") -> tuple[float, float]:
     if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
         raise ValueError(f"{name} must be (t0, t1) with finite t1 > t0, got {show(t_span)}")
     return float(span[0]), float(span[1])
+
+
+def check_seed(seed: Any, name: str = "seed") -> int | list[int]:
+    """A seed for ``numpy.random.default_rng``: a non-negative integer, or a non-empty sequence of them.
+
+    Raises ``ValueError`` naming ``name`` (numpy's own message, "expected non-negative integer", does not).
+    """
+    if isinstance(seed, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a non-negative integer, got {show(seed)}")
+    if isinstance(seed, (int, np.integer)):
+        if seed < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {show(seed)}")
+        return int(seed)
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        arr = np.asarray(seed)
+        if (arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu"
+                or any(isinstance(s, (bool, np.bool_)) for s in arr.tolist()) or np.any(arr < 0)):
+            raise ValueError(f"{name} must be a non-negative integer or a sequence of them, got {show(seed)}")
+        return [int(s) for s in arr]
+    raise ValueError(f"{name} must be a non-negative integer, got {show(seed)}")
+
+
+def as_generator(seed: Any, name: str = "seed") -> np.random.Generator:
+    """``seed`` as a numpy Generator: a Generator itself, None (fresh entropy), a SeedSequence or BitGenerator,
+    or what :func:`check_seed` accepts; else ``ValueError`` naming ``name``."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, (np.random.SeedSequence, np.random.BitGenerator)):
+        return np.random.default_rng(seed)
+    return np.random.default_rng(check_seed(seed, name))

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from gtcore._validation import as_float_array, check_nonnegative, show
 from gtcore.attention import DotProduct, attention_of
 from gtcore.controls import Controls
 
@@ -267,7 +268,10 @@ def particle_radius_bound(controls: Controls, R0: float, t: Any) -> np.ndarray:
     """
     if not isinstance(controls, Controls):
         raise ValueError("controls must be time-invariant Controls")
-    t = np.atleast_1d(np.asarray(t, dtype=float))
+    R0 = check_nonnegative(R0, "R0")
+    t = np.atleast_1d(as_float_array(t, "t"))
+    if not np.all(np.isfinite(t) & (t >= 0)):
+        raise ValueError(f"t must hold finite times >= 0, got {show(t)}")
     L = np.linalg.norm(controls.affine_A, 2) + sum(np.linalg.norm(V, 2) for V in controls.V)
     b = float(np.linalg.norm(controls.affine_b)) if controls.affine_b is not None else 0.0
     if L == 0:

@@ -51,7 +51,7 @@ import numpy as np
 from scipy.linalg import solve_continuous_lyapunov
 from scipy.stats import norm
 
-from gtcore._validation import check_moments, check_tokens
+from gtcore._validation import as_generator, check_integer, check_moments, check_tokens
 from gtcore.controls import Controls
 from gtcore.stats.gaussianity import bures_wasserstein
 
@@ -172,13 +172,12 @@ def relu_departure_rate_spread(controls: Any, n: int, repeats: int, *, mu: Any =
     layers = [controls] if single else list(controls)
     parts = [_feedforward(c) for c in layers]
     d = parts[0][0].shape[1]
-    mu = np.zeros(d) if mu is None else np.asarray(mu, float)
-    Sigma = np.eye(d) if Sigma is None else np.asarray(Sigma, float)
+    mu = np.zeros(d) if mu is None else mu
+    Sigma = np.eye(d) if Sigma is None else Sigma
     mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
     for name, val, low in (("n", n, 2), ("repeats", repeats, 1), ("chunk", chunk, 1)):
-        if isinstance(val, bool) or int(val) != val or val < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {val!r}")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        check_integer(val, name, low)
+    rng = as_generator(seed)
     L = np.linalg.cholesky(Sigma)
     out = np.empty((len(layers), int(repeats)))
     done = 0

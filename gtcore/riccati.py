@@ -57,7 +57,7 @@ from scipy.optimize import brentq, minimize_scalar
 
 from gtcore._linalg import psd_sqrt
 from gtcore._repr import short_repr
-from gtcore._validation import as_float_array, check_covariance, check_matrix, check_positive
+from gtcore._validation import as_float_array, check_count, check_covariance, check_matrix, check_positive
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.moments.ode import _moment_rhs
@@ -691,6 +691,8 @@ def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n
         ``A`` is not Hurwitz (:math:`Y_\infty` does not exist), or bad shapes, naming the argument.
     """
     A, B, S0 = _hurwitz_gain_inputs(A, B, Sigma0)
+    n_grid = check_count(n_grid, "n_grid")
+    t_max = None if t_max is None else check_positive(t_max, "t_max")
     Q = B + B.T
     ker = _RiccatiKernel(A, Q, S0)
     lam = lambda Y: 1.0 - ker.g_of(Y)  # noqa: E731  (lambda_max(K Y K))

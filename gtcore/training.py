@@ -75,6 +75,7 @@ from gtcore._transport import (
 from gtcore._validation import (
     check_count,
     check_moments,
+    check_nonnegative,
     check_positive,
     check_tokens,
 )
@@ -166,7 +167,7 @@ def piecewise(controls: tuple[Controls, ...], T: float) -> PiecewiseControls:
     PiecewiseControls
         Layer :math:`l` on :math:`[lh, (l+1)h)`.
     """
-    return PiecewiseControls(np.linspace(0.0, float(T), len(controls) + 1), list(controls))
+    return PiecewiseControls(np.linspace(0.0, check_positive(T, "T"), len(controls) + 1), list(controls))
 
 
 def apply_transformer(x0: Any, controls: tuple[Controls, ...], h: float) -> np.ndarray:
@@ -488,10 +489,12 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
     lr = check_positive(lr, "lr")
     final_lr = check_positive(final_lr, "final_lr")
     blowup_norm = check_positive(blowup_norm, "blowup_norm")
-    if not init_scale >= 0:
-        raise ValueError(f"init_scale must be >= 0, got {init_scale!r}")
-    if isinstance(seed, bool) or int(seed) != seed:
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+    init_scale = check_nonnegative(init_scale, "init_scale")
+    if isinstance(seed, (float, np.floating)) and math.isfinite(seed) and seed == int(seed):
+        seed = int(seed)  # an integral float, as before
+    seed = check_count(seed, "seed", minimum=0)
+    if target_moments is not None and (not isinstance(target_moments, (tuple, list)) or len(target_moments) != 2):
+        raise ValueError(f"target_moments must be a pair (mu1, Sigma1), got {type(target_moments).__name__}")
     rng = np.random.default_rng(int(seed))
     probe_x = check_tokens(draw_x(np.random.default_rng(int(seed))), "x0", min_n=2)
     probe_y = check_tokens(draw_y(np.random.default_rng(int(seed))), "target", min_n=2)

@@ -104,8 +104,12 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls],
     Sigmas = np.broadcast_to(as_float_array(Sigma0, "Sigma0"), (n, d, d)).copy()
     for k in range(n):
         check_moments(mus[k], Sigmas[k], "mu0", "Sigma0")
-    limit = np.broadcast_to(as_float_array(blowup_norm, "blowup_norm"), (n,))
-    if np.any(limit <= 0) or np.any(np.linalg.norm(Sigmas, axis=(1, 2)) >= limit):
+    try:
+        limit = np.broadcast_to(as_float_array(blowup_norm, "blowup_norm"), (n,))
+    except ValueError as exc:
+        raise ValueError(f"blowup_norm must be a number or one per lane ({n}), got shape "
+                         f"{np.shape(blowup_norm)}") from exc
+    if not np.all(limit > 0) or np.any(np.linalg.norm(Sigmas, axis=(1, 2)) >= limit):
         raise ValueError("blowup_norm must be positive and exceed the norm of every Sigma0")
     heads = max(c.heads for c in ctls)
     A = np.stack([c.affine_A for c in ctls])

@@ -141,15 +141,19 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
     span = as_float_array(t_span, "t_span")
     if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
         raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {t_span!r}")
-    if not 0 < rtol < 1:
+    if isinstance(rtol, (bool, np.bool_)) or not isinstance(rtol, (int, float, np.integer, np.floating)) \
+            or not 0 < rtol < 1:
         raise ValueError(f"rtol must lie in (0, 1), got {rtol!r}")
     if max_nfev is not None and (isinstance(max_nfev, bool) or not isinstance(max_nfev, (int, np.integer))
                                  or max_nfev < 1):
         raise ValueError(f"max_nfev must be a positive integer or None, got {max_nfev!r}")
     n, m = y.shape
-    atol_all = np.broadcast_to(as_float_array(atol, "atol"), (n,)).astype(float)
-    if np.any(atol_all < 0) or not np.all(np.isfinite(atol_all)):
-        raise ValueError("atol must be finite and non-negative")
+    try:
+        atol_all = np.broadcast_to(as_float_array(atol, "atol"), (n,)).astype(float)
+    except ValueError as exc:
+        raise ValueError(f"atol must be a number or one per lane ({n}), got shape {np.shape(atol)}") from exc
+    if not np.all((atol_all > 0) & np.isfinite(atol_all)):  # atol = 0: a component at 0 has no error scale
+        raise ValueError(f"atol must be finite and positive, got {atol!r}")
     t0, t_bound = float(span[0]), float(span[1])
 
     t = np.full(n, t0)

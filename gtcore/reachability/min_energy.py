@@ -9,6 +9,7 @@ import numpy as np
 
 from gtcore._linalg import RANK_RTOL
 from gtcore._repr import short_repr
+from gtcore._validation import check_integer, check_positive
 from gtcore.controls import (
     Controls,
     PiecewiseControls,
@@ -157,8 +158,9 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
     from scipy.optimize import minimize
 
     mu0, Sigma0, mu1, Sigma1, T, r = _check_targets(mu0, Sigma0, mu1, Sigma1, T, rtol)
-    if isinstance(pieces, bool) or int(pieces) != pieces or pieces < 1:
-        raise ValueError(f"pieces must be a positive integer, got {pieces!r}")
+    pieces = check_integer(pieces, "pieces", 1)
+    maxiter = check_integer(maxiter, "maxiter", 1)
+    feasibility_tol = check_positive(feasibility_tol, "feasibility_tol")
     K, d = int(pieces), mu0.shape[0]
     tau = T / K
     constructive = steer(mu0, Sigma0, mu1, Sigma1, T, rtol=rtol)
@@ -245,10 +247,10 @@ def steer_min_energy_starts(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: flo
     ValueError
         ``starts`` not a positive integer or ``scale`` not positive; as :func:`steer_min_energy`.
     """
-    if isinstance(starts, bool) or int(starts) != starts or starts < 1:
-        raise ValueError(f"starts must be a positive integer, got {starts!r}")
-    if not scale > 0:
-        raise ValueError(f"scale must be positive, got {scale!r}")
+    starts = check_integer(starts, "starts", 1)
+    scale = check_positive(scale, "scale")
+    pieces = check_integer(pieces, "pieces", 1)
+    seed = check_integer(seed, "seed", 0)
     d = np.asarray(mu0, float).shape[0]
     K = int(pieces)
     out = []

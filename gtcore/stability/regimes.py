@@ -240,6 +240,7 @@ def observe_regime(controls: Controls, Sigma0: Any, t_max: float, *, rtol: float
     controls = _check_controls(controls)
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)
     t_max = check_positive(t_max, "t_max")
+    settle_tol, collapse_tol = check_positive(settle_tol, "settle_tol"), check_positive(collapse_tol, "collapse_tol")
     n0 = float(np.linalg.norm(S0))
     traj = integrate_moments(np.zeros(controls.d), S0, controls, (0.0, t_max), rtol=rtol,
                              atol=1e-30 + 1e-14 * n0, blowup_norm=1e8 * max(n0, 1.0))
@@ -288,6 +289,7 @@ def observe_regimes(controls: Sequence[Controls], Sigma0: Any, t_max: float, *, 
         return []
     S0 = check_covariance(Sigma0, "Sigma0", ctls[0].d)
     t_max = check_positive(t_max, "t_max")
+    settle_tol, collapse_tol = check_positive(settle_tol, "settle_tol"), check_positive(collapse_tol, "collapse_tol")
     if any(c.attention != "dot" for c in ctls):
         return [observe_regime(c, S0, t_max, rtol=rtol, settle_tol=settle_tol, collapse_tol=collapse_tol)
                 for c in ctls]

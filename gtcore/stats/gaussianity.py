@@ -39,7 +39,7 @@ from gtcore._linalg import empirical_moments as _empirical_moments
 from gtcore._linalg import psd_sqrt, whiten
 from gtcore._progress import progress as progress_bar
 from gtcore._repr import short_repr
-from gtcore._validation import check_moments, check_tokens
+from gtcore._validation import as_generator, check_integer, check_moments, check_tokens
 
 #: memory budget (bytes) for the temporary blocks of the chunked statistics
 _CHUNK_BYTES = 128 * 2**20
@@ -176,9 +176,8 @@ def sliced_w2(x: Any, n_projections: int = 128, seed: int | np.random.Generator 
     float
     """
     x = _samples(x)
-    if int(n_projections) != n_projections or n_projections < 1:
-        raise ValueError(f"n_projections must be a positive integer, got {n_projections!r}")
-    return sliced_w2_of_whitened(whiten(x), int(n_projections), seed)
+    n_projections = check_integer(n_projections, "n_projections", 1)
+    return sliced_w2_of_whitened(whiten(x), n_projections, as_generator(seed))
 
 
 def sliced_w2_of_whitened(y: np.ndarray, n_projections: int = 128,
@@ -203,7 +202,8 @@ def sliced_w2_of_whitened(y: np.ndarray, n_projections: int = 128,
         The sliced :math:`W_2` distance to :math:`N(0, I_r)`.
     """
     n, r = y.shape
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    n_projections = check_integer(n_projections, "n_projections", 1)
+    rng = as_generator(seed)
     theta = rng.standard_normal((r, int(n_projections)))
     theta /= np.linalg.norm(theta, axis=0)
     k = _chunk_rows(int(n_projections), 8 * n * 3)
@@ -500,9 +500,8 @@ def noise_floor(statistic: Callable[[np.ndarray], Any] | str, n: int, d: int, *,
     elif not callable(statistic):
         raise ValueError(f"statistic must be callable, got {type(statistic).__name__}")
     for name, val, low in (("n", n, 2), ("d", d, 1), ("repeats", repeats, 2)):
-        if isinstance(val, bool) or int(val) != val or val < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {val!r}")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        check_integer(val, name, low)
+    rng = as_generator(seed)
     values = [np.asarray(statistic(rng.standard_normal((int(n), int(d)))), dtype=np.float64)
               for _ in progress_bar(range(int(repeats)), "noise floor", enabled=progress)]
     return NoiseFloor(values=np.stack(values), n=int(n), d=int(d))

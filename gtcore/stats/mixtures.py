@@ -23,7 +23,14 @@ import numpy as np
 
 from gtcore._linalg import psd_factor
 from gtcore._repr import short_repr
-from gtcore._validation import as_float_array, check_covariance, check_finite, check_tokens
+from gtcore._validation import (
+    as_float_array,
+    as_generator,
+    check_covariance,
+    check_finite,
+    check_integer,
+    check_tokens,
+)
 from gtcore.attention import ATTENTION_TYPES
 from gtcore.stats.gaussianity import _STATISTICS, NoiseFloor, noise_floor
 
@@ -133,9 +140,8 @@ class GaussianMixture:
         LabelledTokens
             The (n, d) tokens and their (n,) component labels.
         """
-        if isinstance(n, bool) or int(n) != n or n < 1:
-            raise ValueError(f"n must be a positive integer, got {n!r}")
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        n = check_integer(n, "n", 1)
+        rng = as_generator(seed)
         labels = rng.choice(self.components, size=int(n), p=self.weights)
         z = rng.standard_normal((int(n), self.d))
         x = np.empty((int(n), self.d))
@@ -293,6 +299,9 @@ def per_label_noise_floor(statistic: Callable[[np.ndarray], Any] | str, labels: 
     """
     lab = _labels(labels, np.asarray(labels).shape[0])
     counts = np.bincount(lab)
+    check_integer(d, "d", 1)
+    check_integer(repeats, "repeats", 2)
+    seed = check_integer(seed, "seed", 0)
     return [noise_floor(statistic, int(n_k), d, repeats=repeats, seed=seed + k) for k, n_k in enumerate(counts)]
 
 

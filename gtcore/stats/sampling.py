@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from gtcore._linalg import psd_factor
-from gtcore._validation import check_moments, show
+from gtcore._validation import as_generator, check_integer, check_moments, show
 
 
 def gaussian_tokens(n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator | None = 0) -> np.ndarray:
@@ -59,9 +59,16 @@ def gaussian_tokens(n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator
             or not np.isfinite(n) or int(n) != n or n < 1):
         raise ValueError(f"n must be a positive integer (a token count), got {show(n)}")
     mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = as_generator(seed)
     z = rng.standard_normal((int(n), mu.shape[0]))
     return mu + z @ psd_factor(Sigma).T
+
+
+def _real(value: Any, name: str) -> float:
+    """A real number (not a bool, not a string), else ValueError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number, got {show(value)}")
+    return float(value)
 
 
 #: the laws :func:`moment_matched_tokens` draws
@@ -121,15 +128,15 @@ def moment_matched_tokens(law: str, n: int, mu: Any, Sigma: Any, seed: int | np.
     """
     if law not in LAWS:
         raise ValueError(f"law must be one of {', '.join(LAWS)}, got {law!r}")
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
-    if not dof > 2:
-        raise ValueError(f"dof must exceed 2 for a finite covariance, got {dof!r}")
+    n = check_integer(n, "n", 1)
+    dof, weight, separation = (_real(v, k) for v, k in ((dof, "dof"), (weight, "weight"), (separation, "separation")))
+    if not 2 < dof < np.inf:
+        raise ValueError(f"dof must be a finite number above 2 (a finite covariance), got {dof!r}")
     if not 0 < weight < 1:
         raise ValueError(f"weight must lie in (0, 1), got {weight!r}")
     if not 0 < separation < 1:
         raise ValueError(f"separation must lie in (0, 1), got {separation!r}")
     mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = as_generator(seed)
     y = _standard(law, int(n), mu.shape[0], rng, float(dof), float(weight), float(separation))
     return mu + y @ psd_factor(Sigma).T
