@@ -1,8 +1,20 @@
-r"""A book's tree and its chapters: the folders, each chapter's parameters cell, the profiles, ``--set`` values."""
+r"""A book's tree and its chapters: the folders, each chapter's parameters cell, the profiles, ``--set`` values.
+
+**Values.** A parameter's default, a profile's value and a ``--set`` value are read the same way
+(:func:`parse_value`): a Python literal (numbers, strings, booleans, None, lists, tuples, dicts, sets), or
+arithmetic of number literals (``1 / 3``, ``2 ** 10``), nested at most :data:`MAX_DEPTH` levels; a
+``--set`` text that is neither is a bare string. A profile's or ``--set`` value must have the type of the
+default (an integral float is an int: ``1e4``) and be finite where the default is.
+
+**A broken chapter.** A chapter whose parameters cell is missing, does not parse, or assigns a value that is
+not a literal (a call, a name) is listed with its ``problem`` (the file and line) and empty defaults: it
+does not run, ``gtbook status`` shows it as ``broken``, and every other chapter runs as usual.
+"""
 
 from __future__ import annotations
 
 import ast
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -15,8 +27,13 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 from gtbook.root import RootNotFound, find_root
 
-__all__ = ["Book", "BookError", "Chapter", "chapter_defaults", "discover_chapters", "load_profiles", "open_book",
-           "parse_sets", "resolve_parameters", "select"]
+__all__ = ["MAX_DEPTH", "Book", "BookError", "Chapter", "broken", "chapter_defaults", "discover_chapters",
+           "load_profiles", "open_book", "parse_sets", "parse_value", "resolve_parameters", "select"]
+
+#: how deeply a value may nest (brackets, operators): deeper is refused in one line, never a RecursionError
+MAX_DEPTH = 100
+#: the longest value text read (a longer one is refused before it is parsed)
+MAX_VALUE_CHARS = 100_000
 
 
 class BookError(RuntimeError):
@@ -88,6 +105,8 @@ class Chapter:
     path: Path
     defaults: dict[str, Any]
     book: Book | None = field(default=None, repr=False, compare=False)
+    #: why the chapter cannot run (its parameters cell: the file, line and cause), None when it can
+    problem: str | None = None
 
     @property
     def executed(self) -> Path:
@@ -116,27 +135,130 @@ def parameters_cell(text: str) -> str | None:
     return None
 
 
+class _NotAValue(ValueError):
+    """A node that is neither a literal nor arithmetic of number literals (its message says why)."""
+
+
+_BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+           ast.Pow: lambda a, b: a ** b}
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _power(a: Any, b: Any) -> Any:
+    """``a ** b`` unless the result would be a huge integer (``10 ** 10 ** 10`` would take forever)."""
+    if isinstance(a, int) and isinstance(b, int) and abs(a) > 1 and b > 0 and b * abs(a).bit_length() > 4096:
+        raise _NotAValue("an integer power above 2**4096")
+    return a ** b
+
+
+def _evaluate(node: ast.AST, depth: int = 0) -> Any:
+    """The value of a literal, or of arithmetic (``+ - * / // % **``, unary ``+ -``) of number literals."""
+    if depth > MAX_DEPTH:
+        raise _NotAValue(f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(node, ast.Constant):
+        return node.value
+    try:
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = [_evaluate(e, depth + 1) for e in node.elts]
+            return items if isinstance(node, ast.List) else tuple(items) if isinstance(node, ast.Tuple) else set(items)
+        if isinstance(node, ast.Dict):
+            if any(k is None for k in node.keys):
+                raise _NotAValue("a dict unpacking (**)")
+            return {_evaluate(k, depth + 1): _evaluate(v, depth + 1)  # type: ignore[arg-type]  (None excluded)
+                    for k, v in zip(node.keys, node.values, strict=True)}
+    except TypeError as exc:  # {[1]: 2}: an unhashable key
+        raise _NotAValue(f"an unhashable key or member ({exc})") from None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _evaluate(node.operand, depth + 1)
+        if not _is_number(v):
+            raise _NotAValue(f"a sign before {type(v).__name__} {v!r}")
+        return -v if isinstance(node.op, ast.USub) else +v
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        a, b = _evaluate(node.left, depth + 1), _evaluate(node.right, depth + 1)
+        if not (_is_number(a) and _is_number(b)):
+            raise _NotAValue("arithmetic on a value that is not a number")
+        try:
+            return _power(a, b) if isinstance(node.op, ast.Pow) else _BINARY[type(node.op)](a, b)
+        except (ArithmeticError, ValueError) as exc:  # 1 / 0, 10.0 ** 400
+            raise _NotAValue(f"{ast.unparse(node)} fails ({type(exc).__name__}: {exc})") from None
+    raise _NotAValue(f"{ast.unparse(node)[:60]} is not a literal nor arithmetic of number literals")
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value: a literal or arithmetic of number literals (module docstring), else the text itself
+    (a bare string). Raises BookError for a value nested deeper than :data:`MAX_DEPTH` levels, or longer than
+    :data:`MAX_VALUE_CHARS`."""
+    if len(text) > MAX_VALUE_CHARS:
+        raise BookError(f"a value of {len(text)} characters is longer than {MAX_VALUE_CHARS}")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return text  # a bare string
+    except (RecursionError, MemoryError):
+        raise BookError(f"the value {text[:40]}... is nested deeper than the parser can follow") from None
+    try:
+        return _evaluate(tree.body)
+    except _NotAValue as exc:
+        if str(exc).startswith("nested deeper"):
+            raise BookError(f"the value {text[:40]}{'...' if len(text) > 40 else ''} is {exc}") from None
+        return text  # a bare string (a word, a path)
+
+
 def chapter_defaults(path: Path) -> dict[str, Any]:
-    """The literal assignments of a chapter's ``parameters`` cell, name -> value."""
-    source = parameters_cell(Path(path).read_text())
+    """The assignments of a chapter's ``parameters`` cell, name -> value (literals, or arithmetic of number
+    literals: :func:`parse_value`).
+
+    Raises
+    ------
+    BookError
+        No cell is tagged ``parameters``, the cell does not parse, or an assignment's value is not a
+        literal; the message names the file and the line.
+    """
+    path = Path(path)
+    text = path.read_text()
+    source = parameters_cell(text)
     if source is None:
         raise BookError(f"{path.name}: no code cell tagged 'parameters' "
                         f"(write it as `# %% tags=[\"parameters\"]`)")
+    first = next(i for i, line in enumerate(text.splitlines(), 1) if _PARAMETERS_MARKER.match(line))
+    try:
+        body = ast.parse(source).body
+    except SyntaxError as exc:
+        line = first + (exc.lineno or 1)
+        raise BookError(f"{path.name} line {line}: the parameters cell does not parse ({exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise BookError(f"{path.name}: the parameters cell is nested deeper than the parser can follow") from None
     values: dict[str, Any] = {}
-    for node in ast.parse(source).body:
+    for node in body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
-                values[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                values[node.targets[0].id] = ast.unparse(node.value)
+                values[node.targets[0].id] = _evaluate(node.value)
+            except _NotAValue as exc:
+                raise BookError(f"{path.name} line {first + node.lineno}: the default of "
+                                f"{node.targets[0].id} is not a value ({exc})") from None
     return values
 
 
 def discover_chapters(bk: Book | None = None) -> dict[str, Chapter]:
-    """Every ``notebooks/NN_*.py`` chapter, in order."""
+    """Every ``notebooks/NN_*.py`` chapter, in order; one whose parameters cell cannot be read carries its
+    ``problem`` (and no defaults) instead of stopping the others."""
     bk = _book(bk)
-    return {p.stem: Chapter(p.stem, p, chapter_defaults(p), bk)
-            for p in sorted(bk.notebooks.glob("[0-9][0-9]_*.py"))}
+    chapters = {}
+    for p in sorted(bk.notebooks.glob("[0-9][0-9]_*.py")):
+        try:
+            chapters[p.stem] = Chapter(p.stem, p, chapter_defaults(p), bk)
+        except BookError as exc:
+            chapters[p.stem] = Chapter(p.stem, p, {}, bk, problem=str(exc))
+    return chapters
+
+
+def broken(chapters: list[Chapter]) -> list[Chapter]:
+    """The chapters of ``chapters`` that cannot run (their ``problem`` says why)."""
+    return [c for c in chapters if c.problem is not None]
 
 
 def load_profiles(bk: Book | None = None) -> dict[str, dict[str, dict[str, Any]]]:
@@ -152,20 +274,28 @@ def load_profiles(bk: Book | None = None) -> dict[str, dict[str, dict[str, Any]]
     return {name: dict(tables) for name, tables in data.items()}
 
 
-def _parse_value(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text  # a bare string
-
-
 def _type_name(v: Any) -> str:
     return {bool: "a bool", int: "an int", float: "a float", str: "a string", list: "a list",
             dict: "a dict", tuple: "a tuple"}.get(type(v), type(v).__name__)
 
 
-def _coerce(chapter: Chapter, key: str, parsed: Any, text: str) -> Any:
-    """``parsed`` in the type of the chapter's default for ``key``, or BookError (before any kernel starts)."""
+def _finite(v: Any) -> bool:
+    """Whether every number in ``v`` (a number, or lists, tuples, sets and dicts of them) is finite."""
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, (list, tuple, set)):
+        return all(_finite(x) for x in v)
+    if isinstance(v, dict):
+        return all(_finite(x) for x in v.values())
+    return True
+
+
+def _coerce(chapter: Chapter, key: str, parsed: Any, text: str, where: str | None = None) -> Any:
+    """``parsed`` in the type of the chapter's default for ``key``, or BookError (before any kernel starts).
+
+    ``where`` names the value's origin in the message (default ``--set key=text``).
+    """
+    where = f"--set {key}={text}" if where is None else where
     default = chapter.defaults[key]
     if default is None:
         return parsed
@@ -186,8 +316,10 @@ def _coerce(chapter: Chapter, key: str, parsed: Any, text: str) -> Any:
     else:
         ok = isinstance(parsed, type(default))
     if not ok:
-        raise BookError(f"--set {key}={text}: {key} of {chapter.name} is {_type_name(default)} "
+        raise BookError(f"{where}: {key} of {chapter.name} is {_type_name(default)} "
                         f"(default {default!r}), got {_type_name(parsed)} {parsed!r}")
+    if _finite(default) and not _finite(parsed):
+        raise BookError(f"{where}: {key} of {chapter.name} must be finite (default {default!r}), got {parsed!r}")
     return parsed
 
 
@@ -204,7 +336,7 @@ def parse_sets(chapters: dict[str, Chapter], sets: list[str]) -> dict[str, dict[
             raise BookError(f"unknown parameter(s) {key} for {', '.join(chapters)}; valid parameters: "
                             f"{', '.join(valid)}")
         for chap in targets:
-            out[chap.name][key] = _coerce(chap, key, _parse_value(value), value)
+            out[chap.name][key] = _coerce(chap, key, parse_value(value), value)
     return out
 
 
@@ -231,10 +363,15 @@ def resolve_parameters(chapters: dict[str, Chapter], profile: str, sets: list[st
                         f"{', '.join(known)}")
     injected: dict[str, dict[str, Any]] = {c: dict(profiles[profile].get(c, {})) for c in chapters}
     for chap, params in injected.items():
+        if chapters[chap].problem is not None:
+            continue  # a broken chapter does not run; its profile values are checked once it parses
         unknown = sorted(set(params) - set(chapters[chap].defaults))
         if unknown:
             raise BookError(f"{chap}: unknown parameter(s) {', '.join(unknown)} in profile {profile!r}; "
                             f"valid parameters: {', '.join(sorted(chapters[chap].defaults))}")
+        for key, value in params.items():
+            where = f"{bk.shown(bk.profiles_file) if bk else 'notebooks/profiles.toml'} [{profile}.{chap}] {key}"
+            params[key] = _coerce(chapters[chap], key, value, repr(value), where=where)
     for chap, values in parse_sets(chapters, sets).items():
         injected[chap].update(values)
     return {c: p for c, p in injected.items() if p}

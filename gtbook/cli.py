@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 # (the pipeline's modules are imported where a command needs them: `gtbook --help` imports no numpy)
 from gtbook.chapters import Book, BookError, open_book
@@ -167,7 +169,9 @@ def _parser() -> argparse.ArgumentParser:
     add_run_args(al)
     add_mixed_arg(al)
     cl = add_book_parser("claims")
-    cl.add_argument("--json", action="store_true", help="print a JSON list (every field, numeric bounds)")
+    cl.add_argument("--json", action="store_true",
+                    help="print a JSON list (every field, numeric bounds; an infinite or NaN number as the string "
+                         "\"inf\", \"-inf\" or \"nan\")")
     cl.add_argument("--wide", action="store_true",
                     help="every column (statement, criterion, profile, seed, --set values)")
     cl.add_argument("--failed", action="store_true", help="only the claims that fail")
@@ -241,10 +245,22 @@ def _claims(bk: Book, args) -> str:
             raise BookError(f"unknown statement(s) {', '.join(unknown)}; known statements: {', '.join(known)}")
         rows = [r for r in rows if r.statement in args.statement]
     shown = [r for r in rows if not r.passed] if args.failed else rows
-    if args.json:
-        return json.dumps([r.as_dict() for r in shown], indent=2)
+    if args.json:  # valid JSON: no Infinity or NaN tokens
+        return json.dumps(_json_safe([r.as_dict() for r in shown]), indent=2, allow_nan=False)
     table = report.claims_table(shown, wide=args.wide) if shown else "no claims match"
     return table + "\n" + report.claims_summary(rows, shown=len(shown))
+
+
+def _json_safe(v: Any) -> Any:
+    """``v`` with every non-finite float written as the string ``"inf"``, ``"-inf"`` or ``"nan"`` (JSON has no
+    such numbers; Python's ``float()`` reads the strings back)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if v != v else "inf" if v > 0 else "-inf"
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
 
 
 def _mutations(bk: Book, args: argparse.Namespace) -> int:

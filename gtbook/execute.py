@@ -36,6 +36,7 @@ from gtbook.chapters import (
     BookError,
     Chapter,
     _book,
+    broken,
     discover_chapters,
     open_book,
     parse_sets,
@@ -169,10 +170,11 @@ def plan(bk: Book, profile: str | None, only: list[str] | None, sets: list[str],
     """The jobs of ``gtbook run`` (every selected chapter; the cache is applied by :func:`run`).
 
     Without ``profile``, each chapter gets the profile it was last run with (a chapter never run: the
-    book's profile, else :data:`DEFAULT_PROFILE`).
+    book's profile, else :data:`DEFAULT_PROFILE`). A broken chapter (its parameters cell cannot be read) gets
+    no job: :func:`status` and :func:`run` name it.
     """
     chapters = discover_chapters(bk)
-    picked = select(chapters, only)
+    picked = [c for c in select(chapters, only) if c.problem is None]
     sub = {c.name: c for c in picked}
     overrides = parse_sets(sub, sets)  # checks every --set against the whole selection
     if profile is not None:
@@ -211,7 +213,7 @@ def read_meta(path: Path) -> dict[str, Any] | None:
 @dataclass
 class ChapterState:
     name: str
-    state: str  # fresh | stale | failed | missing
+    state: str  # fresh | stale | failed | missing | broken
     reasons: list[str]
     detail: str
 
@@ -265,8 +267,13 @@ def status(bk: Book, profile: str | None = None, only: list[str] | None = None,
            sets: list[str] | None = None, *, jobs: int = 1) -> list[ChapterState]:
     """Each selected chapter's state, against exactly what ``gtbook run`` with the same ``--profile``,
     ``--only``, ``--set`` and ``-j`` would run (so *fresh* means: that command would not rerun it).
-    Without ``profile``, each chapter is compared with the profile it was last run with."""
-    return [chapter_state(j) for j in plan(bk, profile, only, sets or [], jobs=jobs)]
+    Without ``profile``, each chapter is compared with the profile it was last run with. A chapter whose
+    parameters cell cannot be read is ``broken``, with the file, line and cause."""
+    states = {j.chapter.name: chapter_state(j) for j in plan(bk, profile, only, sets or [], jobs=jobs)}
+    chapters = discover_chapters(bk)
+    for chap in broken(select(chapters, only)):
+        states[chap.name] = ChapterState(chap.name, "broken", [], chap.problem or "")
+    return sorted(states.values(), key=lambda s: list(chapters).index(s.name))
 
 
 def status_table(states: list[ChapterState]) -> str:
@@ -720,6 +727,7 @@ def run(profile: str | None = None, only: list[str] | None = None, sets: list[st
     """
     bk = _book(bk)
     todo = plan(bk, profile, only, sets or [], jobs=jobs)
+    bad = broken(select(discover_chapters(bk), only))
     clean_scratch(bk)
     if bk.executed.is_dir():
         _files.remove_stale_temporaries(bk.executed)  # an atomic write cut short (we hold the tree's lock)
@@ -750,6 +758,9 @@ def run(profile: str | None = None, only: list[str] | None = None, sets: list[st
             _write_report(bk)
     else:
         _write_report(bk)
+    if bad:
+        raise BookError("; ".join(f"{c.name} not run: {c.problem}" for c in bad)
+                        + (" (the other chapters ran)" if todo else ""))
     return times
 
 
