@@ -9,7 +9,8 @@ kind, or "survived" (:mod:`~gtbook.mutations.results`). :func:`save_check` write
 ``book/mutations.json``; :mod:`~gtbook.mutations.page` renders them as the book's page
 "What the claims can catch", and the reproducibility report's headline summarises them.
 
-Modules: ``registry`` (the mutations and applying them), ``run`` (trees, probes, chapters, tests),
+Modules: ``registry`` (the mutations and applying them), ``trees`` (the copies of the book, probes, unit tests),
+``run`` (chapters under a mutation, the baseline, the check),
 ``results`` (outcomes and the JSON file), ``page`` (the book's page).
 """
 

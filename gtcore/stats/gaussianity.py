@@ -177,7 +177,7 @@ def sliced_w2(x: Any, n_projections: int = 128, seed: int | np.random.Generator 
     """
     x = _samples(x)
     n_projections = check_integer(n_projections, "n_projections", 1)
-    return sliced_w2_of_whitened(whiten(x), n_projections, as_generator(seed))
+    return sliced_w2_of_whitened(whiten(x), int(n_projections), seed)
 
 
 def sliced_w2_of_whitened(y: np.ndarray, n_projections: int = 128,
