@@ -166,10 +166,10 @@ def _evaluate(node: ast.AST, depth: int = 0) -> Any:
             items = [_evaluate(e, depth + 1) for e in node.elts]
             return items if isinstance(node, ast.List) else tuple(items) if isinstance(node, ast.Tuple) else set(items)
         if isinstance(node, ast.Dict):
-            if any(k is None for k in node.keys):
+            keys = [k for k in node.keys if k is not None]
+            if len(keys) != len(node.keys):
                 raise _NotAValue("a dict unpacking (**)")
-            return {_evaluate(k, depth + 1): _evaluate(v, depth + 1)  # type: ignore[arg-type]  (None excluded)
-                    for k, v in zip(node.keys, node.values, strict=True)}
+            return {_evaluate(k, depth + 1): _evaluate(v, depth + 1) for k, v in zip(keys, node.values, strict=True)}
     except TypeError as exc:  # {[1]: 2}: an unhashable key
         raise _NotAValue(f"an unhashable key or member ({exc})") from None
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
