@@ -95,7 +95,8 @@ _COMMANDS = {
                   "of the tree, run the chapters that import the mutated module and its unit tests, and record "
                   "which claim (if any) caught it in book/mutations.json, the source of the page 'What the "
                   "claims can catch'. Takes about a minute per mutation per chapter run; --verify only checks "
-                  "that each entry applies once, compiles and changes its probe."),
+                  "that each entry applies once, compiles and changes its probe. The results file is checked "
+                  "before the first mutation and saved as each one finishes: a stopped run resumes."),
     "probe": ("per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens",
               "Feed N(0, I) tokens to a pretrained model found on this machine (no download) and print "
               "per-layer Gaussianity statistics."),
@@ -193,6 +194,8 @@ def _parser() -> argparse.ArgumentParser:
     mu.add_argument("--output", default=None, metavar="PATH",
                     help="results file (default book/mutations.json; other mutations' entries are kept)")
     mu.add_argument("--keep", action="store_true", help="keep the temporary trees (for debugging)")
+    mu.add_argument("--restart", action="store_true",
+                    help="measure every mutation again, even those a stopped run of the same tree saved")
     short, long = _COMMANDS["probe"]
     pr = sub.add_parser("probe", help=short, description=long)
     pr.add_argument("model", nargs="?", default="minilm",
@@ -264,12 +267,14 @@ def _json_safe(v: Any) -> Any:
 
 
 def _mutations(bk: Book, args: argparse.Namespace) -> int:
-    """``gtbook mutations``: run (or only verify) the mutation check, save its results, render its page."""
-    from gtbook.mutations import RESULTS, save_check
+    """``gtbook mutations``: run (or only verify) the mutation check, saving its results as it goes (a run
+    stopped half-way resumes), then render its page."""
+    from gtbook.mutations import RESULTS, load_results
     from gtbook.mutations.page import write_page
     from gtbook.mutations.registry import RegistryError
     from gtbook.mutations.run import run_check, verify
 
+    out = Path(args.output) if args.output else bk.root / RESULTS
     try:
         if args.verify:
             problems = verify(bk.root, args.only)
@@ -282,10 +287,19 @@ def _mutations(bk: Book, args: argparse.Namespace) -> int:
 
             chapters = [c.name for c in select(discover_chapters(bk), args.chapters)]
         run, results = run_check(bk.root, args.only, profile=args.profile, jobs=args.jobs, chapters=chapters,
-                                 unit_tests=not args.no_unit_tests, baseline=not args.no_baseline, keep=args.keep)
+                                 unit_tests=not args.no_unit_tests, baseline=not args.no_baseline, keep=args.keep,
+                                 results=out, writes=[bk.executed] if bk.executed.is_dir() else [],
+                                 resume=not args.restart)
     except RegistryError as exc:
         raise BookError(str(exc)) from None
-    out = save_check(Path(args.output) if args.output else bk.root / RESULTS, run, results)
+    except KeyboardInterrupt:
+        try:
+            done = load_results(out)[0].get("done", [])
+        except ValueError:
+            done = []
+        print(f"gtbook: interrupted; {len(done)} measured mutation(s) are saved in {bk.shown(out)}: the same "
+              "command resumes with the others", file=sys.stderr)
+        return 130
     if bk.executed.is_dir():
         write_page(bk.executed, out)
     width = max(len(r.name) for r in results) if results else 8

@@ -14,7 +14,7 @@ from gtbook.mutations import RESULTS, load_registry, load_results, save_check
 from gtbook.mutations.page import mutations_markdown
 from gtbook.mutations.registry import Mutation, RegistryError
 from gtbook.mutations.results import Catch, MutationResult, Outcome, Probe, UnitTests, summary_sentence
-from gtbook.mutations.run import affected_chapters, probe_changed, run_check, run_probe
+from gtbook.mutations.run import affected_chapters, mutations_named, probe_changed, run_check, run_probe
 from gtbook.report import report_markdown
 
 
@@ -223,3 +223,91 @@ def test_the_quick_book_catches_representative_mutations(name):
     assert r.probe.changed
     assert r.outcome in (Outcome.REPRODUCES, Outcome.DERIVATION), (r.outcome, r.caught_by)
     assert r.caught_by.chapter == CI_MUTATIONS[name] and r.caught_by.claim
+
+
+# ------------------------------------------------------------------ faults: the results file, an interrupted run
+def _fake_result(m, commit="", profile="quick"):
+    return MutationResult(name=m.name, file=m.file, models=m.models, area=m.area, outcome=Outcome.SURVIVED,
+                          caught_by=None, date="2026-06-07T00:00:00Z", commit=commit, profile=profile)
+
+
+def test_a_results_file_of_another_format_is_refused_before_the_first_mutation(tmp_path, monkeypatch, capsys):
+    """Before, every mutation ran first (hours) and then ``save_check`` died with a raw ValueError."""
+    from gtbook import cli
+    from gtbook.mutations import run as mrun
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a mutation or the baseline ran before the results file was checked")
+
+    monkeypatch.setattr(mrun, "run_baseline", ran)
+    monkeypatch.setattr(mrun, "run_mutation", ran)
+    old = tmp_path / "mutations.json"
+    old.write_text(json.dumps({"format": 0, "results": []}))
+    name = next(iter(load_registry()))
+    code = cli.main(["mutations", "--only", name, "--output", str(old), "--root", str(ROOT)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"gtbook: error: {old}: not a mutation results file of format")
+    assert json.loads(old.read_text())["format"] == 0  # untouched
+
+
+def test_a_results_folder_that_cannot_be_written_is_refused_before_the_first_mutation(tmp_path, monkeypatch):
+    from gtbook.chapters import BookError
+    from gtbook.mutations import run as mrun
+
+    monkeypatch.setattr(mrun, "run_mutation", lambda *a, **k: pytest.fail("a mutation ran"))
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the results folder should be")
+    name = next(iter(load_registry()))
+    with pytest.raises(BookError, match="could not save into it"):
+        run_check(ROOT, [name], baseline=False, unit_tests=False, results=blocked / "mutations.json",
+                  log=lambda msg: None)
+
+
+def test_results_are_saved_as_each_mutation_finishes_and_a_stopped_run_resumes(tmp_path, monkeypatch):
+    from gtbook.mutations import run as mrun
+
+    names = list(load_registry())[:3]
+    calls = []
+
+    def first_then_stop(m, *args, commit="", profile="quick", **kwargs):
+        calls.append(m.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C during the second mutation
+        return _fake_result(m, commit, profile)
+
+    monkeypatch.setattr(mrun, "run_mutation", first_then_stop)
+    path = tmp_path / "book" / "mutations.json"
+    with pytest.raises(KeyboardInterrupt):
+        run_check(ROOT, names, baseline=False, unit_tests=False, results=path, log=lambda msg: None)
+    run, saved = load_results(path)
+    assert run["partial"] is True and run["done"] == names[:1] and [r.name for r in saved] == names[:1]
+
+    calls.clear()
+    monkeypatch.setattr(mrun, "run_mutation", lambda m, *a, commit="", profile="quick", **k:
+                        calls.append(m.name) or _fake_result(m, commit, profile))
+    logged = []
+    run, results = run_check(ROOT, names, baseline=False, unit_tests=False, results=path, log=logged.append)
+    assert calls == names[1:]  # the first is not measured again
+    assert any(line.startswith("resuming: 1 of 3 mutations") for line in logged)
+    assert [r.name for r in results] == names and "partial" not in run
+    run_back, back = load_results(path)
+    assert "partial" not in run_back and [r.name for r in back] == names
+
+    calls.clear()  # a finished run is not resumed: the same call measures all again
+    run_check(ROOT, names, baseline=False, unit_tests=False, results=path, log=lambda msg: None)
+    assert calls == names
+
+
+def test_a_stopped_run_of_other_settings_is_not_resumed(tmp_path, monkeypatch):
+    from gtbook.mutations import run as mrun
+
+    names = list(load_registry())[:2]
+    path = tmp_path / "mutations.json"
+    save_check(path, {"partial": True, "done": names[:1], "profile": "full"}, [_fake_result(m) for m in
+                                                                                  mutations_named(names[:1])])
+    calls = []
+    monkeypatch.setattr(mrun, "run_mutation", lambda m, *a, commit="", profile="quick", **k:
+                        calls.append(m.name) or _fake_result(m, commit, profile))
+    run_check(ROOT, names, baseline=False, unit_tests=False, results=path, log=lambda msg: None)
+    assert calls == names

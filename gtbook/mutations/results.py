@@ -3,11 +3,14 @@ r"""The mutation check's results: what caught each mutation, saved as JSON (``bo
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gtbook.files import atomic_write_text
+from gtbook.files import atomic_write_text, os_error_line
 from gtcore.status import Vocabulary
 
 __all__ = [
@@ -17,6 +20,7 @@ __all__ = [
     "Outcome",
     "Probe",
     "UnitTests",
+    "check_outputs",
     "load_results",
     "save_results",
     "summary_counts",
@@ -161,6 +165,28 @@ def load_results(path: str | Path) -> tuple[dict[str, Any], list[MutationResult]
         raise ValueError(
             f"{path}: not a mutation results file of format {FORMAT} ({exc}); rerun `gtbook mutations`"
         ) from None
+
+
+def check_outputs(path: str | Path, folders: Sequence[str | Path] = ()) -> tuple[dict[str, Any], list[MutationResult]]:
+    """Before a check runs: the results file's content (``load_results``), after checking that it is a results
+    file of this format (or absent) and that its folder and each of ``folders`` can be written.
+
+    Raises
+    ------
+    ValueError
+        The file is of another format, or a folder cannot be written (naming it).
+    """
+    path = Path(path)
+    content = load_results(path)
+    for folder in [path.parent, *map(Path, folders)]:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".gtbook-write-check-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise ValueError(f"{folder}: the mutation check could not save into it ({os_error_line(exc)})") from None
+    return content
 
 
 def save_results(path: str | Path, run: dict[str, Any], results: list[MutationResult]) -> Path:

@@ -44,8 +44,9 @@ from gtbook import provenance
 from gtbook.chapters import BookError, discover_chapters, open_book
 from gtbook.claims import claims_in_notebook
 from gtbook.execute import _cores, plan
+from gtbook.mutations import save_check
 from gtbook.mutations.registry import Mutation, load_registry
-from gtbook.mutations.results import Catch, MutationResult, Outcome, Probe
+from gtbook.mutations.results import Catch, MutationResult, Outcome, Probe, check_outputs
 from gtbook.mutations.trees import (  # the trees, probes and unit tests (re-exported: they were defined here)
     _env,
     affected_chapters,
@@ -54,6 +55,7 @@ from gtbook.mutations.trees import (  # the trees, probes and unit tests (re-exp
     probe_changed,
     run_probe,
     run_unit_tests,
+    tree_fingerprint,
 )
 
 __all__ = [
@@ -463,9 +465,19 @@ def run_check(
     unit_tests: bool = True,
     baseline: bool = True,
     keep: bool = False,
+    results: Path | None = None,
+    writes: Sequence[Path] = (),
+    resume: bool = True,
     log: Callable[[str], None] = _log_default,
 ) -> tuple[dict[str, Any], list[MutationResult]]:
     """Run the mutation check on the book at ``root``: ``(run, results)`` (see the module docstring).
+
+    With a ``results`` file, everything the check will write is checked before the first mutation (the file's
+    format, that its folder and each of ``writes`` can be written), and the file is saved as each mutation
+    finishes, its ``run`` marked ``partial`` until the last: a run stopped half-way (Ctrl-C, a crash, a
+    reboot) keeps what it measured, and the same call on the same tree (the sources of the packages,
+    chapters and tests, the profile, the chapters and the unit-test choice) measures only the others, reusing
+    the baseline's times.
 
     Parameters
     ----------
@@ -478,12 +490,16 @@ def run_check(
     baseline : first run the same chapters and tests on the unmutated tree (they must pass; their times
         set the chapters' time-outs)
     keep : keep the temporary folder (its path is logged)
+    results : the results file to save into as the check goes (None: nothing is written)
+    writes : other folders the caller will write into afterwards (the page's), checked first
+    resume : reuse the results of a partial run of the same check on the same tree
 
     Raises
     ------
     BookError
-        An unknown mutation or chapter, a mutation that does not apply (see :func:`verify`), or a baseline
-        that fails.
+        An unknown mutation or chapter, a mutation that does not apply (see :func:`verify`), a results file
+        of another format or a folder that cannot be written (before any mutation runs), or a baseline that
+        fails.
     """
     root = Path(root)
     mutations = mutations_named(names)
@@ -495,57 +511,62 @@ def run_check(
     problems = {k: v for k, v in check_registry(root, mutations).items() if v}
     if problems:
         raise BookError("mutations that do not apply: " + "; ".join(p for v in problems.values() for p in v))
+    try:
+        before, saved = check_outputs(results, writes) if results is not None else ({}, [])
+    except ValueError as exc:
+        raise BookError(str(exc)) from None
     start = time.perf_counter()
     commit = _commit(root)  # the tree that is copied now is the one measured
+    settings = {"commit": commit, "tree": tree_fingerprint(root), "profile": profile, "chapters": chapters,
+                "unit_tests": unit_tests}
+    done: dict[str, MutationResult] = {}
+    if resume and before.get("partial") and all(before.get(k) == v for k, v in settings.items()):
+        done = {r.name: r for r in saved if r.name in before.get("done", []) and r.name in {m.name for m in mutations}}
+        if done:
+            log(f"resuming: {len(done)} of {len(mutations)} mutations already measured on this tree ({results})")
+    elif before.get("partial"):
+        log(f"{results} holds a partial run of another tree or other settings: every mutation runs again")
+    todo = [m for m in mutations if m.name not in done]
     tmp = Path(tempfile.mkdtemp(prefix="gtbook-mutations-"))
     if keep:
         log(f"temporary trees in {tmp}")
-    results = []
+    new: list[MutationResult] = []
+    base = Baseline({}, [])
+
+    def record(partial: bool) -> dict[str, Any]:
+        measured = {**done, **{r.name: r for r in new}}
+        run = {
+            "date": provenance.now_utc(), **settings, "jobs": jobs, "mutations": [m.name for m in mutations],
+            "baseline_s": {k: round(v, 1) for k, v in base.times.items()}, "baseline_tests": base.tests,
+            "wall_s": round(time.perf_counter() - start + (before.get("wall_s", 0.0) if done else 0.0), 1),
+            "cores": _cores(),
+        }
+        if partial:
+            run.update(partial=True, done=[m.name for m in mutations if m.name in measured])
+        if results is not None:
+            save_check(results, run, [measured[m.name] for m in mutations if m.name in measured])
+        return run
+
     try:
         pristine = copy_tree(root, tmp / "pristine")
-        needed = sorted(
-            {c for m in mutations for c in affected_chapters(pristine, m.module) if chapters is None or c in chapters},
-            key=all_chapters.index,
-        )
-        tests = sorted({t for m in mutations for t in m.tests}) if unit_tests else []
-        base = (
-            run_baseline(pristine, needed, tests, profile=profile, jobs=jobs, log=log) if baseline else Baseline({}, [])
-        )
-        for k, m in enumerate(mutations, 1):
-            log(f"[{k}/{len(mutations)}] {m.name} ({m.file})")
-            results.append(
-                run_mutation(
-                    m,
-                    pristine,
-                    tmp,
-                    base,
-                    profile=profile,
-                    jobs=jobs,
-                    chapters=chapters,
-                    unit_tests=unit_tests,
-                    commit=commit,
-                    log=log,
-                )
-            )
-            r = results[-1]
-            log(
-                f"  -> {r.outcome.value}"
-                + (f" by {r.caught_by.describe()}" if r.caught_by else "")
-                + f" ({r.seconds:.0f} s)"
-            )
+        if done and before.get("baseline_s") is not None and baseline:
+            base = Baseline(dict(before["baseline_s"]), list(before.get("baseline_tests", [])))
+        elif baseline and todo:
+            needed = sorted({c for m in todo for c in affected_chapters(pristine, m.module)
+                             if chapters is None or c in chapters}, key=all_chapters.index)
+            tests = sorted({t for m in todo for t in m.tests}) if unit_tests else []
+            base = run_baseline(pristine, needed, tests, profile=profile, jobs=jobs, log=log)
+        for k, m in enumerate(todo, 1):
+            log(f"[{k}/{len(todo)}] {m.name} ({m.file})")
+            r = run_mutation(m, pristine, tmp, base, profile=profile, jobs=jobs, chapters=chapters,
+                             unit_tests=unit_tests, commit=commit, log=log)
+            new.append(r)
+            record(partial=True)
+            log(f"  -> {r.outcome.value}" + (f" by {r.caught_by.describe()}" if r.caught_by else "")
+                + f" ({r.seconds:.0f} s)")
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
-    run = {
-        "date": provenance.now_utc(),
-        "commit": commit,
-        "profile": profile,
-        "jobs": jobs,
-        "mutations": [m.name for m in mutations],
-        "chapters": chapters,
-        "unit_tests": unit_tests,
-        "baseline_s": {k: round(v, 1) for k, v in base.times.items()},
-        "wall_s": round(time.perf_counter() - start, 1),
-        "cores": _cores(),
-    }
-    return run, results
+    run = record(partial=False)
+    measured = {**done, **{r.name: r for r in new}}
+    return run, [measured[m.name] for m in mutations]

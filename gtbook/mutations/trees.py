@@ -5,6 +5,7 @@ probes and the unit tests (see :mod:`gtbook.mutations.run` for the check itself)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ __all__ = [
     "probe_changed",
     "run_probe",
     "run_unit_tests",
+    "tree_fingerprint",
 ]
 
 #: the unit tests of one mutation are stopped after this long (s)
@@ -60,6 +62,17 @@ def copy_tree(root: Path, dest: Path) -> Path:
     """Copy the book tree at ``root`` (sources, chapters, tests; not ``executed/``, ``.venv``, ``.git``) to ``dest``."""
     shutil.copytree(root, dest, ignore=shutil.ignore_patterns(*_IGNORED), symlinks=True)
     return dest
+
+
+def tree_fingerprint(root: Path) -> str:
+    """A hash of what a mutation check measures in the tree at ``root``: the sources and data of the packages,
+    the chapters and profiles, the tests (a resumed check must find the same tree)."""
+    h = hashlib.sha256()
+    for folder in (*PACKAGES, "notebooks", "tests"):
+        for path in sorted((Path(root) / folder).rglob("*")):
+            if path.suffix in (".py", ".toml", ".json") and path.is_file() and "__pycache__" not in path.parts:
+                h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _env(tree: Path, threads: int | None = 1, keep_going: bool = False) -> dict[str, str]:
