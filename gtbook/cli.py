@@ -220,6 +220,9 @@ def _parser() -> argparse.ArgumentParser:
     at.add_argument("--lanes", type=int, default=256, help="draws per chunk (default 256)")
     at.add_argument("--workers", type=int, default=2, help="workers of --scheduler local (default 2)")
     at.add_argument("--seed", type=int, default=0, help="seed of the condition draws (default 0)")
+    at.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                    help="seconds a --scheduler has to accept the connection, and to answer whenever no chunk "
+                         "finished for that long (default 30)")
     return p
 
 
@@ -357,13 +360,17 @@ def _main(argv: list[str] | None) -> int:
                 print(f"figure: {args.figure}")
             return 0
         if args.command == "atlas":
-            from gtbook.studies.atlas.sweep import atlas
+            from gtbook.studies.atlas.sweep import SchedulerError, atlas
 
             try:
                 res, table = atlas(args.out, ds=args.ds, draws=args.draws, seed=args.seed, lanes=args.lanes,
-                                   scheduler=args.scheduler, workers=args.workers)
-            except (ValueError, OSError) as exc:
-                raise BookError(str(exc)) from None
+                                   scheduler=args.scheduler, workers=args.workers, timeout=args.timeout)
+            except (ValueError, SchedulerError) as exc:
+                raise BookError(str(exc).replace("the same sweep", "the same gtbook atlas command")) from None
+            except KeyboardInterrupt:
+                print(f"gtbook: interrupted; the finished chunks are kept in {args.out}: the same command resumes",
+                      file=sys.stderr)
+                return 130
             print(table)
             print(res)
             return 0
