@@ -51,14 +51,17 @@ def toc_chapters(bk: Book | None = None) -> list[str]:
 
 def build_inputs(bk: Book) -> list[Path]:
     """Every file Jupyter Book reads: the executed pages, the prose, the configuration, static files,
-    and gtcore's sources (the API part, ``book/api/``, renders their docstrings)."""
+    and the sources of gtcore and gtbook (the API part, ``book/api/``, renders their docstrings)."""
+    import gtbook
     import gtcore
 
     files = [bk.root / "_config.yml", bk.root / "_toc.yml"]
-    files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md", bk.executed / "mutations.md"]
+    files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md", bk.executed / "mutations.md",
+              bk.executed / "statuses.md", *sorted((bk.executed / "openings").glob("*.md"))]
     for folder in ("book", "_static"):
         files += sorted(p for p in (bk.root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    files += sorted(Path(gtcore.__file__).parent.rglob("*.py"))
+    for package in (gtcore, gtbook):
+        files += sorted(Path(str(package.__file__)).parent.rglob("*.py"))
     return [p for p in files if p.exists()]
 
 
@@ -186,10 +189,11 @@ def build(bk: Book | None = None, *, force: bool = False, mixed_profiles: bool =
     if edited:
         raise BookError("executed chapters changed after their run: " + "; ".join(edited)
                         + "; rerun them (`gtbook run`) before building")
-    from gtbook import gallery, report
+    from gtbook import gallery, report, verdicts
 
     try:
         report.write_report(bk.executed)
+        verdicts.write_pages(bk.executed, names)  # the chapters' openings and the intro's status lists
     except report.ReportError as exc:
         raise BookError(str(exc)) from None
     gallery.write_gallery(bk.executed)

@@ -385,7 +385,8 @@ def parameters_cell_that_ran(source: str, injected: dict[str, Any], overrides: d
 
 def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job: Job | None = None) -> None:
     """Show the values that ran in the parameters cell, hide papermill's injected cell, and open the
-    page with the provenance box."""
+    page with its verdict (the generated opening, :func:`gtbook.verdicts.write_pages`, included under the
+    title) and the provenance box."""
     for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
@@ -394,12 +395,16 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job
             cell.source = parameters_cell_that_ran(cell.source, job.injected, job.overrides,
                                                    job.chapter.defaults, job.profile)
     box = provenance.box_markdown(meta, claims)
+    from gtbook.verdicts import OPENINGS
+
+    opening = f"```{{include}} {OPENINGS}/{job.chapter.name}.md\n```" if job is not None else ""
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             lines = cell.source.split("\n")
             head = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
             if head is not None:
-                cell.source = "\n".join([*lines[:head + 1], "", box, "", *lines[head + 1:]])
+                top = [opening, ""] if opening else []
+                cell.source = "\n".join([*lines[:head + 1], "", *top, box, "", *lines[head + 1:]])
                 return
             break
     import nbformat
