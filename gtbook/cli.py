@@ -81,6 +81,10 @@ _COMMANDS = {
               "Render the executed chapters, the prose and the report into _build/html with Jupyter Book "
               "(warnings are errors). Skipped when no input changed; a book whose chapters ran with "
               "different profiles is refused unless --mixed-profiles."),
+    "pdf": ("print the whole book to one PDF (offline, headless Chromium)",
+            "Render every chapter and prose page (not the API reference) into one HTML page with Jupyter Book, "
+            "open it in headless Chromium, wait for MathJax and the figures, and print it to "
+            "_build/pdf/gtbook.pdf (or --out). Needs the chapters executed (`gtbook run`) and Chromium."),
     "all": ("run, then build",
             "`gtbook run`, then `gtbook build`. Without --profile, every chapter runs with the book's "
             "profile (the one its executed chapters share)."),
@@ -115,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="the book's folder (default: the working directory or the first one above it "
                         "holding _config.yml)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           help="run, status, build, all, claims, mutations, probe or atlas "
+                           help="run, status, build, pdf, all, claims, mutations, probe or atlas "
                                 "(`gtbook COMMAND --help` for its options)")
 
     def add_book_parser(name):  # `--root` also after the command (`gtbook status --root PATH`)
@@ -163,6 +167,10 @@ def _parser() -> argparse.ArgumentParser:
     bd.add_argument("--force", action="store_true", help="rebuild even if nothing changed")
     bd.add_argument("--no-wait", action="store_true", help="fail at once if another gtbook command is running")
     add_mixed_arg(bd)
+    pf = add_book_parser("pdf")
+    pf.add_argument("--out", default=None, metavar="PATH", help="the PDF file (default _build/pdf/gtbook.pdf)")
+    pf.add_argument("--no-wait", action="store_true", help="fail at once if another gtbook command is running")
+    add_mixed_arg(pf)
     al = add_book_parser("all")
     add_run_args(al)
     add_mixed_arg(al)
@@ -349,7 +357,7 @@ def _main(argv: list[str] | None) -> int:
             print(f"HTML: {built_state(bk)}")
         elif args.command == "claims":
             print(_claims(bk, args))
-        else:  # run, build, all: one at a time per tree
+        else:  # run, build, pdf, all: one at a time per tree
             if args.command in ("run", "all"):  # a typo fails before the lock: nothing written, not even executed/
                 plan(bk, args.profile, args.only, args.set or [], jobs=args.jobs)
             what = "gtbook " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -369,6 +377,10 @@ def _main(argv: list[str] | None) -> int:
                                                or "none (every chapter is fresh)"))
                 if args.command in ("build", "all"):
                     build(bk, force=args.force, mixed_profiles=args.mixed_profiles)
+                if args.command == "pdf":
+                    from gtbook.pdf import build_pdf
+
+                    build_pdf(bk, args.out, mixed_profiles=args.mixed_profiles)
             finally:
                 lock.release()
     except BookError as exc:
