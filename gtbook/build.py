@@ -180,7 +180,7 @@ def write_generated_pages(bk: Book, names: list[str]) -> None:
         verdicts.write_pages(bk.executed, names)  # the chapters' openings and the intro's status lists
     except report.ReportError as exc:
         raise BookError(str(exc)) from None
-    gallery.write_gallery(bk.executed)
+    gallery.write_gallery(bk.executed, chapters=names)
     paper_map.write_paper_map(bk.executed, names,  # after the gallery: it shows the gallery's thumbnails
                               api=(bk.root / "book" / "api").is_dir())
     status_page.write_status_page(bk)
