@@ -71,6 +71,15 @@ new Promise((resolve) => {
   };
   const measure = () => {
     const closed = document.documentElement.scrollHeight;  // the page's height as it opens
+    // code a reader sees as the page opens: non-blank lines of cell inputs not inside a closed <details>,
+    // the parameters cell counted apart
+    let code = 0, parameters = 0;
+    for (const input of document.querySelectorAll('div.cell .cell_input')) {
+      const hidden = input.closest('details');
+      if ((hidden && !hidden.open) || input.offsetParent === null) continue;
+      const n = input.innerText.split('\n').filter((l) => l.trim()).length;
+      if (input.closest('div.cell').classList.contains('tag_parameters')) parameters += n; else code += n;
+    }
     document.querySelectorAll('details').forEach((d) => { d.open = true; });
     const article = document.querySelector('article.bd-article') || document.querySelector('article') || document.body;
     const col = article.getBoundingClientRect();
@@ -140,7 +149,8 @@ new Promise((resolve) => {
       const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
       captions = captions === null ? ratio : Math.min(captions, ratio);
     }
-    resolve({wide, broken, cut, page, captions, body, closed, height: document.documentElement.scrollHeight});
+    resolve({wide, broken, cut, page, captions, body, closed, code, parameters,
+             height: document.documentElement.scrollHeight});
   };
   const wait = () => {
     if (document.readyState !== 'complete') { setTimeout(wait, 100); return; }
@@ -205,4 +215,26 @@ if __name__ == "__main__":  # python tests/browser.py BUILD/html [OUT.json]: mea
         captions = "-" if r["captions"] is None else format(r["captions"], ".2f")
         print(f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  cut {len(r['cut']):3d}  "
               f"page scrolls {'yes' if r['page'] else 'no '}  caption contrast (dark) {captions} "
-              f"(body {r['body'] or 0:.2f})  height {r['closed']} (all open {r['height']})")
+              f"(body {r['body'] or 0:.2f})  height {r['closed']} (all open {r['height']})  "
+              f"code lines {r['code']} (+{r['parameters']} parameters)")
+
+
+#: what a chapter page may show as it opens, at 1400 px (issue: a book written for its readers)
+MAX_CODE_LINES, MAX_PARAMETER_LINES, MAX_HEIGHT_PX = 80, 25, 12_000
+
+
+def budget_problems(results: dict[str, dict]) -> list[str]:
+    """The chapter pages (``executed/NN_*.html``) over the reading budget at 1400 px, one line each."""
+    problems = []
+    for where, r in results.items():
+        width, page = where.split(" ", 1)
+        if width != "1400" or not page.split("/")[-1][:2].isdigit():
+            continue
+        if r["code"] > MAX_CODE_LINES:
+            problems.append(f"{page}: {r['code']} visible code lines (at most {MAX_CODE_LINES})")
+        if r["parameters"] > MAX_PARAMETER_LINES:
+            problems.append(f"{page}: a parameters cell of {r['parameters']} lines (at most {MAX_PARAMETER_LINES})")
+        if r["closed"] > MAX_HEIGHT_PX:
+            problems.append(f"{page}: {r['closed']} px tall with its collapsed sections closed "
+                            f"(at most {MAX_HEIGHT_PX})")
+    return problems
