@@ -355,7 +355,7 @@ claim("single-Gaussian control: max over times and labels of sliced W2 / band to
 # entries (non-symmetric $B$, non-scalar $V$, $U$ neither the identity nor symmetric), non-zero $b$ and $c$, an
 # anisotropic input whose scale is set so that $\kappa \le 0.2$ along the path. The tokens are moved by
 # $W(Ux_i + c)$ evaluated token by token; the moment ODE uses the fold: the two sides share no code for the
-# block. `clouds` $= 24$ clouds of 2000 tokens (10 RK4 steps over $[0, T]$), Hotelling's test as in (a) with
+# block. 24 clouds of 2000 tokens (10 RK4 steps over $[0, T]$), Hotelling's test as in (a) with
 # $p = 9$ coordinates. *Thresholds, fixed before the run*: against the layer's own moment ODE, $T^2$ below its
 # 99% quantile (**reproduces**); against the ODEs of two wrong folds, without $Wc$ and with $U$ taken as the
 # identity, above it (**controls**).
