@@ -213,7 +213,7 @@ def read_meta(path: Path) -> dict[str, Any] | None:
 @dataclass
 class ChapterState:
     name: str
-    state: str  # fresh | stale | failed | missing | broken
+    state: str  # fresh | stale | failed | missing | broken | orphan
     reasons: list[str]
     detail: str
 
@@ -273,7 +273,14 @@ def status(bk: Book, profile: str | None = None, only: list[str] | None = None,
     chapters = discover_chapters(bk)
     for chap in broken(select(chapters, only)):
         states[chap.name] = ChapterState(chap.name, "broken", [], chap.problem or "")
-    return sorted(states.values(), key=lambda s: list(chapters).index(s.name))
+    ordered = sorted(states.values(), key=lambda s: list(chapters).index(s.name))
+    if not only:
+        from gtbook.report import orphan_notebooks
+
+        ordered += [ChapterState(p.stem, "orphan", [], "executed notebook without a source: not counted by "
+                                 "`gtbook claims` or the report; `gtbook clean --orphans` removes it")
+                    for p in orphan_notebooks(bk.executed)]
+    return ordered
 
 
 def status_table(states: list[ChapterState]) -> str:
@@ -392,7 +399,8 @@ def parameters_cell_that_ran(source: str, injected: dict[str, Any], overrides: d
 
 def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job: Job | None = None) -> None:
     """Show the values that ran in the parameters cell, hide papermill's injected cell, and open the
-    page with the provenance box."""
+    page with its verdict (the generated opening, :func:`gtbook.verdicts.write_pages`, included under the
+    title) and the provenance box."""
     for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
@@ -401,12 +409,16 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job
             cell.source = parameters_cell_that_ran(cell.source, job.injected, job.overrides,
                                                    job.chapter.defaults, job.profile)
     box = provenance.box_markdown(meta, claims)
+    from gtbook.verdicts import OPENINGS
+
+    opening = f"```{{include}} {OPENINGS}/{job.chapter.name}.md\n```" if job is not None else ""
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             lines = cell.source.split("\n")
             head = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
             if head is not None:
-                cell.source = "\n".join([*lines[:head + 1], "", box, "", *lines[head + 1:]])
+                top = [opening, ""] if opening else []
+                cell.source = "\n".join([*lines[:head + 1], "", *top, box, "", *lines[head + 1:]])
                 return
             break
     import nbformat

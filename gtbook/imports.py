@@ -107,6 +107,7 @@ def _lazy_table(tree: ast.Module) -> dict[str, str]:
     return {}
 
 
+_TYPE_CHECKING = re.compile(r"^[ \t]*if[ \t]+(?:typing\.)?TYPE_CHECKING[ \t]*:")
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import\b|import[ \t]+\w)")
 
 
@@ -114,13 +115,25 @@ def import_statements(text: str) -> ast.Module:
     """The import statements of a source text, parsed (the rest of the text is skipped, for speed).
 
     A statement is every line that starts like an import, continued to its closing parenthesis or
-    past a trailing backslash; one that does not parse (an import-like line of a docstring) is skipped.
+    past a trailing backslash; one that does not parse (an import-like line of a docstring) is skipped, and
+    so is the body of an ``if TYPE_CHECKING:`` block (never run: a package's type-checking imports of its
+    lazy names would otherwise put every module of the package in the closure of any one of them).
     """
     lines = text.splitlines()
     body: list[ast.stmt] = []
     i = 0
+    skip_above: int | None = None  # inside `if TYPE_CHECKING:`: skip lines indented deeper than this
     while i < len(lines):
-        if not _IMPORT_LINE.match(lines[i]):
+        line = lines[i]
+        if line.strip() and not line.lstrip().startswith("#"):
+            indent = len(line) - len(line.lstrip())
+            if skip_above is not None and indent <= skip_above:
+                skip_above = None
+            if skip_above is None and _TYPE_CHECKING.match(line):
+                skip_above = indent
+                i += 1
+                continue
+        if skip_above is not None or not _IMPORT_LINE.match(line):
             i += 1
             continue
         stmt = [lines[i].split("#", 1)[0].strip()]

@@ -23,27 +23,14 @@ from typing import Any
 
 from gtbook.claims import KINDS, claims_in_notebook
 from gtbook.files import atomic_write_text
-from gtbook.statements import Statement, load_statements
-from gtcore.status import Vocabulary
+from gtbook.verdicts import STATUSES, Evidence, StatementStatus, statement_status, statement_statuses
+
+__all__ = ["STATUSES", "ClaimRow", "Evidence", "ReportError", "StatementStatus", "collect_claims",
+           "report_markdown", "statement_status", "statement_statuses", "write_report"]
 
 
 class ReportError(ValueError):
     """An executed notebook cannot be read; the message names the file and how to recover."""
-
-
-class Evidence(Vocabulary):
-    """What the evidence for a statement is, from the kinds of its claims (see the module docstring)."""
-
-    REPRODUCED = "reproduced"
-    NOT_REPRODUCED = "not reproduced"
-    DERIVED = "derived only"
-    CONSISTENCY = "consistency only"
-    NOT_REPRODUCIBLE = "not reproducible here"
-    FAILED = "failed"
-    NOT_CHECKED = "not checked"
-
-
-STATUSES = tuple(s.value for s in Evidence)
 
 
 @dataclass
@@ -65,6 +52,8 @@ class ClaimRow:
     upper: float | None = None
     #: what the notebook recorded as the result (``passed`` is evaluated again from value and criterion)
     recorded_passed: bool | None = None
+    #: what the claim covers, as recorded (:meth:`gtbook.scope.Scope.as_dict`); None when not recorded
+    scope: dict[str, Any] | None = None
 
     @property
     def edited(self) -> bool:
@@ -75,39 +64,24 @@ class ClaimRow:
         return asdict(self)
 
 
-@dataclass
-class StatementStatus:
-    """A statement of the registry with the claims that name it."""
-
-    statement: Statement
-    claims: list[ClaimRow] = field(default_factory=list)
-
-    @property
-    def status(self) -> Evidence:
-        """The statement's :class:`Evidence` (:func:`statement_status`)."""
-        return statement_status(self.statement, self.claims)
-
-
-def statement_status(statement: Statement, claims: list[ClaimRow]) -> Evidence:
-    """The :class:`Evidence` of ``statement`` given the claims that name it (see the module docstring)."""
-    if not claims:
-        return Evidence.NOT_CHECKED if statement.reproducible_here else Evidence.NOT_REPRODUCIBLE
-    if not all(c.passed for c in claims):
-        return Evidence.FAILED
-    kinds = {c.kind for c in claims}
-    if "not_reproduced" in kinds:
-        return Evidence.NOT_REPRODUCED
-    if "reproduces" in kinds:
-        return Evidence.REPRODUCED
-    if "derivation" in kinds:
-        return Evidence.DERIVED
-    return Evidence.CONSISTENCY
+def orphan_notebooks(executed: Path) -> list[Path]:
+    """Executed chapters whose source is gone (``executed/NN_x.ipynb`` without ``notebooks/NN_x.py`` beside
+    the ``executed/`` folder, e.g. after a chapter was renamed); none when there is no ``notebooks/`` folder
+    (an executed folder on its own)."""
+    sources = Path(executed).parent / "notebooks"
+    if not sources.is_dir():
+        return []
+    return [p for p in sorted(Path(executed).glob("[0-9][0-9]_*.ipynb")) if not (sources / f"{p.stem}.py").exists()]
 
 
 def executed_notebooks(executed: Path, names: list[str] | None = None) -> list[Path]:
-    """The executed chapters ``executed/NN_*.ipynb`` (those in ``names`` if given), in order."""
+    """The executed chapters ``executed/NN_*.ipynb`` (those in ``names`` if given), in order; orphans
+    (:func:`orphan_notebooks`) are left out unless named."""
     paths = sorted(Path(executed).glob("[0-9][0-9]_*.ipynb"))
-    return [p for p in paths if not names or p.stem in names]
+    if names:
+        return [p for p in paths if p.stem in names]
+    orphans = set(orphan_notebooks(executed))
+    return [p for p in paths if p not in orphans]
 
 
 
@@ -159,7 +133,7 @@ def _claim_row(chapter: str, rec: dict[str, Any], meta: dict[str, Any]) -> Claim
     return ClaimRow(
         chapter=chapter,
         name=str(rec.get("name", "?")),
-        statement=str(rec.get("statement", "")),
+        statement=str(rec.get("statement") or ""),
         kind=str(rec.get("kind", "")),
         value=rec.get("value"),
         threshold=str(rec.get("threshold", "")),
@@ -170,6 +144,7 @@ def _claim_row(chapter: str, rec: dict[str, Any], meta: dict[str, Any]) -> Claim
         lower=lower,
         upper=upper,
         recorded_passed=rec.get("passed") if isinstance(rec.get("passed"), bool) else None,
+        scope=rec.get("scope") if isinstance(rec.get("scope"), dict) else None,
     )
 
 
@@ -183,15 +158,6 @@ def overrides_text(overrides: dict[str, Any]) -> str:
     import json
 
     return " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in overrides.items())
-
-
-def statement_statuses(rows: list[ClaimRow]) -> list[StatementStatus]:
-    """Each registered statement with its claims, in registry order."""
-    statuses = {sid: StatementStatus(st) for sid, st in load_statements().items()}
-    for r in rows:
-        if r.statement in statuses:
-            statuses[r.statement].claims.append(r)
-    return list(statuses.values())
 
 
 def _fmt_value(v: Any) -> str:
@@ -263,28 +229,40 @@ def _result_cell(r: ClaimRow) -> str:
     return word + (" (edited: recorded " + ("PASS" if r.recorded_passed else "FAIL") + ")" if r.edited else "")
 
 
+def scope_text(r: ClaimRow) -> str:
+    """A claim's scope in one line (``"not recorded"`` when the chapter gave none)."""
+    from gtbook.verdicts import claim_scope
+
+    sc = claim_scope(r)
+    return sc.text() if sc is not None else "not recorded"
+
+
 def _claim_table(claims: list[ClaimRow]) -> list[str]:
-    """Claims of one chapter: claim, kind, value, criterion, result."""
-    lines = ["| claim | kind | value | criterion | result |", "|---|---|---|---|---|"]
+    """Claims of one chapter: claim, kind, scope, value, criterion, result."""
+    lines = ["| claim | kind | scope | value | criterion | result |", "|---|---|---|---|---|---|"]
     for r in claims:
-        lines.append(f"| {_code_cell(r.name)} | {plain(r.kind)} | {_code_cell(_fmt_value(r.value))} | "
-                     f"{_code_cell(r.threshold)} | {_result_cell(r)} |")
+        lines.append(f"| {_code_cell(r.name)} | {plain(r.kind)} | {plain(scope_text(r))} | "
+                     f"{_code_cell(_fmt_value(r.value))} | {_code_cell(r.threshold)} | {_result_cell(r)} |")
     return lines
 
 
 def kinds_paragraph() -> str:
-    """The report's opening paragraph: what the page lists, the five kinds of claims and the statuses."""
+    """The report's opening paragraph: what the page lists, the six kinds of claims, scopes and the statuses."""
     return ("Generated by `gtbook` from the executed chapters. Each statement of the paper (arXiv:2606.07600) "
-            "is listed with the claims that check it. A claim is one of five kinds: **reproduces** (an "
+            "is listed with the claims that check it. A claim is one of six kinds: **reproduces** (an "
             "independent system, such as finite-N softmax tokens or real Transformer code, shows what the "
             "statement predicts, and could have come out otherwise), **not_reproduced** (a test of the "
             "statement, under a criterion fixed before the run, that came out against it, recorded as "
             "observed), **derivation** (a closed form derived from "
             "the statement agrees with a direct integration of the moment ODE: it checks the mathematics, not "
-            "the model), **consistency** (the code agrees with itself) and **control** (the same statistic "
-            "detects a departure where one exists). A statement is *reproduced* when a claim of kind "
-            "*reproduces* checks it, *not reproduced* when a claim of kind *not_reproduced* names it, *derived "
-            "only* when its strongest evidence is a derivation, *consistency "
+            "the model), **consistency** (the code agrees with itself), **control** (the same statistic "
+            "detects a departure where one exists) and **instrument** (a check of the book's own statistics, "
+            "which counts for no statement). Every claim records its **scope**: the system that produced it "
+            "and the parameters it covers (d; A, B and V as zero, scalar, normal or symmetric, or general; heads; "
+            "attention type). A statement is *reproduced* when a passing *reproduces* claim covers the scope "
+            "the statement is stated for, *reproduced in part* (\"reproduced for V = vI, d ≤ 3\") when its "
+            "reproductions reach less, *not reproduced* when a claim of kind *not_reproduced* names it (with "
+            "where), *derived only* when its strongest evidence is a derivation, *consistency "
             "only* when it has consistency checks and controls alone; every claim must pass, and a failing "
             "claim stops the build, so a rendered book shows only passing claims. Every claim's result here is "
             "evaluated again from the value and the criterion its notebook records. Click a statement to see "
@@ -321,7 +299,7 @@ def headline_lines(paper: list[StatementStatus], beyond: list[StatementStatus], 
     lines[0] += (f" {len(rows)} claims in all: {kinds['reproduces']} reproductions, "
                  + (f"{kinds['not_reproduced']} non-reproductions, " if kinds["not_reproduced"] else "")
                  + f"{kinds['derivation']} derivations, {kinds['consistency']} consistency checks, "
-                 f"{kinds['control']} controls.")
+                 f"{kinds['control']} controls, {kinds['instrument']} checks of the book's own statistics.")
     lines.append("")
     if root is not None:
         from gtbook.mutations.results import summary_sentence
@@ -356,7 +334,8 @@ def _dropdown(title: str, body: list[str], *, css: str = "gtbook-statement") -> 
 def _statement_detail(s: StatementStatus) -> list[str]:
     """A statement's collapsible detail: its paraphrase, status, reason, note and claims by chapter."""
     st = s.statement
-    body = [f"*{st.paraphrase}* ({st.where}.) **Evidence: {s.status}.**", ""]
+    body = [f"*{st.paraphrase}* ({st.where}.) **Evidence: {plain(s.text)}.**", "",
+            f"Stated for: {plain(st.stated.text())}.", ""]
     if st.reason:
         body += [f"Not reproducible here: {st.reason}", ""]
     if st.note:
@@ -365,7 +344,7 @@ def _statement_detail(s: StatementStatus) -> list[str]:
     if shown:
         body += _claim_lines(shown)
     n = len(s.claims)
-    return _dropdown(f"{plain(st.title)} · {plain(s.status)} · {n} claim{'s' if n != 1 else ''}", body)
+    return _dropdown(f"{plain(st.title)} · {plain(s.text)} · {n} claim{'s' if n != 1 else ''}", body)
 
 
 def _warnings(executed: Path, rows: list[ClaimRow], metas: dict[str, dict[str, Any]]) -> list[str]:
@@ -374,8 +353,14 @@ def _warnings(executed: Path, rows: list[ClaimRow], metas: dict[str, dict[str, A
 
     lines = []
     for chap in sorted(p.stem for p in (Path(executed) / "failed").glob("[0-9][0-9]_*.ipynb")):
+        shown = ("this book shows that chapter's last good output" if (Path(executed) / f"{chap}.ipynb").exists()
+                 else "that chapter has no good output, and this book shows none of it")
         lines += [f"**Warning:** the latest run of {_code_cell(chap)} failed (its notebook is in "
-                  "`executed/failed/`); this book shows that chapter's last good output.", ""]
+                  f"`executed/failed/`); {shown}.", ""]
+    orphans = [p.stem for p in orphan_notebooks(executed)]
+    if orphans:
+        lines += [f"**Warning:** executed notebooks without a source (orphans, not counted here): "
+                  f"{', '.join(_code_cell(o) for o in orphans)}; `gtbook clean --orphans` removes them.", ""]
     for path in executed_notebooks(executed):
         problem = verify.digest_problem(read_executed(path))
         if problem and path.stem in metas:
@@ -411,18 +396,23 @@ def report_markdown(executed: Path) -> str:
     rows = collect_claims(executed)
     metas = chapter_metadata(executed)
     statuses = statement_statuses(rows)
-    paper = [s for s in statuses if s.statement.scope == "paper"]
-    beyond = [s for s in statuses if s.statement.scope == "beyond"]
-    unregistered = sorted({r.statement for r in rows} - {s.statement.id for s in statuses})
+    paper = [s for s in statuses if s.statement.origin == "paper"]
+    beyond = [s for s in statuses if s.statement.origin == "beyond"]
+    unregistered = sorted({r.statement for r in rows if r.kind != "instrument"} - {s.statement.id for s in statuses})
     lines = ["# Reproducibility report", "", kinds_paragraph(), ""]
     lines += headline_lines(paper, beyond, rows, Path(executed).parent)
     lines += _warnings(executed, rows, metas)
     for heading, group in (("Statements of the paper", paper), ("Beyond the paper", beyond)):
         lines += [f"## {heading}", "", "| statement | where | status |", "|---|---|---|"]
-        lines += [f"| {_esc(s.statement.title)} | {_esc(s.statement.where)} | {s.status} |" for s in group]
+        lines += [f"| {_esc(s.statement.title)} | {_esc(s.statement.where)} | {_esc(s.text)} |" for s in group]
         lines.append("")
         for s in group:
             lines += _statement_detail(s)
+    instruments = [r for r in rows if r.kind == "instrument"]
+    lines += ["## Checks of the book's own statistics", "",
+              "These check the book's instruments (a noise floor's calibration, a band's coverage, a test's "
+              "size); they count for no statement.", ""]
+    lines += [*_claim_lines(instruments)] if instruments else ["None.", ""]
     consistency = [r for r in rows if r.kind == "consistency"]
     lines += ["## Consistency checks", "",
               "These check the code against itself; they support the reproductions and derivations above "

@@ -79,17 +79,19 @@ def test_registry_entries_are_complete():
     assert {"invariance", "reduction", "rank_invariance", "reachability", "stabilising", "blowup", "riccati",
             "mean_steering", "pretrained_gaussian", "prescribed_regimes", "mixtures_not_invariant"} <= set(statements)
     for st in statements.values():
-        assert st.scope in ("paper", "beyond")
+        assert st.origin in ("paper", "beyond")
         assert st.reproducible_here or st.reason
         assert '"' not in st.paraphrase, "paraphrases are not quotations"
-    assert set(KINDS) == {"reproduces", "not_reproduced", "derivation", "consistency", "control"}
+    assert set(KINDS) == {"reproduces", "not_reproduced", "derivation", "consistency", "control", "instrument"}
 
 
 @pytest.mark.parametrize("text, match", [
     ('[a]\ntitle = "t"\n', "lacks"),
-    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\nscope="elsewhere"\nreproducible_here=true\n', "scope"),
-    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\nscope="paper"\nreproducible_here=false\n', "no reason"),
-    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\nscope="paper"\nreproducible_here=true\nextra=1\n', "unknown"),
+    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="elsewhere"\nreproducible_here=true\n', "origin"),
+    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="paper"\nreproducible_here=false\n', "no reason"),
+    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="paper"\nreproducible_here=true\nextra=1\n', "unknown"),
+    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="paper"\nreproducible_here=true\n[a.stated]\nV="vI"\n',
+     "stated"),
     ("[a\n", "not valid TOML"),
 ])
 def test_malformed_registry_is_refused(tmp_path, text, match):

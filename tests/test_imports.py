@@ -20,8 +20,21 @@ def _name(path: Path) -> tuple[str, bool]:
 
 
 def _full(text: str, module: str = "__chapter__", is_package: bool = False) -> set[str]:
-    """The same question answered from the whole syntax tree (every node walked)."""
-    return imports.direct_imports(ast.parse(text), PKG, module, is_package)
+    """The same question answered from the whole syntax tree (every node walked but the bodies of
+    ``if TYPE_CHECKING:``, which never run)."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        for name in ("body", "orelse"):
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                setattr(node, name, [n for n in block if not _type_checking(n)])
+    return imports.direct_imports(tree, PKG, module, is_package)
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and ((isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
 
 
 @pytest.mark.parametrize("path", MODULES + sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")),
@@ -60,3 +73,10 @@ def test_the_registry_is_hashed_with_the_claims(tmp_path):
     h0 = imports.modules_hash(mods, pkg)
     (pkg / "gtbook" / "statements.toml").write_text((pkg / "gtbook" / "statements.toml").read_text() + "\n")
     assert imports.modules_hash(mods, pkg) != h0
+
+
+def test_type_checking_imports_are_not_in_a_closure():
+    """``import gtcore.status`` runs gtcore/__init__, whose type-checking imports never run."""
+    closure = imports.chapter_modules("import gtcore.status\n", PKG)
+    assert closure == ["gtcore", "gtcore.status"]
+    assert "gtcore.moments.ode" in imports.chapter_modules("import gtcore\n", PKG)  # every lazy name may be used

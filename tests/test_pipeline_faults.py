@@ -138,7 +138,7 @@ def test_9_kill_9_of_run_j2_leaves_no_worker_and_no_late_publish(tree):
     gtbook("run", "-j", "2", "--set", "x=1.5", cwd=tree)
     time.sleep(max(0.0, killed + 35 - time.time()))  # past the moment the killed run would have published
     assert ran_x(tree, "01_tiny") == ran_x(tree, "02_small") == 1.5
-    text = gtbook("status", "--set", "x=1.5", cwd=tree).stdout
+    text = gtbook("status", "-j", "2", "--set", "x=1.5", cwd=tree).stdout
     assert state_of(text, "01_tiny") == state_of(text, "02_small") == "fresh"
     assert not list((tree / "executed").rglob("*.job.json")), "job files leaked"
 

@@ -16,10 +16,15 @@ def _notebook(path, claims, profile="quick", seed=3):
     nbformat.write(nb, path)
 
 
-def _c(name, statement, kind, passed=True):
+#: a scope that covers any statement stated for general parameters at any d
+GENERAL = {"system": "finite-N tokens", "d": [3], "A": "general", "B": "general", "V": "general", "heads": 1,
+           "attention": ["dot"], "family": ""}
+
+
+def _c(name, statement, kind, passed=True, scope=GENERAL):
     # the report evaluates each claim again from its value and criterion: a failing claim has a failing value
     return {"name": name, "statement": statement, "kind": kind, "value": 0.5 if passed else 1.5,
-            "threshold": "< 1", "passed": passed}
+            "threshold": "< 1", "passed": passed, "scope": scope}
 
 
 def test_statuses_follow_the_kinds(tmp_path):
@@ -49,12 +54,13 @@ def test_headline_counts_statements_by_status(tmp_path):
                                         _c("b", "beyond_finite_n", "reproduces")])
     text = report_markdown(tmp_path)
     statements = load_statements().values()
-    n_paper = sum(s.scope == "paper" for s in statements)
-    n_beyond = sum(s.scope == "beyond" for s in statements)
+    n_paper = sum(s.origin == "paper" for s in statements)
+    n_beyond = sum(s.origin == "beyond" for s in statements)
     assert (f"**1 of {n_paper} statements of the paper reproduced**; 1 derived only, 1 consistency only, "
             f"1 not reproducible here, {n_paper - 4} not checked.") in text
     assert f"Beyond the paper: 1 of {n_beyond} reproduced; {n_beyond - 1} not checked." in text
-    assert "5 claims in all: 3 reproductions, 1 derivations, 1 consistency checks, 0 controls." in text
+    assert ("5 claims in all: 3 reproductions, 1 derivations, 1 consistency checks, 0 controls, 0 checks of the "
+            "book's own statistics.") in text
     assert "Beyond the paper" in text and "Not reproducible here:" in text
     assert "Mutation check" not in text  # no book/mutations.json beside this executed/ folder
 
@@ -67,8 +73,8 @@ def test_a_recorded_non_reproduction_is_not_reproduced(tmp_path):
     assert status["pretrained_gaussian"] == "not reproduced"  # even with a reproduction of a part of it
     assert status["invariance"] == "reproduced"
     text = report_markdown(tmp_path)
-    n_paper = sum(s.scope == "paper" for s in load_statements().values())
+    n_paper = sum(s.origin == "paper" for s in load_statements().values())
     assert f"**1 of {n_paper} statements of the paper reproduced**; 1 not reproduced, " in text
     assert ("4 claims in all: 2 reproductions, 1 non-reproductions, 0 derivations, 0 consistency checks, "
-            "1 controls.") in text
+            "1 controls, 0 checks of the book's own statistics.") in text
     assert "n1" in text  # the non-reproduction is listed under its statement
