@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from gtbook.studies.atlas.drift import covariance_drift, stack_controls
 from gtbook.studies.atlas.ensembles import Draw, conditions, draw_controls, ensemble_draws, peer_draws, targeted_draws
 from gtbook.studies.atlas.peer import PeerSetting, closed_form_rank, exact_ranks, projected_euler_lanes
 from gtbook.studies.atlas.regimes import classify_lanes, growth_exponent
 from gtbook.studies.atlas.tables import wilson_interval
 from gtcore import Controls, moment_rhs
+from gtcore.moments.batched import stack_controls
 
 I2 = np.eye(2)
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
@@ -30,7 +30,7 @@ def test_stacked_drift_is_moment_rhs_lane_by_lane(attention, d):
     rng = np.random.default_rng(1)
     G = rng.standard_normal((len(built), d, d))
     S = G @ np.swapaxes(G, 1, 2) / d + 0.1 * np.eye(d)
-    got = covariance_drift(S, stack, np.arange(len(built)))
+    got = stack.covariance_rhs(S, np.arange(len(built)))
     for k, (ctl, _, _) in enumerate(built):
         want = moment_rhs(np.zeros(d), S[k], ctl)[1]
         np.testing.assert_allclose(got[k], want, rtol=1e-11, atol=1e-13 * np.abs(want).max())

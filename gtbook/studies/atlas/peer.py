@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtbook.studies.atlas.drift import LaneStack, covariance_drift, stack_controls
 from gtbook.studies.atlas.regimes import Outcome, classify_lanes
 from gtcore.controls import Controls
+from gtcore.moments.batched import LaneStack, stack_controls
 
 __all__ = [
     "EXACT_HORIZON",
@@ -133,7 +133,7 @@ def projected_euler_lanes(controls: Sequence[Controls] | LaneStack, Sigma0, sett
             break
         Sa = S[active]
         with np.errstate(over="ignore", invalid="ignore"):
-            step = Sa + setting.h * covariance_drift(Sa, stack, active)
+            step = Sa + setting.h * stack.covariance_rhs(Sa, active)
             step = 0.5 * (step + np.swapaxes(step, 1, 2))
             finite = np.all(np.isfinite(step), axis=(1, 2))
             w, U = np.linalg.eigh(np.where(finite[:, None, None], step, 0.0))

@@ -58,8 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from gtbook.studies.atlas.drift import LaneStack, covariance_drift, stack_controls
 from gtcore.controls import Controls
+from gtcore.moments.batched import LaneStack, stack_controls
 from gtcore.moments.lanes import integrate_lanes
 
 __all__ = ["LaneVerdicts", "Outcome", "classify_lanes", "growth_exponent"]
@@ -156,40 +156,6 @@ def _norm_rate(S: np.ndarray, dS: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return n, np.einsum("kij,kij->k", S, dS) / np.where(n > 0, n, 1.0)
 
 
-def _one_lane(stack: LaneStack, lane: int):
-    """:func:`covariance_drift` of one lane on a (d, d) matrix, without the stacking overhead."""
-    A, V, H, eye = stack.A[lane], stack.V[lane], stack.V.shape[1], np.eye(stack.d)
-
-    def sqrt(S):
-        w, U = np.linalg.eigh(S)
-        return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
-
-    if stack.attention == "dot":
-        B = stack.B[lane]  # type: ignore[index]  # set for this attention
-
-        def gain(S, h):
-            return S @ B[h]
-    elif stack.attention == "l2":
-        Q, K = stack.Q[lane], stack.K[lane]  # type: ignore[index]  # set for this attention
-
-        def gain(S, h):
-            return 2.0 * np.linalg.solve(eye + 2.0 * S @ K[h].T @ K[h], S @ K[h].T @ Q[h])
-    else:
-        B = stack.B[lane]  # type: ignore[index]  # set for this attention
-
-        def gain(S, h):
-            Sh = sqrt(S)
-            T = Sh @ B[h] @ S @ B[h].T @ Sh
-            return 2.0 * Sh @ np.linalg.solve(eye + sqrt(eye + 2.0 * (T + T.T)), Sh @ B[h])
-
-    def drift(S):
-        F = A + sum(V[h] @ gain(S, h) for h in range(H))
-        FS = F @ S
-        return FS + FS.T
-
-    return drift
-
-
 class _OutOfBudget(Exception):
     pass
 
@@ -205,7 +171,6 @@ def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray,
     from scipy.integrate import solve_ivp
 
     d = stack.d
-    one = _one_lane(stack, lane)
     calls = [0]
 
     def f(t, y):
@@ -213,7 +178,7 @@ def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray,
         if calls[0] > IMPLICIT_NFEV:
             raise _OutOfBudget
         S = y.reshape(d, d)
-        return one(0.5 * (S + S.T)).ravel()
+        return stack.covariance_rhs(0.5 * (S + S.T), lane).ravel()
 
     def passing(t, y):
         return np.linalg.norm(y) - level / 100.0
@@ -264,11 +229,11 @@ def _escaped_verdicts(stack: LaneStack, esc: np.ndarray, S_end: np.ndarray, t_en
                       rate: np.ndarray) -> None:
     """The lanes that escaped: growth rate, pole time, growth exponent and outcome (written in place)."""
     S2 = S_end[esc]
-    n2, r2 = _norm_rate(S2, covariance_drift(S2, stack, esc))
+    n2, r2 = _norm_rate(S2, stack.covariance_rhs(S2, esc))
     ok = seen[esc]
     S1 = np.where(ok[:, None, None], first[esc], S2)
     S1 = 0.5 * (S1 + np.swapaxes(S1, 1, 2))
-    n1, r1 = _norm_rate(S1, covariance_drift(S1, stack, esc))
+    n1, r1 = _norm_rate(S1, stack.covariance_rhs(S1, esc))
     for j, lane in enumerate(esc):
         rate[lane] = r2[j] / n2[j]
         if r2[j] > 0:
@@ -293,7 +258,7 @@ def _settled_verdicts(stack: LaneStack, done: np.ndarray, Y_T: np.ndarray, S_end
         a = np.log2(lam2 / lam1)
     a = np.where((lam1 > 0) & (lam2 > 0), a, -np.inf)
     alpha[done] = a
-    dS = covariance_drift(S2, stack, done)
+    dS = stack.covariance_rhs(S2, done)
     norm2 = np.linalg.norm(S2, axis=(1, 2))
     mv = 2 * horizon * np.linalg.norm(dS, axis=(1, 2)) / np.where(norm2 > 0, norm2, 1.0)
     moving[done] = mv
@@ -320,7 +285,7 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
     Parameters
     ----------
     controls : n constant :class:`~gtcore.controls.Controls` of one dimension and attention type, or their
-        :class:`~gtbook.studies.atlas.drift.LaneStack`
+        :class:`~gtcore.moments.batched.LaneStack`
     Sigma0 : (d, d) or (n, d, d) initial covariances, symmetric positive definite
     horizon : :math:`T`; lanes are integrated to :math:`2T`
     escape : a lane stops when :math:`\|\Sigma\|_F \ge` ``escape`` :math:`\max(\|\Sigma_0\|_F, 1)`
@@ -347,7 +312,7 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
     def run(t0, t1, Y, lanes):
         def rhs(t, Yk, k):
             S = Yk.reshape(-1, d, d)
-            return covariance_drift(0.5 * (S + np.swapaxes(S, 1, 2)), stack, lanes[k]).reshape(-1, d * d)
+            return stack.covariance_rhs(0.5 * (S + np.swapaxes(S, 1, 2)), lanes[k]).reshape(-1, d * d)
 
         def stop(Yk, k):
             g = lanes[k]
