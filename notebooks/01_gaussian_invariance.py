@@ -100,17 +100,13 @@ from gtbook.glue import glue
 from gtbook.studies.invariance import figures as figs
 from gtbook.studies.invariance.ensemble import gaussianity_ensemble, general_draws, relu_variant, stack_ensemble
 from gtbook.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
-from gtbook.studies.invariance.nongaussian import (
-    slope_difference_standard_error,
-    slope_standard_error,
-    softmax_stack_study,
-)
+from gtbook.studies.invariance.nongaussian import softmax_stack_study
 from gtbook.studies.invariance.strength import strength_draws
-from gtbook.studies.nulls import mean_of_k_quantile
 from gtcore import Controls, gaussian_tokens, integrate_moments, layer_stack
 from gtcore.attention import max_sampling_strength
 from gtcore.particles import simulate
 from gtcore.stats.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
+from gtcore.stats.inference import mean_of_k_quantile, slope_difference_standard_error, slope_standard_error
 from gtcore.stats.sampling import moment_matched_tokens
 
 weak = Controls(A=A, b=b, V=v * np.eye(2), B=B_weak)

@@ -1,16 +1,14 @@
 """Chapter 8's study code against independent answers: the stacked drift against gtcore.moment_rhs, the lane
-verdicts against closed forms, the peers' scheme and exact ranks, the binomial interval, the draws."""
+verdicts against closed forms, the peers' scheme and exact ranks, the draws."""
 
 import math
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
 
 from gtbook.studies.atlas.ensembles import Draw, conditions, draw_controls, ensemble_draws, peer_draws, targeted_draws
 from gtbook.studies.atlas.peer import PeerSetting, closed_form_rank, exact_ranks, projected_euler_lanes
 from gtbook.studies.atlas.regimes import classify_lanes, growth_exponent
-from gtbook.studies.atlas.tables import wilson_interval
 from gtcore import Controls, moment_rhs
 from gtcore.moments.batched import stack_controls
 
@@ -169,11 +167,3 @@ def test_conditions_read_signs_head_by_head():
     assert c["opposite"] and not c["same"] and c["stab"] and not c["scalar_V"] and c["A_class"] == "anti-stable"
     c = conditions(Controls(A=-I2, V=I2, B=B_MAP))
     assert c["same"] and not c["blow"]  # Hurwitz A: not the destabilising condition
-
-
-@pytest.mark.parametrize("k, n", [(0, 10), (3, 10), (10, 10), (47, 200), (1, 1)])
-def test_wilson_interval_against_scipy(k, n):
-    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    np.testing.assert_allclose(wilson_interval(k, n), (ci.low, ci.high), rtol=1e-12, atol=1e-15)
-    with pytest.raises(ValueError, match="0 <= k <= n"):
-        wilson_interval(5, 3)

@@ -23,10 +23,10 @@ import torch
 from numpy.polynomial.hermite_e import hermegauss
 
 from conftest import particle_moment_errors, random_spd
-from gtbook.studies.fits import loglog_slope
 from gtcore import Controls, gaussian_tokens, layer_map
 from gtcore.attention import ATTENTION_TYPES, DotProduct, attention_of
 from gtcore.particles import simulate, velocity
+from gtcore.stats.inference import loglog_slope
 
 TYPES = sorted(ATTENTION_TYPES)
 

@@ -40,6 +40,7 @@ from gtcore._linalg import psd_sqrt, whiten
 from gtcore._progress import progress as progress_bar
 from gtcore._repr import short_repr
 from gtcore._validation import check_moments, check_tokens
+from gtcore.stats.inference import normal_band
 
 #: memory budget (bytes) for the temporary blocks of the chunked statistics
 _CHUNK_BYTES = 128 * 2**20
@@ -432,8 +433,7 @@ class NoiseFloor:
         if method == "quantile":
             lo, hi = np.quantile(self.values, [(1 - level) / 2, (1 + level) / 2], axis=0)
         elif method == "normal":
-            half = float(ndtri(0.5 + level / 2)) * np.asarray(self.std)
-            lo, hi = np.asarray(self.mean) - half, np.asarray(self.mean) + half
+            lo, hi = normal_band(np.asarray(self.mean), np.asarray(self.std), level)
         else:
             raise ValueError(f"method must be 'quantile' or 'normal', got {method!r}")
         if np.ndim(lo) == 0:

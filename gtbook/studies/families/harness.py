@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gtbook.studies.nulls import flow_deviations
 from gtcore.attention import attention_of
 from gtcore.controls import Controls, ControlsLike
 from gtcore.moments import MomentTrajectory, integrate_moments, moment_rhs
 from gtcore.particles import ParticleTrajectory, simulate
+from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.stats.sampling import gaussian_tokens
 
 __all__ = ["DeviationDecay", "FamilyRun", "deviation_decay", "growth_bound_excess", "growth_rate", "head_cancellation",
@@ -172,7 +174,7 @@ class DeviationDecay:
         :math:`\|\delta_s\|` of each cloud's signed covariance deviation
         (:func:`gtbook.studies.nulls.signed_deviation`, covariance part).
     slope : float
-        Log–log slope of the mean over clouds in N (:func:`gtbook.studies.fits.pooled_loglog_slope`).
+        Log–log slope of the mean over clouds in N (:func:`gtcore.stats.inference.pooled_loglog_slope`).
     se : float
         Its bootstrap standard error (clouds resampled within each N).
     """
@@ -216,9 +218,6 @@ def deviation_decay(controls: ControlsLike, mu0: np.ndarray, Sigma0: np.ndarray,
     -------
     dict name -> DeviationDecay
     """
-    from gtbook.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
-    from gtbook.studies.nulls import flow_deviations
-
     Ns = np.asarray(Ns, int)
     per_n = [flow_deviations(controls, mu0, Sigma0, T, int(N), seeds, steps, predictions=predictions,
                              seed=int(seed) + 1000 * i, mean=False, kernel_dtype=None) for i, N in enumerate(Ns)]
