@@ -282,6 +282,30 @@ class AttentionType(ABC):
         """
         return self.linear_part(Sigma, V, params), self.mean_gain(Sigma, V, params)
 
+    def gaussian_parts_function(self, V: Any, params: Any) -> Any:
+        r""":meth:`gaussian_parts` with the heads held fixed: a function :math:`\Sigma \mapsto (\sum_h V_hM_h,
+        \sum_h V_hC_h)` that the integrators set up once per constant layer and call at every evaluation.
+
+        The default closes over :meth:`gaussian_parts`; a type overrides it to do once what does not depend on
+        :math:`\Sigma` (same arithmetic, so the same numbers).
+
+        Parameters
+        ----------
+        V : (..., H, d, d) array
+            The value matrices.
+        params : array
+            The stacked parameters (:meth:`params`).
+
+        Returns
+        -------
+        callable
+            ``parts(Sigma) -> (linear, gain)``.
+        """
+        def parts(Sigma: Any) -> tuple[Any, Any]:
+            return self.gaussian_parts(Sigma, V, params)
+
+        return parts
+
     def stack_params(self, params: Any, heads: int) -> np.ndarray:
         r"""The parameters of n layers (:meth:`params` of each) stacked over a leading lane axis, shape
         (n, heads, ...); a layer with fewer heads is padded with zero parameters.

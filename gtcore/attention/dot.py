@@ -115,6 +115,31 @@ class DotProduct(AttentionType):
         """
         return V.sum(-3)
 
+    def gaussian_parts_function(self, V, B):
+        r"""The dot product's :meth:`gaussian_parts` for fixed heads: :math:`\sum_h V_h` is computed once, and for
+        one head the sum over heads is the head itself (:meth:`value_responses`, the same numbers).
+
+        Parameters
+        ----------
+        V : (H, d, d) array
+            The value matrices.
+        B : (H, d, d) array
+            The query-key matrices.
+
+        Returns
+        -------
+        callable
+            ``parts(Sigma) -> (sum_h V_h Sigma B_h, sum_h V_h)``.
+        """
+        gain = self.mean_gain(None, V, B)  # sum_h V_h: Sigma does not enter
+        if V.shape[-3] == 1:
+            def parts(Sigma):
+                return self.value_responses(Sigma, V, B)[..., 0, :, :], gain
+        else:
+            def parts(Sigma):
+                return self.value_responses(Sigma, V, B).sum(-3), gain
+        return parts
+
     def value_responses_derivative(self, Sigma, H, V, B):
         r""":math:`V_hHB_h`, exact: :math:`V_h\Sigma B_h` is linear in :math:`\Sigma`.
 
