@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from gtbook.studies.atlas.ensembles import Draw, conditions, draw_controls, ensemble_draws, peer_draws, targeted_draws
+from gtbook.studies.atlas.outcomes import classify_lanes, growth_exponent
 from gtbook.studies.atlas.peer import PeerSetting, closed_form_rank, exact_ranks, projected_euler_lanes
-from gtbook.studies.atlas.regimes import classify_lanes, growth_exponent
 from gtcore import Controls, moment_rhs
 from gtcore.moments.batched import stack_controls
 
@@ -49,7 +49,7 @@ def test_verdicts_of_cases_with_known_fates():
         (Controls(A=-0.5 * I2 + 0.7 * J, V=-I2, B=B_MAP), "collapse to 0", 0),
         (Controls(A=I2, V=np.diag([1.0, 2.0]), B=np.zeros((2, 2))), "exponential growth", -1),  # issue 24 item 1
         (Controls(V=I2, B=-np.diag([1.0, 0.0])), "lower-rank limit", 1),       # Sigma = (P0 + 2t e1 e1^T)^-1
-        (Controls(A=J), "other", -1),                                           # a rotating covariance
+        (Controls(A=J), "rotation", -1),                                        # a rotating covariance
     ]
     v = classify_lanes([c for c, _, _ in cases], S0)
     assert list(v.outcome) == [o for _, o, _ in cases]
@@ -58,6 +58,27 @@ def test_verdicts_of_cases_with_known_fates():
     assert abs(v.kappa[1]) < 0.05 and abs(v.kappa[3] + 1) < 1e-6
     # the 1/t decay halves per doubling of t
     assert abs(v.alpha[4, 0] + 1) < 0.01 and abs(v.alpha[4, 1]) < 0.01
+
+
+def test_what_the_doubling_test_leaves_undecided_is_named_or_decided_later():
+    """Exponential decay at rate 2 eps = 0.004 has alpha = -0.004 T / ln 2 = -0.58 on [100, 200], between the
+    bands, but -1.15 on [200, 400]: the adaptive horizon decides a collapse. Growth e^(2t) along one axis with
+    collapse e^(-6t) across it loses float64's resolution of lambda_min (ratio e^(-8t) < 2.2e-13 at t = 3.6,
+    norm 1.3e3 >= 100): growth with collapse. A nilpotent A grows Sigma like t^2, which has not reached the
+    escape level at 8T while an eigenvalue still grows: undecided at the horizon."""
+    from gtbook.studies.atlas.outcomes import DECIDED, EXTENSIONS
+
+    cases = [
+        (Controls(A=-0.002 * I2), "collapse to 0"),
+        (Controls(A=np.diag([1.0, -3.0])), "growth with collapse"),
+        (Controls(A=[[0.0, 1.0], [0.0, 0.0]]), "undecided at the horizon"),
+    ]
+    v = classify_lanes([c for c, _ in cases], np.eye(2))
+    assert list(v.outcome) == [o for _, o in cases]
+    assert v.t_end[0] == 400.0 and 400.0 <= 100.0 * 2 ** (1 + EXTENSIONS)
+    assert abs(v.alpha[0, 0] - (-0.004 * 200 / np.log(2))) < 1e-6
+    assert v.unresolved[1] and 3.0 < v.t_end[1] < 4.0
+    assert v.t_end[2] == 800.0 and v.alpha[2, -1] > 1.5 and "undecided at the horizon" not in DECIDED
 
 
 def test_pole_time_is_the_closed_form():

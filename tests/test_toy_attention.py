@@ -11,7 +11,7 @@ its own (the vectorised tilt, the fused kernel).
 import numpy as np
 import pytest
 
-from gtbook.studies.atlas.regimes import classify_lanes
+from gtbook.studies.atlas.outcomes import classify_lanes
 from gtcore import Controls, integrate_moments
 from gtcore.attention import ATTENTION_TYPES, register
 from gtcore.attention.base import AttentionType

@@ -6,7 +6,7 @@ import numpy as np
 
 from gtbook.studies.atlas.explorer import OUTCOME_COLORS
 from gtbook.studies.atlas.maps import AtlasMap
-from gtbook.studies.atlas.regimes import OUTCOMES
+from gtbook.studies.atlas.outcomes import OUTCOMES
 from gtbook.studies.atlas.tables import Fractions
 from gtbook.studies.style import COLORS, figure
 

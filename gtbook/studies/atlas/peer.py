@@ -25,7 +25,7 @@ eigenvalues decay like :math:`1/(2t\,\sigma^2)` for the singular values :math:`\
 
 **The exact rank** (:func:`exact_ranks`): for :math:`V = I` with softmax, the closed form above
 (:math:`\operatorname{rank}Q` certified by its smallest singular value); otherwise the doubling test
-of :func:`~gtbook.studies.atlas.regimes.classify_lanes` with a long horizon (:data:`EXACT_HORIZON`), on
+of :func:`~gtbook.studies.atlas.outcomes.classify_lanes` with a long horizon (:data:`EXACT_HORIZON`), on
 the layer with :math:`V` divided by its slowest rate (:func:`time_scale`: with :math:`A = 0` this only
 changes the clock, not the limit):
 an eigenvalue that decays like :math:`c/t` halves from :math:`T` to :math:`2T`
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtbook.studies.atlas.regimes import Outcome, classify_lanes
+from gtbook.studies.atlas.outcomes import Outcome, classify_lanes
 from gtcore.controls import Controls
 from gtcore.moments.batched import LaneStack, stack_controls
 
@@ -191,7 +191,7 @@ class ExactRanks:
     rank : (n,) the rank (-1 where undecided)
     method : (n,) "closed form" or "doubling test"
     doubling_rank : (n,) the doubling test's rank for every draw (also where the closed form decides)
-    outcome : (n,) the doubling test's :class:`~gtbook.studies.atlas.regimes.Outcome`
+    outcome : (n,) the doubling test's :class:`~gtbook.studies.atlas.outcomes.Outcome`
     alpha : (n, d) the doubling exponents
     """
 

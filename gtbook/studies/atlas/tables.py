@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtbook.studies.atlas.regimes import OUTCOMES
+from gtbook.studies.atlas.outcomes import OUTCOMES
 from gtcore.stats.inference import wilson_interval
 
 __all__ = ["Fractions", "PeerRow", "counterexamples", "regime_fractions"]
