@@ -118,6 +118,13 @@ class BlowupTime:
     crossing_time : float or None
         When the numerical search ran: the time at which :math:`\|\Sigma\|_F` crossed its blow-up
         threshold (``crossing_time`` of :class:`~gtcore.moments.MomentTrajectory`), else None.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, blowup_time
+    >>> bt = blowup_time(np.eye(1), Controls(V=-np.eye(1), B=np.eye(1)))
+    >>> bt.t_star, bt.verdict, bt.proved
+    (inf, <Verdict.NO_BLOWUP: 'no blow-up'>, True)
     """
 
     t_star: float
@@ -365,6 +372,13 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     ValueError
         Bad controls, ``Sigma0`` or ``t_max``, an unknown ``method``, or ``"closed form"`` with some
         :math:`V_h` not a multiple of :math:`I`.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, blowup_time
+    >>> bt = blowup_time(np.eye(1), Controls(V=np.eye(1), B=np.eye(1)))
+    >>> bt.t_star, bt.method
+    (0.5, 'closed form (d = 1)')
     """
     controls = _check_controls(controls)
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)

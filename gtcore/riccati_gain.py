@@ -75,6 +75,12 @@ def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
     ValueError
         ``A`` is not Hurwitz, ``B + B^T`` is not positive semidefinite (outside the formula's
         domain), or bad shapes, naming the argument.
+
+    Examples
+    --------
+    >>> from gtcore import critical_gain
+    >>> critical_gain(-np.eye(2), np.eye(2), np.eye(2))
+    1.0
     """
     A, B, S0 = _hurwitz_gain_inputs(A, B, Sigma0)
     _check_gain_domain(B)
@@ -119,6 +125,13 @@ class GainThreshold:
     formula : float
         :math:`1/\text{limit}`: :func:`critical_gain`'s formula, evaluated even outside its domain
         (equal to ``threshold`` when :math:`B + B^\top \succeq 0`).
+
+    Examples
+    --------
+    >>> from gtcore import gain_threshold
+    >>> g = gain_threshold(-np.eye(1), np.eye(1), 2.0 * np.eye(1))
+    >>> round(g.limit, 9), round(g.threshold, 9)
+    (2.0, 0.5)
     """
 
     threshold: float
@@ -163,6 +176,13 @@ def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n
     ------
     ValueError
         ``A`` is not Hurwitz (:math:`Y_\infty` does not exist), or bad shapes, naming the argument.
+
+    Examples
+    --------
+    >>> from gtcore import gain_threshold
+    >>> g = gain_threshold(-np.eye(2), np.eye(2), np.eye(2))
+    >>> round(g.threshold, 9), g.formula
+    (1.0, 1.0)
     """
     A, B, S0 = _hurwitz_gain_inputs(A, B, Sigma0)
     Q = B + B.T

@@ -57,6 +57,15 @@ def riccati_quadratic(controls: Controls) -> np.ndarray | None:
     -------
     (d, d) ndarray or None
         :math:`Q`, exactly symmetric; None outside the linearisable case.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, riccati_quadratic
+    >>> riccati_quadratic(Controls(V=0.5 * np.eye(2), B=[[1.0, 2.0], [0.0, 1.0]]))
+    array([[1., 1.],
+           [1., 1.]])
+    >>> riccati_quadratic(Controls(V=np.diag([1.0, 2.0]), B=np.eye(2))) is None
+    True
     """
     controls = _check_controls(controls)
     att = attention_of(controls)

@@ -33,6 +33,14 @@ class AttentionType(ABC):
     ``params`` are the type's per-head parameters besides the value matrices ``V`` (for the dot
     product: the stacked ``B``, shape (H, d, d)); ``params_h`` is one head's slice. The methods
     accept NumPy arrays, and those used by the particle simulator also torch tensors.
+
+    Examples
+    --------
+    >>> from gtcore.attention import ATTENTION_TYPES, AttentionType
+    >>> sorted(ATTENTION_TYPES)
+    ['dot', 'l2', 'sinkhorn']
+    >>> all(isinstance(t, AttentionType) for t in ATTENTION_TYPES.values())
+    True
     """
 
     name: str = ""

@@ -17,6 +17,16 @@ class DotProduct(AttentionType):
 
         \frac{\int y\, e^{y^\top B x}\, dN(\mu,\Sigma)(y)}{\int e^{y^\top B x}\, dN(\mu,\Sigma)(y)}
             = \mu + \Sigma B x .
+
+    Examples
+    --------
+    >>> from gtcore.attention import DotProduct
+    >>> M, c = DotProduct().tilt(np.array([1.0, 0.0]), np.diag([2.0, 1.0]), np.array([[0.0, 1.0], [0.0, 0.0]]))
+    >>> M
+    array([[0., 2.],
+           [0., 0.]])
+    >>> c
+    array([1., 0.])
     """
 
     name = "dot"

@@ -39,6 +39,17 @@ class L2(AttentionType):
     :math:`\|M\|_2 \le (1 + \operatorname{cond}(K))\|K^{-1}Q\|_2` for every :math:`\Sigma \succeq 0`
     and the covariance grows at most exponentially; :math:`M \to K^{-1}Q` as
     :math:`\Sigma^{-1} \to 0`.
+
+    Examples
+    --------
+    >>> from gtcore.attention import L2
+    >>> QK = np.stack([np.eye(2), np.eye(2)])  # Q = K = I
+    >>> M, c = L2().tilt(np.ones(2), np.eye(2), QK)
+    >>> np.round(M, 6)
+    array([[0.666667, 0.      ],
+           [0.      , 0.666667]])
+    >>> np.round(c, 6)
+    array([0.333333, 0.333333])
     """
 
     name = "l2"

@@ -48,6 +48,13 @@ class Sinkhorn(AttentionType):
         defaults to :func:`gtcore.attention.sinkhorn.default_tol` of the tokens' dtype.
     method, block : str, int
         ``"sdpa"`` (fused kernel) or ``"blocked"`` (``block`` rows at a time) for :meth:`kernel`.
+
+    Examples
+    --------
+    >>> from gtcore.attention import Sinkhorn
+    >>> M, c = Sinkhorn().tilt(np.zeros(2), np.eye(2), np.eye(2))
+    >>> float(round(M[0, 0], 6)), float(round((np.sqrt(5) - 1) / 2, 6))  # the golden ratio's inverse
+    (0.618034, 0.618034)
     """
 
     name = "sinkhorn"

@@ -77,6 +77,7 @@ def loglog_slope(x: Any, y: Any, x_max: float | None = None) -> float:
 
     Examples
     --------
+    >>> from gtcore.stats.inference import loglog_slope
     >>> loglog_slope([1.0, 4.0, 16.0], [1.0, 0.5, 0.25])
     -0.5
     """
@@ -125,6 +126,7 @@ def pooled_loglog_slope(Ns: Any, values: Any) -> float:
 
     Examples
     --------
+    >>> from gtcore.stats.inference import pooled_loglog_slope
     >>> Ns = np.array([100, 400])
     >>> values = np.stack([c / np.sqrt(Ns)[:, None] * np.ones((2, 3)) for c in (1.0, 5.0)])
     >>> round(pooled_loglog_slope(Ns, values), 12)
@@ -344,6 +346,7 @@ def hotelling_test(deviations: Any, level: float = 0.99) -> HotellingTest:
     With one coordinate, :math:`T^2` is the square of Student's :math:`t` (here :math:`t = 1.25/(s/2)`,
     :math:`s^2 = 5/12`, so :math:`T^2 = 15`) and the threshold the squared :math:`t_{3,\,0.995}`:
 
+    >>> from gtcore.stats.inference import hotelling_test
     >>> x = np.array([[0.5], [1.5], [1.0], [2.0]])
     >>> h = hotelling_test(x)
     >>> round(h.T2, 6), round(h.ratio, 4)
@@ -406,6 +409,7 @@ def extrapolated_deviations(small: Any, large: Any, n_small: int, n_large: int) 
 
     Examples
     --------
+    >>> from gtcore.stats.inference import extrapolated_deviations
     >>> extrapolated_deviations([[0.2]], [[0.05]], 100, 400)
     array([[0.]])
     """
@@ -480,6 +484,7 @@ def resample_counts(units: int, n_boot: int, rng: np.random.Generator) -> np.nda
 
     Examples
     --------
+    >>> from gtcore.stats.inference import resample_counts
     >>> resample_counts(4, 3, np.random.default_rng(0)).sum(axis=1)
     array([4, 4, 4])
     """
@@ -503,6 +508,7 @@ def normal_band(mean: Any, sd: Any, level: float) -> tuple[Any, Any]:
 
     Examples
     --------
+    >>> from gtcore.stats.inference import normal_band
     >>> [round(v, 4) for v in normal_band(0.0, 1.0, 0.95)]
     [-1.96, 1.96]
     """
@@ -537,6 +543,7 @@ def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float
 
     Examples
     --------
+    >>> from gtcore.stats.inference import wilson_interval
     >>> [round(v, 4) for v in wilson_interval(0, 10)]
     [0.0, 0.2775]
     """
@@ -564,6 +571,7 @@ def magnitude_interval(lo: float, hi: float) -> tuple[float, float]:
 
     Examples
     --------
+    >>> from gtcore.stats.inference import magnitude_interval
     >>> magnitude_interval(-0.5, 2.0)
     (0.0, 2.0)
     >>> magnitude_interval(-3.0, -1.0)
