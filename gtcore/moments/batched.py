@@ -122,9 +122,7 @@ class LaneStack:
         FS = self.velocity_matrix(Sigma, lanes) @ Sigma
         return FS + np.swapaxes(FS, -1, -2)
 
-    def __repr__(self) -> str:
-        return (f"LaneStack(n={self.n}, d={self.d}, heads={self.V.shape[1]}, "
-                f"attention={self.attention.name!r})")
+    __repr__ = short_repr  # shapes and the attention type, never the arrays
 
 
 def stack_controls(controls: Sequence[Controls]) -> LaneStack:
