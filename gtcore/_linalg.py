@@ -49,11 +49,12 @@ RANK_RTOL = 1e-8
 
 # ------------------------------------------------------------------ roots and factors
 def psd_power(S: np.ndarray, p: float) -> np.ndarray:
-    r""":math:`S^p = U\Lambda^pU^\top` for symmetric :math:`S` (eigenvalues clipped at 0 when :math:`p > 0`)."""
+    r""":math:`S^p = U\Lambda^pU^\top` for symmetric :math:`S` (eigenvalues clipped at 0 when :math:`p > 0`), over
+    leading axes."""
     w, U = np.linalg.eigh(S)
     if p > 0:
         w = np.clip(w, 0.0, None)
-    return (U * w ** p) @ U.T
+    return (U * (w ** p)[..., None, :]) @ np.swapaxes(U, -1, -2)
 
 
 def psd_project(S: np.ndarray) -> np.ndarray:

@@ -144,6 +144,16 @@ class Controls:
     -----
     Missing parameters are zero and :math:`d` is inferred from those given. When only one of
     ``V``, ``B`` is given the other is zero with the same number of heads.
+
+    Examples
+    --------
+    >>> from gtcore import Controls
+    >>> ctl = Controls(A=-np.eye(2), V=0.5 * np.eye(2), B=np.eye(2))
+    >>> ctl
+    Controls(d=2, heads=1)
+    >>> ctl.attention_drift(np.eye(2))
+    array([[0.5, 0. ],
+           [0. , 0.5]])
     """
 
     A: np.ndarray
@@ -329,6 +339,13 @@ class PiecewiseControls:
     -----
     At a break the piece on the right applies. :func:`gtcore.moments.integrate_moments` integrates
     piece by piece, so breaks are honoured exactly.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, PiecewiseControls
+    >>> pc = PiecewiseControls([0.0, 1.0, 2.0], [Controls(A=-np.eye(2)), Controls(A=np.eye(2))])
+    >>> float(pc(0.5).A[0, 0]), float(pc(1.0).A[0, 0])  # the piece on the right holds at a break
+    (-1.0, 1.0)
     """
 
     def __init__(self, breaks: Sequence[float] | np.ndarray, pieces: Sequence[Controls]) -> None:

@@ -38,6 +38,10 @@ singular :math:`A`, from one augmented (Van Loan) exponential
     = \begin{bmatrix} \ast & F_{12} \\ 0 & e^{At} \end{bmatrix}, \qquad
     Y(t) = (e^{At})^\top F_{12}.
 
+The module holds the blow-up time and the closed-form covariance; the precision equation's exact solution and
+the spectral classes are in :mod:`gtcore.riccati_kernel`, the critical gain in :mod:`gtcore.riccati_gain` (their
+public names are importable from here).
+
 References
 ----------
 Alcalde, Ji, Zuazua (2026), *Reachability and asymptotics of Gaussian Transformer dynamics*,
@@ -47,21 +51,32 @@ arXiv:2606.07600, eq. (1.1) and the asymptotic results (stabilising and destabil
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.linalg import expm, solve_continuous_lyapunov
-from scipy.optimize import brentq, minimize_scalar
+from scipy.linalg import solve_continuous_lyapunov
 
-from gtcore._linalg import psd_sqrt
 from gtcore._repr import short_repr
-from gtcore._validation import as_float_array, check_count, check_covariance, check_matrix, check_positive
+from gtcore._validation import as_float_array, check_covariance, check_positive
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.moments.ode import _moment_rhs
 from gtcore.poles import covariance_only, left_eigen_certificate, no_pole_rate, trace_certificate
+from gtcore.riccati_gain import GainThreshold, critical_gain, gain_threshold
+from gtcore.riccati_gain import _check_gain_domain as _check_gain_domain  # re-exported (stability, studies)
+from gtcore.riccati_kernel import (
+    _TRUSTED_GROWTH,
+    _check_controls,
+    _default_t_max,
+    _definiteness,
+    _fmt_spec,
+    _RiccatiKernel,
+    _root,
+    riccati_quadratic,
+)
+from gtcore.riccati_kernel import _lyapunov_P as _lyapunov_P  # re-exported (gtcore.stability)
+from gtcore.riccati_kernel import _spectrum_class as _spectrum_class  # re-exported (gtcore.stability, studies)
 from gtcore.status import Status, Verdict
 
 __all__ = [
@@ -73,100 +88,6 @@ __all__ = [
     "gain_threshold",
     "riccati_quadratic",
 ]
-
-_SCALAR_V_ATOL = 1e-14
-_SPECTRUM_TOL = 1e-12
-
-
-# ------------------------------------------------------------------------------- validation
-def _check_controls(controls: Any, name: str = "controls", d: int | None = None) -> Controls:
-    if not isinstance(controls, Controls):
-        raise ValueError(f"{name} must be constant Controls (time-invariant parameters), "
-                         f"got {type(controls).__name__}")
-    if d is not None and controls.d != d:
-        raise ValueError(f"{name} act on dimension d={controls.d}, but the covariance has d={d}")
-    return controls
-
-
-
-# ------------------------------------------------------------------- V = vI: the precision equation
-def _scalar_values(controls: Controls) -> np.ndarray | None:
-    """``v_h`` when every ``V_h = v_h I`` (to 1e-14 relative), else None."""
-    d = controls.d
-    v = np.trace(controls.V, axis1=1, axis2=2) / d
-    scale = max(1.0, float(np.abs(controls.V).max()))
-    if np.all(np.abs(controls.V - v[:, None, None] * np.eye(d)) <= _SCALAR_V_ATOL * scale):
-        return v
-    return None
-
-
-def riccati_quadratic(controls: Controls) -> np.ndarray | None:
-    r"""The quadratic coefficient :math:`Q = \sum_h v_h (B_h + B_h^\top)` of the Riccati equation, when every
-    :math:`V_h = v_h I`.
-
-    Then :math:`\Sigma' = A\Sigma + \Sigma A^\top + \Sigma Q \Sigma` and :math:`P = \Sigma^{-1}`
-    solves :math:`P' = -(PA + A^\top P) - Q`. Returns None when some :math:`V_h` is not a
-    multiple of the identity, or when the attention is not the dot product (no linearising
-    substitution is used then).
-
-    Parameters
-    ----------
-    controls : Controls
-        One layer's parameters.
-
-    Returns
-    -------
-    (d, d) ndarray or None
-        :math:`Q`, exactly symmetric; None outside the linearisable case.
-    """
-    controls = _check_controls(controls)
-    v = _scalar_values(controls) if controls.attention == "dot" else None  # the substitution is the dot product's
-    if v is None:
-        return None
-    Q = np.einsum("h,hij->ij", v, controls.B + np.swapaxes(controls.B, 1, 2))
-    return 0.5 * (Q + Q.T)
-
-
-def _definiteness(S: np.ndarray, tol: float = 1e-12) -> str:
-    w = np.linalg.eigvalsh(0.5 * (S + S.T))
-    if not np.any(w):
-        return "zero"
-    s = tol * float(np.abs(w).max())
-    if np.all(w > s):
-        return "positive definite"
-    if np.all(w < -s):
-        return "negative definite"
-    if np.all(w >= -s):
-        return "zero" if np.all(np.abs(w) <= s) else "positive semidefinite"
-    if np.all(w <= s):
-        return "negative semidefinite"
-    return "indefinite"
-
-
-def _spectrum_class(A: np.ndarray) -> tuple[str, np.ndarray]:
-    lam = np.linalg.eigvals(A)
-    s = _SPECTRUM_TOL * max(1.0, float(np.abs(lam).max()))
-    if np.all(lam.real < -s):
-        return "Hurwitz", lam
-    if np.all(lam.real > s):
-        return "anti-stable", lam
-    return "mixed", lam
-
-
-def _fmt_spec(lam: np.ndarray) -> str:
-    re = np.sort(lam.real)
-    return f"Re spec(A) in [{re[0]:.3g}, {re[-1]:.3g}]"
-
-
-def _lyapunov_P(A: np.ndarray, Q: np.ndarray) -> np.ndarray | None:
-    r"""The unique :math:`P` with :math:`PA + A^\top P = -Q`, or None when it is not unique."""
-    lam = np.linalg.eigvals(A)
-    sums = np.abs(lam[:, None] + lam[None, :])
-    if sums.min() <= 1e-10 * max(1.0, float(np.abs(lam).max())):
-        return None
-    P = solve_continuous_lyapunov(A.T, -Q)
-    return 0.5 * (P + P.T)
-
 
 # ------------------------------------------------------------------------------ blow-up
 @dataclass(frozen=True)
@@ -197,6 +118,13 @@ class BlowupTime:
     crossing_time : float or None
         When the numerical search ran: the time at which :math:`\|\Sigma\|_F` crossed its blow-up
         threshold (``crossing_time`` of :class:`~gtcore.moments.MomentTrajectory`), else None.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, blowup_time
+    >>> bt = blowup_time(np.eye(1), Controls(V=-np.eye(1), B=np.eye(1)))
+    >>> bt.t_star, bt.verdict, bt.proved
+    (inf, <Verdict.NO_BLOWUP: 'no blow-up'>, True)
     """
 
     t_star: float
@@ -221,51 +149,6 @@ class BlowupTime:
 
     def __float__(self) -> float:
         return float(self.t_star)
-
-
-class _RiccatiKernel:
-    r"""Exact :math:`Y(t)` and :math:`g(t) = \lambda_{\min}(I - KY(t)K)` for :math:`V_h = v_hI`."""
-
-    def __init__(self, A: np.ndarray, Q: np.ndarray, Sigma0: np.ndarray) -> None:
-        d = A.shape[0]
-        self.A, self.Q, self.d = A, Q, d
-        self.K = psd_sqrt(Sigma0)
-        self.G = np.block([[-A.T, Q], [np.zeros((d, d)), A]])
-
-    def parts(self, t: float) -> tuple[np.ndarray, np.ndarray]:
-        """(e^{At}, Y(t))."""
-        d = self.d
-        F = expm(self.G * t)
-        E = F[d:, d:]
-        Y = E.T @ F[:d, d:]
-        return E, 0.5 * (Y + Y.T)
-
-    def step_parts(self, E: np.ndarray, Y: np.ndarray, Eh: np.ndarray, Yh: np.ndarray):
-        """Semigroup: Y(t + h) = Y(t) + E(t)^T Y(h) E(t), E(t + h) = E(h) E(t)."""
-        Y2 = Y + E.T @ Yh @ E
-        return Eh @ E, 0.5 * (Y2 + Y2.T)
-
-    def g_of(self, Y: np.ndarray) -> float:
-        KYK = self.K @ Y @ self.K
-        return float(np.linalg.eigvalsh(np.eye(self.d) - 0.5 * (KYK + KYK.T))[0])
-
-    def g(self, t: float) -> float:
-        return self.g_of(self.parts(t)[1])
-
-
-def _root(fun: Callable[[float], float], a: float, b: float) -> float:
-    return brentq(fun, a, b, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=200)
-
-
-#: beyond this growth of |K|^2 |Q| |e^{At}|^2 the closed form I - K Y K is round-off
-_TRUSTED_GROWTH = 1e12
-
-
-def _default_t_max(A: np.ndarray) -> float:
-    cls, lam = _spectrum_class(A)
-    if cls == "Hurwitz":  # Y(t) has converged to 1e-16 by then
-        return float(min(1e4, max(100.0, 20.0 / abs(lam.real.max()))))
-    return 100.0
 
 
 def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
@@ -489,6 +372,13 @@ def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
     ValueError
         Bad controls, ``Sigma0`` or ``t_max``, an unknown ``method``, or ``"closed form"`` with some
         :math:`V_h` not a multiple of :math:`I`.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, blowup_time
+    >>> bt = blowup_time(np.eye(1), Controls(V=np.eye(1), B=np.eye(1)))
+    >>> bt.t_star, bt.method
+    (0.5, 'closed form (d = 1)')
     """
     controls = _check_controls(controls)
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)
@@ -547,171 +437,3 @@ def closed_form_covariance(Sigma0: Any, controls: Controls, t: Any) -> np.ndarra
     return np.array(out)
 
 
-def _hurwitz_gain_inputs(A: Any, B: Any, Sigma0: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Validated ``A`` (Hurwitz: the limit :math:`Y_\\infty` exists), ``B`` and ``Sigma0``."""
-    A = check_matrix(A, "A")
-    d = A.shape[0]
-    B = check_matrix(B, "B", d)
-    S0 = check_covariance(Sigma0, "Sigma0", d)
-    if _spectrum_class(A)[0] != "Hurwitz":
-        raise ValueError("A must be Hurwitz (every eigenvalue with negative real part)")
-    return A, B, S0
-
-
-def critical_gain(A: Any, B: Any, Sigma0: Any) -> float:
-    r"""The smallest :math:`v > 0` with which :math:`V = vI` blows up from :math:`\Sigma_0`.
-
-    For Hurwitz :math:`A` and :math:`B + B^\top \succeq 0` (refused otherwise, see Domain):
-
-    .. math::
-
-        v_c = \frac{1}{\lambda_{\max}(K Y_\infty K)}, \qquad
-        A^\top Y_\infty + Y_\infty A = -(B + B^\top), \quad K = \Sigma_0^{1/2}:
-
-    for :math:`0 < v < v_c` the covariance collapses to 0, for :math:`v > v_c` it blows up in
-    finite time. ``inf`` when :math:`\lambda_{\max}(KY_\infty K) \le 0`.
-
-    Domain. With :math:`Y(t) = \int_0^t e^{A^\top s}(B + B^\top)e^{As}ds`,
-    :math:`\Sigma(t) = e^{At}K(I - vKY(t)K)^{-1}Ke^{A^\top t}` blows up iff
-    :math:`v\,\lambda_{\max}(KY(t)K)` reaches 1 at some finite :math:`t`, so the exact threshold is
-    :math:`1/\sup_{t \ge 0}\lambda_{\max}(KY(t)K)`. When :math:`B + B^\top \succeq 0` the integrand
-    is positive semidefinite, :math:`Y(t)` increases in the Loewner order and the supremum is the
-    limit :math:`Y_\infty`: the formula above. When :math:`B + B^\top` is indefinite, :math:`Y(t)`
-    can overshoot its limit and :math:`v < v_c` can blow up through a transient (e.g.
-    :math:`A = -0.1I + J`, :math:`B = \operatorname{diag}(1, -1)`, :math:`\Sigma_0 = I`: the formula
-    gives 1.005, the true threshold is 0.579), so that case is refused; :func:`gain_threshold`
-    computes the supremum for any :math:`B`.
-
-    Parameters
-    ----------
-    A : (d, d) array
-        The linear part of the feed-forward, Hurwitz.
-    B : (d, d) array
-        The query-key matrix, with :math:`B + B^\top \succeq 0`.
-    Sigma0 : (d, d) array
-        The initial covariance, symmetric positive semidefinite.
-
-    Returns
-    -------
-    float
-        :math:`v_c` (``inf`` when :math:`\lambda_{\max}(KY_\infty K) \le 0`).
-
-    Raises
-    ------
-    ValueError
-        ``A`` is not Hurwitz, ``B + B^T`` is not positive semidefinite (outside the formula's
-        domain), or bad shapes, naming the argument.
-    """
-    A, B, S0 = _hurwitz_gain_inputs(A, B, Sigma0)
-    _check_gain_domain(B)
-    Y = solve_continuous_lyapunov(A.T, -(B + B.T))
-    K = psd_sqrt(S0)
-    lmax = float(np.linalg.eigvalsh(K @ (0.5 * (Y + Y.T)) @ K)[-1])
-    return 1.0 / lmax if lmax > 0 else math.inf
-
-
-def _check_gain_domain(B: Any) -> np.ndarray:
-    r"""``B``, after checking :math:`B + B^\top \succeq 0` (the domain of :func:`critical_gain`).
-
-    Raises
-    ------
-    ValueError
-        ``B + B^T`` has a negative eigenvalue (below :math:`-10^{-12}` times the largest modulus).
-    """
-    B = check_matrix(B, "B")
-    S = B + B.T
-    if _definiteness(S) not in ("positive definite", "positive semidefinite", "zero"):
-        w = np.linalg.eigvalsh(0.5 * (S + S.T))
-        raise ValueError(f"B: the critical gain v_c = 1/lambda_max(K Y_inf K) needs B + B^T positive "
-                         f"semidefinite, but B + B^T has eigenvalues in [{w[0]:.3g}, {w[-1]:.3g}]; with an "
-                         "indefinite B + B^T a transient can blow up below that value")
-    return B
-
-
-@dataclass(frozen=True)
-class GainThreshold:
-    r"""The exact threshold gain of :math:`V = vI` from :math:`\Sigma_0`, and what the formula says.
-
-    Attributes
-    ----------
-    threshold : float
-        :math:`1/\sup_{t\ge0}\lambda_{\max}(KY(t)K)`: below it the covariance never blows up, above
-        it it does (``inf`` when the supremum is :math:`\le 0`).
-    peak, t_peak : float
-        The supremum of :math:`\lambda_{\max}(KY(t)K)` and where it is reached (``inf`` when it is
-        the limit :math:`t \to \infty`).
-    limit : float
-        :math:`\lambda_{\max}(KY_\infty K)`.
-    formula : float
-        :math:`1/\text{limit}`: :func:`critical_gain`'s formula, evaluated even outside its domain
-        (equal to ``threshold`` when :math:`B + B^\top \succeq 0`).
-    """
-
-    threshold: float
-    peak: float
-    t_peak: float
-    limit: float
-    formula: float
-
-    __repr__ = short_repr  # shapes, status and key numbers, never the arrays
-
-
-def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n_grid: int = 4000) -> GainThreshold:
-    r"""The exact threshold :math:`1/\sup_{t \ge 0}\lambda_{\max}(KY(t)K)` of :math:`V = vI`, for any :math:`B`.
-
-    :math:`Y(t) = \int_0^t e^{A^\top s}(B + B^\top)e^{As}ds`, :math:`K = \Sigma_0^{1/2}` (see
-    :func:`critical_gain`'s Domain). :math:`Y(t)` is exact (Van Loan exponential, stepped by the
-    semigroup on ``n_grid`` steps up to ``t_max``, by default :math:`20/|\max\operatorname{Re}
-    \lambda(A)|` capped to [100, 1e4], where :math:`Y` has converged to round-off); the supremum is the
-    larger of the limit :math:`\lambda_{\max}(KY_\infty K)` and the grid's maximum refined by a
-    bounded scalar search between its neighbours.
-
-    Parameters
-    ----------
-    A : (d, d) array
-        The linear part of the feed-forward, Hurwitz.
-    B : (d, d) array
-        The query-key matrix (any).
-    Sigma0 : (d, d) array
-        The initial covariance, symmetric positive semidefinite.
-    t_max : float, optional
-        The horizon of the grid (default above).
-    n_grid : int
-        The number of grid steps on :math:`[0, t_{\max}]`.
-
-    Returns
-    -------
-    GainThreshold
-        The threshold, the peak of :math:`\lambda_{\max}(KY(t)K)` and where it is reached, the limit
-        and :func:`critical_gain`'s formula.
-
-    Raises
-    ------
-    ValueError
-        ``A`` is not Hurwitz (:math:`Y_\infty` does not exist), or bad shapes, naming the argument.
-    """
-    A, B, S0 = _hurwitz_gain_inputs(A, B, Sigma0)
-    n_grid = check_count(n_grid, "n_grid")
-    t_max = None if t_max is None else check_positive(t_max, "t_max")
-    Q = B + B.T
-    ker = _RiccatiKernel(A, Q, S0)
-    lam = lambda Y: 1.0 - ker.g_of(Y)  # noqa: E731  (lambda_max(K Y K))
-    Y_inf = solve_continuous_lyapunov(A.T, -Q)
-    limit = lam(0.5 * (Y_inf + Y_inf.T))
-    horizon = float(t_max) if t_max is not None else _default_t_max(A)
-    h = horizon / n_grid
-    Eh, Yh = ker.parts(h)
-    E, Y = np.eye(A.shape[0]), np.zeros_like(A)
-    values = np.empty(n_grid + 1)
-    values[0] = lam(Y)
-    for k in range(1, n_grid + 1):
-        E, Y = ker.step_parts(E, Y, Eh, Yh)
-        values[k] = lam(Y)
-    k = int(np.argmax(values))
-    peak, t_peak = limit, math.inf
-    if values[k] > limit:
-        best = minimize_scalar(lambda t: -lam(ker.parts(t)[1]), bounds=(max(k - 1, 0) * h, min(k + 1, n_grid) * h),
-                               method="bounded", options={"xatol": 1e-10})
-        peak, t_peak = (-float(best.fun), float(best.x)) if -best.fun >= values[k] else (float(values[k]), k * h)
-    return GainThreshold(threshold=1.0 / peak if peak > 0 else math.inf, peak=peak, t_peak=t_peak, limit=limit,
-                         formula=1.0 / limit if limit > 0 else math.inf)

@@ -40,6 +40,12 @@ class Status(Vocabulary):
     there. ``BUDGET``: the evaluation budget (``max_nfev``) ran out first. ``FAILED``: the solver gave
     up (step too small). ``STOPPED``: the stop condition of :func:`gtcore.moments.lanes.integrate_lanes`
     fired (the moment lanes report it as ``BLOWUP``, the condition they use).
+
+    Examples
+    --------
+    >>> from gtcore import Status
+    >>> Status.BLOWUP == 'blowup', [s.value for s in Status]
+    (True, ['completed', 'blowup', 'budget', 'failed', 'stopped'])
     """
 
     COMPLETED = "completed"
@@ -57,6 +63,12 @@ class Verdict(Vocabulary):
     unbounded, with a proof that there is no pole (:math:`\|\Sigma(t)\|` is bounded by an exponential);
     ``NO_BLOWUP``: no pole, proved (used by :func:`gtcore.riccati.blowup_time`, which does not decide between
     convergence, collapse and growth); ``UNDETERMINED``: none of these is established.
+
+    Examples
+    --------
+    >>> from gtcore import Verdict
+    >>> [v.value for v in Verdict]
+    ['converges', 'collapses to 0', 'blows up', 'grows exponentially', 'no blow-up', 'undetermined']
     """
 
     CONVERGES = "converges"
@@ -68,7 +80,14 @@ class Verdict(Vocabulary):
 
 
 class Stability(Vocabulary):
-    """The linearisation at an equilibrium: largest real part below, above or at 0 (to round-off)."""
+    """The linearisation at an equilibrium: largest real part below, above or at 0 (to round-off).
+
+    Examples
+    --------
+    >>> from gtcore import Stability
+    >>> [s.value for s in Stability]
+    ['stable', 'unstable', 'marginal']
+    """
 
     STABLE = "stable"
     UNSTABLE = "unstable"

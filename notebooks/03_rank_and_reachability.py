@@ -110,7 +110,6 @@ import numpy as np
 
 from gtbook import claim
 from gtbook.glue import glue
-from gtbook.studies.fits import loglog_slope
 from gtbook.studies.reachability import figures as figs
 from gtbook.studies.reachability.harness import rank_invariance, token_distances
 from gtbook.studies.reachability.rank_tokens import rank_on_tokens
@@ -126,6 +125,7 @@ from gtcore.reachability import (
     steer_min_energy_starts,
 )
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
+from gtcore.stats.inference import loglog_slope
 
 rng = np.random.default_rng(seed)
 

@@ -110,7 +110,6 @@ import numpy as np
 
 from gtbook import claim
 from gtbook.glue import glue
-from gtbook.studies.fits import loglog_slope
 from gtbook.studies.stability import figures as figs
 from gtbook.studies.stability.closed_forms import (
     closed_form_error,
@@ -138,6 +137,7 @@ from gtcore.stability import (
     linear_stability,
     mean_matrix,
 )
+from gtcore.stats.inference import loglog_slope
 
 B = np.array(B)
 Sigma0 = np.array(Sigma0)

@@ -86,7 +86,6 @@ import numpy as np
 
 from gtbook import claim
 from gtbook.glue import glue
-from gtbook.studies.nulls import hotelling_test
 from gtbook.studies.prescribed import figures as figs
 from gtbook.studies.prescribed.harness import (
     antithetic_gaussian_tokens,
@@ -102,6 +101,7 @@ from gtcore.particles import simulate
 from gtcore.riccati import blowup_time
 from gtcore.stability import equilibrium
 from gtcore.stats.gaussianity import empirical_moments
+from gtcore.stats.inference import hotelling_test
 
 started = time.perf_counter()
 B0 = np.array(B0)

@@ -100,9 +100,10 @@ from gtbook.studies.families.harness import (
     predicted_rate,
     run_family,
 )
-from gtbook.studies.nulls import extrapolated_flow_deviations, flow_deviations, hotelling_test
+from gtbook.studies.nulls import extrapolated_flow_deviations, flow_deviations
 from gtcore import Controls, Status, integrate_moments
 from gtcore.riccati import blowup_time
+from gtcore.stats.inference import hotelling_test
 from gtcore.stats.sampling import gaussian_tokens
 
 TYPES = ["dot", "l2", "sinkhorn"]

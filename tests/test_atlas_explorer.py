@@ -9,7 +9,7 @@ import pytest
 from browser import Browser, chromium_path
 from gtbook.studies.atlas.explorer import map_png, regime_explorer
 from gtbook.studies.atlas.maps import AtlasMap
-from gtbook.studies.atlas.regimes import OUTCOMES
+from gtbook.studies.atlas.outcomes import OUTCOMES
 
 
 def _atlas():

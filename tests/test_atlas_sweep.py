@@ -131,14 +131,14 @@ def _copy_packages(dest: Path) -> dict[str, Path]:
 
 def test_a_sweep_after_the_classifier_changes_reuses_no_chunk(tmp_path, monkeypatch):
     """The chunk digest hashes the code a chunk runs (the import closure of the sweep, through the classifier
-    to gtcore): an edit of regimes.py, or of the moment ODE the lanes integrate, makes every chunk new."""
+    to gtcore): an edit of outcomes.py, or of the moment ODE the lanes integrate, makes every chunk new."""
     from gtbook import imports
 
     first = run_sweep(SMALL, tmp_path / "out", lanes=2, horizon=5.0, show_progress=False)
     assert first.computed == 4 and first.reused == 0
     again = run_sweep(SMALL, tmp_path / "out", lanes=2, horizon=5.0, show_progress=False)
     assert again.reused == 4 and again.computed == 0
-    for edited in ("gtbook/studies/atlas/regimes.py", "gtcore/moments/lanes.py"):
+    for edited in ("gtbook/studies/atlas/outcomes.py", "gtcore/moments/lanes.py"):
         roots = _copy_packages(tmp_path / edited.replace("/", "_"))
         path = roots[edited.split("/")[0]].parent / edited
         path.write_text(path.read_text() + "\n# an edit\n")

@@ -23,10 +23,10 @@ import torch
 from numpy.polynomial.hermite_e import hermegauss
 
 from conftest import particle_moment_errors, random_spd
-from gtbook.studies.fits import loglog_slope
 from gtcore import Controls, gaussian_tokens, layer_map
 from gtcore.attention import ATTENTION_TYPES, DotProduct, attention_of
 from gtcore.particles import simulate, velocity
+from gtcore.stats.inference import loglog_slope
 
 TYPES = sorted(ATTENTION_TYPES)
 
@@ -98,6 +98,32 @@ def test_batched_paths_equal_the_per_head_tilt(name, rng):
     tS, tV, tB = (torch.as_tensor(a) for a in (Sigma, V, B))
     np.testing.assert_allclose(att.linear_part(tS, tV, tB).numpy(), att.linear_part(Sigma, V, B), rtol=1e-13)
     np.testing.assert_allclose(att.mean_gain(tS, tV, tB).numpy(), att.mean_gain(Sigma, V, B), rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_parts_over_lanes_are_the_parts_of_each_lane(name, rng):
+    """The Gaussian parts of a stack of layers (a leading lane axis, fewer heads padded with zero heads:
+    gtcore.moments.batched.stack_controls) are each layer's own, bit for bit, and one evaluation of both parts
+    (gaussian_parts) is the two separate ones; a lane's parts are those of its own Sigma and parameters."""
+    from gtcore.moments.batched import stack_controls
+
+    att = ATTENTION_TYPES[name]
+    d = 3
+    ctls = [heads_controls(rng, d, name, heads=h, scale=0.8) for h in (1, 3, 2, 3)]
+    stack = stack_controls(ctls)
+    assert stack.V.shape == (4, 3, d, d) and stack.attention is att
+    Sigmas = np.stack([random_spd(rng, d, 5.0) for _ in ctls])
+    lin, gain = att.gaussian_parts(Sigmas, stack.V, stack.params)
+    np.testing.assert_array_equal(lin, att.linear_part(Sigmas, stack.V, stack.params))
+    np.testing.assert_array_equal(gain, att.mean_gain(Sigmas, stack.V, stack.params))
+    for k, c in enumerate(ctls):
+        p = att.params(c)
+        np.testing.assert_array_equal(lin[k], att.linear_part(Sigmas[k], c.V, p))
+        np.testing.assert_array_equal(gain[k], att.mean_gain(Sigmas[k], c.V, p))
+        np.testing.assert_array_equal(stack.velocity_matrix(Sigmas, np.arange(4))[k], c.affine_A + lin[k])
+    # a lane sees its own covariance: swapping two lanes' Sigmas changes both lanes' parts
+    swapped = att.linear_part(Sigmas[[1, 0, 2, 3]], stack.V, stack.params)
+    assert not np.allclose(swapped[:2], lin[:2])
 
 
 @pytest.mark.parametrize("name", TYPES)

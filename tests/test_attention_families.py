@@ -22,11 +22,11 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from conftest import particle_moment_errors, random_spd
 from gtbook.studies.families.harness import head_cancellation
-from gtbook.studies.fits import loglog_slope
 from gtcore import Controls, gaussian_tokens, integrate_moments, moment_rhs
 from gtcore.attention import ATTENTION_TYPES
 from gtcore.attention.sinkhorn import SinkhornConvergenceWarning, gaussian_column_potential, gaussian_conditional_gain
 from gtcore.attention.sinkhorn_scaling import sinkhorn_average, sinkhorn_potentials
+from gtcore.stats.inference import loglog_slope
 
 
 # ----------------------------------------------------------------------------- the peer's formulas

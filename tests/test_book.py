@@ -619,7 +619,7 @@ API_LINKS = {
                                 "particles.html#gtcore.particles.simulate"),
     "07_attention_families": ("attention.html#module-gtcore.attention", "riccati.html#gtcore.riccati.blowup_time",
                               "attention.html#gtcore.attention.sinkhorn.gaussian_conditional_gain"),
-    "08_regime_atlas": ("studies.html#module-gtbook.studies.atlas.regimes", "moments.html#module-gtcore.moments.lanes",
+    "08_regime_atlas": ("studies.html#module-gtbook.studies.atlas.outcomes", "moments.html#module-gtcore.moments.lanes",
                         "riccati.html#gtcore.riccati.blowup_time", "stability.html#gtcore.stability.classify",
                         "moments.html#gtcore.moments.integrate_moments"),
     "09_learning_reachability": ("training.html#gtcore.training.transformer_tokens",

@@ -6,9 +6,9 @@ from scipy import integrate
 
 from conftest import random_spd
 from gtbook.studies.beyond.harness import noise_floors, time_within, track_gaussianity
-from gtbook.studies.fits import loglog_slope
 from gtcore import Controls, gaussian_tokens
 from gtcore.stats.gaussianity import mardia_kurtosis, noise_floor, sliced_w2
+from gtcore.stats.inference import loglog_slope
 from gtcore.stats.mixtures import GaussianMixture, per_label_noise_floor, per_label_statistic, statistic_path
 
 

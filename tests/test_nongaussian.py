@@ -1,9 +1,10 @@
-"""gtbook.studies.invariance.nongaussian: moment-matched laws, the softmax-stack study and the slope's bootstrap SE."""
+"""gtbook.studies.invariance.nongaussian: moment-matched laws and the softmax-stack study (the slope's bootstrap SE:
+tests/test_inference.py)."""
 
 import numpy as np
 import pytest
 
-from gtbook.studies.invariance.nongaussian import slope_standard_error, softmax_stack_study
+from gtbook.studies.invariance.nongaussian import softmax_stack_study
 from gtcore import Controls
 from gtcore.stats.sampling import LAWS, moment_matched_tokens
 
@@ -42,32 +43,6 @@ def test_stack_without_attention_is_exact():
     ctl = Controls(A=[[0.2, 0.6], [-0.6, 0.1]], b=[0.3, 0.0])
     st = softmax_stack_study(MU, SIGMA, ctl, 1.0, 12, [50, 100], 2, law="uniform")
     assert st.errors.max() < 1e-12
-
-
-def test_slope_standard_error_matches_the_delta_method():
-    # errors with known relative scatter: SE of the slope is sd(log mean) / sqrt(sum (log N - mean)^2)
-    rng = np.random.default_rng(0)
-    Ns = np.array([100, 200, 400, 800, 1600])
-    seeds = 400
-    errors = Ns[:, None] ** -0.5 * np.exp(0.3 * rng.standard_normal((Ns.size, seeds)))
-    x = np.log(Ns) - np.log(Ns).mean()
-    rel = np.std(np.exp(0.3 * rng.standard_normal(100_000))) / np.mean(np.exp(0.3 * rng.standard_normal(100_000)))
-    expected = rel / np.sqrt(seeds) / np.sqrt(x @ x)
-    assert slope_standard_error(Ns, errors, n_boot=4000) == pytest.approx(expected, rel=0.1)
-
-
-def test_slope_difference_standard_error_keeps_the_pairing():
-    from gtbook.studies.invariance.nongaussian import slope_difference_standard_error
-
-    rng = np.random.default_rng(1)
-    Ns = np.array([100, 200, 400, 800])
-    a = Ns[:, None] ** -0.5 * np.exp(0.3 * rng.standard_normal((4, 50)))
-    # the same noise on another rate: the difference of the slopes is exactly 0.1 in every resample
-    assert slope_difference_standard_error(Ns, a, a * Ns[:, None] ** 0.1, n_boot=500) < 1e-12
-    b = Ns[:, None] ** -0.4 * np.exp(0.3 * rng.standard_normal((4, 50)))  # independent noise
-    expected = np.hypot(slope_standard_error(Ns, a, n_boot=4000, seed=2),
-                        slope_standard_error(Ns, b, n_boot=4000, seed=3))
-    assert slope_difference_standard_error(Ns, a, b, n_boot=4000, seed=4) == pytest.approx(expected, rel=0.1)
 
 
 def test_nonaffine_residual_of_known_maps():

@@ -182,8 +182,8 @@ def test_run_prescribed_keeps_the_hidden_states(tokens):
 
 
 def test_prescribed_deviations_null_and_near_miss():
-    from gtbook.studies.nulls import hotelling_test
     from gtbook.studies.prescribed.harness import prescribed_deviations
+    from gtcore.stats.inference import hotelling_test
 
     J = np.array([[0.0, -0.7, 0.0], [0.7, 0.0, 0.0], [0.0, 0.0, 0.0]])
     affine = Controls(A=0.5 * np.eye(3) + J)

@@ -8,7 +8,6 @@ from scipy.linalg import expm
 from scipy.stats import special_ortho_group
 
 from conftest import random_psd
-from gtbook.studies.fits import loglog_slope
 from gtbook.studies.reachability.harness import rank_invariance, token_distances
 from gtcore import Controls, PiecewiseControls, integrate_moments
 from gtcore.particles import simulate
@@ -22,6 +21,7 @@ from gtcore.reachability import (
     steer_min_energy,
 )
 from gtcore.reachability.steering import _rotation_log
+from gtcore.stats.inference import loglog_slope
 
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from gtbook.studies.fits import loglog_slope
 from gtbook.studies.invariance.harness import mean_field_study, relative_moment_discrepancy
 from gtcore import Controls
 from gtcore.attention import max_sampling_strength
+from gtcore.stats.inference import loglog_slope
 
 
 def test_attention_strength_closed_form():

@@ -14,7 +14,8 @@ r"""The chapters' studies: one package per chapter, holding its harness and its 
 
 Each package has a ``harness`` (computations returning result dataclasses) and ``figures`` (the
 figures, taking those dataclasses), sharing :mod:`gtbook.studies.style` and the animation player
-:mod:`gtbook.studies.animation`; :mod:`gtbook.studies.fits` holds the fits every chapter uses.
+:mod:`gtbook.studies.animation`; the fits and tests every chapter uses (slopes in N and their standard
+errors, Hotelling's test, bands) are the library's, :mod:`gtcore.stats.inference`.
 Studies import the library (``gtcore``), which never imports them; they never import the book's
 machinery (the rest of :mod:`gtbook`).
 """

@@ -156,23 +156,24 @@ def velocity_parts(Sigma: Any, A: Any, att: AttentionType, V: Any, params: Any) 
 
     Parameters
     ----------
-    Sigma : (d, d) array
-        The covariance.
-    A : (d, d) array
+    Sigma : (..., d, d) array
+        The covariance (leading lane axes allowed, as in :meth:`AttentionType.value_responses`).
+    A : (..., d, d) array
         The affine part of the velocity (the identity-activation fold of the controls).
     att : AttentionType
         The attention type.
-    V : (H, d, d) array
+    V : (..., H, d, d) array
         The value matrices.
     params : object
         The type's head parameters (:meth:`AttentionType.params`).
 
     Returns
     -------
-    F, G : (d, d) ndarray
+    F, G : (..., d, d) ndarray
         As in :func:`gaussian_velocity`.
     """
-    return A + att.linear_part(Sigma, V, params), att.mean_gain(Sigma, V, params)
+    linear, gain = att.gaussian_parts(Sigma, V, params)
+    return A + linear, gain
 
 
 def max_sampling_strength(controls: Any, times: Any, Sigmas: Any) -> float:
@@ -184,7 +185,7 @@ def max_sampling_strength(controls: Any, times: Any, Sigmas: Any) -> float:
     Parameters
     ----------
     controls : Controls, PiecewiseControls or callable ``t -> Controls``
-        The controls along the trajectory.
+        The controls along the trajectory (evaluated as ``controls(t)``: constant controls return themselves).
     times : sequence of float
         The times of the trajectory's covariances.
     Sigmas : (n, d, d) array
@@ -195,12 +196,12 @@ def max_sampling_strength(controls: Any, times: Any, Sigmas: Any) -> float:
     float
         :math:`\kappa`.
     """
-    from gtcore.controls import as_control_function, evaluate_controls
-
-    fn = as_control_function(controls)
+    if not callable(controls):
+        raise ValueError(f"controls must be a Controls, a PiecewiseControls or a callable t -> Controls, "
+                         f"got {type(controls).__name__}")
     kappa = 0.0
     for t, S in zip(times, Sigmas, strict=True):
-        ctl = evaluate_controls(fn, float(t))
+        ctl = controls(float(t))  # every ControlsLike is a function of time (Controls returns itself)
         att = attention_of(ctl)
         params = att.params(ctl)
         for h in range(ctl.heads):

@@ -33,6 +33,14 @@ class AttentionType(ABC):
     ``params`` are the type's per-head parameters besides the value matrices ``V`` (for the dot
     product: the stacked ``B``, shape (H, d, d)); ``params_h`` is one head's slice. The methods
     accept NumPy arrays, and those used by the particle simulator also torch tensors.
+
+    Examples
+    --------
+    >>> from gtcore.attention import ATTENTION_TYPES, AttentionType
+    >>> sorted(ATTENTION_TYPES)
+    ['dot', 'l2', 'sinkhorn']
+    >>> all(isinstance(t, AttentionType) for t in ATTENTION_TYPES.values())
+    True
     """
 
     name: str = ""
@@ -185,22 +193,28 @@ class AttentionType(ABC):
         """
 
     def value_responses(self, Sigma: Any, V: Any, params: Any) -> Any:
-        r""":math:`V_hM_h` for every head, shape (H, d, d): the heads' linear responses to the query.
+        r""":math:`V_hM_h` for every head, shape (..., H, d, d): the heads' linear responses to the query.
+
+        Works over leading lane axes: ``Sigma`` (..., d, d), ``V`` (..., H, d, d) and ``params`` (..., H, ...)
+        give (..., H, d, d), lane by lane (the default loops over the lanes and the heads; the registered
+        types override it with one vectorised evaluation).
 
         Parameters
         ----------
-        Sigma : (d, d) array or tensor
-            The covariance.
-        V : (H, d, d) array or tensor
+        Sigma : (..., d, d) array or tensor
+            The covariance (one per lane).
+        V : (..., H, d, d) array or tensor
             The value matrices.
         params : array or tensor
-            The stacked parameters (:meth:`params`).
+            The stacked parameters (:meth:`params`; with a leading lane axis for a batch).
 
         Returns
         -------
-        (H, d, d) array or tensor
+        (..., H, d, d) array or tensor
             :math:`V_hM_h(\Sigma)`, :math:`M_h` from :meth:`tilt`.
         """
+        if Sigma.ndim > 2:
+            return _per_lane(self.value_responses, Sigma, V, params)
         stack: Any
         if isinstance(Sigma, np.ndarray):
             stack = np.stack
@@ -213,43 +227,127 @@ class AttentionType(ABC):
 
     def linear_part(self, Sigma: Any, V: Any, params: Any) -> Any:
         r""":math:`\sum_h V_hM_h`: the attention's linear drift on the query for a Gaussian with covariance
-        :math:`\Sigma`.
+        :math:`\Sigma`, over leading lane axes as :meth:`value_responses`.
 
         Parameters
         ----------
-        Sigma : (d, d) array or tensor
+        Sigma : (..., d, d) array or tensor
             The covariance.
-        V : (H, d, d) array or tensor
+        V : (..., H, d, d) array or tensor
             The value matrices.
         params : array or tensor
             The stacked parameters (:meth:`params`).
 
         Returns
         -------
-        (d, d) array or tensor
+        (..., d, d) array or tensor
             :math:`\sum_h V_hM_h(\Sigma)`.
         """
-        return self.value_responses(Sigma, V, params).sum(0)
+        return self.value_responses(Sigma, V, params).sum(-3)
 
     def mean_gain(self, Sigma: Any, V: Any, params: Any) -> Any:
-        r""":math:`\sum_h V_hC_h`: the attention's offset is this matrix times :math:`\mu`.
+        r""":math:`\sum_h V_hC_h`: the attention's offset is this matrix times :math:`\mu` (over leading lane axes
+        as :meth:`value_responses`).
 
         Parameters
         ----------
-        Sigma : (d, d) array or tensor
+        Sigma : (..., d, d) array or tensor
             The covariance.
-        V : (H, d, d) array or tensor
+        V : (..., H, d, d) array or tensor
             The value matrices.
         params : array or tensor
             The stacked parameters (:meth:`params`).
 
         Returns
         -------
-        (d, d) array or tensor
+        (..., d, d) array or tensor
             :math:`G = \sum_h V_hC_h(\Sigma)`, :math:`C_h` from :meth:`tilt`.
         """
+        if Sigma.ndim > 2:
+            return _per_lane(self.mean_gain, Sigma, V, params)
         eye = _eye_like(Sigma)
         return sum(V[h] @ self.tilt(eye, Sigma, self.head(params, h))[1] for h in range(V.shape[0]))
+
+    def gaussian_parts(self, Sigma: Any, V: Any, params: Any) -> tuple[Any, Any]:
+        r"""Both Gaussian parts at once: :math:`(\sum_h V_hM_h, \sum_h V_hC_h)`, over leading lane axes.
+
+        The default calls :meth:`linear_part` and :meth:`mean_gain`; a type whose two parts share work (one
+        tilt gives both) overrides it, with the same arithmetic.
+
+        Parameters
+        ----------
+        Sigma : (..., d, d) array or tensor
+            The covariance.
+        V : (..., H, d, d) array or tensor
+            The value matrices.
+        params : array or tensor
+            The stacked parameters (:meth:`params`).
+
+        Returns
+        -------
+        linear, gain : (..., d, d) arrays or tensors
+            :meth:`linear_part` and :meth:`mean_gain`.
+        """
+        return self.linear_part(Sigma, V, params), self.mean_gain(Sigma, V, params)
+
+    def gaussian_parts_function(self, V: Any, params: Any) -> Any:
+        r""":meth:`gaussian_parts` with the heads held fixed: a function :math:`\Sigma \mapsto (\sum_h V_hM_h,
+        \sum_h V_hC_h)` that the integrators set up once per constant layer and call at every evaluation.
+
+        The default closes over :meth:`gaussian_parts`; a type overrides it to do once what does not depend on
+        :math:`\Sigma` (same arithmetic, so the same numbers).
+
+        Parameters
+        ----------
+        V : (..., H, d, d) array
+            The value matrices.
+        params : array
+            The stacked parameters (:meth:`params`).
+
+        Returns
+        -------
+        callable
+            ``parts(Sigma) -> (linear, gain)``.
+        """
+        def parts(Sigma: Any) -> tuple[Any, Any]:
+            return self.gaussian_parts(Sigma, V, params)
+
+        return parts
+
+    def stack_params(self, params: Any, heads: int) -> np.ndarray:
+        r"""The parameters of n layers (:meth:`params` of each) stacked over a leading lane axis, shape
+        (n, heads, ...); a layer with fewer heads is padded with zero parameters.
+
+        A padded head carries :math:`V_h = 0` (:func:`gtcore.moments.batched.stack_controls`), so it adds
+        nothing as long as its tilt is finite at zero parameters (true of the registered types; a type whose
+        tilt is not overrides this).
+
+        Parameters
+        ----------
+        params : sequence of arrays
+            Each layer's stacked parameters, (H_k, ...) with one shape ``...``.
+        heads : int
+            The number of heads of the stack (at least every ``H_k``).
+
+        Returns
+        -------
+        (n, heads, ...) ndarray
+            The stacked parameters.
+
+        Raises
+        ------
+        ValueError
+            Layers whose head parameters differ in shape (e.g. L2 key widths), naming the shapes.
+        """
+        arrays = [np.asarray(p, dtype=float) for p in params]
+        shapes = sorted({a.shape[1:] for a in arrays})
+        if len(shapes) != 1:
+            raise ValueError(f"attention {self.name!r}: the layers' head parameters must share one shape, "
+                             f"got {shapes}")
+        out = np.zeros((len(arrays), int(heads), *shapes[0]))
+        for k, a in enumerate(arrays):
+            out[k, :a.shape[0]] = a
+        return out
 
     def value_responses_derivative(self, Sigma: Any, H: Any, V: Any, params: Any) -> Any:
         r"""Per head, :math:`\frac{d}{d\varepsilon} V_hM_h(\Sigma + \varepsilon H)` at 0, shape (H, d, d)
@@ -395,6 +493,54 @@ class AttentionType(ABC):
         """
         raise ValueError(f"attention {self.name!r} has no sampling-strength formula (the dot product has one)")
 
+    def riccati_quadratic(self, V: np.ndarray, params: Any) -> np.ndarray | None:
+        r"""The constant :math:`Q` with :math:`\sum_h (V_hM_h(\Sigma)\Sigma + \Sigma M_h(\Sigma)^\top V_h^\top)
+        = \Sigma Q\Sigma` for every :math:`\Sigma`, when there is one (the linearisable case of
+        :mod:`gtcore.riccati`), else None.
+
+        Optional: the base class returns None (no linearising substitution is known for the type).
+
+        Parameters
+        ----------
+        V : (H, d, d) array
+            The value matrices.
+        params : array
+            The stacked parameters (:meth:`params`).
+
+        Returns
+        -------
+        (d, d) ndarray or None
+            :math:`Q`, exactly symmetric; None when the type or these parameters have none.
+        """
+        return None
+
+    def asymptotic_linear_part(self, V: np.ndarray, params: Any) -> np.ndarray:
+        r"""The limit of :math:`\sum_h V_hM_h(\Sigma)` when :math:`\Sigma^{-1} \to 0` (a covariance growing in
+        every direction), from which the asymptotic growth rate of :math:`\Sigma` follows.
+
+        Optional: the base class raises ``ValueError`` (the dot product's :math:`M_h = \Sigma B_h` has no
+        limit; L2 with square invertible keys and Sinkhorn with symmetric positive-definite :math:`B_h`
+        have one).
+
+        Parameters
+        ----------
+        V : (H, d, d) array
+            The value matrices.
+        params : array
+            The stacked parameters (:meth:`params`).
+
+        Returns
+        -------
+        (d, d) ndarray
+            :math:`\lim \sum_h V_hM_h(\Sigma)`.
+
+        Raises
+        ------
+        ValueError
+            The type (or these parameters) has no such limit, naming the type.
+        """
+        raise ValueError(f"attention {self.name!r} has no limit of its tilt as Sigma^-1 -> 0 (no asymptotic rate)")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
@@ -406,6 +552,12 @@ def _lib(S: Any):
     import torch
 
     return torch
+
+
+def _per_lane(method: Any, Sigma: Any, V: Any, params: Any) -> Any:
+    """``method`` lane by lane over the leading axis of ``Sigma``, ``V`` and ``params``, stacked."""
+    stack = np.stack if isinstance(Sigma, np.ndarray) else _lib(Sigma).stack
+    return stack([method(Sigma[k], V[k], params[k]) for k in range(Sigma.shape[0])])
 
 
 def torch_from(a: np.ndarray, like: Any):

@@ -17,6 +17,16 @@ class DotProduct(AttentionType):
 
         \frac{\int y\, e^{y^\top B x}\, dN(\mu,\Sigma)(y)}{\int e^{y^\top B x}\, dN(\mu,\Sigma)(y)}
             = \mu + \Sigma B x .
+
+    Examples
+    --------
+    >>> from gtcore.attention import DotProduct
+    >>> M, c = DotProduct().tilt(np.array([1.0, 0.0]), np.diag([2.0, 1.0]), np.array([[0.0, 1.0], [0.0, 0.0]]))
+    >>> M
+    array([[0., 2.],
+           [0., 0.]])
+    >>> c
+    array([1., 0.])
     """
 
     name = "dot"
@@ -76,44 +86,69 @@ class DotProduct(AttentionType):
         """
         return Sigma @ B_h, mu
 
-    # batched fast paths (one matmul over heads; NumPy or torch)
+    # vectorised fast paths (one matmul over lanes and heads; NumPy or torch)
     def value_responses(self, Sigma, V, B):
-        r""":math:`V_h\Sigma B_h` for every head, in one batched product.
+        r""":math:`V_h\Sigma B_h` for every head (and lane), in one batched product.
 
         Parameters
         ----------
-        Sigma : (d, d) array or tensor
-            The covariance.
-        V : (H, d, d) array or tensor
+        Sigma : (..., d, d) array or tensor
+            The covariance (one per lane).
+        V : (..., H, d, d) array or tensor
             The value matrices.
-        B : (H, d, d) array or tensor
+        B : (..., H, d, d) array or tensor
             The query-key matrices.
 
         Returns
         -------
-        (H, d, d) array or tensor
+        (..., H, d, d) array or tensor
             :math:`V_h\Sigma B_h`.
         """
-        return V @ Sigma @ B
+        return V @ Sigma[..., None, :, :] @ B
 
     def mean_gain(self, Sigma, V, B):
-        r""":math:`\sum_h V_h` (the tilt's offset is :math:`\mu` itself).
+        r""":math:`\sum_h V_h` (the tilt's offset is :math:`\mu` itself), per lane.
 
         Parameters
         ----------
-        Sigma : (d, d) array or tensor
+        Sigma : (..., d, d) array or tensor
             The covariance (unused).
-        V : (H, d, d) array or tensor
+        V : (..., H, d, d) array or tensor
             The value matrices.
-        B : (H, d, d) array or tensor
+        B : (..., H, d, d) array or tensor
             The query-key matrices (unused).
 
         Returns
         -------
-        (d, d) array or tensor
+        (..., d, d) array or tensor
             :math:`\sum_h V_h`.
         """
-        return V.sum(0)
+        return V.sum(-3)
+
+    def gaussian_parts_function(self, V, B):
+        r"""The dot product's :meth:`gaussian_parts` for fixed heads: :math:`\sum_h V_h` is computed once, and for
+        one head the sum over heads is the head itself (:meth:`value_responses`, the same numbers).
+
+        Parameters
+        ----------
+        V : (H, d, d) array
+            The value matrices.
+        B : (H, d, d) array
+            The query-key matrices.
+
+        Returns
+        -------
+        callable
+            ``parts(Sigma) -> (sum_h V_h Sigma B_h, sum_h V_h)``.
+        """
+        gain = self.mean_gain(None, V, B)  # sum_h V_h: Sigma does not enter
+        if V.shape[-3] == 1:
+            def parts(Sigma):
+                return self.value_responses(Sigma, V, B)[..., 0, :, :], gain
+        else:
+            def parts(Sigma):
+                return self.value_responses(Sigma, V, B).sum(-3), gain
+        return parts
 
     def value_responses_derivative(self, Sigma, H, V, B):
         r""":math:`V_hHB_h`, exact: :math:`V_h\Sigma B_h` is linear in :math:`\Sigma`.
@@ -135,6 +170,32 @@ class DotProduct(AttentionType):
             :math:`V_hHB_h`.
         """
         return V @ H @ B  # V_h Sigma B_h is linear in Sigma
+
+    def riccati_quadratic(self, V, B):
+        r""":math:`Q = \sum_h v_h(B_h + B_h^\top)` when every :math:`V_h = v_hI` (to :math:`10^{-14}` relative), else
+        None.
+
+        Then :math:`\sum_h(V_h\Sigma B_h\Sigma + \Sigma B_h^\top\Sigma V_h^\top) = \Sigma Q\Sigma` and the
+        precision :math:`P = \Sigma^{-1}` solves the linear equation :math:`P' = -(PA + A^\top P) - Q`
+        (:mod:`gtcore.riccati`).
+
+        Parameters
+        ----------
+        V : (H, d, d) array
+            The value matrices.
+        B : (H, d, d) array
+            The query-key matrices.
+
+        Returns
+        -------
+        (d, d) ndarray or None
+            :math:`Q`, exactly symmetric; None when some :math:`V_h` is not a multiple of :math:`I`.
+        """
+        v = scalar_values(V)
+        if v is None:
+            return None
+        Q = np.einsum("h,hij->ij", v, B + np.swapaxes(B, 1, 2))
+        return 0.5 * (Q + Q.T)
 
     def drift_bound(self, V, B):
         r"""A bound :math:`L` on the dot-product drift: 0 when the quadratic term vanishes, else None.
@@ -234,3 +295,28 @@ class DotProduct(AttentionType):
             :math:`\kappa`, the largest real part of the eigenvalues of :math:`B^\top\Sigma B\Sigma`.
         """
         return float(np.linalg.eigvals(B_h.T @ Sigma @ B_h @ Sigma).real.max())
+
+
+#: relative tolerance of :func:`scalar_values`
+SCALAR_V_ATOL = 1e-14
+
+
+def scalar_values(V: np.ndarray) -> np.ndarray | None:
+    r"""The :math:`v_h` when every value matrix is :math:`V_h = v_hI` (to :math:`10^{-14}` relative), else None.
+
+    Parameters
+    ----------
+    V : (H, d, d) array
+        The value matrices.
+
+    Returns
+    -------
+    (H,) ndarray or None
+        :math:`v_h = \operatorname{tr}V_h/d`, or None when some :math:`V_h` is not a multiple of :math:`I`.
+    """
+    d = V.shape[-1]
+    v = np.trace(V, axis1=1, axis2=2) / d
+    scale = max(1.0, float(np.abs(V).max()))
+    if np.all(np.abs(V - v[:, None, None] * np.eye(d)) <= SCALAR_V_ATOL * scale):
+        return v
+    return None

@@ -39,6 +39,17 @@ class L2(AttentionType):
     :math:`\|M\|_2 \le (1 + \operatorname{cond}(K))\|K^{-1}Q\|_2` for every :math:`\Sigma \succeq 0`
     and the covariance grows at most exponentially; :math:`M \to K^{-1}Q` as
     :math:`\Sigma^{-1} \to 0`.
+
+    Examples
+    --------
+    >>> from gtcore.attention import L2
+    >>> QK = np.stack([np.eye(2), np.eye(2)])  # Q = K = I
+    >>> M, c = L2().tilt(np.ones(2), np.eye(2), QK)
+    >>> np.round(M, 6)
+    array([[0.666667, 0.      ],
+           [0.      , 0.666667]])
+    >>> np.round(c, 6)
+    array([0.333333, 0.333333])
     """
 
     name = "l2"
@@ -113,6 +124,99 @@ class L2(AttentionType):
         Q, K = QK_h[0], QK_h[1]
         C = lib.linalg.inv(_eye_like(Sigma) + 2.0 * Sigma @ K.T @ K)
         return 2.0 * C @ Sigma @ K.T @ Q, C @ mu
+
+    def _gains(self, Sigma, QK):
+        r""":math:`(M_h, C_h)` of every head (and lane) at once: :meth:`tilt`'s arithmetic, vectorised."""
+        lib = _lib(Sigma)
+        S = Sigma[..., None, :, :]
+        Q, K = QK[..., 0, :, :], QK[..., 1, :, :]
+        Kt = K.swapaxes(-1, -2)
+        C = lib.linalg.inv(_eye_like(Sigma) + 2.0 * S @ Kt @ K)
+        return 2.0 * C @ S @ Kt @ Q, C
+
+    def value_responses(self, Sigma, V, QK):
+        r""":math:`V_hM_h` for every head (and lane), :math:`M_h = 2(I + 2\Sigma K_h^\top K_h)^{-1}\Sigma K_h^\top Q_h`.
+
+        Parameters
+        ----------
+        Sigma : (..., d, d) array or tensor
+            The covariance (one per lane).
+        V : (..., H, d, d) array or tensor
+            The value matrices.
+        QK : (..., H, 2, k, d) array or tensor
+            The heads' :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        (..., H, d, d) array or tensor
+            :math:`V_hM_h(\Sigma)`.
+        """
+        return V @ self._gains(Sigma, QK)[0]
+
+    def mean_gain(self, Sigma, V, QK):
+        r""":math:`\sum_h V_hC_h`, :math:`C_h = (I + 2\Sigma K_h^\top K_h)^{-1}`, per lane.
+
+        Parameters
+        ----------
+        Sigma : (..., d, d) array or tensor
+            The covariance (one per lane).
+        V : (..., H, d, d) array or tensor
+            The value matrices.
+        QK : (..., H, 2, k, d) array or tensor
+            The heads' :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        (..., d, d) array or tensor
+            :math:`\sum_h V_hC_h(\Sigma)`.
+        """
+        return (V @ self._gains(Sigma, QK)[1]).sum(-3)
+
+    def gaussian_parts(self, Sigma, V, QK):
+        r""":meth:`linear_part` and :meth:`mean_gain` from one evaluation of the gains.
+
+        Parameters
+        ----------
+        Sigma : (..., d, d) array or tensor
+            The covariance (one per lane).
+        V : (..., H, d, d) array or tensor
+            The value matrices.
+        QK : (..., H, 2, k, d) array or tensor
+            The heads' :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        linear, gain : (..., d, d) arrays or tensors
+            :math:`\sum_h V_hM_h` and :math:`\sum_h V_hC_h`.
+        """
+        M, C = self._gains(Sigma, QK)
+        return (V @ M).sum(-3), (V @ C).sum(-3)
+
+    def asymptotic_linear_part(self, V, QK):
+        r""":math:`\sum_h V_hK_h^{-1}Q_h`, the limit of :math:`\sum_h V_hM_h` as :math:`\Sigma^{-1} \to 0`, for
+        square invertible :math:`K_h` (class docstring).
+
+        Parameters
+        ----------
+        V : (H, d, d) array
+            The value matrices.
+        QK : (H, 2, k, d) array
+            The heads' :math:`(Q_h, K_h)`.
+
+        Returns
+        -------
+        (d, d) ndarray
+            :math:`\sum_h V_hK_h^{-1}Q_h`.
+
+        Raises
+        ------
+        ValueError
+            Some :math:`K_h` is not square and invertible.
+        """
+        Q, K = QK[:, 0], QK[:, 1]
+        if Q.shape[1] != V.shape[-1] or min(abs(np.linalg.det(k)) for k in K) == 0:
+            raise ValueError("attention 'l2': the limit as Sigma^-1 -> 0 needs square invertible K_h")
+        return sum(Vh @ np.linalg.solve(k, q) for Vh, q, k in zip(V, Q, K, strict=True))
 
     def drift_bound(self, V, QK):
         r"""A bound :math:`L` on the L2 drift when every key matrix has full column rank, else None.

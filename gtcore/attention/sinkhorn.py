@@ -1,77 +1,21 @@
-r"""Sinkhorn attention (beyond the paper): the attention type and its Gaussian closed form.
+r"""Sinkhorn attention (beyond the paper): the attention type.
 
-The finite-N scaling is :mod:`gtcore.attention.sinkhorn_scaling` (torch, imported when a kernel runs).
-
-**Against a Gaussian** :math:`\rho = N(\mu, \Sigma)` the mean-field problem is entropic optimal
-transport from :math:`\rho` to itself with cost :math:`-y^\top Bx`: the coupling
-:math:`\pi(dx, dy) = e^{f(x) + g(y) + y^\top Bx}\rho(dx)\rho(dy)` with both marginals
-:math:`\rho`, and the attention average at :math:`x` is :math:`\mathbb{E}_\pi[y \mid x]`. See
-:func:`gaussian_conditional_gain` for the closed form, valid for every (not necessarily
-symmetric) :math:`B`.
+Its Gaussian closed forms are in :mod:`gtcore.attention.sinkhorn_gaussian` (:func:`gaussian_conditional_gain`,
+:func:`gaussian_column_potential`, re-exported here), the settings of the finite-N scaling in
+:mod:`gtcore.attention.sinkhorn_options`, and the scaling itself in :mod:`gtcore.attention.sinkhorn_scaling`
+(torch, imported when a kernel runs).
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import numpy as np
 
-from gtcore._linalg import RANK_RTOL, psd_sqrt
-from gtcore.attention.base import BLOCK, AttentionType, _check_method, torch_from
+from gtcore.attention.base import BLOCK, AttentionType, _check_method, _lib, torch_from
+from gtcore.attention.sinkhorn_gaussian import gaussian_column_potential, gaussian_conditional_gain
+from gtcore.attention.sinkhorn_options import MAX_ITER, TOL, SinkhornConvergenceWarning, _check_stopping, default_tol
 
 __all__ = ["Sinkhorn", "SinkhornConvergenceWarning", "default_tol", "gaussian_column_potential",
            "gaussian_conditional_gain"]
-
-#: default stopping tolerance on the relative marginal violation (float64; see :func:`default_tol`)
-TOL = 1e-9
-#: default cap on the number of Sinkhorn row updates
-MAX_ITER = 2000
-#: default depth of the Anderson acceleration (0: plain Sinkhorn)
-ANDERSON = 4
-#: starting points of the column potential
-INITS = ("gaussian", "zero")
-
-
-class SinkhornConvergenceWarning(RuntimeWarning):
-    """Sinkhorn scaling stopped at ``max_iter`` with a marginal violation above ``tol``."""
-
-
-def default_tol(dtype: Any) -> float:
-    r"""The default ``tol`` for tokens of ``dtype``: :math:`\max(\texttt{TOL}, 128\,\varepsilon)`.
-
-    The marginal violation cannot go below a few units of round-off :math:`\varepsilon` (measured
-    8--16 :math:`\varepsilon` in float32), so a float64 tolerance would make every float32 scaling
-    run to ``max_iter`` and warn; in float64 this is ``TOL``.
-
-    Parameters
-    ----------
-    dtype : torch.dtype
-        The tokens' dtype.
-
-    Returns
-    -------
-    float
-        The stopping tolerance on the relative marginal violation.
-    """
-    import torch
-
-    return max(TOL, 128.0 * torch.finfo(dtype).eps)
-
-
-def _check_stopping(tol: float, max_iter: int) -> None:
-    if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be a positive number, got {tol!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-
-
-def _check_acceleration(init: str, anderson: int) -> None:
-    if init not in INITS:
-        raise ValueError(f"unknown init {init!r}; valid: {', '.join(INITS)}")
-    if isinstance(anderson, bool) or not isinstance(anderson, (int, np.integer)) or anderson < 0:
-        raise ValueError(f"anderson must be a non-negative integer, got {anderson!r}")
-
 
 
 class Sinkhorn(AttentionType):
@@ -83,7 +27,7 @@ class Sinkhorn(AttentionType):
     (``local = False``): :meth:`logits` returns :math:`x_j^\top B x_i + g_j` with :math:`g` from the
     keys themselves (dense, the reference), :meth:`kernel` runs blocked.
 
-    Gaussian tilt (:func:`gtcore.attention.sinkhorn.gaussian_conditional_gain`, exact for every :math:`B`):
+    Gaussian tilt (:func:`gtcore.attention.sinkhorn_gaussian.gaussian_conditional_gain`, exact for every :math:`B`):
 
     .. math::
 
@@ -104,6 +48,13 @@ class Sinkhorn(AttentionType):
         defaults to :func:`gtcore.attention.sinkhorn.default_tol` of the tokens' dtype.
     method, block : str, int
         ``"sdpa"`` (fused kernel) or ``"blocked"`` (``block`` rows at a time) for :meth:`kernel`.
+
+    Examples
+    --------
+    >>> from gtcore.attention import Sinkhorn
+    >>> M, c = Sinkhorn().tilt(np.zeros(2), np.eye(2), np.eye(2))
+    >>> float(round(M[0, 0], 6)), float(round((np.sqrt(5) - 1) / 2, 6))  # the golden ratio's inverse
+    (0.618034, 0.618034)
     """
 
     name = "sinkhorn"
@@ -209,6 +160,101 @@ class Sinkhorn(AttentionType):
                                                      B_h.detach().cpu().numpy()), Sigma)
         return M, mu - M @ mu
 
+    def _gains(self, Sigma, B):
+        r""":math:`M_h` of every head (and lane) at once: :func:`gaussian_conditional_gain` on the broadcast stack."""
+        if isinstance(Sigma, np.ndarray):
+            return gaussian_conditional_gain(Sigma[..., None, :, :], np.asarray(B))
+        return torch_from(gaussian_conditional_gain(Sigma.detach().cpu().numpy()[..., None, :, :],
+                                                    B.detach().cpu().numpy()), Sigma)
+
+    def value_responses(self, Sigma, V, B):
+        r""":math:`V_hM_h` for every head (and lane), :math:`M_h` the Gaussian gain of :meth:`tilt`.
+
+        Parameters
+        ----------
+        Sigma : (..., d, d) array or tensor
+            The covariance (one per lane).
+        V : (..., H, d, d) array or tensor
+            The value matrices.
+        B : (..., H, d, d) array or tensor
+            The query-key matrices.
+
+        Returns
+        -------
+        (..., H, d, d) array or tensor
+            :math:`V_hM_h(\Sigma)`.
+        """
+        return V @ self._gains(Sigma, B)
+
+    def mean_gain(self, Sigma, V, B):
+        r""":math:`\sum_h V_h(I - M_h)`: the tilt's offset :math:`\mu - M_h\mu`, per lane.
+
+        Parameters
+        ----------
+        Sigma : (..., d, d) array or tensor
+            The covariance (one per lane).
+        V : (..., H, d, d) array or tensor
+            The value matrices.
+        B : (..., H, d, d) array or tensor
+            The query-key matrices.
+
+        Returns
+        -------
+        (..., d, d) array or tensor
+            :math:`\sum_h V_h(I - M_h(\Sigma))`.
+        """
+        eye = _lib(Sigma).eye(Sigma.shape[-1], dtype=Sigma.dtype)
+        return (V @ (eye - self._gains(Sigma, B))).sum(-3)
+
+    def gaussian_parts(self, Sigma, V, B):
+        r""":meth:`linear_part` and :meth:`mean_gain` from one evaluation of the gains.
+
+        Parameters
+        ----------
+        Sigma : (..., d, d) array or tensor
+            The covariance (one per lane).
+        V : (..., H, d, d) array or tensor
+            The value matrices.
+        B : (..., H, d, d) array or tensor
+            The query-key matrices.
+
+        Returns
+        -------
+        linear, gain : (..., d, d) arrays or tensors
+            :math:`\sum_h V_hM_h` and :math:`\sum_h V_h(I - M_h)`.
+        """
+        M = self._gains(Sigma, B)
+        eye = _lib(Sigma).eye(Sigma.shape[-1], dtype=Sigma.dtype)
+        return (V @ M).sum(-3), (V @ (eye - M)).sum(-3)
+
+    def asymptotic_linear_part(self, V, B):
+        r""":math:`\sum_h V_h`, the limit of :math:`\sum_h V_hM_h` as :math:`\Sigma^{-1} \to 0` when every
+        :math:`B_h` is symmetric positive definite (the whitened coupling :math:`K \to I`, so
+        :math:`M_h\Sigma \to \Sigma`).
+
+        Parameters
+        ----------
+        V : (H, d, d) array
+            The value matrices.
+        B : (H, d, d) array
+            The query-key matrices.
+
+        Returns
+        -------
+        (d, d) ndarray
+            :math:`\sum_h V_h`.
+
+        Raises
+        ------
+        ValueError
+            Some :math:`B_h` is not symmetric positive definite.
+        """
+        for Bh in B:
+            if not np.allclose(Bh, Bh.T) or np.linalg.eigvalsh(0.5 * (Bh + Bh.T))[0] <= 0:
+                raise ValueError("attention 'sinkhorn': the limit as Sigma^-1 -> 0 needs symmetric "
+                                 "positive-definite B_h")
+        return V.sum(0)
+
     def drift_bound(self, V, B):
         r"""A bound :math:`L = \sum_h \|V_h\|_2` on the Sinkhorn drift.
 
@@ -250,126 +296,3 @@ class Sinkhorn(AttentionType):
         return torch.stack([sinkhorn_average(x, B[h], **self._options())[0] for h in range(B.shape[0])])
 
 
-def gaussian_conditional_gain(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
-    r"""The gain :math:`M` of Sinkhorn attention against :math:`N(\mu, \Sigma)`:
-    :math:`\mathbb{E}_\pi[y\mid x] = \mu + M(x - \mu)`.
-
-    .. math::
-
-        M = 2\,\Sigma^{1/2}\big(I + (I + 4\,\Sigma^{1/2}B\Sigma B^\top\Sigma^{1/2})^{1/2}\big)^{-1}\Sigma^{1/2}B .
-
-    Derivation (entropic parameter 1, any square :math:`B`). Try a Gaussian coupling of
-    :math:`(x, y)` with both marginals :math:`N(\mu, \Sigma)` and cross-covariance
-    :math:`C = \operatorname{Cov}(x, y)`. Its density is
-    :math:`e^{f(x) + g(y) + y^\top Bx}\rho(x)\rho(y)` for some potentials (quadratic, which absorb
-    every term in :math:`x` or :math:`y` alone) iff the :math:`xy` block of the joint precision
-    is :math:`-B^\top`. By the block inverse that block is
-    :math:`-\Sigma^{-1}C(\Sigma - C^\top\Sigma^{-1}C)^{-1}`. Whitening,
-    :math:`C = \Sigma^{1/2}K\Sigma^{1/2}`, the condition reads
-
-    .. math::
-
-        K(I - K^\top K)^{-1} = G := \Sigma^{1/2}B^\top\Sigma^{1/2}.
-
-    With the SVD :math:`G = U\,\mathrm{diag}(s)\,W^\top`, :math:`K = U\,\mathrm{diag}(k)\,W^\top`
-    solves it iff :math:`k/(1 - k^2) = s`, whose only root in :math:`[0, 1)` (a positive-definite
-    joint covariance) is :math:`k = 2s/(1 + \sqrt{1 + 4s^2})`; in matrix form
-    :math:`K = 2G(I + (I + 4G^\top G)^{1/2})^{-1}`. The Schrödinger system has one solution
-    (the cost is integrable against :math:`\rho\otimes\rho`), so this Gaussian coupling is the
-    entropic optimum, and the conditional mean is
-    :math:`\mathbb{E}[y\mid x] = \mu + C^\top\Sigma^{-1}(x - \mu)`, with
-    :math:`C^\top\Sigma^{-1} = \Sigma^{1/2}K^\top\Sigma^{-1/2} = M` above (no inverse of
-    :math:`\Sigma` is left, so the formula also holds for singular :math:`\Sigma`, on its support).
-    For the cost :math:`\|x - y\|^2/(2\sigma^2)` (:math:`B = I/\sigma^2`) it is the
-    cross-covariance :math:`\tfrac12((4\Sigma^2 + \sigma^4 I)^{1/2} - \sigma^2 I)` of Janati et al.
-    (2020) and Mallasto et al. (2021) between two equal Gaussians.
-
-    Properties: :math:`M \approx \Sigma B` for small :math:`\Sigma^{1/2}B\Sigma^{1/2}` (the dot
-    product's tilt), and :math:`\|\Sigma^{-1/2}M\Sigma^{1/2}\|_2 = \|K\|_2 < 1` always, so
-    :math:`\|C\|_2 \le \|\Sigma\|_2`.
-
-    Parameters
-    ----------
-    Sigma : (d, d) array
-        The covariance (positive semi-definite; singular allowed).
-    B : (d, d) array
-        The query-key matrix (any square matrix).
-
-    Returns
-    -------
-    (d, d) ndarray
-        The gain :math:`M`.
-    """
-    Sh = psd_sqrt(0.5 * (Sigma + Sigma.T))
-    d = Sh.shape[0]
-    T = Sh @ B @ Sigma @ B.T @ Sh
-    R = psd_sqrt(np.eye(d) + 2.0 * (T + T.T))
-    return 2.0 * Sh @ np.linalg.solve(np.eye(d) + R, Sh @ B)
-
-
-def _potential_hessian(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """:math:`P` of :func:`gaussian_column_potential`, on the numerical range of ``Sigma``."""
-    S = 0.5 * (Sigma + Sigma.T)
-    w, U = np.linalg.eigh(S)
-    if w.size == 0 or w[-1] <= 0:
-        return np.zeros_like(S)
-    keep = w > RANK_RTOL * w[-1]
-    Sh = (U[:, keep] * np.sqrt(w[keep])) @ U[:, keep].T
-    Sh_inv = (U[:, keep] / np.sqrt(w[keep])) @ U[:, keep].T     # pseudo-inverse of Sigma^(1/2)
-    d = S.shape[0]
-    T = Sh @ B @ S @ B.T @ Sh                                    # G^T G
-    R = psd_sqrt(np.eye(d) + 2.0 * (T + T.T))
-    KG = 2.0 * np.linalg.solve(np.eye(d) + R, T)
-    return Sh_inv @ (0.5 * (KG + KG.T)) @ Sh_inv
-
-
-def gaussian_column_potential(y: np.ndarray, mu: np.ndarray, Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
-    r"""The column potential :math:`g(y)` of Sinkhorn attention against :math:`N(\mu, \Sigma)`, up to a constant.
-
-    .. math::
-
-        g(y) = -\tfrac12 (y - \mu)^\top P\,(y - \mu) - y^\top B\mu + \text{const}, \qquad
-        P = \Sigma^{-1/2}\,2(I + R)^{-1}G^\top G\,\Sigma^{-1/2},
-
-    with :math:`G = \Sigma^{1/2}B^\top\Sigma^{1/2}` and :math:`R = (I + 4G^\top G)^{1/2}`
-    (:math:`\Sigma^{-1/2}` the pseudo-inverse on the numerical range, where tokens lie).
-
-    Derivation, in the notation of :func:`gaussian_conditional_gain`: the optimal coupling is
-    Gaussian with joint precision :math:`\Lambda` whose :math:`xy` block is :math:`-B^\top`, so
-    :math:`f(x) + g(y) + y^\top Bx = \log\pi(x, y) - \log\rho(x) - \log\rho(y)` has the
-    :math:`yy` part :math:`-\tfrac12(y-\mu)^\top(\Lambda_{yy} - \Sigma^{-1})(y-\mu)` and the cross
-    part :math:`(y-\mu)^\top B(x-\mu)`, whose term :math:`-y^\top B\mu` belongs to :math:`g`. By the
-    block inverse :math:`\Lambda_{yy} = (\Sigma - C^\top\Sigma^{-1}C)^{-1}
-    = \Sigma^{-1/2}(I - K^\top K)^{-1}\Sigma^{-1/2}`, and
-    :math:`(I - K^\top K)^{-1} - I = K^\top K(I - K^\top K)^{-1} = K^\top G
-    = 2(I + R)^{-1}G^\top G` by the defining relation :math:`K(I - K^\top K)^{-1} = G` and
-    :math:`K = 2G(I + R)^{-1}`.
-
-    The finite-N solver starts from it (:func:`~gtcore.attention.sinkhorn_scaling.sinkhorn_potentials` with
-    ``init="gaussian"``, moments of the tokens); a discretised Gaussian is scaled to it up to the quadrature error.
-
-    Parameters
-    ----------
-    y : (n, d) array
-        Points to evaluate at.
-    mu, Sigma, B : (d,), (d, d), (d, d) arrays
-        The Gaussian's mean and covariance, and the query-key matrix.
-
-    Returns
-    -------
-    (n,) ndarray
-        :math:`g(y)` at each point, up to one additive constant.
-
-    Raises
-    ------
-    ValueError
-        Shapes that do not agree.
-    """
-    y, mu, Sigma, B = (np.asarray(a, dtype=float) for a in (y, mu, Sigma, B))
-    d = Sigma.shape[0]
-    if Sigma.shape != (d, d) or B.shape != (d, d) or mu.shape != (d,):
-        raise ValueError(f"Sigma, B must be (d, d) and mu (d,); got Sigma {Sigma.shape}, B {B.shape}, mu {mu.shape}")
-    if y.ndim != 2 or y.shape[1] != d:
-        raise ValueError(f"y must be (n, {d}), got {y.shape}")
-    yc = y - mu
-    return -0.5 * np.einsum("ni,ij,nj->n", yc, _potential_hessian(Sigma, B), yc) - y @ (B @ mu)

@@ -58,13 +58,13 @@ import torch
 from gtcore._repr import short_repr
 from gtcore.attention.base import BLOCK
 from gtcore.attention.kernels import attend, softmax_average
-from gtcore.attention.sinkhorn import (
+from gtcore.attention.sinkhorn_gaussian import _potential_hessian
+from gtcore.attention.sinkhorn_options import (
     ANDERSON,
     MAX_ITER,
     SinkhornConvergenceWarning,
     _check_acceleration,
     _check_stopping,
-    _potential_hessian,
     default_tol,
 )
 

@@ -13,14 +13,15 @@ which for the paper's dot-product attention is eq. (1.1) (the conventions of :mo
 
 Modules: :mod:`~gtcore.moments.ode` (the right-hand side and its adaptive integration),
 :mod:`~gtcore.moments.layers` (the exact layer map), :mod:`~gtcore.moments.batched` (many constant
-controls side by side) and :mod:`~gtcore.moments.lanes` (the DOP853 lanes stepper it uses).
+controls stacked side by side, every attention type) and :mod:`~gtcore.moments.lanes` (the DOP853 lanes stepper
+it uses).
 """
 
 from __future__ import annotations
 
-from gtcore.moments.batched import LaneMoments, integrate_moments_lanes
+from gtcore.moments.batched import LaneMoments, LaneStack, integrate_moments_lanes, stack_controls
 from gtcore.moments.layers import LayerTrajectory, layer_map, layer_stack
 from gtcore.moments.ode import MAX_NFEV, MomentTrajectory, integrate_moments, moment_rhs
 
-__all__ = ["MAX_NFEV", "LaneMoments", "LayerTrajectory", "MomentTrajectory", "integrate_moments",
-           "integrate_moments_lanes", "layer_map", "layer_stack", "moment_rhs"]
+__all__ = ["MAX_NFEV", "LaneMoments", "LaneStack", "LayerTrajectory", "MomentTrajectory", "integrate_moments",
+           "integrate_moments_lanes", "layer_map", "layer_stack", "moment_rhs", "stack_controls"]

@@ -1,5 +1,19 @@
-r"""Many moment ODEs side by side (the regime map): eq. (1.1) for a list of constant controls, stepped by the
-lanes integrator."""
+r"""Many moment ODEs side by side: constant controls stacked over a leading lane axis, and eq. (1.1) for all of them
+stepped by the lanes integrator.
+
+:func:`stack_controls` stacks ``n`` constant :class:`~gtcore.controls.Controls` of one dimension and one attention
+type into a :class:`LaneStack` (missing heads are zero heads), whose methods evaluate the Gaussian velocity of
+any subset of the lanes in one vectorised call, through the attention type of the registry
+(:meth:`~gtcore.attention.AttentionType.gaussian_parts`, batched over lanes):
+
+.. math::
+
+    F_k = A_k + \sum_h V_{k,h}M_h(\Sigma_k), \qquad G_k = \sum_h V_{k,h}C_h(\Sigma_k), \qquad
+    \mu_k' = (F_k + G_k)\mu_k + b_k, \qquad \Sigma_k' = F_k\Sigma_k + \Sigma_kF_k^\top .
+
+:func:`integrate_moments_lanes` integrates them with :func:`gtcore.moments.lanes.integrate_lanes`; the regime
+atlas of the book integrates the covariance equation alone with :meth:`LaneStack.covariance_rhs`.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +24,149 @@ from typing import Any
 import numpy as np
 
 from gtcore._repr import short_repr
-from gtcore._validation import (
-    as_float_array,
-    check_moments,
-)
-from gtcore.controls import (
-    Controls,
-)
+from gtcore._validation import as_float_array, check_moments
+from gtcore.attention import AttentionType, attention_of
+from gtcore.controls import Controls
+from gtcore.moments.lanes import integrate_lanes
 from gtcore.status import Status
 
-__all__ = ["LaneMoments", "integrate_moments_lanes"]
+__all__ = ["LaneMoments", "LaneStack", "integrate_moments_lanes", "stack_controls"]
+
+
+@dataclass(frozen=True)
+class LaneStack:
+    r"""The parameters of ``n`` constant layers of one dimension and one attention type, stacked over lanes.
+
+    Attributes
+    ----------
+    attention : AttentionType
+        The layers' attention type (from the registry).
+    A : (n, d, d) ndarray
+        The feed-forward's linear part (identity-activation fold, :attr:`~gtcore.controls.Controls.affine_A`).
+    b : (n, d) ndarray
+        Its bias (:attr:`~gtcore.controls.Controls.affine_b`).
+    V : (n, H, d, d) ndarray
+        The value matrices (zero heads pad layers with fewer heads).
+    params : (n, H, ...) ndarray
+        The type's head parameters (:meth:`~gtcore.attention.AttentionType.stack_params`).
+    """
+
+    attention: AttentionType
+    A: np.ndarray
+    b: np.ndarray
+    V: np.ndarray
+    params: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """The number of lanes."""
+        return self.A.shape[0]
+
+    @property
+    def d(self) -> int:
+        """The dimension of the tokens."""
+        return self.A.shape[1]
+
+    def velocity_matrices(self, Sigma: np.ndarray, lanes: Any) -> tuple[np.ndarray, np.ndarray]:
+        r""":math:`(F, G)` of the lanes ``lanes``.
+
+        :math:`F = A + \sum_h V_hM_h(\Sigma)`, :math:`G = \sum_h V_hC_h(\Sigma)`.
+
+        Parameters
+        ----------
+        Sigma : (k, d, d) array, or (d, d) for one lane
+            Symmetric covariances, one per lane of ``lanes``.
+        lanes : (k,) int array, or an int
+            Indices into the stack.
+
+        Returns
+        -------
+        F, G : (k, d, d) ndarrays, or (d, d) for one lane
+            The velocity's linear part in the query and its offset's matrix in the mean.
+        """
+        linear, gain = self.attention.gaussian_parts(Sigma, self.V[lanes], self.params[lanes])
+        return self.A[lanes] + linear, gain
+
+    def velocity_matrix(self, Sigma: np.ndarray, lanes: Any) -> np.ndarray:
+        r""":math:`F = A + \sum_h V_hM_h(\Sigma)` of the lanes ``lanes`` (the covariance equation needs no :math:`G`).
+
+        Parameters
+        ----------
+        Sigma : (k, d, d) array, or (d, d) for one lane
+            Symmetric covariances, one per lane of ``lanes``.
+        lanes : (k,) int array, or an int
+            Indices into the stack.
+
+        Returns
+        -------
+        (k, d, d) ndarray, or (d, d) for one lane
+            :math:`F`.
+        """
+        return self.A[lanes] + self.attention.linear_part(Sigma, self.V[lanes], self.params[lanes])
+
+    def covariance_rhs(self, Sigma: np.ndarray, lanes: Any) -> np.ndarray:
+        r""":math:`\Sigma' = F\Sigma + \Sigma F^\top` of the lanes ``lanes`` (:meth:`velocity_matrix`).
+
+        Parameters
+        ----------
+        Sigma : (k, d, d) array, or (d, d) for one lane
+            Symmetric covariances, one per lane of ``lanes``.
+        lanes : (k,) int array, or an int
+            Indices into the stack.
+
+        Returns
+        -------
+        (k, d, d) ndarray, or (d, d) for one lane
+            :math:`\Sigma'`.
+        """
+        FS = self.velocity_matrix(Sigma, lanes) @ Sigma
+        return FS + np.swapaxes(FS, -1, -2)
+
+    __repr__ = short_repr  # shapes and the attention type, never the arrays
+
+
+def stack_controls(controls: Sequence[Controls]) -> LaneStack:
+    """Stack constant :class:`~gtcore.controls.Controls` of one dimension and one attention type.
+
+    Parameters
+    ----------
+    controls : sequence of Controls
+        ``n`` constant layers, one dimension, one attention type (any registered type).
+
+    Returns
+    -------
+    LaneStack
+        Their parameters, stacked; a layer with fewer heads is padded with zero heads (:math:`V_h = 0`).
+
+    Raises
+    ------
+    ValueError
+        No controls, an entry that is not a :class:`~gtcore.controls.Controls`, mixed dimensions or attention
+        types, or head parameters the type cannot stack (L2 key widths that differ).
+    """
+    ctls = list(controls)
+    if not ctls:
+        raise ValueError("controls must hold at least one Controls")
+    for k, c in enumerate(ctls):
+        if not isinstance(c, Controls):
+            raise ValueError(f"controls[{k}] must be a Controls, got {type(c).__name__}")
+    d, name = ctls[0].d, ctls[0].attention
+    for k, c in enumerate(ctls):
+        if c.d != d or c.attention != name:
+            raise ValueError(f"controls[{k}]: every lane needs d = {d} and attention {name!r}, "
+                             f"got d = {c.d} and {c.attention!r}")
+    att = attention_of(ctls[0])
+    n, H = len(ctls), max(c.heads for c in ctls)
+    A = np.stack([c.affine_A for c in ctls])
+    b = np.stack([c.affine_b for c in ctls])
+    V = np.zeros((n, H, d, d))
+    for i, c in enumerate(ctls):  # missing heads are zero heads
+        V[i, :c.heads] = c.V
+    try:
+        params = att.stack_params([att.params(c) for c in ctls], H)
+    except ValueError as err:
+        raise ValueError(f"controls: {err}") from None
+    return LaneStack(att, A, b, V, params)
 
 
 @dataclass
@@ -48,17 +195,19 @@ class LaneMoments:
     __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
-def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls], t_span: tuple[float, float],
-                            *, rtol: float = 1e-10, atol: Any = 1e-12, blowup_norm: Any = 1e8) -> LaneMoments:
+def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls] | LaneStack,
+                            t_span: tuple[float, float], *, rtol: float = 1e-10, atol: Any = 1e-12,
+                            blowup_norm: Any = 1e8) -> LaneMoments:
     r"""The moment ODE (eq. 1.1) for many constant controls at once, each lane with its own DOP853 steps.
 
-    Lane :math:`k` solves :math:`\mu' = (M_k + G_k)\mu + b_k`, :math:`\Sigma' = M_k\Sigma + \Sigma M_k^\top`
-    with the dot-product tilt :math:`M_k = A_k + \sum_h V_{k,h}\Sigma B_{k,h}`, :math:`G_k = \sum_h V_{k,h}`
-    (:meth:`gtcore.attention.DotProduct.value_responses`), stepped by :func:`gtcore.moments.lanes.integrate_lanes`:
-    the step control of :func:`integrate_moments` (``solve_ivp``'s DOP853) lane by lane, all lanes'
-    right-hand sides in one vectorised evaluation. The blow-up event (:math:`\|\Sigma\|_F` crossing
-    ``blowup_norm``) is detected at the end of the step (no root location): use it for the outcome, and
-    :func:`integrate_moments` for the crossing time.
+    Lane :math:`k` solves :math:`\mu' = (F_k + G_k)\mu + b_k`, :math:`\Sigma' = F_k\Sigma + \Sigma F_k^\top`
+    with :math:`F_k = A_k + \sum_h V_{k,h}M_h(\Sigma)`, :math:`G_k = \sum_h V_{k,h}C_h(\Sigma)` from the lanes'
+    attention type (:meth:`LaneStack.velocity_matrices`: for the dot product :math:`M_h = \Sigma B_{k,h}`,
+    :math:`C_h = I`), stepped by :func:`gtcore.moments.lanes.integrate_lanes`: the step control of
+    :func:`~gtcore.moments.integrate_moments` (``solve_ivp``'s DOP853) lane by lane, all lanes' right-hand sides in
+    one vectorised evaluation. The blow-up event (:math:`\|\Sigma\|_F` crossing ``blowup_norm``) is detected at
+    the end of the step (no root location): use it for the outcome, and :func:`~gtcore.moments.integrate_moments`
+    for the crossing time.
 
     Parameters
     ----------
@@ -66,8 +215,9 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls],
         The initial means (one for all lanes, or one per lane).
     Sigma0 : (d, d) or (n, d, d) array
         The initial covariances.
-    controls : sequence of Controls
-        n constant :class:`~gtcore.controls.Controls` of one dimension, dot-product attention.
+    controls : sequence of Controls, or LaneStack
+        n constant :class:`~gtcore.controls.Controls` of one dimension and one attention type (or their
+        :func:`stack_controls`).
     t_span : (float, float)
         ``(t0, t1)``.
     rtol : float
@@ -83,23 +233,11 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls],
     Raises
     ------
     ValueError
-        No controls, controls that are not constant dot-product :class:`~gtcore.controls.Controls` of
-        one dimension, invalid initial moments, or a ``blowup_norm`` not above every :math:`\|\Sigma_0\|_F`.
+        No controls, controls that are not constant :class:`~gtcore.controls.Controls` of one dimension and one
+        attention type, invalid initial moments, or a ``blowup_norm`` not above every :math:`\|\Sigma_0\|_F`.
     """
-    from gtcore.attention import DotProduct, attention_of
-    from gtcore.moments.lanes import integrate_lanes
-
-    ctls = list(controls)
-    if not ctls:
-        raise ValueError("controls must hold at least one Controls")
-    d = ctls[0].d
-    for k, c in enumerate(ctls):
-        if not isinstance(c, Controls) or c.d != d:
-            raise ValueError(f"controls[{k}] must be constant Controls of dimension {d}")
-        if not isinstance(attention_of(c), DotProduct):
-            raise ValueError(f"controls[{k}]: integrate_moments_lanes needs dot-product attention "
-                             f"(got {c.attention!r}); use integrate_moments")
-    n = len(ctls)
+    stack = controls if isinstance(controls, LaneStack) else stack_controls(controls)
+    n, d = stack.n, stack.d
     mus = np.broadcast_to(as_float_array(mu0, "mu0"), (n, d)).copy()
     Sigmas = np.broadcast_to(as_float_array(Sigma0, "Sigma0"), (n, d, d)).copy()
     for k in range(n):
@@ -111,21 +249,12 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls],
                          f"{np.shape(blowup_norm)}") from exc
     if not np.all(limit > 0) or np.any(np.linalg.norm(Sigmas, axis=(1, 2)) >= limit):
         raise ValueError("blowup_norm must be positive and exceed the norm of every Sigma0")
-    heads = max(c.heads for c in ctls)
-    A = np.stack([c.affine_A for c in ctls])
-    b = np.stack([c.affine_b for c in ctls])
-    V = np.zeros((n, heads, d, d))
-    B = np.zeros((n, heads, d, d))
-    for k, c in enumerate(ctls):  # missing heads are zero heads
-        V[k, :c.heads], B[k, :c.heads] = c.V, c.B
-    att = DotProduct()
-    G = np.stack([att.mean_gain(Sigmas[k], V[k], B[k]) for k in range(n)])  # sum_h V_h
 
     def rhs(t, y, lanes):
         S = y[:, d:].reshape(-1, d, d)
         S = 0.5 * (S + np.swapaxes(S, 1, 2))
-        M = A[lanes] + att.value_responses(S[:, None], V[lanes], B[lanes]).sum(axis=1)
-        dmu = np.einsum("kij,kj->ki", M + G[lanes], y[:, :d]) + b[lanes]
+        M, G = stack.velocity_matrices(S, lanes)
+        dmu = np.einsum("kij,kj->ki", M + G, y[:, :d]) + stack.b[lanes]
         MS = M @ S
         return np.concatenate([dmu, (MS + np.swapaxes(MS, 1, 2)).reshape(-1, d * d)], axis=1)
 

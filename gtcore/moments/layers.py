@@ -57,6 +57,16 @@ def layer_map(mu: Any, Sigma: Any, controls: Controls, h: float) -> tuple[np.nda
     OverflowError
         The image is not representable in float64 (one layer cannot stop half-way: use
         :func:`layer_stack`, which stops at ``blowup_norm`` with a status).
+
+    Examples
+    --------
+    >>> from gtcore import Controls, layer_map
+    >>> mu, Sigma = layer_map(np.ones(2), np.eye(2), Controls(A=-np.eye(2)), 0.5)
+    >>> mu
+    array([0.5, 0.5])
+    >>> Sigma
+    array([[0.25, 0.  ],
+           [0.  , 0.25]])
     """
     mu, Sigma = _checked_moments(mu, Sigma, controls)
     h = check_positive(h, "h")
@@ -100,6 +110,13 @@ class LayerTrajectory:
         The threshold.
     message : str
         Which norm crossed, at which layer.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, layer_stack
+    >>> run = layer_stack(np.zeros(1), np.eye(1), [Controls(V=np.eye(1), B=np.eye(1))] * 40, 0.5)
+    >>> run.status, run.blowup_layer
+    (<Status.BLOWUP: 'blowup'>, 5)
     """
 
     mu: np.ndarray
@@ -155,6 +172,13 @@ def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: 
     ValueError
         Invalid moments, ``h`` or ``blowup_norm``, no layers, or a layer that is not a
         :class:`~gtcore.controls.Controls` of the moments' dimension.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, layer_stack
+    >>> mus, Sigmas = layer_stack(np.ones(1), np.eye(1), [Controls(A=-np.eye(1))] * 3, 0.5)
+    >>> Sigmas[:, 0, 0]
+    array([1.      , 0.25    , 0.0625  , 0.015625])
     """
     mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
     h = check_positive(h, "h")

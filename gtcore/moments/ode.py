@@ -9,7 +9,8 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
-from scipy.integrate import solve_ivp
+from scipy.integrate import DOP853
+from scipy.optimize import brentq
 
 from gtcore._linalg import psd_project
 from gtcore._repr import short_repr
@@ -20,7 +21,7 @@ from gtcore._validation import (
     check_positive,
     check_span,
 )
-from gtcore.attention import attention_of, velocity_parts
+from gtcore.attention import attention_of
 from gtcore.controls import (
     Controls,
     ControlsLike,
@@ -66,6 +67,16 @@ def moment_rhs(mu: Any, Sigma: Any, controls: Controls) -> tuple[np.ndarray, np.
         ``mu`` or ``Sigma`` not finite, ``Sigma`` not symmetric positive semidefinite, or dimensions
         that disagree with ``controls``, naming the argument (the moment ODE is defined on covariances
         only: a non-PSD matrix would give a meaningless right-hand side for every attention type).
+
+    Examples
+    --------
+    >>> from gtcore import Controls, moment_rhs
+    >>> dmu, dSigma = moment_rhs(np.ones(2), np.eye(2), Controls(V=np.eye(2), B=np.eye(2)))
+    >>> dmu
+    array([2., 2.])
+    >>> dSigma
+    array([[2., 0.],
+           [0., 2.]])
     """
     mu, Sigma = _checked_moments(mu, Sigma, controls)
     return _moment_rhs(mu, Sigma, controls)
@@ -82,19 +93,22 @@ def _checked_moments(mu: Any, Sigma: Any, controls: Any) -> tuple[np.ndarray, np
 
 
 def _moment_rhs(mu: np.ndarray, Sigma: np.ndarray, controls: Controls) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`moment_rhs` without the checks (the integrators' inner loop)."""
+    """:func:`moment_rhs` without the checks."""
     att = attention_of(controls)
-    return _drift(mu, Sigma, controls.affine_A, controls.affine_b, att, controls.V, att.params(controls))
+    parts = att.gaussian_parts_function(controls.V, att.params(controls))
+    return _moment_field(mu, Sigma, controls.affine_A, controls.affine_b, parts)
 
 
-def _drift(mu: np.ndarray, Sigma: np.ndarray, A: np.ndarray, b: np.ndarray, att: Any, V: np.ndarray,
-           params: Any) -> tuple[np.ndarray, np.ndarray]:
-    r"""Eq. (1.1), the one place it is written: :math:`(\mu', \Sigma')` from the looked-up parts of the controls.
+def _moment_field(mu: np.ndarray, Sigma: np.ndarray, A: np.ndarray, b: np.ndarray,
+                  parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    r"""Eq. (1.1), the one place it is written: :math:`(\mu', \Sigma')` from the affine fold and the attention's parts.
 
-    :math:`M = A + \sum_h V_hM_h(\Sigma)` (the velocity's linear part, :func:`~gtcore.attention.velocity_parts`),
-    :math:`G = \sum_h V_hC_h(\Sigma)`, :math:`\mu' = (M + G)\mu + b`, :math:`\Sigma' = M\Sigma + (M\Sigma)^\top`.
+    :math:`M = A + \sum_h V_hM_h(\Sigma)` (the velocity's linear part), :math:`G = \sum_h V_hC_h(\Sigma)`, both from
+    ``parts`` (:meth:`~gtcore.attention.AttentionType.gaussian_parts_function`), :math:`\mu' = (M + G)\mu + b`,
+    :math:`\Sigma' = M\Sigma + (M\Sigma)^\top`.
     """
-    M, G = velocity_parts(Sigma, A, att, V, params)
+    linear, G = parts(Sigma)
+    M = A + linear
     dmu = (M + G) @ mu + b
     MS = M @ Sigma
     return dmu, MS + MS.T
@@ -132,6 +146,13 @@ class MomentTrajectory:
         What the solver said, or which norm crossed, or where the budget ran out.
     nfev : int
         The number of right-hand-side evaluations.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, integrate_moments
+    >>> tr = integrate_moments(np.zeros(1), np.eye(1), Controls(V=np.eye(1), B=np.eye(1)), (0.0, 1.0))
+    >>> tr.status, round(tr.crossing_time, 6)  # sigma' = 2 sigma^2: the pole at t = 1/2
+    (<Status.BLOWUP: 'blowup'>, 0.5)
     """
 
     t: np.ndarray
@@ -164,19 +185,20 @@ _FlatRhs = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def _flat_rhs(controls: Controls) -> _FlatRhs:
-    r""":func:`_moment_rhs` for one constant :class:`Controls`, flat, with the controls looked up once.
+    r""":func:`_moment_field` for one constant :class:`Controls`, flat, with everything constant set up once.
 
-    The fast path of :func:`integrate_moments`: the attention type, its parameters and the affine fold
-    :math:`(A, b)` are looked up once instead of at every evaluation (the precomputation of
-    :func:`integrate_moments_lanes`); the arithmetic is :func:`_drift`'s, the same as the general path's,
-    so results are bit for bit those of :func:`_moment_rhs`.
+    The fast path of :func:`integrate_moments`: the affine fold :math:`(A, b)` and the attention's parts for the
+    fixed heads (:meth:`~gtcore.attention.AttentionType.gaussian_parts_function`: for the dot product
+    :math:`\sum_h V_h` once) are set up here instead of at every evaluation; the arithmetic is
+    :func:`_moment_field`'s, the same as :func:`moment_rhs`'s, so results are bit for bit its.
     """
     att = attention_of(controls)
-    A, b, V, params = controls.affine_A, controls.affine_b, controls.V, att.params(controls)
+    A, b = controls.affine_A, controls.affine_b
+    parts = att.gaussian_parts_function(controls.V, att.params(controls))
 
     def f(mu: np.ndarray, S: np.ndarray) -> np.ndarray:
-        dmu, dS = _drift(mu, S, A, b, att, V, params)
-        return np.concatenate([dmu, dS.ravel()])
+        dmu, dS = _moment_field(mu, S, A, b, parts)
+        return np.concatenate((dmu, dS.ravel()))
 
     return f
 
@@ -187,28 +209,33 @@ def _piece_rhs(fn: Any, a: float, b: float, d: int, calls: list[int]) -> Callabl
     Constant controls take the fast path (:func:`_flat_rhs`, set up once); time-varying ones are read
     inside the piece (at :math:`\min(\max(t, a), b^-)`), so a jump at ``b`` belongs to the next piece.
     The state's :math:`\Sigma` is symmetrised first, as :math:`(\Sigma^\top + \Sigma)/2` (the bits of
-    :math:`(\Sigma + \Sigma^\top)/2`, with a faster transpose).
+    :math:`(\Sigma + \Sigma^\top)/2`, with a faster transpose: a gather of the flat state for small :math:`d`, a
+    contiguous copy for larger).
     """
-    if d <= 8:  # few numpy calls matter most
-        def symmetric(y: np.ndarray) -> np.ndarray:
-            S = y[d:].reshape(d, d)
-            return (S.T + S) * 0.5
-    else:  # a contiguous copy of the transpose reads memory faster
-        def symmetric(y: np.ndarray) -> np.ndarray:
-            S = y[d:].reshape(d, d)
-            sym = S.T.copy()
-            sym += S
-            sym *= 0.5
-            return sym
-
     if isinstance(fn, Controls):
         flat = _flat_rhs(fn)
+        if d <= 8:  # few numpy calls matter most: the transpose as a gather of the flat state
+            transpose = np.arange(d * d).reshape(d, d).T.ravel()
 
-        def rhs(t: float, y: np.ndarray) -> np.ndarray:
-            calls[0] += 1
-            return flat(y[:d], symmetric(y))
+            def rhs(t: float, y: np.ndarray) -> np.ndarray:
+                calls[0] += 1
+                S = y[d:]
+                return flat(y[:d], ((S[transpose] + S) * 0.5).reshape(d, d))
+        else:  # a contiguous copy of the transpose reads memory faster
+            def rhs(t: float, y: np.ndarray) -> np.ndarray:
+                calls[0] += 1
+                S = y[d:].reshape(d, d)
+                sym = S.T.copy()
+                sym += S
+                sym *= 0.5
+                return flat(y[:d], sym)
 
         return rhs
+
+    def symmetric(y: np.ndarray) -> np.ndarray:
+        S = y[d:].reshape(d, d)
+        return (S.T + S) * 0.5
+
     inside = np.nextafter(b, a)
     last: list[Any] = [None, None]  # the last Controls read and its right-hand side
 
@@ -247,6 +274,93 @@ def _stop_events(d: int, blowup_norm: float, max_nfev: int, calls: list[int]) ->
     budget_event.terminal = True  # type: ignore[attr-defined]
     budget_event.direction = -1  # type: ignore[attr-defined]
     return [blowup_event, budget_event]
+
+
+#: what ``solve_ivp`` says when a piece ends (its ``MESSAGES`` for statuses 0 and 1)
+_MESSAGES = {0: "The solver successfully reached the end of the integration interval.",
+             1: "A termination event occurred."}
+_EPS = np.finfo(float).eps
+
+
+@dataclass
+class _Solution:
+    """The fields of ``scipy.integrate.solve_ivp``'s result that :func:`_piece_points` reads."""
+
+    t: np.ndarray
+    y: np.ndarray
+    t_events: list[np.ndarray]
+    y_events: list[np.ndarray]
+    nfev: int
+    status: int
+    message: str
+
+
+def _dop853(fun: Callable, a: float, b: float, y0: np.ndarray, rtol: float, atol: float,
+            t_eval: np.ndarray | None, events: list[Callable]) -> _Solution:
+    r"""``solve_ivp(fun, (a, b), y0, method="DOP853", t_eval=t_eval, rtol=rtol, atol=atol, events=events)`` for
+    terminal events, step for step and bit for bit, without its per-step generality.
+
+    The same solver (:class:`scipy.integrate.DOP853`, built as ``solve_ivp`` builds it) takes the same steps; after
+    each step the events are evaluated at its end and compared with their previous values (a sign change in the
+    event's direction), and only when one fires is the step's dense output built and the root located as
+    ``solve_ivp`` locates it (Brent's method with ``xtol = rtol = 4 eps`` on the interpolant); the earliest root
+    ends the piece there. The points kept (every step, or the ``t_eval`` inside each step through the dense
+    output) are ``solve_ivp``'s.
+    """
+    solver = DOP853(fun, a, y0, b, rtol=rtol, atol=atol)
+    directions = [float(e.direction) for e in events]  # type: ignore[attr-defined]  # scipy's event attributes
+    g = [e(a, y0) for e in events]
+    t_events: list[list[float]] = [[] for _ in events]
+    y_events: list[list[np.ndarray]] = [[] for _ in events]
+    ts: list[Any] = [a] if t_eval is None else []
+    ys: list[Any] = [y0] if t_eval is None else []
+    i_eval = 0
+    status = None
+    message = ""
+    while status is None:
+        message = solver.step()
+        if solver.status == "finished":
+            status = 0
+        elif solver.status == "failed":
+            status = -1
+            break
+        t_old, t, y = solver.t_old, solver.t, solver.y
+        sol = None
+        g_new = [e(t, y) for e in events]
+        active = [k for k, (g0, g1, s) in enumerate(zip(g, g_new, directions, strict=True))
+                  if (s >= 0 and g0 <= 0 <= g1) or (s <= 0 and g0 >= 0 >= g1)]
+        if active:
+            sol = solver.dense_output()
+            roots = [brentq(lambda u, e=events[k], s=sol: e(u, s(u)), t_old, t, xtol=4 * _EPS, rtol=4 * _EPS)
+                     for k in active]
+            first = int(np.argsort(roots)[0])  # terminal events: the earliest root ends the piece
+            t_events[active[first]].append(roots[first])
+            y_events[active[first]].append(sol(roots[first]))
+            status = 1
+            t = roots[first]
+            y = sol(t)
+        g = g_new
+        if t_eval is None:
+            ts.append(t)
+            ys.append(y)
+        else:
+            i_new = int(np.searchsorted(t_eval, t, side="right"))
+            step = t_eval[i_eval:i_new]
+            if step.size:
+                if sol is None:
+                    sol = solver.dense_output()
+                ts.append(step)
+                ys.append(sol(step))
+                i_eval = i_new
+    if t_eval is None:
+        t_out, y_out = np.array(ts), np.vstack(ys).T
+    elif ts:
+        t_out, y_out = np.hstack(ts), np.hstack(ys)
+    else:
+        t_out, y_out = np.array([]), np.zeros((y0.size, 0))
+    return _Solution(t=t_out, y=y_out, t_events=[np.asarray(te) for te in t_events],
+                     y_events=[np.asarray(ye) for ye in y_events], nfev=solver.nfev, status=status,
+                     message=_MESSAGES.get(status, message))
 
 
 @dataclass
@@ -355,6 +469,15 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
         Invalid initial moments (shape, finiteness, symmetry, positive semidefiniteness),
         controls of the wrong dimension, a bad time span, tolerance or budget; the message names
         the argument.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, integrate_moments
+    >>> tr = integrate_moments(np.zeros(1), np.eye(1), Controls(A=-np.eye(1)), (0.0, 1.0))
+    >>> tr.status
+    <Status.COMPLETED: 'completed'>
+    >>> round(float(tr.Sigma[-1, 0, 0]), 9), round(float(np.exp(-2.0)), 9)  # Sigma(t) = e^(-2t)
+    (0.135335283, 0.135335283)
     """
     mu0, Sigma0 = check_moments(mu0, Sigma0)
     d = mu0.shape[0]
@@ -381,8 +504,7 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             keep_eval = t_eval[mask]
             solve_eval = np.union1d(keep_eval, [b])  # b is always solved for, to go on from it
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow fails the step, no warning
-            sol = solve_ivp(_piece_rhs(fn, a, b, d, calls), (a, b), y, method="DOP853", t_eval=solve_eval,
-                            rtol=rtol, atol=atol, events=events)
+            sol = _dop853(_piece_rhs(fn, a, b, d, calls), a, b, y, rtol, atol, solve_eval, events)
         nfev += sol.nfev
         if sol.status == 0:
             y = sol.y[:, -1]

@@ -48,6 +48,13 @@ class MinEnergyResult:
         Optimiser iterations.
     message : str
         The optimiser's message.
+
+    Examples
+    --------
+    >>> from gtcore import steer_min_energy
+    >>> res = steer_min_energy(np.zeros(1), np.eye(1), np.zeros(1), 4.0 * np.eye(1), 1.0, pieces=2)
+    >>> bool(res.energy <= res.constructive_energy + 1e-9)
+    True
     """
 
     controls: PiecewiseControls
@@ -153,6 +160,13 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
     ------
     RankMismatchError, ValueError
         As :func:`steer`; ``pieces`` not a positive integer.
+
+    Examples
+    --------
+    >>> from gtcore import steer_min_energy
+    >>> res = steer_min_energy(np.zeros(1), np.eye(1), np.zeros(1), 4.0 * np.eye(1), 1.0, pieces=2)
+    >>> bool(res.endpoint_error < 1e-8), bool(res.energy <= res.constructive_energy + 1e-9)
+    (True, True)
     """
     import torch
     from scipy.optimize import minimize

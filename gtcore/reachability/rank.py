@@ -32,6 +32,16 @@ class RankMismatchError(ValueError):
     ----------
     rank0, rank1, d : int
         The same, kept for callers that handle the error.
+
+    Examples
+    --------
+    >>> from gtcore import RankMismatchError, steer
+    >>> try:
+    ...     steer(np.zeros(2), np.eye(2), np.zeros(2), np.diag([1.0, 0.0]), 1.0)
+    ... except RankMismatchError as err:
+    ...     print(err.rank0, err.rank1)
+    ...
+    2 1
     """
 
     def __init__(self, rank0: int, rank1: int, d: int) -> None:
@@ -64,6 +74,12 @@ def covariance_rank(Sigma: Any, rtol: float = RANK_RTOL) -> int:
     -------
     int
         Between 0 (the zero matrix) and d.
+
+    Examples
+    --------
+    >>> from gtcore import covariance_rank
+    >>> covariance_rank(np.diag([1.0, 1e-3, 0.0]))
+    2
     """
     S = check_covariance(Sigma, "Sigma")
     rtol = check_positive(rtol, "rtol")

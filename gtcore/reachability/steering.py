@@ -190,6 +190,13 @@ class SteeringControls:
     Notes
     -----
     Callable ``t -> Controls``; outside :math:`[0, T]` the first and last stages continue.
+
+    Examples
+    --------
+    >>> from gtcore import steer
+    >>> ctl = steer(np.zeros(2), np.eye(2), np.ones(2), 4.0 * np.eye(2), 1.0)
+    >>> type(ctl).__name__, len(ctl.stages), ctl.T
+    ('SteeringControls', 1, 1.0)
     """
 
     def __init__(self, mu0: np.ndarray, Sigma0: np.ndarray, durations: Sequence[float],
@@ -405,6 +412,14 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
     References
     ----------
     Alcalde, Ji, Zuazua (2026), finite-time reachability result (time-varying controls).
+
+    Examples
+    --------
+    >>> from gtcore import endpoint_error, steer
+    >>> S1 = np.array([[2.0, 0.5], [0.5, 1.0]])
+    >>> ctl = steer(np.zeros(2), np.eye(2), np.ones(2), S1, 1.0)
+    >>> bool(endpoint_error(ctl, np.zeros(2), np.eye(2), np.ones(2), S1, 1.0) < 1e-8)
+    True
     """
     if attention is not None:
         if heads is not None:
@@ -479,6 +494,13 @@ def endpoint_error(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigm
     -------
     float
         :math:`e`, or ``inf`` when the integration does not complete.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, endpoint_error
+    >>> ctl = Controls(A=-np.eye(1))
+    >>> round(endpoint_error(ctl, np.zeros(1), np.eye(1), np.zeros(1), np.exp(-2.0) * np.eye(1), 1.0), 12)
+    0.0
     """
     mu0, Sigma0 = check_moments(mu0, Sigma0, "mu0", "Sigma0")
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1", mu0.shape[0])

@@ -32,7 +32,18 @@ __all__ = ["ROOT_UNCERTAINTY_RATIO", "Equilibrium", "LinearStability", "NoEquili
 
 
 class NoEquilibriumError(ValueError):
-    """No positive-definite equilibrium was found; the message says why."""
+    """No positive-definite equilibrium was found; the message says why.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, NoEquilibriumError, equilibrium
+    >>> try:
+    ...     equilibrium(Controls(A=-np.eye(2), V=-np.eye(2), B=np.eye(2)))
+    ... except NoEquilibriumError as err:
+    ...     print(type(err).__name__)
+    ...
+    NoEquilibriumError
+    """
 
 
 # ------------------------------------------------------------------------------- validation
@@ -103,6 +114,13 @@ class Equilibrium:
         ``"closed form (Lyapunov)"`` or ``"Newton"``.
     iterations : int
         Newton iterations (0 for the closed form).
+
+    Examples
+    --------
+    >>> from gtcore import Controls, equilibrium
+    >>> eq = equilibrium(Controls(A=0.5 * np.eye(1), V=-np.eye(1), B=np.eye(1)))
+    >>> round(float(eq.Sigma[0, 0]), 9), bool(eq.relative_residual < 1e-12)  # 2 a sigma = 2 sigma^2
+    (0.5, True)
     """
 
     Sigma: np.ndarray
@@ -239,6 +257,14 @@ def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-
         positive definite, or every Newton start failed and how).
     ValueError
         Bad input, naming the argument.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, equilibrium
+    >>> eq = equilibrium(Controls(A=np.eye(2), V=-np.eye(2), B=np.eye(2)))
+    >>> np.round(eq.Sigma, 9)
+    array([[1., 0.],
+           [0., 1.]])
     """
     controls = _check_controls(controls)
     tol = check_positive(tol, "tol")
@@ -311,6 +337,13 @@ class LinearStability:
     verdict : Stability
         :class:`~gtcore.status.Stability`: ``STABLE`` (``max_real < 0``), ``UNSTABLE`` (``> 0``) or
         ``MARGINAL`` (0 within :math:`10^{-10}` relative).
+
+    Examples
+    --------
+    >>> from gtcore import Controls, linear_stability
+    >>> ls = linear_stability(Controls(A=np.eye(1), V=-np.eye(1), B=np.eye(1)), np.eye(1))
+    >>> round(ls.max_real, 9)
+    -2.0
     """
 
     eigenvalues: np.ndarray
@@ -342,6 +375,13 @@ def linear_stability(controls: Controls, Sigma_star: Any) -> LinearStability:
     -------
     LinearStability
         The eigenvalues of the linearisation, the spectral abscissa and the verdict.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, linear_stability
+    >>> ls = linear_stability(Controls(A=np.eye(1), V=-np.eye(1), B=np.eye(1)), np.eye(1))
+    >>> ls.verdict, np.round(ls.eigenvalues.real, 9)  # d/dsigma (2 sigma - 2 sigma^2) = -2 at sigma* = 1
+    (<Stability.STABLE: 'stable'>, array([-2.]))
     """
     controls = _check_controls(controls)
     S = check_covariance(Sigma_star, "Sigma_star", controls.d)

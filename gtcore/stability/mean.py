@@ -80,6 +80,13 @@ def asymptotic_mean(controls: Controls, Sigma_star: Any) -> np.ndarray:
     ------
     ValueError
         The matrix is singular, or bad input (naming the argument).
+
+    Examples
+    --------
+    >>> from gtcore import Controls, asymptotic_mean
+    >>> ctl = Controls(A=np.eye(1), b=[1.0], V=-np.eye(1), B=np.eye(1))
+    >>> asymptotic_mean(ctl, np.eye(1))
+    array([1.])
     """
     M = _solvable_mean_matrix(controls, Sigma_star)
     return -np.linalg.solve(M, controls.affine_b)
@@ -120,6 +127,14 @@ def bias_for_mean_target(controls: Controls, Sigma_star: Any, mu_target: Any, *,
     ValueError
         The matrix is singular (the fixed point is not unique; as :func:`asymptotic_mean`), or not
         Hurwitz and ``allow_unstable`` is False, or bad input (naming the argument).
+
+    Examples
+    --------
+    >>> from gtcore import Controls, asymptotic_mean, bias_for_mean_target
+    >>> ctl = Controls(A=np.eye(1), V=-np.eye(1), B=np.eye(1))
+    >>> b = bias_for_mean_target(ctl, np.eye(1), [2.0])
+    >>> b, asymptotic_mean(Controls(A=np.eye(1), b=b, V=-np.eye(1), B=np.eye(1)), np.eye(1))
+    (array([2.]), array([2.]))
     """
     M = _solvable_mean_matrix(controls, Sigma_star)
     mu = check_vector(mu_target, "mu_target", controls.d)

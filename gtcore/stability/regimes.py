@@ -65,6 +65,13 @@ class Regime:
     method : str
         ``"closed form"`` (:math:`V_h = v_hI`) or ``"numerical"`` (general :math:`V`, or when the
         :math:`V = vI` blow-up search fell back to the integrator, see :class:`~gtcore.riccati.BlowupTime`).
+
+    Examples
+    --------
+    >>> from gtcore import Controls, classify
+    >>> r = classify(Controls(A=np.eye(1), V=np.eye(1), B=np.eye(1)), np.eye(1))
+    >>> r.verdict, round(r.t_star, 9), round(float(np.log(2.0) / 2), 9)  # t* = log(1 + 2a/(q sigma0)) / (2a)
+    (<Verdict.BLOWS_UP: 'blows up'>, 0.34657359, 0.34657359)
     """
 
     verdict: Verdict
@@ -119,6 +126,14 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
     -------
     Regime
         The verdict, its reason, the limit or the blow-up time, and how it was obtained.
+
+    Examples
+    --------
+    >>> from gtcore import Controls, classify
+    >>> classify(Controls(A=np.eye(2), V=-np.eye(2), B=np.eye(2)), np.eye(2)).verdict
+    <Verdict.CONVERGES: 'converges'>
+    >>> classify(Controls(A=-np.eye(2), V=np.eye(2), B=np.eye(2)), 0.1 * np.eye(2)).verdict
+    <Verdict.COLLAPSES: 'collapses to 0'>
     """
     controls = _check_controls(controls)
     S0 = check_covariance(Sigma0, "Sigma0", controls.d)

@@ -57,6 +57,14 @@ class GaussianMixture:
     ValueError
         Negative weights, weights not summing to 1, or components of mismatched dimension (the
         message names ``weights``, ``means`` or ``covariances``).
+
+    Examples
+    --------
+    >>> from gtcore import GaussianMixture
+    >>> gm = GaussianMixture([0.5, 0.5], [[-1.0], [1.0]], [[[1.0]], [[1.0]]])
+    >>> mu, Sigma = gm.moments()
+    >>> mu, Sigma
+    (array([0.]), array([[2.]]))
     """
 
     weights: np.ndarray
@@ -203,6 +211,14 @@ class LabelledTokens:
         The tokens.
     labels : (N,) ndarray of int
         The component (or group) of each token, 0..K-1.
+
+    Examples
+    --------
+    >>> from gtcore import GaussianMixture
+    >>> gm = GaussianMixture([0.25, 0.75], [[-1.0], [1.0]], [[[1.0]], [[1.0]]])
+    >>> lt = gm.sample(10_000, seed=0)
+    >>> type(lt).__name__, round(float(np.mean(lt.labels == 1)), 2)
+    ('LabelledTokens', 0.75)
     """
 
     tokens: np.ndarray

@@ -54,6 +54,13 @@ def gaussian_tokens(n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator
     ------
     ValueError
         ``n`` not a positive integer, or invalid moments.
+
+    Examples
+    --------
+    >>> from gtcore import gaussian_tokens
+    >>> x = gaussian_tokens(100_000, [1.0, -1.0], np.diag([4.0, 1.0]), seed=0)
+    >>> x.shape, np.round(x.mean(axis=0), 1), np.round(x.var(axis=0), 1)
+    ((100000, 2), array([ 1., -1.]), array([4., 1.]))
     """
     if (isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer, float, np.floating))
             or not np.isfinite(n) or int(n) != n or n < 1):

@@ -1,9 +1,9 @@
 r"""Seeded random layers: the peers' experiment and the ensembles over the paper's sign conditions.
 
-Every draw is a :class:`Draw`: a small, picklable record (ensemble, attention type, dimension, seed,
-index) from which :func:`draw_controls` rebuilds the layer and its :math:`\Sigma_0` exactly, with its
-own generator ``np.random.default_rng([seed, code, d, index])``: a draw does not depend on which other
-draws are computed with it, in which chunk or on which machine.
+Every draw is a :class:`~gtbook.studies.atlas.draws.Draw`: a small, picklable record (ensemble, attention type,
+dimension, seed, index) from which :func:`draw_controls` rebuilds the layer and its :math:`\Sigma_0` exactly,
+with its own generator: a draw does not depend on which other draws are computed with it, in which chunk or on
+which machine.
 
 **The peers' experiment** (``ensemble="peer"``; Castin, Rouzé, Ablin, Peyré, Kim 2025): :math:`Q \in
 \mathbb{R}^{\lfloor d/2\rfloor \times d}` with i.i.d. :math:`N(0, 1)` entries, :math:`K = -Q`, their
@@ -35,10 +35,11 @@ the sign the condition asks for, and a non-symmetric part).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from gtbook.studies.atlas.draws import Draw
+from gtbook.studies.atlas.maps import map_controls
 from gtcore._linalg import psd_sqrt  # noqa: F401  (re-exported for the figures)
 from gtcore.controls import Controls
 from gtcore.riccati import _definiteness, _spectrum_class
@@ -59,49 +60,6 @@ __all__ = [
 ATTENTIONS = ("dot", "multihead", "l2", "sinkhorn")
 V_KINDS = ("scalar", "wishart", "goe")
 B_KINDS = ("wishart", "goe", "ginibre")
-_CODES = {"peer": 1, "conditions": 2, "map": 3}
-_ATT_CODES = {"dot": 0, "multihead": 1, "l2": 2, "sinkhorn": 3}
-
-
-@dataclass(frozen=True)
-class Draw:
-    """One seeded draw: enough to rebuild its layer exactly (:func:`draw_controls`).
-
-    Attributes
-    ----------
-    ensemble : "peer", "conditions" or "map"
-    attention : "dot", "multihead", "l2" or "sinkhorn"
-    d : dimension
-    index : the draw's number within its (ensemble, attention, d, variant)
-    seed : the study's seed
-    variant : for "peer", "identity" or "wishart"; for "map", the map's parameters as a tuple
-    """
-
-    ensemble: str
-    attention: str
-    d: int
-    index: int
-    seed: int = 0
-    variant: str | tuple = ""
-    key: str = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.ensemble not in _CODES:
-            raise ValueError(f"ensemble must be one of {sorted(_CODES)}, got {self.ensemble!r}")
-        if self.attention not in _ATT_CODES:
-            raise ValueError(f"attention must be one of {sorted(_ATT_CODES)}, got {self.attention!r}")
-        if not (isinstance(self.d, int) and self.d >= 1):
-            raise ValueError(f"d must be a positive integer, got {self.d!r}")
-        object.__setattr__(self, "key", f"{self.ensemble}/{self.attention}/{self.variant}/d{self.d}/{self.index}")
-
-    def rng(self) -> np.random.Generator:
-        """The draw's own generator."""
-        var = {"": 0, "identity": 0, "wishart": 1, "stab": 3, "blow": 4}.get(self.variant, 2) \
-            if isinstance(self.variant, str) else 2
-        return np.random.default_rng([self.seed, _CODES[self.ensemble], _ATT_CODES[self.attention], var,
-                                      self.d, self.index])
-
-
 def peer_draws(ds, n, *, seed: int = 0) -> list[Draw]:
     """The peers' experiment: every (attention, V, d) with ``n`` draws each, attention "dot" and "l2"."""
     return [Draw("peer", att, int(d), i, seed, var) for att in ("dot", "l2") for var in ("identity", "wishart")
@@ -161,8 +119,6 @@ def draw_controls(draw: Draw) -> tuple[Controls, np.ndarray, dict]:
         ctl = Controls(V=V, Q=Q / math.sqrt(d), K=-Q, attention=att)
         return ctl, np.eye(d), {"v_kind": draw.variant, "b_kind": "-QtQ", "shift": 0.0, "rank_Q": r}
     if draw.ensemble == "map":
-        from gtbook.studies.atlas.maps import map_controls
-
         return map_controls(draw)
     heads = 2 if draw.attention == "multihead" else 1
     if draw.variant in ("stab", "blow"):

@@ -22,7 +22,7 @@ import numpy as np
 from IPython.display import HTML
 
 from gtbook.studies.atlas.maps import AtlasMap
-from gtbook.studies.atlas.regimes import OUTCOMES
+from gtbook.studies.atlas.outcomes import OUTCOMES
 
 __all__ = ["OUTCOME_COLORS", "ExplorerHTML", "map_png", "regime_explorer"]
 
@@ -33,7 +33,12 @@ OUTCOME_COLORS = {
     "collapse to 0": "#9ecae1",
     "finite-time blow-up": "#d62728",
     "exponential growth": "#ff7f0e",
-    "other": "#7f7f7f",
+    "polynomial growth": "#ffbb78",
+    "growth with collapse": "#c49c94",
+    "slow algebraic decay": "#c5b0d5",
+    "rotation": "#9467bd",
+    "undecided at the horizon": "#7f7f7f",
+    "integration failed": "#000000",
 }
 
 

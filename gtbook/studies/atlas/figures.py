@@ -6,6 +6,7 @@ import numpy as np
 
 from gtbook.studies.atlas.explorer import OUTCOME_COLORS
 from gtbook.studies.atlas.maps import AtlasMap
+from gtbook.studies.atlas.outcomes import OUTCOMES
 from gtbook.studies.atlas.tables import Fractions
 from gtbook.studies.style import COLORS, figure
 
@@ -75,8 +76,6 @@ def blowup_times_figure(times_by_d: dict[int, np.ndarray]):
 def map_panels(atlas: AtlasMap, frames: list[tuple[int, int]]):
     """Static regime maps for the readers without JavaScript: the (eps, beta) frames listed."""
     from matplotlib.colors import ListedColormap
-
-    from gtbook.studies.atlas.regimes import OUTCOMES
 
     names = [o.value for o in OUTCOMES]
     cmap = ListedColormap([OUTCOME_COLORS[n] for n in names])

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gtbook.studies.atlas.draws import Draw
 from gtcore.controls import Controls
 
 __all__ = ["MAP_B0", "MAP_SIGMA0", "AtlasMap", "assemble_map", "map_controls", "map_draws"]
@@ -32,8 +33,6 @@ _E = np.diag([1.0, -1.0])
 
 def map_draws(a_values, v_values, eps_values, beta_values, *, omega: float = 0.7):
     """One draw per grid point, in the order (eps, beta, v, a) (the last index fastest)."""
-    from gtbook.studies.atlas.ensembles import Draw
-
     out: list[Draw] = []
     for e in eps_values:
         for b in beta_values:

@@ -25,7 +25,7 @@ eigenvalues decay like :math:`1/(2t\,\sigma^2)` for the singular values :math:`\
 
 **The exact rank** (:func:`exact_ranks`): for :math:`V = I` with softmax, the closed form above
 (:math:`\operatorname{rank}Q` certified by its smallest singular value); otherwise the doubling test
-of :func:`~gtbook.studies.atlas.regimes.classify_lanes` with a long horizon (:data:`EXACT_HORIZON`), on
+of :func:`~gtbook.studies.atlas.outcomes.classify_lanes` with a long horizon (:data:`EXACT_HORIZON`), on
 the layer with :math:`V` divided by its slowest rate (:func:`time_scale`: with :math:`A = 0` this only
 changes the clock, not the limit):
 an eigenvalue that decays like :math:`c/t` halves from :math:`T` to :math:`2T`
@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtbook.studies.atlas.drift import LaneStack, covariance_drift, stack_controls
-from gtbook.studies.atlas.regimes import Outcome, classify_lanes
+from gtbook.studies.atlas.outcomes import Outcome, classify_lanes
 from gtcore.controls import Controls
+from gtcore.moments.batched import LaneStack, stack_controls
 
 __all__ = [
     "EXACT_HORIZON",
@@ -133,7 +133,7 @@ def projected_euler_lanes(controls: Sequence[Controls] | LaneStack, Sigma0, sett
             break
         Sa = S[active]
         with np.errstate(over="ignore", invalid="ignore"):
-            step = Sa + setting.h * covariance_drift(Sa, stack, active)
+            step = Sa + setting.h * stack.covariance_rhs(Sa, active)
             step = 0.5 * (step + np.swapaxes(step, 1, 2))
             finite = np.all(np.isfinite(step), axis=(1, 2))
             w, U = np.linalg.eigh(np.where(finite[:, None, None], step, 0.0))
@@ -191,7 +191,7 @@ class ExactRanks:
     rank : (n,) the rank (-1 where undecided)
     method : (n,) "closed form" or "doubling test"
     doubling_rank : (n,) the doubling test's rank for every draw (also where the closed form decides)
-    outcome : (n,) the doubling test's :class:`~gtbook.studies.atlas.regimes.Outcome`
+    outcome : (n,) the doubling test's :class:`~gtbook.studies.atlas.outcomes.Outcome`
     alpha : (n, d) the doubling exponents
     """
 

@@ -8,11 +8,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtbook.studies.atlas.drift import stack_controls
 from gtbook.studies.atlas.ensembles import Draw, draw_controls
 from gtbook.studies.atlas.peer import PEER_SETTINGS, PeerSetting, exact_ranks, projected_euler_lanes
 from gtbook.studies.atlas.tables import PeerRow
+from gtbook.studies.families.harness import moment_discrepancy, noise_floor, run_family
+from gtcore.attention import DotProduct
 from gtcore.controls import Controls
+from gtcore.moments import integrate_moments
+from gtcore.moments.batched import stack_controls
+from gtcore.riccati import blowup_time
+from gtcore.stability import classify
 
 __all__ = ["FiniteNCheck", "PeerComparison", "classify_agreement", "finite_n_checks", "peer_comparison",
            "pole_time_errors"]
@@ -85,8 +90,6 @@ def classify_agreement(result, draws: Sequence[Draw]) -> tuple[int, int, list[di
     Only draws where ``classify`` decides from its closed form (method "closed form", verdict not
     "undetermined") count. Returns (agreements, draws compared, disagreements).
     """
-    from gtcore.stability import classify
-
     out = dict(zip(result.column("key"), result.column("outcome"), strict=True))
     agree, total, dis = 0, 0, []
     for dr in draws:
@@ -109,8 +112,6 @@ def classify_agreement(result, draws: Sequence[Draw]) -> tuple[int, int, list[di
 def pole_time_errors(result, draws: Sequence[Draw]) -> np.ndarray:
     """Relative gaps between the lanes' pole times and :func:`gtcore.riccati.blowup_time`'s closed form (one-head
     dot, :math:`V = vI`)."""
-    from gtcore.riccati import blowup_time
-
     tp = dict(zip(result.column("key"), result.column("t_pole"), strict=True))
     out = dict(zip(result.column("key"), result.column("outcome"), strict=True))
     errs = []
@@ -134,9 +135,6 @@ def _check_time(ctl: Controls, S0: np.ndarray, t_max: float) -> float:
     r"""``t_max``, or for dot-product attention the first time on a grid of 50 where
     :math:`\kappa = \max_h\lambda_{\max}(B_h^\top\Sigma B_h\Sigma)` reaches :data:`KAPPA_CHECK` (the N-token
     average has finite variance only for :math:`\kappa < 1/2`: chapters 1 and 4), whichever is first."""
-    from gtcore.attention import DotProduct
-    from gtcore.moments import integrate_moments
-
     if ctl.attention != "dot":
         return t_max
     grid = np.linspace(0.0, t_max, 51)
@@ -184,9 +182,6 @@ def finite_n_checks(result, draws: Sequence[Draw], n_per_type: int, n_tokens: in
 
 
 def _finite_n_checks(result, draws, n_per_type, n_tokens, steps, repeats, seed, t_check):
-    from gtbook.studies.families.harness import moment_discrepancy, noise_floor, run_family
-    from gtcore.moments import integrate_moments
-
     rng = np.random.default_rng(seed)
     t_end = dict(zip(result.column("key"), result.column("t_end"), strict=True))
     out = dict(zip(result.column("key"), result.column("outcome"), strict=True))

@@ -2,7 +2,7 @@ r"""An atlas sweep on Dask: chunks of lanes, results written as they complete, a
 
 A sweep is many independent small ODE batches. :func:`make_chunks` groups the draws
 (:class:`~gtbook.studies.atlas.ensembles.Draw`) into chunks of one dimension and attention type: each
-chunk is one call of :func:`~gtbook.studies.atlas.regimes.classify_lanes`, its draws the lanes of
+chunk is one call of :func:`~gtbook.studies.atlas.outcomes.classify_lanes`, its draws the lanes of
 :func:`gtcore.moments.lanes.integrate_lanes`. :func:`run_sweep` runs the chunks
 
 * in this process, one after the other (the default, Dask's synchronous model: no cluster),
@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from gtbook.studies.atlas.ensembles import Draw, conditions, draw_controls
-from gtbook.studies.atlas.regimes import classify_lanes
+from gtbook.studies.atlas.outcomes import classify_lanes
 from gtcore._progress import progress
 from gtcore._validation import check_count, check_integer, check_positive
 
@@ -341,7 +341,7 @@ def run_sweep(draws: Sequence[Draw], out: str | os.PathLike | None = None, *, la
     draws : the draws (their order is the table's; each once)
     out : folder for the chunks' parquet files (created); None keeps everything in memory (no resume)
     lanes : draws per chunk
-    horizon : :math:`T` of :func:`~gtbook.studies.atlas.regimes.classify_lanes`
+    horizon : :math:`T` of :func:`~gtbook.studies.atlas.outcomes.classify_lanes`
     client : a ``distributed.Client`` to run the chunks on
     scheduler : a scheduler address (``"tcp://host:port"``), or ``"local"`` for a ``LocalCluster`` of
         ``workers`` processes started (and stopped) for this sweep; ignored when ``client`` is given

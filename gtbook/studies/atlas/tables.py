@@ -1,38 +1,17 @@
-r"""The chapter's tables: regime fractions with binomial confidence intervals, the peer comparison, counterexamples."""
+r"""The chapter's tables: regime fractions with binomial confidence intervals
+(:func:`gtcore.stats.inference.wilson_interval`), the peer comparison, counterexamples."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from gtbook.studies.atlas.regimes import OUTCOMES
+from gtbook.studies.atlas.outcomes import OUTCOMES
+from gtcore.stats.inference import wilson_interval
 
-__all__ = ["Fractions", "PeerRow", "counterexamples", "regime_fractions", "wilson_interval"]
-
-
-def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    r"""Wilson's score interval for a binomial proportion :math:`k/n` (95 % for the default ``z``).
-
-    .. math::
-
-        \frac{\hat p + \frac{z^2}{2n} \pm z\sqrt{\frac{\hat p(1-\hat p)}{n} + \frac{z^2}{4n^2}}}{1 + \frac{z^2}{n}},
-        \qquad \hat p = k/n .
-
-    Raises
-    ------
-    ValueError
-        Unless :math:`0 \le k \le n` and :math:`n \ge 1`.
-    """
-    if not (isinstance(n, (int, np.integer)) and isinstance(k, (int, np.integer)) and n >= 1 and 0 <= k <= n):
-        raise ValueError(f"wilson_interval needs integers 0 <= k <= n, n >= 1, got k={k!r}, n={n!r}")
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
+__all__ = ["Fractions", "PeerRow", "counterexamples", "regime_fractions"]
 
 
 @dataclass

@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from gtbook.studies.nulls import HotellingTest, flow_deviations, hotelling_test
+from gtbook.studies.nulls import flow_deviations
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
+from gtcore.stats.inference import HotellingTest, hotelling_test
 from gtcore.stats.mixtures import GaussianMixture
 
 __all__ = ["FoldCheck", "GeneralLayer", "MixtureSampleCheck", "feedforward_fold_check", "general_feedforward_layer",

@@ -33,11 +33,12 @@ from gtbook.studies.beyond.exact_statistics import (
     sliced_w2_mixture,
 )
 from gtbook.studies.beyond.harness import GaussianityPath, noise_floors, time_within, track_gaussianity
-from gtbook.studies.nulls import HotellingTest, flow_deviations, hotelling_test
+from gtbook.studies.nulls import flow_deviations
 from gtcore import Controls, integrate_moments
 from gtcore.particles import simulate
 from gtcore.relu import moment_departure, relu_departure_rate, relu_departure_rate_spread
 from gtcore.stats.gaussianity import NoiseFloor
+from gtcore.stats.inference import HotellingTest, hotelling_test
 from gtcore.stats.mixtures import GaussianMixture, LabelledTokens
 from gtcore.stats.sampling import moment_matched_tokens
 

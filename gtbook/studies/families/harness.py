@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gtbook.studies.nulls import flow_deviations
+from gtcore.attention import attention_of
 from gtcore.controls import Controls, ControlsLike
 from gtcore.moments import MomentTrajectory, integrate_moments, moment_rhs
 from gtcore.particles import ParticleTrajectory, simulate
+from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.stats.sampling import gaussian_tokens
 
 __all__ = ["DeviationDecay", "FamilyRun", "deviation_decay", "growth_bound_excess", "growth_rate", "head_cancellation",
@@ -86,40 +89,31 @@ def growth_bound_excess(traj: MomentTrajectory, rate: float) -> float:
 
 def predicted_rate(controls: Controls) -> float:
     r"""The asymptotic growth rate of :math:`\lambda_{\max}(\Sigma)` derived from the moment ODE, when
-    :math:`\Sigma^{-1} \to 0`.
+    :math:`\Sigma^{-1} \to 0`: :math:`2\max\operatorname{Re}\lambda(F)`, :math:`F = A + \lim\sum_h V_hM_h(\Sigma)`.
 
-    * ``"l2"``, every :math:`K_h` square and invertible: :math:`M_h \to K_h^{-1}Q_h`, so
-      :math:`\Sigma' \approx F\Sigma + \Sigma F^\top` with :math:`F = A + \sum_h V_hK_h^{-1}Q_h`:
-      rate :math:`2\max\operatorname{Re}\lambda(F)`;
+    The limit is the attention type's :meth:`~gtcore.attention.AttentionType.asymptotic_linear_part`
+    (an optional method):
+
+    * ``"l2"``, every :math:`K_h` square and invertible: :math:`M_h \to K_h^{-1}Q_h`;
     * ``"sinkhorn"``, every :math:`B_h` symmetric positive definite: the whitened coupling
-      :math:`K \to I`, so :math:`M_h\Sigma \to \Sigma` and :math:`F = A + \sum_h V_h`.
+      :math:`K \to I`, so :math:`M_h\Sigma \to \Sigma` and :math:`F = A + \sum_h V_h`;
+    * a type without one (the dot product, whose :math:`M_h = \Sigma B_h` grows with :math:`\Sigma`) raises.
 
     The rate is conditional: it assumes that :math:`\Sigma(t)` grows in every direction
     (:math:`\Sigma^{-1} \to 0`), which depends on :math:`\Sigma_0` (a small :math:`\Sigma_0` can
     collapse instead) and which :math:`F` itself rules out when an eigenvalue has real part
     :math:`\le 0` (then :math:`\Sigma` stays bounded along that eigenvector, :math:`M_h` does not
-    tend to :math:`K_h^{-1}Q_h`, and the rate differs: e.g. :math:`V = K = I`,
-    :math:`Q = \begin{pmatrix}1 & 3\\ 0 & -1\end{pmatrix}` grows at 2.27, not 2). For ``"l2"`` that case
+    reach its limit, and the rate differs: e.g. L2 with :math:`V = K = I`,
+    :math:`Q = \begin{pmatrix}1 & 3\\ 0 & -1\end{pmatrix}` grows at 2.27, not 2). That case
     raises; compare the prediction with the integrated ODE before using it.
 
-    Raises ``ValueError`` outside these cases (and for ``"dot"``, which has no such rate).
+    Raises ``ValueError`` outside these cases.
     """
-    A = controls.affine_A
-    if controls.attention == "l2":
-        Q, K = controls.Q, controls.K
-        if Q is None or K is None or Q.shape[1] != controls.d or min(abs(np.linalg.det(k)) for k in K) == 0:
-            raise ValueError("predicted_rate for 'l2' needs square invertible K_h")
-        F = A + sum(V @ np.linalg.solve(k, q) for V, q, k in zip(controls.V, Q, K, strict=True))
-        if np.linalg.eigvals(F).real.min() <= 0:
-            raise ValueError("predicted_rate for 'l2' needs every eigenvalue of A + sum_h V_h K_h^-1 Q_h to have "
-                             "positive real part (otherwise Sigma does not grow in every direction)")
-    elif controls.attention == "sinkhorn":
-        for B in controls.B:
-            if not np.allclose(B, B.T) or np.linalg.eigvalsh(0.5 * (B + B.T))[0] <= 0:
-                raise ValueError("predicted_rate for 'sinkhorn' needs symmetric positive-definite B_h")
-        F = A + controls.V.sum(0)
-    else:
-        raise ValueError(f"no asymptotic growth rate for attention {controls.attention!r}")
+    att = attention_of(controls)
+    F = controls.affine_A + att.asymptotic_linear_part(controls.V, att.params(controls))
+    if np.linalg.eigvals(F).real.min() <= 0:
+        raise ValueError(f"predicted_rate for {controls.attention!r} needs every eigenvalue of A + lim sum_h V_h "
+                         "M_h to have positive real part (otherwise Sigma does not grow in every direction)")
     return float(2.0 * np.linalg.eigvals(F).real.max())
 
 
@@ -180,7 +174,7 @@ class DeviationDecay:
         :math:`\|\delta_s\|` of each cloud's signed covariance deviation
         (:func:`gtbook.studies.nulls.signed_deviation`, covariance part).
     slope : float
-        Log–log slope of the mean over clouds in N (:func:`gtbook.studies.fits.pooled_loglog_slope`).
+        Log–log slope of the mean over clouds in N (:func:`gtcore.stats.inference.pooled_loglog_slope`).
     se : float
         Its bootstrap standard error (clouds resampled within each N).
     """
@@ -224,9 +218,6 @@ def deviation_decay(controls: ControlsLike, mu0: np.ndarray, Sigma0: np.ndarray,
     -------
     dict name -> DeviationDecay
     """
-    from gtbook.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
-    from gtbook.studies.nulls import flow_deviations
-
     Ns = np.asarray(Ns, int)
     per_n = [flow_deviations(controls, mu0, Sigma0, T, int(N), seeds, steps, predictions=predictions,
                              seed=int(seed) + 1000 * i, mean=False, kernel_dtype=None) for i, N in enumerate(Ns)]

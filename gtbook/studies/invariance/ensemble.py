@@ -10,7 +10,7 @@ anisotropic :math:`\Sigma_0`, scaled so that the sampling strength
 * **The reduction** (:func:`stack_ensemble`): L residual layers with softmax attention over N tokens
   against the exact Gaussian layer map started from each sample's own moments
   (:func:`gtbook.studies.invariance.nongaussian.softmax_stack_study`, draw by draw); the pooled
-  log–log slope in N (:func:`gtbook.studies.fits.pooled_loglog_slope`, one intercept per draw) is
+  log–log slope in N (:func:`gtcore.stats.inference.pooled_loglog_slope`, one intercept per draw) is
   predicted :math:`-\tfrac12`; for a uniform law with the same two moments the error levels off.
 * **Invariance** (the same runs): the invariance rests on the attention average against a Gaussian
   being affine in the query, so the flow map of a Gaussian cloud is affine. At finite N the softmax
@@ -19,7 +19,7 @@ anisotropic :math:`\Sigma_0`, scaled so that the sampling strength
   :math:`\propto N^{-1/2}`, and levels off for the uniform law, whose average is not affine.
 * **Gaussianity at one N** (:func:`gaussianity_ensemble`): the sliced :math:`W_2` of each draw's cloud
   after the flow to time T, to be compared with the null of Gaussian samples of that size
-  (:func:`gtbook.studies.nulls.mean_of_k_quantile` for the ensemble mean); with a ReLU block
+  (:func:`gtcore.stats.inference.mean_of_k_quantile` for the ensemble mean); with a ReLU block
   :math:`W\,\mathrm{relu}(x - \mu_0)` added (:func:`relu_variant`), whose kink runs through the cloud,
   the cloud stops being Gaussian.
 """
@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from gtbook.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
 from gtbook.studies.invariance.nongaussian import softmax_stack_study
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
 from gtcore._progress import progress as progress_bar
@@ -41,6 +40,7 @@ from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
 from gtcore.stats.gaussianity import sliced_w2
+from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.stats.sampling import gaussian_tokens
 
 __all__ = ["EnsembleStack", "GeneralDraw", "gaussianity_ensemble", "general_draw", "general_draws", "relu_variant",
@@ -189,7 +189,7 @@ class EnsembleStack:
         :func:`gtbook.studies.invariance.nongaussian.nonaffine_residual` of each sample's map through the stack.
     law : str
     slope : float
-        :func:`gtbook.studies.fits.pooled_loglog_slope` of ``errors``.
+        :func:`gtcore.stats.inference.pooled_loglog_slope` of ``errors``.
     nonaffine_slope : float
         The same for ``nonaffine``.
     """
@@ -203,7 +203,7 @@ class EnsembleStack:
 
     def slope_standard_error(self, which: str = "errors", n_boot: int = 2000, seed: int = 0) -> float:
         """Bootstrap standard error of ``slope`` (``which="errors"``) or ``nonaffine_slope``
-        (``"nonaffine"``), by :func:`gtbook.studies.fits.pooled_slope_standard_error`."""
+        (``"nonaffine"``), by :func:`gtcore.stats.inference.pooled_slope_standard_error`."""
         if which not in ("errors", "nonaffine"):
             raise ValueError(f"which must be 'errors' or 'nonaffine', got {which!r}")
         return pooled_slope_standard_error(self.Ns, getattr(self, which), n_boot=n_boot, seed=seed)

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from gtbook.studies.fits import loglog_slope
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
 from gtcore._progress import progress as progress_bar
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import ControlsLike
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
+from gtcore.stats.inference import loglog_slope
 from gtcore.stats.sampling import gaussian_tokens
 
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from gtbook.studies.fits import loglog_slope
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
 from gtcore._progress import progress as progress_bar
 from gtcore.controls import ControlsLike, as_control_function, evaluate_controls
 from gtcore.moments import layer_stack
 from gtcore.particles import simulate
+from gtcore.stats.inference import loglog_slope
 from gtcore.stats.sampling import moment_matched_tokens
 
 
@@ -127,57 +127,4 @@ def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float,
                       nonaffine=nonaffine)
 
 
-def slope_standard_error(Ns: Any, errors: Any, *, n_boot: int = 2000, seed: int = 0) -> float:
-    r"""Bootstrap standard error of the log–log slope of the mean error against N.
-
-    ``errors`` is (k, seeds): for each of ``n_boot`` resamples the seeds are drawn with
-    replacement independently for each N, the mean over them is taken, and
-    :func:`gtbook.studies.fits.loglog_slope` is fitted; the result is the standard deviation
-    (ddof = 1) of those slopes. A claim ``|slope - s_0| < 3 SE`` is then a 99.7% (normal)
-    confidence statement about the slope that the seed-to-seed scatter allows.
-    """
-    Ns = np.asarray(Ns, float)
-    e = np.asarray(errors, float)
-    if e.ndim != 2 or e.shape[0] != Ns.size or e.shape[1] < 2:
-        raise ValueError(f"errors must have shape (len(Ns), seeds >= 2), got {e.shape}")
-    if isinstance(n_boot, bool) or int(n_boot) != n_boot or n_boot < 2:
-        raise ValueError(f"n_boot must be an integer >= 2, got {n_boot!r}")
-    rng = np.random.default_rng(seed)
-    k, s = e.shape
-    idx = rng.integers(0, s, size=(int(n_boot), k, s))
-    means = np.take_along_axis(np.broadcast_to(e, (int(n_boot), k, s)), idx, axis=2).mean(axis=2)
-    x = np.log(Ns) - np.log(Ns).mean()
-    slopes = (np.log(means) @ x) / (x @ x)
-    return float(np.std(slopes, ddof=1))
-
-
-def slope_difference_standard_error(Ns: Any, errors_a: Any, errors_b: Any, *, n_boot: int = 2000,
-                                    seed: int = 0) -> float:
-    r"""Bootstrap standard error of the difference of two log–log slopes fitted on the same seeds.
-
-    ``errors_a`` and ``errors_b`` are (k, seeds) arrays from paired runs (seed ``s`` of one is the
-    sample of seed ``s`` of the other). Each of ``n_boot`` resamples draws one set of seed indices per
-    N, with replacement, and applies it to *both* arrays, so the pairing (and any correlation it
-    causes between the two slopes) is kept; the result is the standard deviation (ddof = 1) of
-    :math:`\hat s_b - \hat s_a` over the resamples.
-    """
-    Ns = np.asarray(Ns, float)
-    a, b = np.asarray(errors_a, float), np.asarray(errors_b, float)
-    if a.shape != b.shape or a.ndim != 2 or a.shape[0] != Ns.size or a.shape[1] < 2:
-        raise ValueError(f"errors_a and errors_b must share a shape (len(Ns), seeds >= 2), got {a.shape}, {b.shape}")
-    if isinstance(n_boot, bool) or int(n_boot) != n_boot or n_boot < 2:
-        raise ValueError(f"n_boot must be an integer >= 2, got {n_boot!r}")
-    rng = np.random.default_rng(seed)
-    k, s = a.shape
-    idx = rng.integers(0, s, size=(int(n_boot), k, s))
-    x = np.log(Ns) - np.log(Ns).mean()
-
-    def slopes(e):
-        means = np.take_along_axis(np.broadcast_to(e, (int(n_boot), k, s)), idx, axis=2).mean(axis=2)
-        return (np.log(means) @ x) / (x @ x)
-
-    return float(np.std(slopes(b) - slopes(a), ddof=1))
-
-
-__all__ = ["StackStudy", "nonaffine_residual", "slope_difference_standard_error", "slope_standard_error",
-           "softmax_stack_study"]
+__all__ = ["StackStudy", "nonaffine_residual", "softmax_stack_study"]

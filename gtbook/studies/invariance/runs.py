@@ -30,17 +30,12 @@ from gtbook.studies.invariance.ensemble import (
     stack_ensemble,
 )
 from gtbook.studies.invariance.harness import MeanFieldStudy, mean_field_study, relative_moment_discrepancy
-from gtbook.studies.invariance.nongaussian import (
-    StackStudy,
-    slope_difference_standard_error,
-    slope_standard_error,
-    softmax_stack_study,
-)
-from gtbook.studies.nulls import mean_of_k_quantile
+from gtbook.studies.invariance.nongaussian import StackStudy, softmax_stack_study
 from gtcore import Controls, integrate_moments, layer_stack
 from gtcore.attention import max_sampling_strength
 from gtcore.particles import simulate
 from gtcore.stats.gaussianity import NoiseFloor, mardia_kurtosis, noise_floor, sliced_w2
+from gtcore.stats.inference import mean_of_k_quantile, slope_difference_standard_error, slope_standard_error
 from gtcore.stats.sampling import moment_matched_tokens
 
 __all__ = ["EnsembleStudy", "FiniteNRates", "GaussianityStudy", "LayerMapCheck", "StackRates", "ensemble_study",

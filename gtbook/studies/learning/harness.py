@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from gtbook.cache import disk_cache
-from gtbook.studies.fits import loglog_slope
 from gtcore._validation import check_count, check_moments
 from gtcore.reachability import covariance_rank, steer, steer_min_energy
 from gtcore.stats.gaussianity import NoiseFloor
+from gtcore.stats.inference import loglog_slope
 from gtcore.stats.sampling import gaussian_tokens
 from gtcore.training import (
     TrainingResult,

@@ -276,7 +276,7 @@ def prescribed_deviations(family: str, controls: Controls, Sigma0: Any, n_tokens
     the map starts from the cloud's own covariance (and mean 0, which the antithetic cloud keeps exactly),
     and :func:`gtbook.studies.nulls.signed_deviation` (covariance part only) of the model's
     :math:`\hat\Sigma_{\text{layer}}` from the map's is recorded. With
-    :func:`gtbook.studies.nulls.hotelling_test` this tests the model against a prediction with the
+    :func:`gtcore.stats.inference.hotelling_test` this tests the model against a prediction with the
     spread the clouds themselves show (the actual null of a prediction started at the cloud's moments).
 
     Parameters

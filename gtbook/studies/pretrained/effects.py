@@ -64,13 +64,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtri
 from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
 from gtcore._linalg import RANK_RTOL
 from gtcore._progress import progress as progress_bar
 from gtcore.stats.gaussianity import _normal_quantile_weights
+from gtcore.stats.inference import magnitude_interval, normal_band, resample_counts
 
 #: the three statistics of the criterion, in table order: name -> short label
 STATISTICS = {
@@ -303,8 +303,7 @@ class NullMoments:
 
     def band(self, statistic: str, level: float = 0.99) -> tuple[float, float]:
         r"""The old noise band :math:`\text{mean} \pm z\,\text{sd}`, :math:`z = \Phi^{-1}((1+\text{level})/2)`."""
-        half = float(ndtri(0.5 + level / 2)) * self.sd[statistic]
-        return self.mean[statistic] - half, self.mean[statistic] + half
+        return normal_band(self.mean[statistic], self.sd[statistic], level)
 
     def __repr__(self) -> str:
         return (f"NullMoments(S={self.sequences}, T={self.tokens}, r={self.rank}, R={self.repeats}, "
@@ -366,18 +365,7 @@ def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings:
 def bootstrap_counts(sequences: int, n_boot: int, seed: int) -> np.ndarray:
     r"""The multiplicities of the :math:`S` sequences in each of :math:`B` bootstrap replicates: ``(B, S)``
     counts of :math:`S` draws with replacement (stream ``bootstrap`` of ``seed``; the same for every layer)."""
-    rng = np.random.default_rng(stream(seed, _BOOTSTRAP))
-    return np.array([np.bincount(rng.integers(0, sequences, sequences), minlength=sequences)
-                     for _ in range(int(n_boot))])
-
-
-def magnitude_interval(lo: float, hi: float) -> tuple[float, float]:
-    r"""The image of :math:`[lo, hi]` under :math:`|\cdot|`."""
-    if lo >= 0:
-        return lo, hi
-    if hi <= 0:
-        return -hi, -lo
-    return 0.0, max(-lo, hi)
+    return resample_counts(sequences, n_boot, np.random.default_rng(stream(seed, _BOOTSTRAP)))
 
 
 @dataclass

@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from gtbook.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
+from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 
 __all__ = ["RankOnTokens", "excess_spread", "random_rank_draw", "rank_on_tokens"]
 

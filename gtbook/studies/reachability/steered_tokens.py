@@ -34,13 +34,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtbook.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls, as_control_function
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
 from gtcore.reachability import steer
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
+from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 
 __all__ = ["SteeredTokens", "random_steering_draw", "steered_tokens"]
 

@@ -36,12 +36,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtbook.studies.fits import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
 from gtcore.stability import NoEquilibriumError, bias_for_mean_target, equilibrium, linear_stability, mean_matrix
+from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.stats.sampling import gaussian_tokens
 
 __all__ = ["MeanSteeringDraw", "MeanSteeringTokens", "mean_steering_draws", "mean_steering_tokens"]

@@ -1,9 +1,10 @@
 r"""What a constant layer does to the covariance in the long run, decided for many layers at once.
 
 Every lane (one constant layer and one :math:`\Sigma_0`) is integrated with
-:func:`gtcore.moments.lanes.integrate_lanes` (DOP853, each lane with its own steps) on :math:`[0, T]` and then
-:math:`[T, 2T]`, stopping a lane when :math:`\|\Sigma\|_F` reaches ``escape`` times
-:math:`\max(\|\Sigma_0\|_F, 1)`. The verdict (:class:`Outcome`) is decided by two tests, fixed before
+:func:`gtcore.moments.lanes.integrate_lanes` (DOP853, each lane with its own steps; the covariance equation of
+every attention type through :class:`gtcore.moments.batched.LaneStack`) on :math:`[0, T]` and then
+:math:`[T, 2T]` (and longer where that decides it, below), stopping a lane when :math:`\|\Sigma\|_F` reaches
+``escape`` times :math:`\max(\|\Sigma_0\|_F, 1)`. The verdict (:class:`Outcome`) is decided by two tests, fixed before
 any ensemble was run:
 
 **Escaping lanes: the blow-up exponent.** With :math:`q = \tfrac{d}{dt}\|\Sigma\| / \|\Sigma\|^2`
@@ -20,7 +21,7 @@ quadratic (Riccati) equation. If :math:`\|\Sigma\| \sim e^{rt}`, :math:`q = r/\|
 :math:`\kappa = -1`; polynomial growth :math:`t^m` gives :math:`\kappa = -1 - 1/m < -1`. Decision:
 **finite-time blow-up** iff :math:`\kappa > -\tfrac12` (half-way between the simple pole and
 exponential growth; any pole of order :math:`p < 2`), **exponential growth** iff
-:math:`-\tfrac32 < \kappa \le -\tfrac12`, otherwise **other**. A linear bound
+:math:`-\tfrac32 < \kappa \le -\tfrac12`, otherwise **polynomial growth**. A linear bound
 :math:`\|\Sigma'\| \le L\|\Sigma\|` (L2 attention with invertible keys, Sinkhorn attention: proved in
 :mod:`gtcore.attention`) forces :math:`q_2 \le L/\|\Sigma_2\|`, so such a layer can only be called a
 blow-up if :math:`q_1` is tiny: the chapter checks that none is. This is a test of the asymptotic
@@ -28,11 +29,11 @@ form, not a proof; where a proof exists (:math:`V = vI`, :func:`gtcore.riccati.b
 form) the chapter compares them. Unlike a pole-time extrapolation, it does not "find" a pole in an
 exponentially growing covariance.
 
-**Lanes float64 cannot follow** stop as "unresolved" (an outcome **other**): when
-:math:`\lambda_{\min}(\Sigma) < 10^3\epsilon\,\lambda_{\max}(\Sigma)` once its norm has grown a hundredfold
-(the covariance collapses across some direction while it grows along others, faster than round-off can
-keep), or when the implicit
-method that takes over from a stiff lane runs out of its budget.
+**Lanes float64 cannot follow** stop when :math:`\lambda_{\min}(\Sigma) < 10^3\epsilon\,\lambda_{\max}(\Sigma)` once
+its norm has grown a hundredfold: the covariance collapses across some direction while it grows along others,
+faster than round-off can keep. Their outcome is **growth with collapse** (what the lane was seen to do; whether
+the growth ends in a pole is not decided). A stiff lane that the implicit method taking over cannot finish
+within its budget ends as **integration failed**.
 
 **Non-escaping lanes: the doubling test.** With :math:`\lambda_1 \le \dots \le \lambda_d` the
 eigenvalues at :math:`T` and :math:`2T`, :math:`\alpha_i = \log_2(\lambda_i(2T)/\lambda_i(T))`: an
@@ -41,11 +42,20 @@ eigenvalue tending to a positive limit has :math:`\alpha_i \to 0`; one decaying 
 :math:`\alpha_i \ll -1`. Eigenvalue :math:`i` *persists* if :math:`\lambda_i(2T) \ge \eta\|\Sigma_0\|`
 and :math:`\alpha_i \ge -\tfrac14`, *decays* if :math:`\lambda_i(2T) < \eta\|\Sigma_0\|` or
 :math:`\alpha_i \le -\tfrac34` (margins of a quarter on either side of the midpoint
-:math:`-\tfrac12`); anything in between, a growing eigenvalue (:math:`\alpha_i > \tfrac14`) or a
-covariance still moving, :math:`2T\,\|\Sigma'(2T)\|/\|\Sigma(2T)\| > 2` while some eigenvalue
-persists (algebraic decay gives 1, a rotating covariance grows with :math:`T`), is **other**. The rank of
-the limit is the number of persisting eigenvalues: :math:`d` is an **equilibrium**, :math:`0 < r < d` a
-**lower-rank limit**, 0 a **collapse to 0**.
+:math:`-\tfrac12`); the test decides when every eigenvalue persists or decays, none grows
+(:math:`\alpha_i > \tfrac14`) and the covariance has stopped moving,
+:math:`2T\,\|\Sigma'(2T)\|/\|\Sigma(2T)\| \le 2` while some eigenvalue persists (algebraic decay gives 1, a rotating
+covariance grows with :math:`T`). The rank of the limit is the number of persisting eigenvalues: :math:`d` is an
+**equilibrium**, :math:`0 < r < d` a **lower-rank limit**, 0 a **collapse to 0**.
+
+**An adaptive horizon for what the first doubling leaves undecided.** A lane the test does not decide on
+:math:`[T, 2T]` goes on, doubling :math:`T` (:math:`[2T, 4T]`, then :math:`[4T, 8T]`: :data:`EXTENSIONS`), with the
+same tests at each stage (an escape is judged by the blow-up exponent). What is still undecided at
+:math:`8T` is named by what blocks the decision at the last stage, in this order: a growing eigenvalue
+(**undecided at the horizon**: it grows, but has not escaped), an eigenvalue between the bands,
+:math:`-\tfrac34 < \alpha_i < -\tfrac14` (**slow algebraic decay**, like :math:`t^{\alpha_i}`), a covariance still
+moving with persisting eigenvalues (**rotation**). An escaping lane with :math:`\kappa \le -\tfrac32` is
+**polynomial growth**.
 """
 
 from __future__ import annotations
@@ -58,11 +68,11 @@ from typing import Any
 
 import numpy as np
 
-from gtbook.studies.atlas.drift import LaneStack, covariance_drift, stack_controls
 from gtcore.controls import Controls
+from gtcore.moments.batched import LaneStack, stack_controls
 from gtcore.moments.lanes import integrate_lanes
 
-__all__ = ["LaneVerdicts", "Outcome", "classify_lanes", "growth_exponent"]
+__all__ = ["DECIDED", "EXTENSIONS", "OUTCOMES", "LaneVerdicts", "Outcome", "classify_lanes", "growth_exponent"]
 
 
 class Outcome(str, Enum):
@@ -73,11 +83,22 @@ class Outcome(str, Enum):
     COLLAPSE = "collapse to 0"
     BLOWUP = "finite-time blow-up"
     EXPONENTIAL = "exponential growth"
-    OTHER = "other"
+    POLYNOMIAL = "polynomial growth"
+    GROWTH_COLLAPSE = "growth with collapse"
+    ALGEBRAIC = "slow algebraic decay"
+    ROTATION = "rotation"
+    UNDECIDED = "undecided at the horizon"
+    FAILED = "integration failed"
 
 
 #: the outcomes in the order the book's tables and figures use
 OUTCOMES = tuple(Outcome)
+#: the verdicts of the two tests (a limit and its rank, or the kind of escape), as strings; the other outcomes
+#: say what the lane did where the tests abstain
+DECIDED = tuple(o.value for o in (Outcome.EQUILIBRIUM, Outcome.LOWER_RANK, Outcome.COLLAPSE, Outcome.BLOWUP,
+                                  Outcome.EXPONENTIAL))
+#: further doubling stages for the lanes the first doubling test leaves undecided (:math:`T` up to :math:`8T`)
+EXTENSIONS = 2
 
 #: thresholds of the two tests (module docstring), fixed before any ensemble was run
 KAPPA_BLOWUP = -0.5
@@ -104,18 +125,19 @@ class LaneVerdicts:
     ----------
     outcome : (n,) array of :class:`Outcome` values (strings)
     rank : (n,) rank of the limit (-1 where there is no limit)
-    t_end : (n,) time at which the lane stopped (escape) or ``2T``
+    t_end : (n,) time at which the lane stopped (escape), or the end of its last stage (``2T``, later for the lanes
+        the first doubling test left undecided)
     t_pole : (n,) for escaping lanes :math:`t_e + \|\Sigma\|/\tfrac{d}{dt}\|\Sigma\|` (the pole time
         if it is a simple pole), else NaN
     kappa : (n,) the blow-up exponent (NaN for non-escaping lanes)
     rate : (n,) :math:`\tfrac{d}{dt}\log\|\Sigma\|` at the stop (escaping lanes), else NaN
-    alpha : (n, d) the doubling exponents (NaN for escaping lanes)
-    moving : (n,) :math:`2T\|\Sigma'\|/\|\Sigma\|` at :math:`2T` (NaN for escaping lanes)
+    alpha : (n, d) the doubling exponents of the last stage (NaN for escaping lanes)
+    moving : (n,) :math:`2T\|\Sigma'\|/\|\Sigma\|` at the end of the last stage (NaN for escaping lanes)
     Sigma : (n, d, d) the last covariance
     failed : (n,) bool, the integrator gave up (step too small) on the lane
     stiff : (n,) bool, the lane went on with the implicit method (see :func:`classify_lanes`)
     unresolved : (n,) bool, the implicit method stopped where float64 no longer resolves
-        :math:`\lambda_{\min}(\Sigma)` against :math:`\lambda_{\max}(\Sigma)` (an outcome "other")
+        :math:`\lambda_{\min}(\Sigma)` against :math:`\lambda_{\max}(\Sigma)` (outcome "growth with collapse")
     """
 
     outcome: np.ndarray
@@ -156,40 +178,6 @@ def _norm_rate(S: np.ndarray, dS: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return n, np.einsum("kij,kij->k", S, dS) / np.where(n > 0, n, 1.0)
 
 
-def _one_lane(stack: LaneStack, lane: int):
-    """:func:`covariance_drift` of one lane on a (d, d) matrix, without the stacking overhead."""
-    A, V, H, eye = stack.A[lane], stack.V[lane], stack.V.shape[1], np.eye(stack.d)
-
-    def sqrt(S):
-        w, U = np.linalg.eigh(S)
-        return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
-
-    if stack.attention == "dot":
-        B = stack.B[lane]  # type: ignore[index]  # set for this attention
-
-        def gain(S, h):
-            return S @ B[h]
-    elif stack.attention == "l2":
-        Q, K = stack.Q[lane], stack.K[lane]  # type: ignore[index]  # set for this attention
-
-        def gain(S, h):
-            return 2.0 * np.linalg.solve(eye + 2.0 * S @ K[h].T @ K[h], S @ K[h].T @ Q[h])
-    else:
-        B = stack.B[lane]  # type: ignore[index]  # set for this attention
-
-        def gain(S, h):
-            Sh = sqrt(S)
-            T = Sh @ B[h] @ S @ B[h].T @ Sh
-            return 2.0 * Sh @ np.linalg.solve(eye + sqrt(eye + 2.0 * (T + T.T)), Sh @ B[h])
-
-    def drift(S):
-        F = A + sum(V[h] @ gain(S, h) for h in range(H))
-        FS = F @ S
-        return FS + FS.T
-
-    return drift
-
-
 class _OutOfBudget(Exception):
     pass
 
@@ -200,12 +188,11 @@ def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray,
 
     At most :data:`IMPLICIT_NFEV` evaluations: past them the lane is "failed"; and it stops as
     "unresolved" when :math:`\lambda_{\min}(\Sigma) < 10^3\,\epsilon\,\lambda_{\max}(\Sigma)` (float64 no
-    longer holds the smallest eigenvalue): both are outcomes "other".
+    longer holds the smallest eigenvalue): outcomes "integration failed" and "growth with collapse".
     """
     from scipy.integrate import solve_ivp
 
     d = stack.d
-    one = _one_lane(stack, lane)
     calls = [0]
 
     def f(t, y):
@@ -213,7 +200,7 @@ def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray,
         if calls[0] > IMPLICIT_NFEV:
             raise _OutOfBudget
         S = y.reshape(d, d)
-        return one(0.5 * (S + S.T)).ravel()
+        return stack.covariance_rhs(0.5 * (S + S.T), lane).ravel()
 
     def passing(t, y):
         return np.linalg.norm(y) - level / 100.0
@@ -264,11 +251,11 @@ def _escaped_verdicts(stack: LaneStack, esc: np.ndarray, S_end: np.ndarray, t_en
                       rate: np.ndarray) -> None:
     """The lanes that escaped: growth rate, pole time, growth exponent and outcome (written in place)."""
     S2 = S_end[esc]
-    n2, r2 = _norm_rate(S2, covariance_drift(S2, stack, esc))
+    n2, r2 = _norm_rate(S2, stack.covariance_rhs(S2, esc))
     ok = seen[esc]
     S1 = np.where(ok[:, None, None], first[esc], S2)
     S1 = 0.5 * (S1 + np.swapaxes(S1, 1, 2))
-    n1, r1 = _norm_rate(S1, covariance_drift(S1, stack, esc))
+    n1, r1 = _norm_rate(S1, stack.covariance_rhs(S1, esc))
     for j, lane in enumerate(esc):
         rate[lane] = r2[j] / n2[j]
         if r2[j] > 0:
@@ -278,12 +265,16 @@ def _escaped_verdicts(stack: LaneStack, esc: np.ndarray, S_end: np.ndarray, t_en
             outcome[lane] = Outcome.BLOWUP.value
         elif kappa[lane] > KAPPA_EXPONENTIAL:
             outcome[lane] = Outcome.EXPONENTIAL.value
+        elif kappa[lane] <= KAPPA_EXPONENTIAL:
+            outcome[lane] = Outcome.POLYNOMIAL.value
 
 
 def _settled_verdicts(stack: LaneStack, done: np.ndarray, Y_T: np.ndarray, S_end: np.ndarray, n0: np.ndarray,
                       horizon: float, outcome: np.ndarray, rank: np.ndarray, alpha: np.ndarray,
-                      moving: np.ndarray) -> None:
-    """The lanes that completed both stages: eigenvalue exponents, motion, rank and outcome (written in place)."""
+                      moving: np.ndarray) -> np.ndarray:
+    """The doubling test on the lanes that completed :math:`[T, 2T]`: eigenvalue exponents, motion, rank and
+    outcome (written in place). Returns, per lane of ``done``, whether the test left it undecided; those lanes'
+    outcome is the name of what blocks the decision (module docstring), final only at the last stage."""
     d = stack.d
     ST = Y_T[done].reshape(-1, d, d)
     ST = 0.5 * (ST + np.swapaxes(ST, 1, 2))
@@ -293,23 +284,28 @@ def _settled_verdicts(stack: LaneStack, done: np.ndarray, Y_T: np.ndarray, S_end
         a = np.log2(lam2 / lam1)
     a = np.where((lam1 > 0) & (lam2 > 0), a, -np.inf)
     alpha[done] = a
-    dS = covariance_drift(S2, stack, done)
+    dS = stack.covariance_rhs(S2, done)
     norm2 = np.linalg.norm(S2, axis=(1, 2))
     mv = 2 * horizon * np.linalg.norm(dS, axis=(1, 2)) / np.where(norm2 > 0, norm2, 1.0)
     moving[done] = mv
     tiny = lam2 < ETA * n0[done, None]
     persist = ~tiny & (a >= ALPHA_PERSIST)
     decay = tiny | (a <= ALPHA_DECAY)
+    growing = np.any(~tiny & (a > ALPHA_GROW), axis=1)
+    between = ~np.all(persist | decay, axis=1)
     # a covariance that has vanished (every eigenvalue below eta ||Sigma0||) is not tested for motion
     still = (mv <= MOVING) | ~np.any(persist, axis=1)
-    decided = np.all(persist | decay, axis=1) & ~np.any(~tiny & (a > ALPHA_GROW), axis=1) & still
+    decided = ~between & ~growing & still
     for j, lane in enumerate(done):
         if not decided[j]:
+            outcome[lane] = (Outcome.UNDECIDED if growing[j] else Outcome.ALGEBRAIC if between[j]
+                             else Outcome.ROTATION).value
             continue
         r = int(persist[j].sum())
         rank[lane] = r
         outcome[lane] = (Outcome.EQUILIBRIUM if r == d else
                          Outcome.COLLAPSE if r == 0 else Outcome.LOWER_RANK).value
+    return ~decided
 
 
 def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, horizon: float = 100.0,
@@ -320,12 +316,13 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
     Parameters
     ----------
     controls : n constant :class:`~gtcore.controls.Controls` of one dimension and attention type, or their
-        :class:`~gtbook.studies.atlas.drift.LaneStack`
+        :class:`~gtcore.moments.batched.LaneStack`
     Sigma0 : (d, d) or (n, d, d) initial covariances, symmetric positive definite
-    horizon : :math:`T`; lanes are integrated to :math:`2T`
+    horizon : :math:`T`; lanes are integrated to :math:`2T`, those the doubling test leaves undecided up to
+        :math:`2^{1 + E}T` (:data:`EXTENSIONS` :math:`= E`)
     escape : a lane stops when :math:`\|\Sigma\|_F \ge` ``escape`` :math:`\max(\|\Sigma_0\|_F, 1)`
     rtol, atol : DOP853 tolerances (``atol`` relative to :math:`\|\Sigma_0\|_F`)
-    max_nfev : per-lane budget of the explicit method on each of the two stages; a lane that spends it
+    max_nfev : per-lane budget of the explicit method on each stage; a lane that spends it
         (stiff: e.g. a covariance growing along a direction where :math:`x^\top Bx = 0` while it
         collapses across it) goes on with LSODA (``solve_ivp``, stiff BDF), same
         tolerances and thresholds (``stiff`` in the result)
@@ -347,7 +344,7 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
     def run(t0, t1, Y, lanes):
         def rhs(t, Yk, k):
             S = Yk.reshape(-1, d, d)
-            return covariance_drift(0.5 * (S + np.swapaxes(S, 1, 2)), stack, lanes[k]).reshape(-1, d * d)
+            return stack.covariance_rhs(0.5 * (S + np.swapaxes(S, 1, 2)), lanes[k]).reshape(-1, d * d)
 
         def stop(Yk, k):
             g = lanes[k]
@@ -372,31 +369,40 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
                                                   atol * n0[g], seen, first, float(n0[g]))
         return t_out, y_out, st.astype(str)
 
-    all_lanes = np.arange(n)
-    t_end, Y_end, status = run(0.0, horizon, S0.reshape(n, d * d), all_lanes)
-    Y_T = Y_end.copy()
-    go = np.flatnonzero(status == "completed")
-    if go.size:
-        t_end[go], Y_end[go], status[go] = run(horizon, 2 * horizon, Y_T[go], go)
-    S_end = Y_end.reshape(n, d, d)
-    S_end = 0.5 * (S_end + np.swapaxes(S_end, 1, 2))
-
-    outcome = np.full(n, Outcome.OTHER.value, dtype=object)
+    outcome = np.full(n, Outcome.UNDECIDED.value, dtype=object)
     rank = np.full(n, -1)
     t_pole = np.full(n, np.nan)
     kappa = np.full(n, np.nan)
     rate = np.full(n, np.nan)
     alpha = np.full((n, d), np.nan)
     moving = np.full(n, np.nan)
+    t_end, Y_end, status = run(0.0, horizon, S0.reshape(n, d * d), np.arange(n))
+    Y_T = Y_end.copy()
+    # the doubling test on [T, 2T]; the lanes it leaves undecided go on to [2T, 4T], ... (EXTENSIONS stages more)
+    go, T = np.flatnonzero(status == "completed"), horizon
+    for _ in range(1 + EXTENSIONS):
+        if go.size == 0:
+            break
+        Y_T[go] = Y_end[go]
+        t_end[go], Y_end[go], status[go] = run(T, 2 * T, Y_T[go], go)
+        done = go[status[go] == "completed"]
+        S_done = Y_end[done].reshape(-1, d, d)
+        S_last = np.zeros((n, d, d))
+        S_last[done] = 0.5 * (S_done + np.swapaxes(S_done, 1, 2))
+        undecided = _settled_verdicts(stack, done, Y_T, S_last, n0, T, outcome, rank, alpha, moving) \
+            if done.size else np.zeros(0, dtype=bool)
+        go, T = done[undecided], 2 * T
+    S_end = Y_end.reshape(n, d, d)
+    S_end = 0.5 * (S_end + np.swapaxes(S_end, 1, 2))
     failed = status == "failed"
     unresolved = status == "unresolved"
-
+    outcome[failed] = Outcome.FAILED.value
+    outcome[unresolved] = Outcome.GROWTH_COLLAPSE.value
     esc = np.flatnonzero(status == "stopped")
     if esc.size:
+        alpha[esc], moving[esc], rank[esc] = np.nan, np.nan, -1
+        outcome[esc] = Outcome.UNDECIDED.value  # an exponent that cannot be measured decides nothing
         _escaped_verdicts(stack, esc, S_end, t_end, seen, first, outcome, t_pole, kappa, rate)
-    done = np.flatnonzero(status == "completed")
-    if done.size:
-        _settled_verdicts(stack, done, Y_T, S_end, n0, horizon, outcome, rank, alpha, moving)
     return LaneVerdicts(outcome=outcome.astype(str), rank=rank, t_end=t_end, t_pole=t_pole, kappa=kappa,
                         rate=rate, alpha=alpha, moving=moving, Sigma=S_end, failed=failed, stiff=stiff,
                         unresolved=unresolved)
