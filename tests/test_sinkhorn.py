@@ -126,6 +126,20 @@ def test_simulate_with_warm_started_sinkhorn_matches_a_loop_of_cold_scalings(Q):
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-7)
 
 
+def test_warm_start_kernel_carries_the_remainder_with_the_tokens(rng):
+    """Tokens moved by 1e-3: the kernel's second scaling (old remainder on the new Gaussian potential) takes
+    fewer updates than a cold one, and gives its answer."""
+    x = cloud(rng, 400, 2, 1.5)
+    B = torch.tensor([[[0.9, 0.4], [-0.2, 0.7]]], dtype=x.dtype)
+    x1 = x + 1e-3 * torch.as_tensor(rng.standard_normal(x.shape))
+    kernel = WarmStartKernel()
+    kernel(x, B)
+    warm = kernel(x1, B)
+    cold_avg, cold = sinkhorn_average(x1, B[0])
+    assert kernel.iterations[0] < cold.iterations
+    np.testing.assert_allclose(warm[0].numpy(), cold_avg.numpy(), rtol=0, atol=1e-8)
+
+
 def test_warm_start_kernel_restarts_from_the_gaussian_potential_when_the_matrix_changes(rng):
     x = cloud(rng, 200, 2)
     B1 = torch.tensor([[[0.8, 0.1], [0.1, 0.5]]], dtype=x.dtype)

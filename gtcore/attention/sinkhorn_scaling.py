@@ -568,12 +568,18 @@ class WarmStartKernel:
     ----------
     tol, max_iter, method, block
         The stopping rule and kernel options of the attention type (its attributes).
+
+    Attributes
+    ----------
+    iterations : list of int
+        The row updates of each head's scaling in the last call.
     """
 
     def __init__(self, tol: float | None = None, max_iter: int = MAX_ITER, method: str = "sdpa",
                  block: int = BLOCK) -> None:
         self.options = dict(tol=tol, max_iter=max_iter, method=method, block=block)
         self._last: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.iterations: list[int] = []
 
     def __call__(self, x: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
         r"""Each head's Sinkhorn average at each token, :math:`(H, N, d)` (warns as :func:`sinkhorn_average`).
@@ -590,7 +596,7 @@ class WarmStartKernel:
         (H, N, d) tensor
             The averages.
         """
-        out = []
+        out, self.iterations = [], []
         loga = torch.full((x.shape[0],), -math.log(x.shape[0]), dtype=x.dtype, device=x.device)
         for h in range(B.shape[0]):
             gauss = _gaussian_start(x, B[h], loga)
@@ -600,5 +606,6 @@ class WarmStartKernel:
             start = gauss + last[1] if same else gauss  # type: ignore[index]  # same implies last
             avg, res = sinkhorn_average(x, B[h], init=start, **self.options)  # type: ignore[arg-type]
             self._last[h] = (B[h].clone(), res.g - gauss)
+            self.iterations.append(res.iterations)
             out.append(avg)
         return torch.stack(out)
