@@ -14,7 +14,8 @@ kernel is strong and plain Sinkhorn slows down). On those tokens one scaling to 
 * ``gtcore dense``: the default (dense kernel with absorbed potentials; the symmetric iteration, since
   :math:`B` is symmetric positive definite), Gaussian start;
 * ``gtcore dense, warm``: the same, started as :func:`gtcore.particles.simulate` starts it, from the scaling
-  of the tokens half an RK4 stage earlier (:class:`~gtcore.attention.sinkhorn_scaling.WarmStartKernel`);
+  of the tokens half a step earlier (:func:`~gtcore.attention.sinkhorn_scaling.warm_starts`; the row's time
+  includes that earlier scaling, so it is an upper bound);
 * ``gtcore dense, alternating``: the dense alternating iteration (what a non-symmetric :math:`B` gets).
 
 Each row: the best wall time of ``--repeats`` calls (one thread, so wall and CPU agree up to the machine's
@@ -91,22 +92,24 @@ def pot_solver(x: torch.Tensor, B: torch.Tensor, tol: float):
 
 
 def rows(n: int, tol: float, repeats: int, with_pot: bool) -> None:
-    from gtcore.attention.sinkhorn_scaling import WarmStartKernel, _gaussian_start, sinkhorn_average
+    from gtcore.attention import ATTENTION_TYPES
+    from gtcore.attention.sinkhorn_scaling import sinkhorn_average, warm_starts
     from gtcore.particles import velocity
 
     x, B, _ = hardest_cloud(n)
     _, _, t_end = hardest_cloud(2)
     x_prev = x - 0.5 * (t_end / 20) * torch.as_tensor(velocity(x.numpy(), _controls()))  # half a step back
-    warm = WarmStartKernel(tol=tol)
-    warm(x_prev, B[None])                                          # the scaling a stage earlier
-    loga = torch.full((n,), -math.log(n), dtype=x.dtype)
-    start = _gaussian_start(x, B, loga) + warm._last[0][1]
+
+    def warm():
+        with warm_starts():
+            ATTENTION_TYPES["sinkhorn"].kernel(x_prev, B[None])   # the scaling half a step earlier
+            return sinkhorn_average(x, B, tol=tol)
 
     B_asym = B + torch.tensor([[0.0, 1e-15], [0.0, 0.0]], dtype=x.dtype)   # not symmetric: the alternating engine
     cases = {
         "gtcore log-domain (previous default)": lambda: sinkhorn_average(x, B, tol=tol, dense=False),
         "gtcore dense": lambda: sinkhorn_average(x, B, tol=tol),
-        "gtcore dense, warm start": lambda: sinkhorn_average(x, B, tol=tol, init=start),
+        "gtcore dense, warm start (+ the earlier call)": warm,
         "gtcore dense, alternating (B + 1e-15 e1e2')": lambda: sinkhorn_average(x, B_asym, tol=tol),
     }
     print(f"chapter 7 (b) at 1.5 t*: N = {n}, B = Q (symmetric positive definite), tol = {tol:g}, float64, "
@@ -136,27 +139,25 @@ def _controls():
 
 def whole_run(n: int) -> None:
     """simulate on the case with the new kernel and with the previous one (log domain, Gaussian start)."""
+    import contextlib
+
+    import gtcore.attention.sinkhorn_scaling as scaling
     import gtcore.particles as particles
-    from gtcore.attention.sinkhorn_scaling import sinkhorn_average
     from gtcore.stats.sampling import gaussian_tokens
 
     _, _, t_end = hardest_cloud(2)
     x0 = gaussian_tokens(n, np.zeros(2), np.eye(2), seed=1)
-
-    def previous(x, B):
-        return torch.stack([sinkhorn_average(x, B[h], dense=False)[0] for h in range(B.shape[0])])
-
     out = {}
     for label in ("new", "previous"):
-        saved = particles._Kernels.__call__
-        if label == "previous":
-            particles._Kernels.__call__ = lambda self, att: previous  # type: ignore[method-assign]
+        saved = particles.warm_starts, scaling.DENSE_MAX_N
+        if label == "previous":  # every scaling in the log domain from the Gaussian start
+            particles.warm_starts, scaling.DENSE_MAX_N = contextlib.nullcontext, 0  # type: ignore[assignment]
         try:
             c0 = time.process_time()
             tr = particles.simulate(x0, _controls(), (0.0, t_end), 20, device="cpu")
             out[label] = (time.process_time() - c0, tr)
         finally:
-            particles._Kernels.__call__ = saved  # type: ignore[method-assign]
+            particles.warm_starts, scaling.DENSE_MAX_N = saved
     diff = float(np.abs(out["new"][1].Sigma[-1] - out["previous"][1].Sigma[-1]).max())
     print(f"\nsimulate, N = {n}, 20 RK4 steps to 1.5 t*: new kernel {out['new'][0]:.2f} s CPU, previous "
           f"{out['previous'][0]:.2f} s CPU ({out['previous'][0] / out['new'][0]:.1f}x); largest difference of "

@@ -51,8 +51,7 @@ from gtcore._progress import progress as progress_bar
 from gtcore._repr import short_repr
 from gtcore._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
 from gtcore.attention import AttentionType, attention_of
-from gtcore.attention.sinkhorn import Sinkhorn
-from gtcore.attention.sinkhorn_scaling import WarmStartKernel
+from gtcore.attention.sinkhorn_scaling import warm_starts
 from gtcore.controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 from gtcore.status import Status
 
@@ -182,26 +181,7 @@ class _ControlCache:
         return _torch_controls(ctl, self.dtype, self.device, self.kernel_dtype)
 
 
-class _Kernels:
-    """The finite-N kernel of each attention type within one :func:`simulate` run: the type's own, or, for
-    Sinkhorn attention, one that starts each scaling where the last call's ended
-    (:class:`~gtcore.attention.sinkhorn_scaling.WarmStartKernel`; the same certified answer in fewer
-    iterations)."""
-
-    def __init__(self) -> None:
-        self._warm: dict[int, Any] = {}
-
-    def __call__(self, att: AttentionType) -> Callable[[torch.Tensor, Any], torch.Tensor]:
-        if not isinstance(att, Sinkhorn) or type(att).kernel is not Sinkhorn.kernel:
-            return att.kernel
-        warm = self._warm.get(id(att))
-        if warm is None:
-            warm = self._warm[id(att)] = WarmStartKernel(att.tol, att.max_iter, att.method, att.block)
-        return warm
-
-
-def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str,
-              kernels: _Kernels | None = None) -> torch.Tensor:
+def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> torch.Tensor:
     v = x @ tc.A.T + tc.b
     if tc.U is not None:
         pre = x @ tc.U.T + tc.c  # type: ignore[operator]  # U, W, c come together
@@ -214,11 +194,10 @@ def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str,
         # sum_h V_h (M_h x + C_h mu), the tilt against N(mu, S)
         drift = att.linear_part(S, tc.V, tc.params)
         return v + x @ drift.T + att.mean_gain(S, tc.V, tc.params) @ mu
-    kernel = att.kernel if kernels is None else kernels(att)
     if tc.kernel_dtype is None:
-        avg = kernel(x, tc.params)
+        avg = att.kernel(x, tc.params)
     else:  # the O(N^2) softmax kernel in a lower precision, the rest of the step in x's
-        avg = kernel(x.to(tc.kernel_dtype), tc.kernel_params).to(x.dtype)
+        avg = att.kernel(x.to(tc.kernel_dtype), tc.kernel_params).to(x.dtype)
     return v + torch.einsum("hnj,hij->ni", avg, tc.V)
 
 
@@ -568,7 +547,9 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     plan = _plan(x0, controls, t_span, steps, method=method, ff=ff, record_every=record_every, t_eval=t_eval,
                  max_step=max_step, max_steps=max_steps, dtype=dtype, device=device, average=average,
                  keep_tokens=keep_tokens, blowup_norm=blowup_norm, kernel_dtype=kernel_dtype)
-    with _torch_threads(plan.threads), torch.no_grad():
+    # each Sinkhorn scaling starts where the last one of its head ended (the same certified answer, in fewer
+    # iterations: gtcore.attention.sinkhorn_scaling.WarmStarts)
+    with _torch_threads(plan.threads), torch.no_grad(), warm_starts():
         return _run(plan, progress)
 
 
@@ -664,7 +645,6 @@ def _run(plan: _Plan, progress: bool | None) -> ParticleTrajectory:
     """The stepping loop of :func:`simulate` (checks made, threads set, gradients off)."""
     fn, cache, ff, average = plan.fn, plan.cache, plan.ff, plan.average
     d = plan.x.shape[1]
-    kernels = _Kernels()
 
     def velocity_on_step(t_lo: float, t_hi: float) -> VelocityFn:
         """The velocity with controls read inside [t_lo, t_hi): a break at a step edge is exact."""
@@ -672,7 +652,7 @@ def _run(plan: _Plan, progress: bool | None) -> ParticleTrajectory:
 
         def f(t: float, y: torch.Tensor) -> torch.Tensor:
             ctl = fn if isinstance(fn, Controls) else evaluate_controls(fn, min(t, inside), d=d)
-            return _velocity(y, cache(ctl), ff, average, kernels)
+            return _velocity(y, cache(ctl), ff, average)
 
         return f
 

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from gtcore import Controls, gaussian_tokens
+from gtcore.attention import ATTENTION_TYPES
 from gtcore.attention.sinkhorn import SinkhornConvergenceWarning
-from gtcore.attention.sinkhorn_scaling import WarmStartKernel, sinkhorn_average, sinkhorn_potentials
+from gtcore.attention.sinkhorn_scaling import sinkhorn_average, sinkhorn_potentials, warm_starts
 from gtcore.particles import simulate
 
 
@@ -126,27 +127,40 @@ def test_simulate_with_warm_started_sinkhorn_matches_a_loop_of_cold_scalings(Q):
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-7)
 
 
-def test_warm_start_kernel_carries_the_remainder_with_the_tokens(rng):
-    """Tokens moved by 1e-3: the kernel's second scaling (old remainder on the new Gaussian potential) takes
-    fewer updates than a cold one, and gives its answer."""
+def test_warm_starts_carry_the_remainder_with_the_tokens(rng):
+    """Inside warm_starts, the attention type's own kernel on tokens moved by 1e-3 starts from the carried
+    remainder: fewer updates than a cold scaling, the same answer; outside, the Gaussian start again."""
     x = cloud(rng, 400, 2, 1.5)
     B = torch.tensor([[[0.9, 0.4], [-0.2, 0.7]]], dtype=x.dtype)
     x1 = x + 1e-3 * torch.as_tensor(rng.standard_normal(x.shape))
-    kernel = WarmStartKernel()
-    kernel(x, B)
-    warm = kernel(x1, B)
+    kernel = ATTENTION_TYPES["sinkhorn"].kernel
     cold_avg, cold = sinkhorn_average(x1, B[0])
-    assert kernel.iterations[0] < cold.iterations
+    with warm_starts() as ws:
+        kernel(x, B)
+        warm = kernel(x1, B)
+    assert ws.iterations[1] < cold.iterations
     np.testing.assert_allclose(warm[0].numpy(), cold_avg.numpy(), rtol=0, atol=1e-8)
+    with warm_starts() as fresh:
+        kernel(x1, B)
+    assert fresh.iterations == [cold.iterations]
 
 
-def test_warm_start_kernel_restarts_from_the_gaussian_potential_when_the_matrix_changes(rng):
+def test_warm_starts_keep_one_remainder_per_problem(rng):
+    """Two heads of different B in one kernel call: each starts from its own last scaling; a B never seen
+    starts from the Gaussian potential (the answer of a cold scaling, the same number of updates)."""
     x = cloud(rng, 200, 2)
-    B1 = torch.tensor([[[0.8, 0.1], [0.1, 0.5]]], dtype=x.dtype)
-    B2 = -B1
-    kernel = WarmStartKernel()
-    kernel(x, B1)
-    np.testing.assert_allclose(kernel(x, B2)[0].numpy(), sinkhorn_average(x, B2[0])[0].numpy(), atol=1e-12)
+    B = torch.tensor([[[0.8, 0.1], [0.1, 0.5]], [[-0.8, 0.3], [0.0, 0.4]]], dtype=x.dtype)
+    kernel = ATTENTION_TYPES["sinkhorn"].kernel
+    x1 = x + 1e-3 * torch.as_tensor(rng.standard_normal(x.shape))
+    with warm_starts() as ws:
+        kernel(x, B)
+        out = kernel(x1, B)
+        other = kernel(x1, -B[:1])
+    for h in range(2):
+        np.testing.assert_allclose(out[h].numpy(), sinkhorn_average(x1, B[h])[0].numpy(), atol=1e-8)
+    _, cold = sinkhorn_average(x1, -B[0])
+    assert ws.iterations[-1] == cold.iterations
+    np.testing.assert_allclose(other[0].numpy(), sinkhorn_average(x1, -B[0])[0].numpy(), atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- inputs

@@ -49,6 +49,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +71,7 @@ from gtcore.attention.sinkhorn import (
     default_tol,
 )
 
-__all__ = ["DENSE_MAX_N", "SinkhornResult", "WarmStartKernel", "sinkhorn_average", "sinkhorn_potentials"]
+__all__ = ["DENSE_MAX_N", "SinkhornResult", "WarmStarts", "sinkhorn_average", "sinkhorn_potentials", "warm_starts"]
 
 #: the largest N scaled on a dense kernel by default (float64: N x N entries, 128 MiB at this N)
 DENSE_MAX_N = 4096
@@ -400,8 +403,21 @@ def _scale(x, B, log_weights, tol, max_iter, method, block, want_average, init, 
     if not bool(mass.all()):        # tokens without mass: scale on the others, attend to them alone
         return _scale_support(x, B, loga, mass, tol, max_iter, method, block, want_average, init, anderson,
                               use_dense)
+    warm = _WARM.get() if log_weights is None and isinstance(init, str) and init == "gaussian" else None
+    if warm is None:
+        return _solve(x, B, loga, _start(x, B, loga, init), tol, max_iter, method, block, want_average, anderson,
+                      use_dense)
+    gauss = _gaussian_start(x, B, loga)
+    res, avg = _solve(x, B, loga, warm.start(x, B, gauss), tol, max_iter, method, block, want_average, anderson,
+                      use_dense)
+    warm.record(x, B, gauss, res)
+    return res, avg
+
+
+def _solve(x, B, loga, g, tol, max_iter, method, block, want_average, anderson, use_dense):
+    """The scaling from the column potential ``g``: the dense engine when asked (the log domain should it
+    leave its exact range), else the log domain."""
     q = x @ B.T                               # q_i = B x_i, so that l_ij = q_i . x_j
-    g = _start(x, B, loga, init)
     mixer = _Anderson(int(anderson))
     if use_dense:
         engine = _iterate_symmetric if _symmetric_psd(B) else _iterate_dense
@@ -551,61 +567,60 @@ def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor
     return avg, res
 
 
-class WarmStartKernel:
-    r"""The finite-N kernel of :class:`~gtcore.attention.sinkhorn.Sinkhorn` for a stepping loop: each head's
-    scaling starts from the last call's potential, moved with the tokens.
+class WarmStarts:
+    r"""Each scaling started from the last one's potential on the same problem, moved with the tokens
+    (active inside :func:`warm_starts`; :func:`gtcore.particles.simulate` opens one per run).
 
-    Between two calls of an integrator the tokens move by :math:`O(h)`. Write the last call's column
+    Between two calls of an integrator the tokens move by :math:`O(h)`. Write the last scaling's column
     potential as the Gaussian one of its cloud plus a remainder, :math:`g = g_{\mathcal N} + r`
     (:math:`g_{\mathcal N}`: :func:`~gtcore.attention.sinkhorn.gaussian_column_potential` at the cloud's
     empirical moments); the remainder (the sampling fluctuation, :math:`O(N^{-1/2})`) belongs to the tokens
-    and changes by :math:`O(h)` with them, so the next scaling starts from the new cloud's Gaussian
-    potential plus the old remainder, token by token. The answer is certified to the same ``tol`` as from
-    any start (:func:`sinkhorn_average`); only the number of iterations changes. A head whose matrix or
-    token count changed since the last call starts from the Gaussian potential.
-
-    Parameters
-    ----------
-    tol, max_iter, method, block
-        The stopping rule and kernel options of the attention type (its attributes).
+    and changes by :math:`O(h)` with them, so the next scaling of the same problem (the same :math:`B`, the
+    same number of tokens, uniform weights, dtype and device) starts from the new cloud's Gaussian potential
+    plus the old remainder, token by token. The answer is certified to the same ``tol`` as from any start
+    (:func:`sinkhorn_potentials`); only the number of iterations changes. A scaling with ``init`` other than
+    ``"gaussian"`` or with weights is not touched.
 
     Attributes
     ----------
     iterations : list of int
-        The row updates of each head's scaling in the last call.
+        The row updates of every scaling started here, in order.
     """
 
-    def __init__(self, tol: float | None = None, max_iter: int = MAX_ITER, method: str = "sdpa",
-                 block: int = BLOCK) -> None:
-        self.options = dict(tol=tol, max_iter=max_iter, method=method, block=block)
-        self._last: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    def __init__(self) -> None:
+        self._last: dict[tuple, torch.Tensor] = {}
         self.iterations: list[int] = []
 
-    def __call__(self, x: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-        r"""Each head's Sinkhorn average at each token, :math:`(H, N, d)` (warns as :func:`sinkhorn_average`).
+    @staticmethod
+    def _key(x: torch.Tensor, B: torch.Tensor) -> tuple:
+        return (x.shape, x.dtype, str(x.device), B.detach().cpu().double().numpy().tobytes())
 
-        Parameters
-        ----------
-        x : (N, d) tensor
-            The tokens.
-        B : (H, d, d) tensor
-            The query-key matrices.
+    def start(self, x: torch.Tensor, B: torch.Tensor, gauss: torch.Tensor) -> torch.Tensor:
+        """The start of a scaling whose Gaussian potential is ``gauss``."""
+        last = self._last.get(self._key(x, B))
+        return gauss if last is None else gauss + last
 
-        Returns
-        -------
-        (H, N, d) tensor
-            The averages.
-        """
-        out, self.iterations = [], []
-        loga = torch.full((x.shape[0],), -math.log(x.shape[0]), dtype=x.dtype, device=x.device)
-        for h in range(B.shape[0]):
-            gauss = _gaussian_start(x, B[h], loga)
-            last = self._last.get(h)
-            same = (last is not None and last[0].shape == B[h].shape and last[1].shape == gauss.shape
-                    and last[1].dtype == gauss.dtype and bool(torch.equal(last[0], B[h])))
-            start = gauss + last[1] if same else gauss  # type: ignore[index]  # same implies last
-            avg, res = sinkhorn_average(x, B[h], init=start, **self.options)  # type: ignore[arg-type]
-            self._last[h] = (B[h].clone(), res.g - gauss)
-            self.iterations.append(res.iterations)
-            out.append(avg)
-        return torch.stack(out)
+    def record(self, x: torch.Tensor, B: torch.Tensor, gauss: torch.Tensor, res: SinkhornResult) -> None:
+        """Keep the remainder of a finished scaling."""
+        self._last[self._key(x, B)] = res.g - gauss
+        self.iterations.append(res.iterations)
+
+
+_WARM: ContextVar[WarmStarts | None] = ContextVar("gtcore_sinkhorn_warm_starts", default=None)
+
+
+@contextmanager
+def warm_starts() -> Iterator[WarmStarts]:
+    r"""Within the block, every Sinkhorn scaling with uniform weights and the Gaussian start starts from the last
+    scaling of the same problem (:class:`WarmStarts`): for a loop that moves tokens a little between calls.
+
+    Yields
+    ------
+    WarmStarts
+        The record of the block's scalings (its ``iterations``).
+    """
+    token = _WARM.set(WarmStarts())
+    try:
+        yield _WARM.get()  # type: ignore[misc]  # set just above
+    finally:
+        _WARM.reset(token)
