@@ -596,12 +596,39 @@ class WarmStarts:
         return (x.shape, x.dtype, str(x.device), B.detach().cpu().double().numpy().tobytes())
 
     def start(self, x: torch.Tensor, B: torch.Tensor, gauss: torch.Tensor) -> torch.Tensor:
-        """The start of a scaling whose Gaussian potential is ``gauss``."""
+        """The start of a scaling: ``gauss`` plus the remainder of the last scaling of the same problem.
+
+        Parameters
+        ----------
+        x : (N, d) tensor
+            The tokens.
+        B : (d, d) tensor
+            The query-key matrix.
+        gauss : (N,) tensor
+            The Gaussian column potential of ``x``.
+
+        Returns
+        -------
+        (N,) tensor
+            The starting column potential.
+        """
         last = self._last.get(self._key(x, B))
         return gauss if last is None else gauss + last
 
     def record(self, x: torch.Tensor, B: torch.Tensor, gauss: torch.Tensor, res: SinkhornResult) -> None:
-        """Keep the remainder of a finished scaling."""
+        """Keep the remainder :math:`g - g_{\\mathcal N}` of a finished scaling, and its row updates.
+
+        Parameters
+        ----------
+        x : (N, d) tensor
+            The tokens.
+        B : (d, d) tensor
+            The query-key matrix.
+        gauss : (N,) tensor
+            The Gaussian column potential of ``x``.
+        res : SinkhornResult
+            The scaling.
+        """
         self._last[self._key(x, B)] = res.g - gauss
         self.iterations.append(res.iterations)
 
