@@ -60,7 +60,7 @@ from gtcore._progress import progress as progress_bar
 from gtcore._repr import short_repr
 from gtcore._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
 from gtcore.attention import AttentionType, attention_of
-from gtcore.attention.sinkhorn_scaling import warm_starts
+from gtcore.attention.sinkhorn_warm import warm_starts
 from gtcore.controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 from gtcore.status import Status
 

@@ -1,4 +1,4 @@
-r"""Sinkhorn (doubly-stochastic) attention at finite N: log-domain Sinkhorn scaling in torch.
+r"""Sinkhorn (doubly-stochastic) attention at finite N: Sinkhorn scaling in torch.
 
 **Finite N.** Tokens :math:`x_1, \dots, x_N` with weights :math:`a_j` (uniform :math:`1/N` unless
 given), logits :math:`\ell_{ij} = x_j^\top B x_i` (query :math:`i`, key :math:`j`). Sinkhorn
@@ -25,21 +25,37 @@ returns that pair and the attention average of the pass that computed it, or sto
 :class:`~gtcore.attention.sinkhorn.SinkhornConvergenceWarning`). The answer is checked against ``tol`` the same way
 whatever the starting point and acceleration, which change only how many passes it takes.
 
-**Speed-ups** (each pass costs about one dot-product attention kernel).
+**Speed-ups** (none changes the certificate; each changes only how many passes, and what a pass costs).
 
-* *Warm start*: the potentials of the Gaussian problem fitted to the tokens' (weighted)
-  empirical moments, :func:`~gtcore.attention.sinkhorn.gaussian_column_potential`, evaluated at the tokens. For Gaussian
-  tokens they are off only by the sampling fluctuation, :math:`O(N^{-1/2})`.
+* *Gaussian start*: the potentials of the Gaussian problem fitted to the tokens' (weighted)
+  empirical moments, :func:`~gtcore.attention.sinkhorn.gaussian_column_potential`, evaluated at the tokens. For
+  Gaussian tokens they are off only by the sampling fluctuation, :math:`O(N^{-1/2})`.
+* *Warm starts* (:func:`warm_starts`, opened by :func:`gtcore.particles.simulate`): a scaling of the same problem
+  as the last one, on tokens moved a little, starts from the new Gaussian potential plus the last remainder.
 * *Anderson acceleration* (depth ``anderson``, 0 for plain Sinkhorn) of the fixed-point map
   :math:`g \mapsto T_c(T_r(g))`: the next :math:`g` is the combination of the last
   ``anderson + 1`` images that minimises the combined residual (type II, Walker and Ni 2011);
   a step whose residual grows restarts the history (a plain Sinkhorn step from there).
+* *The dense engine* (default for float64 tokens up to :data:`DENSE_MAX_N`): the kernel with the starting
+  potentials absorbed, :math:`E_{ij} = e^{\ell_{ij} + c_i + g^0_j}`, is formed once (one exponential per entry),
+  and the updates become matrix-vector products with :math:`E` and :math:`E^\top` (:class:`_Absorbed`); when
+  the scalings drift beyond a tenth of the exponent range they are absorbed again. A log-domain pass costs two
+  exponentials per entry.
+* *The symmetric iteration*, when :math:`B` is symmetric positive semi-definite (the plan is then symmetric,
+  :math:`f = g`): the damped map :math:`g \mapsto (g + T(g))/2` contracts by at least 1/2 per step however
+  strong the kernel, where alternating Sinkhorn slows down like :math:`\sigma_2(P)^2 \to 1`
+  (:func:`_iterate_symmetric`); one matrix-vector product per step.
+
+**Tokens without mass** (log-weight :math:`-\infty`) are no rows and no columns of the plan
+(:math:`f = g = -\infty`): the scaling runs on the others; such a token still attends, as a query.
 
 Query :math:`i` then attends with the row-normalised weights
 :math:`P_{ij}/\sum_j P_{ij} = \operatorname{softmax}_j(\ell_{ij} + g_j)`, and a query :math:`x`
 outside the sample with :math:`\operatorname{softmax}_j(x_j^\top Bx + g_j)` (the same formula:
-:math:`f` cancels). Both log-sum-exps are blocked (:mod:`gtcore.attention.kernels`): memory :math:`O(Nd)`
-with the fused kernel, :math:`O(N\cdot\mathrm{block})` with ``method="blocked"``.
+:math:`f` cancels). In the log domain both log-sum-exps are blocked (:mod:`gtcore.attention.kernels`): memory
+:math:`O(Nd)` with the fused kernel, :math:`O(N\cdot\mathrm{block})` with ``method="blocked"``; the dense engine
+holds the :math:`N \times N` kernel (128 MiB at :data:`DENSE_MAX_N`; ``dense=False`` keeps the memory
+:math:`O(Nd)`).
 
 The constants, the stopping checks and the Gaussian closed form live with the attention type in
 :mod:`gtcore.attention.sinkhorn` (torch-free).
@@ -49,9 +65,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +83,7 @@ from gtcore.attention.sinkhorn import (
     _potential_hessian,
     default_tol,
 )
+from gtcore.attention.sinkhorn_warm import _WARM, WarmStarts, warm_starts
 
 __all__ = ["DENSE_MAX_N", "SinkhornResult", "WarmStarts", "sinkhorn_average", "sinkhorn_potentials", "warm_starts"]
 
@@ -565,89 +579,3 @@ def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor
         else:
             avg = softmax_average(queries @ B.T, x[mass], res.g[mass], x[mass], method, block)
     return avg, res
-
-
-class WarmStarts:
-    r"""Each scaling started from the last one's potential on the same problem, moved with the tokens
-    (active inside :func:`warm_starts`; :func:`gtcore.particles.simulate` opens one per run).
-
-    Between two calls of an integrator the tokens move by :math:`O(h)`. Write the last scaling's column
-    potential as the Gaussian one of its cloud plus a remainder, :math:`g = g_{\mathcal N} + r`
-    (:math:`g_{\mathcal N}`: :func:`~gtcore.attention.sinkhorn.gaussian_column_potential` at the cloud's
-    empirical moments); the remainder (the sampling fluctuation, :math:`O(N^{-1/2})`) belongs to the tokens
-    and changes by :math:`O(h)` with them, so the next scaling of the same problem (the same :math:`B`, the
-    same number of tokens, uniform weights, dtype and device) starts from the new cloud's Gaussian potential
-    plus the old remainder, token by token. The answer is certified to the same ``tol`` as from any start
-    (:func:`sinkhorn_potentials`); only the number of iterations changes. A scaling with ``init`` other than
-    ``"gaussian"`` or with weights is not touched.
-
-    Attributes
-    ----------
-    iterations : list of int
-        The row updates of every scaling started here, in order.
-    """
-
-    def __init__(self) -> None:
-        self._last: dict[tuple, torch.Tensor] = {}
-        self.iterations: list[int] = []
-
-    @staticmethod
-    def _key(x: torch.Tensor, B: torch.Tensor) -> tuple:
-        return (x.shape, x.dtype, str(x.device), B.detach().cpu().double().numpy().tobytes())
-
-    def start(self, x: torch.Tensor, B: torch.Tensor, gauss: torch.Tensor) -> torch.Tensor:
-        """The start of a scaling: ``gauss`` plus the remainder of the last scaling of the same problem.
-
-        Parameters
-        ----------
-        x : (N, d) tensor
-            The tokens.
-        B : (d, d) tensor
-            The query-key matrix.
-        gauss : (N,) tensor
-            The Gaussian column potential of ``x``.
-
-        Returns
-        -------
-        (N,) tensor
-            The starting column potential.
-        """
-        last = self._last.get(self._key(x, B))
-        return gauss if last is None else gauss + last
-
-    def record(self, x: torch.Tensor, B: torch.Tensor, gauss: torch.Tensor, res: SinkhornResult) -> None:
-        """Keep the remainder :math:`g - g_{\\mathcal N}` of a finished scaling, and its row updates.
-
-        Parameters
-        ----------
-        x : (N, d) tensor
-            The tokens.
-        B : (d, d) tensor
-            The query-key matrix.
-        gauss : (N,) tensor
-            The Gaussian column potential of ``x``.
-        res : SinkhornResult
-            The scaling.
-        """
-        self._last[self._key(x, B)] = res.g - gauss
-        self.iterations.append(res.iterations)
-
-
-_WARM: ContextVar[WarmStarts | None] = ContextVar("gtcore_sinkhorn_warm_starts", default=None)
-
-
-@contextmanager
-def warm_starts() -> Iterator[WarmStarts]:
-    r"""Within the block, every Sinkhorn scaling with uniform weights and the Gaussian start starts from the last
-    scaling of the same problem (:class:`WarmStarts`): for a loop that moves tokens a little between calls.
-
-    Yields
-    ------
-    WarmStarts
-        The record of the block's scalings (its ``iterations``).
-    """
-    token = _WARM.set(WarmStarts())
-    try:
-        yield _WARM.get()  # type: ignore[misc]  # set just above
-    finally:
-        _WARM.reset(token)
