@@ -6,7 +6,11 @@ Times, for one model at one size :math:`S` (tokens :math:`T = 512`), with the ch
   of them resampled :math:`B` times);
 * ``layers``: :func:`~gtbook.studies.pretrained.criterion.layer_effects` in one mode, the null cached;
 * ``reference``: one Student-t reference at the same shape;
-* ``train-vit`` / ``train-mlm`` (``--train``): a cold training run of ``--steps`` steps (no cache).
+* ``train-vit`` / ``train-mlm`` (``--train``): a cold training run of ``--steps`` steps (no cache);
+* ``null, from disk`` / ``reference, from disk``: the same null and reference again in a fresh process state
+  (per-process cache cleared), read back from the on-disk cache (a temporary folder);
+* ``one statistic evaluation``: the statistics of one resample (:func:`~gtbook.studies.pretrained.effects._values`)
+  at the chapter's shapes, :math:`S \in \{8, 32\}` and :math:`r \in \{128, 192, 384\}`, the median of 5.
 
 Both the wall time and the process CPU time are printed: on a shared machine the CPU time is the
 steadier measure (threads waiting for a core count in wall time only).
@@ -32,7 +36,10 @@ def main() -> None:
     args = ap.parse_args()
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
-    os.environ["GTBOOK_NO_CACHE"] = "1"
+    import tempfile
+
+    os.environ.pop("GTBOOK_NO_CACHE", None)
+    os.environ["GTBOOK_CACHE"] = tempfile.mkdtemp(prefix="ch5_criterion_")  # a cold, private disk cache
 
     import torch
 
@@ -61,6 +68,25 @@ def main() -> None:
     timed(f"layers ({model.n_layers + 1}), pure", lambda: C.layer_effects(model, mode="pure", sequences=args.S,
                                                                        tokens=512, seed=seed, settings=st))
     timed("reference nu=20", lambda: E.reference_effect_sizes(20.0, args.S, 512, model.d, seed=seed, settings=st))
+    for fn in (E.null_moments, E.reference_effect_sizes):
+        fn.cache_clear()  # as a new process would start
+    timed("null, from disk", lambda: E.null_moments(args.S, 512, model.d, seed=seed, settings=st))
+    timed("reference, from disk", lambda: E.reference_effect_sizes(20.0, args.S, 512, model.d, seed=seed, settings=st))
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    for S in (8, 32):
+        for r in (128, 192, 384):
+            cl = E._cloud(np.random.default_rng(seed).standard_normal((S, 512, r)), st.n_projections, seed)
+            counts = E.bootstrap_counts(S, 5, seed)
+            cpu = []
+            with threadpool_limits(limits=1, user_api="blas"):
+                for c in counts:
+                    c0 = time.process_time()
+                    E._values(cl, c)
+                    cpu.append(time.process_time() - c0)
+            print(f"one statistic evaluation S={S:<3d} r={r:<4d}       cpu {1e3 * float(np.median(cpu)):7.1f} ms "
+                  "(one BLAS thread)", flush=True)
     if args.train:
         timed(f"train-vit {args.steps} steps", lambda: tr.train_vit_digits(tr.vit_schedule(args.steps, 5)))
         timed(f"train-mlm {args.steps} steps", lambda: tr.train_modernbert_mlm(tr.mlm_schedule(args.steps, 5)))

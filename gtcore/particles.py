@@ -33,24 +33,34 @@ Explicit Euler with step :math:`h` and ``steps = L`` *is* an L-layer residual Tr
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
+import threading
 import weakref
-from collections.abc import Callable
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import torch
 
+from gtcore._integrators import RK4, SOLVERS, Euler, FixedStepMethod, Midpoint, VelocityFn
 from gtcore._linalg import empirical_moments_torch, psd_project, resolve_device, resolve_dtype
+from gtcore._particle_plan import (
+    MAX_STEPS,
+    SERIAL_WORK,
+    _check_memory,
+    _expected_seconds,
+    _pieces,
+    _record_count,
+    _schedule,
+    _thread_count,
+    _torch_threads,
+)
 from gtcore._progress import progress as progress_bar
 from gtcore._repr import short_repr
 from gtcore._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
 from gtcore.attention import AttentionType, attention_of
+from gtcore.attention.sinkhorn_warm import warm_starts
 from gtcore.controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 from gtcore.status import Status
 
@@ -59,71 +69,8 @@ ACTIVATIONS = ("identity", "relu")
 AVERAGES = ("empirical", "gaussian")
 
 
-State = torch.Tensor
-VelocityFn = Callable[[float, State], State]
-
-
-# --------------------------------------------------------------------- integrators
-class FixedStepMethod:
-    """A fixed-step explicit integrator: one ``step`` from ``(t, x)`` to ``t + h``."""
-
-    order: int = 0
-
-    def step(self, f: VelocityFn, t: float, x: State, h: float) -> State:  # pragma: no cover
-        """One step of the method.
-
-        Parameters
-        ----------
-        f : callable ``f(t, x) -> velocity``
-            The velocity field.
-        t : float
-            The time at the start of the step.
-        x : (N, d) tensor
-            The state at ``t``.
-        h : float
-            The step size.
-
-        Returns
-        -------
-        (N, d) tensor
-            The state at ``t + h``.
-        """
-        raise AttributeError("subclasses define step")
-
-
-class Euler(FixedStepMethod):
-    r"""Explicit Euler, :math:`x_{k+1} = x_k + h f(t_k, x_k)`: one residual layer per step."""
-
-    order = 1
-
-    def step(self, f, t, x, h):
-        return x + h * f(t, x)
-
-
-class Midpoint(FixedStepMethod):
-    r"""Explicit midpoint, :math:`x_{k+1} = x_k + h f(t_k + h/2, x_k + \tfrac h2 f(t_k, x_k))`."""
-
-    order = 2
-
-    def step(self, f, t, x, h):
-        return x + h * f(t + h / 2, x + h / 2 * f(t, x))
-
-
-class RK4(FixedStepMethod):
-    """The classical fourth-order Runge–Kutta method."""
-
-    order = 4
-
-    def step(self, f, t, x, h):
-        k1 = f(t, x)
-        k2 = f(t + h / 2, x + h / 2 * k1)
-        k3 = f(t + h / 2, x + h / 2 * k2)
-        k4 = f(t + h, x + h * k3)
-        return x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-
-
-#: the one registry of integrators, by name
-SOLVERS: dict[str, type[FixedStepMethod]] = {"euler": Euler, "midpoint": Midpoint, "rk4": RK4}
+__all__ = ["ACTIVATIONS", "AVERAGES", "MAX_STEPS", "PROGRESS_AFTER_S", "RK4", "SERIAL_WORK", "SOLVERS", "Euler",
+           "FixedStepMethod", "Midpoint", "ParticleTrajectory", "simulate", "simulate_batch", "velocity"]
 
 
 # ------------------------------------------------------------------ torch helpers
@@ -145,13 +92,15 @@ class _TorchControls:
 #: converted controls, per Controls object (immutable) and (dtype, device, kernel dtype); entries go
 #: with their Controls
 _CONVERTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CONVERTING = threading.Lock()  # simulate_batch converts from several threads
 
 
 def _torch_controls(ctl: Controls, dtype: torch.dtype, device: torch.device,
                     kernel_dtype: torch.dtype | None = None) -> _TorchControls:
     """``ctl`` as tensors of ``dtype`` on ``device``, converted once per Controls (controls are immutable)."""
     kernel_dtype = None if kernel_dtype in (None, dtype) else kernel_dtype
-    per_ctl = _CONVERTED.setdefault(ctl, {})
+    with _CONVERTING:
+        per_ctl = _CONVERTED.setdefault(ctl, {})
     key = (dtype, str(device), kernel_dtype)
     tc = per_ctl.get(key)
     if tc is not None:
@@ -331,138 +280,8 @@ class ParticleTrajectory:
     __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
-def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None, max_step: float | None,
-            max_steps: int | None = None) -> list[tuple[float, float, int]]:
-    """Intervals between consecutive nodes, each with its number of uniform steps.
-
-    With ``max_steps``, a total beyond it is refused (``ValueError`` naming ``max_step`` or ``steps``)
-    before any step is made: the count is known in advance.
-    """
-    edges = [t0, *[float(t) for t in np.unique(nodes) if t0 < t < t1], t1]
-    out: list[tuple[float, float, int]] = []
-    total = 0.0
-    for a, b in pairwise(edges):
-        if max_step is not None:
-            n = float(np.ceil((b - a) / max_step - 1e-12))  # may be huge, or inf: checked below
-        elif len(edges) == 2:
-            n = steps  # type: ignore[assignment]  # simulate gives steps when max_step is None
-        else:
-            n = max(1, round(steps * (b - a) / (t1 - t0)))  # type: ignore[operator]
-        total += n
-        if max_steps is not None and not total <= max_steps:
-            name = "max_step" if max_step is not None else "steps"
-            raise ValueError(f"{name}: t_span = ({t0:.6g}, {t1:.6g}) would take {total:.3g} steps or more, beyond "
-                             f"max_steps = {max_steps}; use a larger max_step, fewer steps, or raise max_steps")
-        out.append((a, b, int(n)))
-    return out
-
-
-#: default cap on the number of steps of :func:`simulate` (minutes of work for a few tokens; the count is
-#: known before the first step, so a larger one is refused up front)
-MAX_STEPS = 1_000_000
-
-#: below this many multiply-adds per attention evaluation (:math:`HN^2d`, :math:`2^{26}`: N = 4096 at d = 2),
-#: :func:`simulate` runs torch on one thread (small ops only pay the threads' wake-up; on a loaded machine
-#: they stall, see ``_thread_count``)
-SERIAL_WORK = 1 << 26
-
-
-def _thread_count(N: int, d: int, heads: int) -> int:
-    """The torch threads :func:`simulate` uses: one below :data:`SERIAL_WORK`, else the caller's setting.
-
-    A function of the problem's size and ``torch.get_num_threads()`` only (never of the machine's load),
-    so that a run gives the same numbers every time. Measured on 2 cores shared with other work (load
-    about 12, ``benchmarks/velocity_overhead.py``): at N = 1024, d = 2 a second thread made simulate 3x
-    slower, one velocity evaluation 10 % slower at N = 2048 and 2 % at N = 4096, and within 5 % either way
-    at N = 8192 and 16384 (where, on an idle machine, the second thread pays).
-    """
-    requested = torch.get_num_threads()
-    return 1 if heads * N * N * d < SERIAL_WORK else requested
-
-
-@contextmanager
-def _torch_threads(n: int):
-    """Run with ``n`` torch intra-op threads, restoring the caller's setting after."""
-    before = torch.get_num_threads()
-    if n == before:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _record_count(pieces: list[tuple[float, float, int]], record_every: int, t_eval: np.ndarray | None,
-                  t0: float) -> int:
-    """How many times :func:`simulate` may record: the start, the scheduled records, and the state before a
-    blow-up (recorded when the schedule had not)."""
-    if t_eval is not None:
-        return 2 + int(np.sum(t_eval > t0))
-    total = sum(n for _, _, n in pieces)
-    return 2 + total // record_every + (1 if total % record_every else 0)
-
-
-def _available_bytes() -> float:
-    """Memory this process may still allocate: the smaller of the system's available memory and the
-    headroom under an address-space or data limit (``inf`` when none can be read)."""
-    import resource
-
-    avail = math.inf
-    try:
-        with open("/proc/meminfo") as fh:
-            info = {line.split(":")[0]: line.split()[1] for line in fh}
-        avail = float(info["MemAvailable"]) * 1024
-    except (OSError, KeyError, ValueError, IndexError):
-        with contextlib.suppress(ValueError, OSError, AttributeError):
-            avail = float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    status = {}
-    try:
-        with open("/proc/self/status") as fh:
-            status = {line.split(":")[0]: float(line.split()[1]) * 1024 for line in fh if line.startswith("Vm")}
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit, used in ((resource.RLIMIT_AS, "VmSize"), (resource.RLIMIT_DATA, "VmData")):
-        soft = resource.getrlimit(limit)[0]
-        if soft != resource.RLIM_INFINITY and used in status:
-            avail = min(avail, soft - status[used])
-    return avail
-
-
-def _check_memory(N: int, d: int, heads: int, records: int, keep_tokens: bool, dtype: torch.dtype,
-                  device: torch.device) -> None:
-    """Refuse, with the numbers, a run whose kept tokens and working arrays cannot fit in memory."""
-    item = torch.finfo(dtype).bits // 8
-    kept = records * N * d * 8 if keep_tokens else 0  # float64 numpy copies
-    working = (12 + 4 * heads) * N * d * item  # the state, the RK stages, the heads' averages and temporaries
-    gib = 2.0 ** 30
-    if device.type == "cuda":
-        free = float(torch.cuda.mem_get_info(device)[0])
-        if working > free:
-            raise ValueError(f"x0: N = {N} tokens of d = {d} need about {working / gib:.2g} GiB of device memory "
-                             f"to integrate, but {free / gib:.2g} GiB is free on {device}")
-        working = 0
-    need = kept + working
-    avail = _available_bytes()
-    if need > avail:
-        what = (f"keep_tokens=True keeps {records} records x N = {N} x d = {d} float64 tokens "
-                f"({kept / gib:.3g} GiB) and " if keep_tokens else "")
-        raise ValueError(f"{what}the integration needs about {working / gib:.3g} GiB: {need / gib:.3g} GiB in "
-                         f"all, but about {max(avail, 0.0) / gib:.3g} GiB is available; "
-                         + ("record fewer times (record_every, t_eval) or set keep_tokens=False"
-                            if keep_tokens else "use fewer tokens x0"))
 #: ``simulate(progress=None)`` shows a bar when the work is expected to take longer than this (seconds)
 PROGRESS_AFTER_S = 5.0
-_STAGES = {"euler": 1, "midpoint": 2, "rk4": 4}
-
-
-def _expected_seconds(N: int, d: int, steps: int, method: str, heads: int, average: str) -> float:
-    """A rough CPU estimate of a run's time: the empirical average costs ~1.5 ns per ``N^2 (d + 4)`` per
-    head and velocity evaluation on one core (measured here; N = 8000, d = 2, 19 RK4 steps: about a
-    minute); the Gaussian average is ``O(N d^2)``."""
-    per_eval = N * N * (d + 4) if average == "empirical" else N * d * d
-    return 1.5e-9 * per_eval * max(1, int(heads)) * _STAGES.get(method, 4) * steps
 
 
 def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps: int | None = None, *,
@@ -546,8 +365,102 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     plan = _plan(x0, controls, t_span, steps, method=method, ff=ff, record_every=record_every, t_eval=t_eval,
                  max_step=max_step, max_steps=max_steps, dtype=dtype, device=device, average=average,
                  keep_tokens=keep_tokens, blowup_norm=blowup_norm, kernel_dtype=kernel_dtype)
-    with _torch_threads(plan.threads), torch.no_grad():
+    # each Sinkhorn scaling starts where the last one of its head ended (the same certified answer, in fewer
+    # iterations: gtcore.attention.sinkhorn_scaling.WarmStarts)
+    with _torch_threads(plan.threads), torch.no_grad(), warm_starts():
         return _run(plan, progress)
+
+
+def simulate_batch(x0s: Sequence[Any], controls: ControlsLike | Sequence[ControlsLike],
+                   t_span: tuple[float, float], steps: int | None = None, *, workers: int | None = None,
+                   **options: Any) -> list[ParticleTrajectory]:
+    r""":func:`simulate` of several clouds (seeds, draws, sizes), several at a time: ``[simulate(x0s[c],
+    controls[c], t_span, steps, **options) for c ...]``, the same numbers.
+
+    Every call is checked first (a bad cloud is refused before any step). Clouds that :func:`simulate` runs on
+    one torch thread (below :data:`SERIAL_WORK` multiply-adds per evaluation) advance concurrently, ``workers``
+    at a time, each on one thread (torch's kernels release the interpreter), so an ensemble of small clouds
+    uses every core where one cloud at a time used one; a larger cloud runs alone with the caller's threads,
+    as :func:`simulate` runs it. Each cloud is computed exactly as by :func:`simulate` (same thread count,
+    same operations): the results are bit-identical to the loop.
+
+    Parameters
+    ----------
+    x0s : sequence of (N_c, d) arrays or tensors
+        The clouds (sizes may differ).
+    controls : Controls, PiecewiseControls, callable, or a sequence of them (one per cloud)
+        The layer(s) moving the clouds.
+    t_span : (float, float)
+        ``(t0, t1)``, common.
+    steps : int, optional
+        As :func:`simulate`, common.
+    workers : int, optional
+        Clouds advanced at once (default: the caller's torch thread count).
+    **options
+        Any other keyword of :func:`simulate` (``method``, ``ff``, ``record_every``, ``t_eval``, ``max_step``,
+        ``max_steps``, ``dtype``, ``device``, ``average``, ``keep_tokens``, ``blowup_norm``, ``kernel_dtype``),
+        common to every cloud; ``progress`` is not accepted (no bar per cloud).
+
+    Returns
+    -------
+    list of ParticleTrajectory
+        One per cloud, in order.
+
+    Raises
+    ------
+    ValueError
+        As :func:`simulate` (naming the cloud), ``controls`` of another length than ``x0s``, or a bad ``workers``.
+    """
+    if "progress" in options:
+        raise ValueError("simulate_batch: progress is not accepted (no bar per cloud)")
+    x0s = list(x0s)
+    ctls: list[ControlsLike] = (list(controls) if isinstance(controls, (list, tuple))
+                                else [controls] * len(x0s))  # type: ignore[list-item]  # one layer for every cloud
+    if len(ctls) != len(x0s):
+        raise ValueError(f"controls: {len(ctls)} given for {len(x0s)} clouds (give one, or one per cloud)")
+    n_workers = torch.get_num_threads() if workers is None else check_count(workers, "workers")
+    plans = []
+    for c, (x0, ctl) in enumerate(zip(x0s, ctls, strict=True)):
+        try:
+            plans.append(_plan(x0, ctl, t_span, steps, **{**_PLAN_DEFAULTS, **_known(options)}))
+        except ValueError as exc:
+            raise ValueError(f"cloud {c}: {exc}") from None
+    out: list[ParticleTrajectory | None] = [None] * len(plans)
+    serial = [c for c, p in enumerate(plans) if p.threads == 1]
+    for c, p in enumerate(plans):
+        if p.threads != 1:  # a large cloud: alone, with the caller's threads, as simulate runs it
+            with _torch_threads(p.threads), torch.no_grad(), warm_starts():
+                out[c] = _run(p, False)
+
+    def one(c: int) -> ParticleTrajectory:
+        with torch.no_grad(), warm_starts():  # grad mode and the warm starts are per thread, per cloud
+            return _run(plans[c], False)
+
+    with _torch_threads(1):
+        if n_workers <= 1 or len(serial) <= 1:
+            for c in serial:
+                out[c] = one(c)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(n_workers, len(serial))) as pool:
+                for c, tr in zip(serial, pool.map(one, serial), strict=True):
+                    out[c] = tr
+    return out  # type: ignore[return-value]  # every index filled above
+
+
+#: :func:`simulate`'s keyword defaults, for :func:`simulate_batch`
+_PLAN_DEFAULTS: dict[str, Any] = dict(method="rk4", ff="identity", record_every=1, t_eval=None, max_step=None,
+                                      max_steps=MAX_STEPS, dtype=torch.float64, device="auto", average="empirical",
+                                      keep_tokens=False, blowup_norm=1e8, kernel_dtype=None)
+
+
+def _known(options: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(_PLAN_DEFAULTS))
+    if unknown:
+        raise ValueError(f"simulate_batch: unknown option(s) {', '.join(unknown)}; valid: "
+                         f"{', '.join(sorted(_PLAN_DEFAULTS))}")
+    return options
 
 
 @dataclass
@@ -628,14 +541,6 @@ class _Recorder:
         self.ts.append(t)
         self.mus.append(mu.double().cpu().numpy())
         self.Sigmas.append(S.double().cpu().numpy())
-
-
-def _schedule(pieces: list[tuple[float, float, int]]):
-    """``(t, t_next, h)`` of every step: uniform steps on each piece, ending exactly at its end."""
-    for a, b, n in pieces:
-        h = (b - a) / n
-        for k in range(n):
-            yield a + k * h, (b if k == n - 1 else a + (k + 1) * h), h
 
 
 def _run(plan: _Plan, progress: bool | None) -> ParticleTrajectory:

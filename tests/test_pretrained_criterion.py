@@ -220,6 +220,30 @@ def test_input_validation():
                        null=E.null_moments(4, 9, 2, seed=0, settings=E.Settings(null_repeats=2, null_pool=1)))
 
 
+def test_nulls_and_references_are_computed_once_per_shape_and_read_back_from_disk(tmp_path, monkeypatch):
+    """A second process (the per-process cache cleared) reads the null and the reference back: no statistic is
+    evaluated again, and the values are those computed the first time; another shape or seed is computed."""
+    monkeypatch.setenv("GTBOOK_CACHE", str(tmp_path))
+    monkeypatch.delenv("GTBOOK_NO_CACHE", raising=False)
+    st = E.Settings(n_boot=3, null_repeats=3, null_pool=2, n_projections=8)
+    first = E.null_moments(4, 16, 3, seed=7, settings=st)
+    ref = E.reference_effect_sizes(20.0, 4, 16, 3, seed=7, settings=st)
+    evaluated = []
+    real = E._values
+    monkeypatch.setattr(E, "_values", lambda cl, counts: evaluated.append(1) or real(cl, counts))
+    for f in (E.null_moments, E.reference_effect_sizes):
+        f.cache_clear()
+    again = E.null_moments(4, 16, 3, seed=7, settings=st)
+    ref_again = E.reference_effect_sizes(20.0, 4, 16, 3, seed=7, settings=st)
+    assert evaluated == []
+    assert again.mean == first.mean and np.array_equal(again.resampled, first.resampled)
+    assert ref_again.value == ref.value and ref_again.low == ref.low
+    E.null_moments(4, 16, 3, seed=8, settings=st)
+    assert len(evaluated) > 0
+    with pytest.raises(ValueError, match="seed"):
+        E.null_moments(4, 16, 3, seed=-1, settings=st)
+
+
 # --------------------------------------------------------------------------- a model, end to end
 @pytest.fixture(scope="module")
 def tiny_bert():

@@ -9,7 +9,8 @@ anisotropic :math:`\Sigma_0`, scaled so that the sampling strength
 
 * **The reduction** (:func:`stack_ensemble`): L residual layers with softmax attention over N tokens
   against the exact Gaussian layer map started from each sample's own moments
-  (:func:`gtbook.studies.invariance.nongaussian.softmax_stack_study`, draw by draw); the pooled
+  (:func:`gtbook.studies.invariance.nongaussian.softmax_stack_study`'s computation, the clouds of one N of every
+  draw and seed advanced together); the pooled
   log–log slope in N (:func:`gtcore.stats.inference.pooled_loglog_slope`, one intercept per draw) is
   predicted :math:`-\tfrac12`; for a uniform law with the same two moments the error levels off.
 * **Invariance** (the same runs): the invariance rests on the attention average against a Gaussian
@@ -19,7 +20,7 @@ anisotropic :math:`\Sigma_0`, scaled so that the sampling strength
   :math:`\propto N^{-1/2}`, and levels off for the uniform law, whose average is not affine.
 * **Gaussianity at one N** (:func:`gaussianity_ensemble`): the sliced :math:`W_2` of each draw's cloud
   after the flow to time T, to be compared with the null of Gaussian samples of that size
-  (:func:`gtcore.stats.inference.mean_of_k_quantile` for the ensemble mean); with a ReLU block
+  (:func:`gtbook.studies.nulls.mean_of_k_quantile` for the ensemble mean); with a ReLU block
   :math:`W\,\mathrm{relu}(x - \mu_0)` added (:func:`relu_variant`), whose kink runs through the cloud,
   the cloud stops being Gaussian.
 """
@@ -32,16 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from gtbook.studies.invariance.nongaussian import softmax_stack_study
+from gtbook.studies.invariance.nongaussian import nonaffine_residual
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
 from gtcore._progress import progress as progress_bar
 from gtcore.attention import max_sampling_strength
-from gtcore.controls import Controls
-from gtcore.moments import integrate_moments
-from gtcore.particles import simulate
+from gtcore.controls import Controls, as_control_function, evaluate_controls
+from gtcore.moments import integrate_moments, layer_stack
+from gtcore.particles import simulate_batch
 from gtcore.stats.gaussianity import sliced_w2
 from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
-from gtcore.stats.sampling import gaussian_tokens
+from gtcore.stats.sampling import gaussian_tokens, moment_matched_tokens
 
 __all__ = ["EnsembleStack", "GeneralDraw", "gaussianity_ensemble", "general_draw", "general_draws", "relu_variant",
            "stack_ensemble"]
@@ -216,9 +217,14 @@ class EnsembleStack:
 def stack_ensemble(draws: Sequence[GeneralDraw], T: float, n_layers: int, Ns: Sequence[int], seeds: int, *,
                    law: str = "gaussian", seed: int = 0, progress: bool = False,
                    kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> EnsembleStack:
-    r"""Run :func:`~gtbook.studies.invariance.nongaussian.softmax_stack_study` on every draw.
+    r""":func:`~gtbook.studies.invariance.nongaussian.softmax_stack_study` on every draw, the clouds of one N
+    advanced together.
 
-    Draw ``k`` uses the sample seeds ``seed + 1000 k + s``, ``s < seeds``.
+    Draw ``k`` uses the sample seeds ``seed + 1000 k + s``, ``s < seeds``. For each N, the clouds of every draw
+    and seed go through :func:`gtcore.particles.simulate_batch` (the same numbers as one
+    :func:`~gtcore.particles.simulate` per cloud, several clouds at a time); each is then compared, as in
+    ``softmax_stack_study``, with the exact layer map from its own moments and measured by its non-affine
+    residual.
 
     Returns
     -------
@@ -226,16 +232,29 @@ def stack_ensemble(draws: Sequence[GeneralDraw], T: float, n_layers: int, Ns: Se
     """
     if len(draws) < 1:
         raise ValueError("draws must hold at least one draw")
-    per_errors: list[np.ndarray] = []
-    per_nonaffine: list[np.ndarray] = []
-    for k, dr in enumerate(progress_bar(list(draws), f"stack ensemble ({law})", enabled=progress)):
-        st = softmax_stack_study(dr.mu0, dr.Sigma0, dr.controls, T, n_layers, Ns, seeds, law=law,
-                                 seed=int(seed) + 1000 * k, kernel_dtype=kernel_dtype)
-        assert st.nonaffine is not None  # softmax_stack_study always measures it
-        per_errors.append(st.errors)
-        per_nonaffine.append(st.nonaffine)
-    errors, nonaffine = np.stack(per_errors), np.stack(per_nonaffine)
-    N_arr = np.asarray(Ns, int)
+    N_arr = np.asarray(Ns, dtype=int)
+    if N_arr.ndim != 1 or N_arr.size < 2 or np.any(N_arr < 2):
+        raise ValueError(f"Ns must hold at least two token counts >= 2, got {Ns!r}")
+    if isinstance(n_layers, bool) or int(n_layers) != n_layers or n_layers < 1:
+        raise ValueError(f"n_layers must be a positive integer, got {n_layers!r}")
+    if int(seeds) < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds!r}")
+    L, S = int(n_layers), int(seeds)
+    h = float(T) / L
+    per_layer = [[evaluate_controls(as_control_function(dr.controls), k * h) for k in range(L)] for dr in draws]
+    errors = np.empty((len(draws), N_arr.size, S))
+    nonaffine = np.empty_like(errors)
+    for i in progress_bar(range(N_arr.size), f"stack ensemble ({law})", enabled=progress):
+        jobs = [(k, s) for k in range(len(draws)) for s in range(S)]
+        x0s = [moment_matched_tokens(law, int(N_arr[i]), draws[k].mu0, draws[k].Sigma0, int(seed) + 1000 * k + s)
+               for k, s in jobs]
+        runs = simulate_batch(x0s, [draws[k].controls for k, _ in jobs], (0.0, float(T)), L, method="euler",
+                              record_every=L, device="cpu", kernel_dtype=kernel_dtype, keep_tokens=True)
+        for (k, s), x0, tr in zip(jobs, x0s, runs, strict=True):
+            mus, Sigmas = layer_stack(tr.mu[0], tr.Sigma[0], per_layer[k], h)
+            errors[k, i, s] = np.linalg.norm(tr.mu[-1] - mus[-1]) + np.linalg.norm(tr.Sigma[-1] - Sigmas[-1])
+            assert tr.tokens is not None  # keep_tokens=True
+            nonaffine[k, i, s] = nonaffine_residual(x0, tr.tokens[-1])
     return EnsembleStack(N_arr, errors, nonaffine, law, _slope_or_nan(N_arr, errors), _slope_or_nan(N_arr, nonaffine))
 
 
@@ -251,18 +270,19 @@ def gaussianity_ensemble(draws: Sequence[GeneralDraw], T: float, steps: int, n_t
 
     Draw ``k``: ``n_tokens`` tokens from :math:`N(\mu_0, \Sigma_0)` (seed ``seed + k``), ``steps`` RK4
     steps of the N-token Transformer with softmax attention; with ``relu=True`` the layer is
-    :func:`relu_variant` (``gain``) moved with ``ff="relu"``.
+    :func:`relu_variant` (``gain``) moved with ``ff="relu"``. The draws' clouds advance together
+    (:func:`gtcore.particles.simulate_batch`).
 
     Returns
     -------
     (draws,) array
     """
+    x0s = [gaussian_tokens(int(n_tokens), dr.mu0, dr.Sigma0, int(seed) + k) for k, dr in enumerate(draws)]
+    ctls = [relu_variant(dr.controls, dr.mu0, gain) if relu else dr.controls for dr in draws]
+    runs = simulate_batch(x0s, ctls, (0.0, float(T)), int(steps), ff="relu" if relu else "identity",
+                          record_every=int(steps), keep_tokens=True, device="cpu", kernel_dtype=kernel_dtype)
     out = np.empty(len(draws))
-    for k, dr in enumerate(progress_bar(list(draws), "Gaussianity ensemble", enabled=progress)):
-        x0 = gaussian_tokens(int(n_tokens), dr.mu0, dr.Sigma0, int(seed) + k)
-        ctl = relu_variant(dr.controls, dr.mu0, gain) if relu else dr.controls
-        tr = simulate(x0, ctl, (0.0, float(T)), int(steps), ff="relu" if relu else "identity",
-                      record_every=int(steps), keep_tokens=True, device="cpu", kernel_dtype=kernel_dtype)
+    for k, tr in enumerate(progress_bar(runs, "Gaussianity ensemble", enabled=progress)):
         assert tr.tokens is not None  # keep_tokens=True
         out[k] = sliced_w2(tr.tokens[-1], seed=projections_seed)
     return out

@@ -67,6 +67,7 @@ import numpy as np
 from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
+from gtbook.cache import disk_cache
 from gtcore._linalg import RANK_RTOL
 from gtcore._progress import progress as progress_bar
 from gtcore.stats.gaussianity import _normal_quantile_weights
@@ -318,7 +319,9 @@ def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings:
     Each sample is :math:`x_{s,t} \sim N(0, I_r)` i.i.d., :math:`s \le S`, :math:`t \le T` (stream
     ``null`` of ``seed``), through :func:`cloud_statistics` (every statistic is affine invariant, and
     the per-coordinate kurtosis of a Gaussian does not depend on its covariance, so :math:`N(0, I_r)`
-    stands for every Gaussian of rank :math:`r`). Cached per process.
+    stands for every Gaussian of rank :math:`r`). Cached per process and on disk (:func:`gtbook.cache.disk_cache`,
+    keyed like the trained weights: the arguments, the sources this module runs and the package versions), so the
+    null of a shape is computed once for every model, mode and rerun that needs it.
 
     Parameters
     ----------
@@ -334,6 +337,13 @@ def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings:
     for name, v, low in (("sequences", sequences, 2), ("tokens", tokens, 2), ("rank", rank, 1)):
         if isinstance(v, bool) or int(v) != v or v < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    stream(seed)  # a valid seed, checked before the cache
+    return _null_moments(int(sequences), int(tokens), int(rank), seed=int(seed), settings=settings)
+
+
+@disk_cache
+def _null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings: Settings) -> NullMoments:
+    """:func:`null_moments` on checked arguments (the disk-cached computation)."""
     rng = np.random.default_rng(stream(seed, _NULL, rank))
     one = np.ones(int(sequences), dtype=np.int64)
     counts = bootstrap_counts(int(sequences), settings.n_boot, seed)
@@ -494,8 +504,19 @@ def reference_effect_sizes(nu: float, sequences: int, tokens: int, rank: int, *,
     (:math:`\nu = 20`) or of its sensitivity (:math:`\nu = 10, 50`).
 
     Stream ``reference`` of ``seed`` (``control=True``: an independent draw of the same law, stream
-    ``control``, for the power control). Cached per process.
+    ``control``, for the power control). Cached per process and on disk, like :func:`null_moments`.
     """
+    stream(seed)  # a valid seed, checked before the cache
+    if not float(nu) > 4:
+        raise ValueError(f"nu must exceed 4 (a finite kurtosis), got {nu!r}")
+    return _reference_effect_sizes(float(nu), int(sequences), int(tokens), int(rank), seed=int(seed),
+                                   settings=settings, control=bool(control))
+
+
+@disk_cache
+def _reference_effect_sizes(nu: float, sequences: int, tokens: int, rank: int, *, seed: int, settings: Settings,
+                            control: bool) -> EffectSizes:
+    """:func:`reference_effect_sizes` on checked arguments (the disk-cached computation)."""
     ss = stream(seed, _CONTROL if control else _REFERENCE, round(float(nu) * 1000), int(rank))
     x = student_t_cloud(sequences, tokens, rank, float(nu), ss)
     return effect_sizes(x, seed=seed, settings=settings,

@@ -37,7 +37,7 @@ import numpy as np
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls, as_control_function
 from gtcore.moments import integrate_moments
-from gtcore.particles import simulate
+from gtcore.particles import simulate_batch
 from gtcore.reachability import steer
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
@@ -173,7 +173,8 @@ def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
     out = np.empty((draws, len(Ns), seeds))
     dyn = np.empty_like(out)
     ode_error, kappa_max, tries = 0.0, 0.0, 0
-    for k in range(draws):
+    kept = []
+    for _ in range(draws):
         while True:
             tries += 1
             if tries > max_tries:
@@ -188,16 +189,21 @@ def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
         kappa_max = max(kappa_max, k_path)
         scale = np.sqrt(np.trace(S1))
         ode_error = max(ode_error, bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale)
-        moved = _TransposedHead(ctl) if transposed else ctl
-        for i, N in enumerate(Ns):
-            for s in range(seeds):
-                g = np.random.default_rng(seed + 1000 * (k + 1) + s)
-                z = g.standard_normal((N, r)) if law == "gaussian" else g.uniform(-np.sqrt(3), np.sqrt(3), (N, r))
-                x0 = mu0 + z @ F0.T
-                run = simulate(x0, moved, (0.0, T), steps, record_every=steps, device="cpu")
-                m, S = empirical_moments(run.final_tokens)
-                out[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
-                own = integrate_moments(*empirical_moments(x0), ctl, (0.0, T), rtol=1e-10, atol=1e-12)
-                dyn[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
+        kept.append((mu0, F0, mu1, S1, ctl, _TransposedHead(ctl) if transposed else ctl, scale))
+    for i, N in enumerate(Ns):  # the clouds of one N, every draw and seed, advance together
+        jobs = [(k, s) for k in range(draws) for s in range(seeds)]
+        x0s = []
+        for k, s in jobs:
+            mu0, F0 = kept[k][0], kept[k][1]
+            g = np.random.default_rng(seed + 1000 * (k + 1) + s)
+            z = g.standard_normal((N, r)) if law == "gaussian" else g.uniform(-np.sqrt(3), np.sqrt(3), (N, r))
+            x0s.append(mu0 + z @ F0.T)
+        runs = simulate_batch(x0s, [kept[k][5] for k, _ in jobs], (0.0, T), steps, record_every=steps, device="cpu")
+        for (k, s), x0, run in zip(jobs, x0s, runs, strict=True):
+            _, _, mu1, S1, ctl, _, scale = kept[k]
+            m, S = empirical_moments(run.final_tokens)
+            out[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
+            own = integrate_moments(*empirical_moments(x0), ctl, (0.0, T), rtol=1e-10, atol=1e-12)
+            dyn[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
     return SteeredTokens(Ns, out, dyn, law, bool(transposed), float(ode_error), float(kappa_max),
                          pooled_loglog_slope(Ns, out), pooled_loglog_slope(Ns, dyn))

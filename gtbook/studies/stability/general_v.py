@@ -39,7 +39,7 @@ import numpy as np
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
-from gtcore.particles import simulate
+from gtcore.particles import simulate_batch
 from gtcore.stability import NoEquilibriumError, bias_for_mean_target, equilibrium, linear_stability, mean_matrix
 from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.stats.sampling import gaussian_tokens
@@ -200,9 +200,9 @@ def mean_steering_tokens(draws: Sequence[MeanSteeringDraw], Ns: Sequence[int] | 
         ctl = dr.wrong_controls if wrong else dr.controls
         steps = int(np.ceil(dr.T / step))
         scale = np.sqrt(np.trace(dr.Sigma_star))
-        for i, N in enumerate(Ns):
-            for s in range(seeds):
-                x0 = gaussian_tokens(int(N), dr.mu0, dr.Sigma_star, seed + 1000 * (k + 1) + s)
-                run = simulate(x0, ctl, (0.0, dr.T), steps, record_every=steps, device="cpu")
-                out[k, i, s] = np.linalg.norm(run.final_tokens.mean(axis=0) - dr.mu_target) / scale
+        jobs = [(i, s) for i in range(len(Ns)) for s in range(seeds)]  # the draw's clouds advance together
+        x0s = [gaussian_tokens(int(Ns[i]), dr.mu0, dr.Sigma_star, seed + 1000 * (k + 1) + s) for i, s in jobs]
+        runs = simulate_batch(x0s, ctl, (0.0, dr.T), steps, record_every=steps, device="cpu")
+        for (i, s), run in zip(jobs, runs, strict=True):
+            out[k, i, s] = np.linalg.norm(run.final_tokens.mean(axis=0) - dr.mu_target) / scale
     return MeanSteeringTokens(Ns, out, bool(wrong), pooled_loglog_slope(Ns, out))
