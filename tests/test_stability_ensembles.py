@@ -164,3 +164,40 @@ def test_null_quantile_is_the_simulated_quantile_of_gaussian_clouds():
     # the fraction above the 90 % quantile is binomial(4000, 0.1): sd 0.0047
     assert abs(np.mean(np.array(vals) > q) - 0.1) < 0.02
     assert null_quantile(10**6, d, 0.99) == pytest.approx(stats.chi2.ppf(0.99, d), rel=1e-3)
+
+
+def test_confirmation_reads_the_vanishing_eigenvalue_from_the_log_determinant():
+    # decoupled Bernoulli equations sigma_i' = 2 a_i sigma_i + q_i sigma_i^2: sigma_1 -> 1/2, sigma_2 -> 0 like
+    # e^{-0.6 t}; 1/sigma(t) = e^{-2at}(1/sigma0 + q/2a) - q/2a, so the ratio at t = 400 (about 1e-104, far below
+    # round-off of the matrix) is known exactly
+    ctl = Controls(A=np.diag([0.5, -0.3]), V=np.diag([-1.0, -1.0]), B=np.eye(2))
+    c = classify_outcome(ConditionDraw(0, "symmetric", "stabilising", ctl, np.eye(2)))
+    conf = confirm_outcome(c)
+
+    def log_sigma(a, q, t):
+        return -np.log(np.exp(-2 * a * t) * (1 + q / (2 * a)) - q / (2 * a))
+
+    exact = log_sigma(-0.3, -2.0, 400.0) - log_sigma(0.5, -2.0, 400.0)
+    assert conf.confirmed
+    assert np.log(conf.ratio) == pytest.approx(exact, rel=1e-6)
+
+
+def test_steering_draws_carry_a_general_feedforward_block_and_every_draw_is_counted():
+    from gtbook.studies.stability.steering import Steerable, steering_draws
+
+    draws = steering_draws(3, 3, seed=777)
+    assert len(draws) == 3
+    for dr in draws:
+        ctl = dr.controls
+        assert ctl.U is not None and ctl.U.shape == (4, 3) and np.abs(ctl.c).min() > 0
+        assert np.linalg.eigvals(ctl.A + ctl.W @ ctl.U).real.min() > 0  # the folded A is the anti-stable draw
+        assert dr.status in (Steerable.STEERED, Steerable.NO_EQUILIBRIUM, Steerable.NOT_HURWITZ)
+
+
+def test_tokens_reach_the_target_with_the_steering_bias_and_miss_it_without_the_tilt():
+    # the independent side: N softmax tokens with their own feed-forward W(Ux + c); seed 777's fourth draw
+    from gtbook.studies.stability.steering import steering_draws, steering_study
+
+    dr = steering_draws(4, 3, seed=777)[3:]
+    res = steering_study(dr, 400, seeds=1, seed=5, band=3.0, null_clouds=0)
+    assert res.within.all() and not res.wrong_within.any()
