@@ -201,3 +201,28 @@ def test_tokens_reach_the_target_with_the_steering_bias_and_miss_it_without_the_
     dr = steering_draws(4, 3, seed=777)[3:]
     res = steering_study(dr, 400, seeds=1, seed=5, band=3.0, null_clouds=0)
     assert res.within.all() and not res.wrong_within.any()
+
+
+def test_pole_comparison_flags_a_pole_found_by_one_side_only():
+    from gtbook.studies.stability.pole_checks import PoleComparison
+
+    same = PoleComparison(np.array([1.0, np.inf]), np.array([1.0 + 1e-9, np.inf]), np.array([True, True]), np.zeros(0))
+    assert same.error == pytest.approx(1e-9, rel=1e-3)
+    assert math.isinf(PoleComparison(np.array([1.0, np.inf]), np.array([1.0, 2.0]), np.array([True, True]),
+                                     np.zeros(0)).error)
+
+
+def test_scalar_poles_agree_with_the_bernoulli_closed_form_written_here():
+    from gtbook.studies.stability.pole_checks import scalar_poles
+
+    res = scalar_poles(6, seed=1)
+    rng = np.random.default_rng(1)
+    for lib in res.library:
+        a = rng.uniform(-1.0, 1.0)
+        v, beta = rng.uniform(0.3, 1.5, size=2) * rng.choice([-1.0, 1.0], size=2)
+        s0 = rng.uniform(0.2, 2.0)
+        q = 2 * v * beta
+        x = 2 * a / (q * s0)
+        exact = math.log1p(x) / (2 * a) if q > 0 and x > -1 else math.inf
+        assert lib == pytest.approx(exact, rel=1e-12) if math.isfinite(exact) else math.isinf(lib)
+    assert res.error < 1e-10

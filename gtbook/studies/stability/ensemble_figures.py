@@ -25,7 +25,7 @@ def outcomes_figure(ensembles: Sequence[Ensemble]) -> plt.Figure:
     outcome. Middle: lambda_min / lambda_max along every lower-rank counterexample, the library's integration
     (lines) and the independent LSODA one (dots). Right: ||Sigma(t)|| of every blow-up counterexample, with the
     decimal Taylor integrator's pole (dotted)."""
-    fig, (ax, bx, cx) = figure(3, width=4.2, height=3.6)
+    fig, (ax, bx, cx) = figure(3, width=4.2, height=3.1)
     labels = [f"{e.condition[:5]}., {e.kind}" for e in ensembles]
     y = np.arange(len(ensembles))[::-1]
     for yi, e in zip(y, ensembles, strict=True):
@@ -67,7 +67,7 @@ def outcomes_figure(ensembles: Sequence[Ensemble]) -> plt.Figure:
 def steering_figure(study: SteeringStudy) -> plt.Figure:
     """Per steered draw, the seed-median statistic D for the steering bias and for the control, against the
     null's 99 % quantile and the band."""
-    fig, ax = figure(1, width=6.0, height=3.4)
+    fig, ax = figure(1, width=7.5, height=2.8)
     k = np.arange(1, len(study.steered) + 1)
     ax.semilogy(k, np.maximum(np.median(study.D, axis=1), 1e-4), "o", color=COLORS["particles"],
                 label="steering bias")
