@@ -67,14 +67,33 @@ map_t_max = 400.0
 filters = {"draws": 10, "d": 3, "T": 1.0, "steps": 500, "records": 5, "alpha": 0.01, "control_scale": 0.5}
 filter_paths = 8000
 
-# %%
+# %% tags=["hide-input"]
 import numpy as np
 from IPython.display import Markdown, display
 
-import gtbook.studies.stability as st
 from gtbook import claim
 from gtbook.glue import glue
 from gtbook.studies.atlas.tables import wilson_interval
+from gtbook.studies.stability import (
+    Outcome,
+    chapter_ensembles,
+    closed_form_checks,
+    cloud_equilibria,
+    counterexample_lines,
+    filter_ensemble,
+    filter_figure,
+    finite_n_section,
+    general_v_poles,
+    markdown_table,
+    outcomes_figure,
+    planar_section,
+    regime_section,
+    scalar_poles,
+    scalar_section,
+    steering_draws,
+    steering_figure,
+    steering_study,
+)
 from gtbook.studies.stability.closed_forms import isotropic_pole_errors, linearisation_error
 
 # %% [markdown]
@@ -88,8 +107,8 @@ from gtbook.studies.stability.closed_forms import isotropic_pole_errors, lineari
 # $A$ anti-stable and non-normal (a shifted Ginibre matrix), $B$ non-symmetric with $B + B^\top \succ 0$,
 # $\Sigma_0$ Wishart, and $V$ negative (stabilising) or positive (destabilising) definite in four kinds: $V = vI$
 # (the theorem), symmetric, non-symmetric, and symmetric and commuting with a symmetric $B$ (a candidate extra
-# hypothesis). Outcomes: a **positive-definite equilibrium** (a linearly stable one, reached by Newton's method
-# from $\Sigma(400)$, within $10^{-3}$), a **lower-rank limit** ($\lambda_{\min} < 10^{-8}\lambda_{\max}$,
+# hypothesis). Outcomes: a **positive-definite equilibrium** (a linearly stable one, reached by Newton's method,
+# {py:func}`gtcore.stability.equilibrium`, from $\Sigma(400)$, within $10^{-3}$), a **lower-rank limit** ($\lambda_{\min} < 10^{-8}\lambda_{\max}$,
 # bounded), a **blow-up** ($\|\Sigma\|_F$ past $10^8$), or **undecided**. Confirmation: LSODA on
 # $\Sigma = XX^\top$ with $\log\det\Sigma$ integrated alongside (the vanishing eigenvalue is never read off a
 # rounded matrix), or a Taylor integrator in 30-digit decimal arithmetic that must find the pole
@@ -100,11 +119,11 @@ from gtbook.studies.stability.closed_forms import isotropic_pole_errors, lineari
 # ```
 
 # %%
-ens = st.chapter_ensembles(ensemble_draws, seed=seeds["ensembles"])
-display(Markdown(st.markdown_table(list(ens.values()))))
+ens = chapter_ensembles(ensemble_draws, seed=seeds["ensembles"])
+display(Markdown(markdown_table(list(ens.values()))))
 
 # %% mystnb={"figure": {"name": "fig-outcomes", "caption": "Every draw of each ensemble, by outcome. Left: fractions (bars: the Wilson 95 % interval of the predicted outcome). Middle: $\\lambda_{\\min}/\\lambda_{\\max}$ along each lower-rank counterexample, library (lines) and LSODA with the log-determinant (dots). Right: $\\|\\Sigma(t)\\|_F$ of each blow-up counterexample, with the Taylor integrator's pole (dotted)."}, "image": {"alt": "Left: horizontal stacked bars, all green for V = vI stabilising and all red for the destabilising rows, with blue and red parts in the general-V stabilising rows. Middle: curves of an eigenvalue ratio falling along straight lines on a log scale to 1e-16, with dots on them. Right: norms shooting up at dotted vertical lines."}}
-st.outcomes_figure(list(ens.values()));
+outcomes_figure(list(ens.values()));
 
 # %% tags=["hide-input"]
 E = ens
@@ -119,13 +138,13 @@ for name, value in [("n_scalar_stab", E[("stabilising", "scalar")].n), ("n_scala
                     ("cex_lo", 100 * lo), ("cex_hi", 100 * hi), ("cex_comm", len(E[("stabilising", "commuting")].counterexamples)),
                     ("n_comm", E[("stabilising", "commuting")].n), ("n_cex", n_cex), ("n_confirmed", confirmed)]:
     glue(name, value)
-print("\n".join(st.counterexample_lines(list(ens.values()))))
+print("\n".join(counterexample_lines(list(ens.values()))))
 ode3 = dict(system="moment ODE", d=3, A="general", B="general")
 claim("V = vI, opposite definiteness, A anti-stable: draws not at a positive-definite equilibrium",
-      E[("stabilising", "scalar")].n - E[("stabilising", "scalar")].count(st.Outcome.EQUILIBRIUM), lt=0.5,
+      E[("stabilising", "scalar")].n - E[("stabilising", "scalar")].count(Outcome.EQUILIBRIUM), lt=0.5,
       statement="stabilising", kind="derivation", scope=dict(ode3, V="scalar"))
 claim("V = vI, same definiteness, A anti-stable: draws that do not blow up",
-      E[("destabilising", "scalar")].n - E[("destabilising", "scalar")].count(st.Outcome.BLOWUP), lt=0.5,
+      E[("destabilising", "scalar")].n - E[("destabilising", "scalar")].count(Outcome.BLOWUP), lt=0.5,
       statement="blowup", kind="derivation", scope=dict(ode3, V="scalar"))
 claim("general V (symmetric or not), opposite definiteness, A anti-stable: counterexamples to the literal reading",
       cex_general, gt=0.5, statement="stabilising", kind="derivation", scope=dict(ode3, V="general"))
@@ -134,11 +153,11 @@ claim("V and B symmetric and commuting, opposite definiteness: counterexamples r
       scope=dict(ode3, B="symmetric", V="symmetric", family="V and B symmetric and commuting"))
 blow_general = [E[("destabilising", "symmetric")], E[("destabilising", "general")]]
 claim("general V (symmetric or not), same definiteness, A anti-stable: draws that do not blow up",
-      sum(e.n - e.count(st.Outcome.BLOWUP) for e in blow_general), lt=0.5, statement="blowup", kind="derivation",
+      sum(e.n - e.count(Outcome.BLOWUP) for e in blow_general), lt=0.5, statement="blowup", kind="derivation",
       scope=dict(ode3, V="general"))
 claim("every counterexample confirmed by an independent integration (LSODA with log det, or decimal Taylor)",
       bool(confirmed == n_cex), statement="stabilising", kind="consistency", scope=dict(ode3, V="general"))
-at_eq = [c for c in E[("stabilising", "general")].classified if c.outcome is st.Outcome.EQUILIBRIUM][:5]
+at_eq = [c for c in E[("stabilising", "general")].classified if c.outcome is Outcome.EQUILIBRIUM][:5]
 lin_err_general = max(linearisation_error(c.draw.controls, c.Sigma_star) for c in at_eq)
 claim("general V: linearisation spectrum at the equilibrium = the flow map's, measured on eq. (1.1) "
       "(first 5 draws that reach one)", lin_err_general, lt=1e-5, statement="stabilising", kind="derivation",
@@ -159,7 +178,7 @@ claim("general V: linearisation spectrum at the equilibrium = the flow map's, me
 # The bias $b = -(A + WU + V + V\Sigma^*B)\mu_{\text{target}} - Wc$
 # ({py:func}`gtcore.stability.bias_for_mean_target`, here with a feed-forward block $W(Ux + c)$) makes the target
 # the moment ODE's fixed point by construction. The independent side is a cloud of $N$ tokens under softmax
-# attention and its own feed-forward: no Gaussian formula enters its motion. The statistic is
+# attention and its own feed-forward ({py:func}`gtcore.particles.simulate`): no Gaussian formula enters its motion. The statistic is
 # $D = N(\hat\mu - \mu_{\text{target}})^\top\hat\Sigma^{-1}(\hat\mu - \mu_{\text{target}})$, against the
 # 99 % quantile $q_{99}$ of its null, a Gaussian cloud of the same $N$ at the target (Hotelling's law).
 #
@@ -174,10 +193,10 @@ claim("general V: linearisation spectrum at the equilibrium = the flow map's, me
 # in fewer than half. **Instrument:** the simulated null's exceedance of $q_{99}$ below $0.03$.
 # ```
 
-# %% mystnb={"figure": {"name": "fig-steering", "caption": "Mean steering on tokens, per steered draw: the statistic $D$ (seed median) for the steering bias and for the control without the tilt term, against the null's 99 % quantile and the band $3q_{99}$."}, "image": {"alt": "Blue dots, most far below a dashed band line and some above it, and orange squares mostly above the band."}}
-steer = st.steering_study(st.steering_draws(steering_n, 3, seed=seeds["steering"]), steering_N, seeds=2,
+# %% mystnb={"figure": {"name": "fig-mean-tokens", "caption": "Mean steering on tokens, per steered draw: the statistic $D$ (seed median) for the steering bias and for the control without the tilt term, against the null's 99 % quantile and the band $3q_{99}$."}, "image": {"alt": "Blue dots, most far below a dashed band line and some above it, and orange squares mostly above the band."}}
+steer = steering_study(steering_draws(steering_n, 3, seed=seeds["steering"]), steering_N, seeds=2,
                           seed=seeds["steering"], band=3.0)
-st.steering_figure(steer);
+steering_figure(steer);
 
 # %% tags=["hide-input"]
 f_in, f_lo, f_hi = steer.fraction_within()
@@ -197,7 +216,7 @@ claim("the null's 99 % quantile: fraction of simulated Gaussian clouds above it"
       statement=None, kind="instrument", scope="instrument")
 
 # %% [markdown]
-# {numref}`fig-steering`: of the {glue:text}`steer_draws` draws, {glue:text}`steer_noeq` have no
+# {numref}`fig-mean-tokens`: of the {glue:text}`steer_draws` draws, {glue:text}`steer_noeq` have no
 # positive-definite equilibrium (the counterexamples above: outside the statement's hypothesis) and
 # {glue:text}`steer_nothurwitz` an equilibrium whose mean matrix is not Hurwitz; of the
 # {glue:text}`steer_n` steered ones, the cloud's mean lands within the band in {glue:text}`steer_in`
@@ -212,7 +231,7 @@ claim("the null's 99 % quantile: fraction of simulated Gaussian clouds above it"
 # $\Sigma^*$ (relative Frobenius, about $N^{-1/2}$) in more than half of them, and with $V \to -V$ in none.
 
 # %% tags=["hide-input"]
-clouds = st.cloud_equilibria(cloud_draws, cloud_N, seed=seeds["clouds"])
+clouds = cloud_equilibria(cloud_draws, cloud_N, seed=seeds["clouds"])
 glue("steer_N", steering_N)
 print(clouds, "\ndelta:", np.array2string(clouds.delta, precision=3), "\nkappa(Sigma*):",
       np.array2string(clouds.kappa, precision=2))
@@ -240,8 +259,8 @@ claim("control: V -> -V, same tokens: clouds within 5 % of Sigma*", int(np.sum(c
 # ```
 
 # %% tags=["hide-input"]
-gp = st.general_v_poles(pole_draws["general_v"], seed=seeds["poles"])
-sp = st.scalar_poles(pole_draws["d1"], seed=seeds["poles"])
+gp = general_v_poles(pole_draws["general_v"], seed=seeds["poles"])
+sp = scalar_poles(pole_draws["d1"], seed=seeds["poles"])
 iso_err = isotropic_pole_errors(pole_draws["isotropic"], 3, seed=seeds["iso_pole"])
 print(gp, sp, f"isotropic family: largest relative error {iso_err.max():.1e}", sep="\n")
 glue("pole_err", gp.error)
@@ -289,8 +308,8 @@ claim("general V (vI + skew, isotropic Sigma0): blowup_time's t* = 1/(2vs) (larg
 # ```
 
 # %%
-sc = st.scalar_section(scalar["a"], scalar["q"], scalar["sigma0"])
-pl = st.planar_section(planar["a"], planar["v"], planar["B"], planar["omega"], planar["Sigma0"],
+sc = scalar_section(scalar["a"], scalar["q"], scalar["sigma0"])
+pl = planar_section(planar["a"], planar["v"], planar["B"], planar["omega"], planar["Sigma0"],
                        planar["t_converge"], planar["mu_target"])
 
 # %% tags=["hide-input"]
@@ -317,7 +336,7 @@ claim("asymptotic mean hits the target", pl.mean_error, lt=1e-6, statement="mean
 claim("mean rate is v (M* + vI)", pl.mean_rate, close_to=-planar["v"], atol=1e-10, statement="mean_steering",
       kind="consistency", scope=cf2)
 glue("t_star_gap", pl.t_star_gap)
-cf = st.closed_form_checks(riccati_draws_per_kind, seeds["riccati"])
+cf = closed_form_checks(riccati_draws_per_kind, seeds["riccati"])
 ode3s = dict(ode3, V="scalar")
 claim("general A, B (V = vI): closed-form covariance = eq. (1.1) (largest relative error over draws and times)",
       cf.cf_err, lt=1e-8, statement="riccati", kind="derivation", scope=ode3s)
@@ -345,7 +364,7 @@ claim("general A, B (V = vI): linearisation spectrum = the flow map's, measured 
 # ```
 
 # %% mystnb={"figure": {"name": "fig-regime-map", "caption": "The regime map over $a = \\operatorname{Re}\\lambda(A)$ and $v$: colours are the outcomes observed by integration (convergence, collapse, blow-up), the black curve the boundary predicted by the theory, crosses any disagreement."}, "image": {"alt": "A two-dimensional map coloured in three regions: green in the quadrant of positive a and negative v, light blue below a curve for negative a, red elsewhere, with a black boundary line along the region edges."}}
-rg = st.regime_section(planar["B"], planar["omega"], pl.Sigma0, grid["a"], grid["v"], grid_n, map_t_max,
+rg = regime_section(planar["B"], planar["omega"], pl.Sigma0, grid["a"], grid["v"], grid_n, map_t_max,
                        indefinite)
 rg.figure();
 
@@ -384,7 +403,7 @@ claim("indefinite B + B^T: the blow-up gain is above the exact threshold 1/sup_t
 # ```
 
 # %% mystnb={"figure": {"name": "fig-pole", "caption": "Finite token clouds and the moment ODE. Left: the gap $|1 - \\|\\hat\\Sigma_N\\|_F/\\|\\Sigma\\|_F|$ against $N$, one curve per fraction of $t^*$ (bars: $\\pm 2$ standard errors over the seeds). Right: the covariance norm of the stabilising particles, the ODE and $\\|\\Sigma^*\\|$, and the control with $V \\to -V$."}, "image": {"alt": "Left: log-log curves of the covariance gap against the number of tokens; the lower curves fall with N, the upper ones stay flat. Right: covariance norm over time; particles and ODE level off at the equilibrium line while the control curve grows by orders of magnitude."}}
-fn = st.finite_n_section(pl, sigma_scale=pole["sigma_scale"], Ns=pole_Ns, seeds=pole["seeds"],
+fn = finite_n_section(pl, sigma_scale=pole["sigma_scale"], Ns=pole_Ns, seeds=pole["seeds"],
                          fractions=pole["fractions"], h=pole["h"], n_tokens=n_tokens, particle_steps=particle_steps,
                          t_stable=t_particles_stable, token_seed=seeds["tokens"])
 fn.figure();
@@ -439,10 +458,10 @@ claim("control: V -> -V, same tokens, exceeds the bound", float(fn.ratio_ctrl.ma
 # ```
 
 # %% mystnb={"figure": {"name": "fig-filter", "caption": "Kalman–Bucy filters driven by eq. (1.1)'s covariance. Left: relative gap between the measured error covariance and $\\Sigma(t)$ for each draw, and for the control with half the information. Right: each draw's largest likelihood-ratio statistic against the threshold."}, "image": {"alt": "Left: a bundle of low blue curves of relative gap over time and a bundle of orange curves an order of magnitude higher. Right: blue dots below a dashed threshold line and orange squares far above it."}}
-kb = st.filter_ensemble(filters["draws"], filters["d"], filters["T"], paths=filter_paths, steps=filters["steps"],
+kb = filter_ensemble(filters["draws"], filters["d"], filters["T"], paths=filter_paths, steps=filters["steps"],
                         records=filters["records"], seed=seeds["filter"], alpha=filters["alpha"],
                         control_scale=filters["control_scale"])
-st.filter_figure(kb);
+filter_figure(kb);
 
 # %% tags=["hide-input"]
 sto3 = dict(system="stochastic", d=3, A="general", B="general", V="scalar")

@@ -1,12 +1,14 @@
 """Chapter 4: regimes of constant controls, unselected ensembles over the sign conditions, and tokens.
 
-The names the chapter calls, each imported on first use from the module that owns it (so that importing one
-module of this package, as chapter 8 does, loads and depends on no other)."""
+The names the chapter calls (``from gtbook.studies.stability import run_ensemble, ...``), each imported on first
+use from the module that owns it (the ``_LAZY`` table, which the book's import graph reads: a chapter depends on
+the modules of the names it imports, and importing one module of this package, as chapter 8 does, loads and
+depends on no other). The names are documented in their modules."""
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 #: public name -> the module that owns it
 _LAZY: dict[str, str] = {
@@ -31,27 +33,6 @@ _LAZY: dict[str, str] = {
     "steering_study": "gtbook.studies.stability.steering",
 }
 
-__all__ = [
-    "Outcome",
-    "chapter_ensembles",
-    "closed_form_checks",
-    "cloud_equilibria",
-    "counterexample_lines",
-    "filter_ensemble",
-    "filter_figure",
-    "finite_n_section",
-    "general_v_poles",
-    "markdown_table",
-    "outcomes_figure",
-    "planar_section",
-    "regime_section",
-    "run_ensemble",
-    "scalar_poles",
-    "scalar_section",
-    "steering_draws",
-    "steering_figure",
-    "steering_study",
-]
 
 
 def __getattr__(name: str) -> Any:
@@ -66,25 +47,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
-
-if TYPE_CHECKING:  # the same names, for type checkers
-    from gtbook.studies.stability.cloud_equilibria import cloud_equilibria
-    from gtbook.studies.stability.ensemble_figures import outcomes_figure, steering_figure
-    from gtbook.studies.stability.ensembles import (
-        Outcome,
-        chapter_ensembles,
-        counterexample_lines,
-        markdown_table,
-        run_ensemble,
-    )
-    from gtbook.studies.stability.filter_figures import filter_figure
-    from gtbook.studies.stability.kalman import filter_ensemble
-    from gtbook.studies.stability.pole_checks import general_v_poles, scalar_poles
-    from gtbook.studies.stability.sections import (
-        closed_form_checks,
-        finite_n_section,
-        planar_section,
-        regime_section,
-        scalar_section,
-    )
-    from gtbook.studies.stability.steering import steering_draws, steering_study

@@ -56,9 +56,9 @@ from gtcore.moments import integrate_moments
 from gtcore.stability import NoEquilibriumError, equilibrium, linear_stability
 from gtcore.status import Stability, Status, Vocabulary
 
-__all__ = ["CHAPTER_ENSEMBLES", "KINDS", "ConditionDraw", "Confirmation", "Ensemble", "Outcome", "chapter_ensembles",
-           "classify_outcome", "condition_draws", "confirm_outcome", "counterexample_lines", "markdown_table",
-           "run_ensemble"]
+__all__ = ["CHAPTER_ENSEMBLES", "KINDS", "PREDICTED", "Classified", "ConditionDraw", "Confirmation", "Ensemble",
+           "Outcome", "chapter_ensembles", "classify_outcome", "condition_draws", "confirm_outcome",
+           "counterexample_lines", "markdown_table", "run_ensemble"]
 
 #: the kinds of value matrix (module docstring)
 KINDS = ("scalar", "symmetric", "general", "commuting")
@@ -271,13 +271,13 @@ def confirm_outcome(c: Classified, *, horizon: float = HORIZON) -> Confirmation:
 
     An equilibrium (a counterexample to the destabilising condition) is confirmed when the same LSODA
     integration ends within :math:`10^{-3}` of it. A lower-rank limit is confirmed when
-        :math:`\lambda_{\min}/\lambda_{\max} < 10^{-8}` at :math:`T` with :math:`\lambda_{\max}` bounded, where the
-    smallest eigenvalue is never read off the integrated matrix
-    (where round-off would hide it): :math:`\lambda_{\min} = e^{\ell}/\prod_{i \ge 2}\lambda_i` with
-    :math:`\ell = \log\det\Sigma` integrated and the larger eigenvalues :math:`\lambda_2 \le \dots` from
-    :math:`XX^\top` (accurate while :math:`\lambda_2 > 10^{-6}\lambda_{\max}`; below that the bound
-    :math:`\lambda_{\min}/\lambda_{\max} \le (e^\ell/\lambda_{\max}^d)^{1/(d-1)}` is used); a blow-up when the
-        Taylor integrator finds a pole within :math:`10^{-4}` (relative) of the library's crossing time; an
+    :math:`\lambda_{\min}/\lambda_{\max} < 10^{-8}` at :math:`T` with :math:`\lambda_{\max}` bounded, where the
+    smallest eigenvalue is never read off the integrated matrix (where round-off would hide it):
+    :math:`\lambda_{\min} = e^{\ell}/\prod_{i \ge 2}\lambda_i` with :math:`\ell = \log\det\Sigma` integrated and
+    the larger eigenvalues :math:`\lambda_2 \le \dots` from :math:`XX^\top` (accurate while
+    :math:`\lambda_2 > 10^{-6}\lambda_{\max}`; below that the bound
+    :math:`\lambda_{\min}/\lambda_{\max} \le (e^\ell/\lambda_{\max}^d)^{1/(d-1)}` is used). A blow-up is confirmed
+    when the Taylor integrator finds a pole within :math:`10^{-4}` (relative) of the library's crossing time. An
     undecided draw is refused (``ValueError``).
 
     Parameters

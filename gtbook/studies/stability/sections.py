@@ -161,8 +161,8 @@ def planar_section(a: float, v: float, B: Any, omega: float, Sigma0: Any, t_conv
 # ------------------------------------------------------------------------------ closed forms, general A and B
 @dataclass
 class ClosedForms:
-    """The closed forms against eq. (1.1) over the ``V = vI`` draws of :func:`riccati_draws` (largest errors,
-    agreement fractions)."""
+    """The closed forms against eq. (1.1) over the ``V = vI`` draws of
+    :func:`~gtbook.studies.stability.closed_forms.riccati_draws` (largest errors, agreement fractions)."""
 
     cf_err: float
     agree: float

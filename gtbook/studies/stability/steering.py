@@ -56,7 +56,8 @@ from gtcore.particles import simulate
 from gtcore.stability import bias_for_mean_target, mean_matrix
 from gtcore.stats.sampling import gaussian_tokens
 
-__all__ = ["SteeringDraw", "SteeringStudy", "hotelling", "null_quantile", "steering_draws", "steering_study"]
+__all__ = ["Steerable", "SteeringDraw", "SteeringStudy", "hotelling", "null_quantile", "steering_draws",
+           "steering_study"]
 
 
 class Steerable:

@@ -15,7 +15,7 @@ Cauchy product,
     C_n = \sum_h V_h \sum_{k=0}^{n} S_k B_h S_{n-k}
 
 (the two quadratic terms are each other's transposes once summed over :math:`k`). This module computes
-them in decimal arithmetic (Python's :mod:`decimal`, correctly rounded at 30 significant digits by default;
+them in decimal arithmetic (Python's ``decimal`` module, correctly rounded at 30 significant digits by default;
 an order of magnitude faster here than ``mpmath``'s pure-Python numbers, and as exact) and steps by a
 fraction of the radius of convergence, estimated from the coefficients, :math:`\rho \approx
 (\|S_{n-m}\|/\|S_n\|)^{1/m}`. Near a
