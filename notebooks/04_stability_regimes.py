@@ -23,10 +23,10 @@
 # general draws, and the blow-up time of a general $V$ agrees with a 30-digit Taylor integration to
 # {glue:text}`pole_err:.0e`.
 #
-# With constant parameters the covariance of eq. (1.1) solves
-# $\Sigma' = A\Sigma + \Sigma A^\top + V\Sigma B\Sigma + \Sigma B^\top\Sigma V^\top$. The abstract (arXiv:2606.07600):
-# "For time-invariant parameters, we derive explicit spectral conditions leading either to asymptotic stability
-# toward positive-definite equilibria or to finite-time blow-up of the covariance." For $V = vI$ the precision $P = \Sigma^{-1}$ solves the linear equation
+# The covariance of eq. (1.1) solves $\Sigma' = A\Sigma + \Sigma A^\top + V\Sigma B\Sigma + \Sigma B^\top\Sigma V^\top$.
+# The abstract (arXiv:2606.07600): "For time-invariant parameters, we derive explicit spectral conditions leading
+# either to asymptotic stability toward positive-definite equilibria or to finite-time blow-up of the
+# covariance." For $V = vI$ the precision $P = \Sigma^{-1}$ solves the linear equation
 # $P' = -(PA + A^\top P) - v(B + B^\top)$, which makes the conditions theorems: with $A$ anti-stable,
 # $v(B + B^\top) \prec 0$ (opposite definiteness) gives a positive-definite, attracting
 # $\Sigma^* = (P^*)^{-1}$, and $v(B + B^\top) \succ 0$ (the same definiteness) a blow-up at the first zero
@@ -206,7 +206,6 @@ for name, value in [("steer_in", int(steer.within.sum())), ("steer_n", len(steer
                     ("steer_noeq", steer.count("no positive-definite equilibrium")),
                     ("steer_nothurwitz", steer.count("mean matrix not Hurwitz")), ("steer_draws", len(steer.draws))]:
     glue(name, value)
-print(steer)
 tok3 = dict(system="tokens", d=3, A="general", B="general", V="general")
 claim("mean steering on tokens (feed-forward block, general V): fraction of steered draws within 3 q99 of the null",
       f_in, gt=0.5, statement="mean_steering", kind="reproduces", scope=tok3)
@@ -233,8 +232,7 @@ claim("the null's 99 % quantile: fraction of simulated Gaussian clouds above it"
 # %% tags=["hide-input"]
 clouds = cloud_equilibria(cloud_draws, cloud_N, seed=seeds["clouds"])
 glue("steer_N", steering_N)
-print(clouds, "\ndelta:", np.array2string(clouds.delta, precision=3), "\nkappa(Sigma*):",
-      np.array2string(clouds.kappa, precision=2))
+print("delta:", np.array2string(clouds.delta, precision=3), " kappa(Sigma*):", np.array2string(clouds.kappa, precision=2))
 tok3s = dict(tok3, V="scalar")
 claim("V = vI, opposite definiteness, tokens in d = 3: fraction of clouds within 5 % of Sigma* at t = 40",
       float(np.mean(clouds.delta < 0.05)), gt=0.5, statement="stabilising", kind="reproduces", scope=tok3s)
@@ -262,7 +260,6 @@ claim("control: V -> -V, same tokens: clouds within 5 % of Sigma*", int(np.sum(c
 gp = general_v_poles(pole_draws["general_v"], seed=seeds["poles"])
 sp = scalar_poles(pole_draws["d1"], seed=seeds["poles"])
 iso_err = isotropic_pole_errors(pole_draws["isotropic"], 3, seed=seeds["iso_pole"])
-print(gp, sp, f"isotropic family: largest relative error {iso_err.max():.1e}", sep="\n")
 glue("pole_err", gp.error)
 gaps = np.abs(gp.control - gp.taylor) / gp.taylor
 glue("pole_gap_min", float(gaps.min()))
@@ -409,7 +406,6 @@ fn = finite_n_section(pl, sigma_scale=pole["sigma_scale"], Ns=pole_Ns, seeds=pol
 fn.figure();
 
 # %% tags=["hide-input"]
-print("log-log slope of the gap against N, per fraction:", np.round(fn.slopes, 3))
 first, last = 0, len(fn.ps.fractions) - 1
 for name, value in [("kappa_chapter", fn.kappa_chapter), ("kappa_pole", fn.kappa_pole), ("slope_first", fn.slopes[0]),
                     ("slope_last", fn.slopes[-1]), ("ctrl_growth", fn.ratio_ctrl.max())]:
@@ -480,15 +476,12 @@ for name, value in [("filter_max_lrt", kb.max_lrt), ("filter_threshold", kb.thre
 #
 # ## What we saw
 #
-# For $V = vI$ the sign conditions are theorems and every check agrees: every drawn layer in $d = 3$ converged to
-# its equilibrium or blew up as predicted, finite token clouds settled on $\Sigma^*$ in most drawn layers, the
-# closed forms agree with eq. (1.1) for non-normal $A$ and non-symmetric $B$, and Kalman–Bucy filters whose gain is
-# eq. (1.1)'s covariance have exactly that error covariance. Read literally for a general $V$, the stabilising
-# condition is **not sufficient** (lower-rank limits, and blow-ups for a non-symmetric $V$, confirmed
-# independently; symmetric commuting $V$ and $B$ do not prevent them), while the destabilising one held in every
-# draw. The blow-up time of a general $V$ is what a 30-digit integration finds, and the steering bias puts a
-# finite cloud's mean on its target in most general draws; in the others the cloud does not hold the Gaussian
-# balance.
+# For $V = vI$ the sign conditions are theorems and every check agrees with them: the ensembles, finite token
+# clouds in most drawn layers, the closed forms for non-normal $A$ and non-symmetric $B$, and Kalman–Bucy filters
+# driven by eq. (1.1)'s covariance. Read literally for a general $V$, the stabilising condition is **not
+# sufficient** (confirmed lower-rank limits and blow-ups, not removed by symmetric commuting $V$ and $B$); the
+# destabilising one held in every draw, with blow-up times that a 30-digit integration confirms. The steering
+# bias puts a finite cloud's mean on its target in most general draws.
 #
 # ## How these checks were designed
 #
