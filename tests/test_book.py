@@ -612,7 +612,7 @@ API_LINKS = {
                              "riccati.html#gtcore.poles.particle_radius_bound",
                              "stability.html#module-gtcore.stability", "stability.html#gtcore.stability.equilibrium",
                              "studies.html#module-gtbook.studies.stability.kalman",
-                             "studies.html#module-gtbook.studies.stability.general_v"),
+                             "studies.html#module-gtbook.studies.stability.ensembles"),
     "05_pretrained_moments": ("studies.html#module-gtbook.studies.pretrained.criterion",
                               "models.html#module-gtcore.models"),
     "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed",

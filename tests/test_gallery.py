@@ -23,8 +23,7 @@ from gtbook.studies.animation import CloudPanel, animate_clouds
 
 ROOT = Path(gallery.__file__).resolve().parents[1]
 # chapters whose page must carry a playable animation (the browser test plays the first one on each page)
-ANIMATED_CHAPTERS = ["01_gaussian_invariance", "03_rank_and_reachability", "04_stability_regimes",
-                     "06_prescribed_attention"]
+ANIMATED_CHAPTERS = ["01_gaussian_invariance", "03_rank_and_reachability", "06_prescribed_attention"]
 
 
 def built_html_dir() -> Path:

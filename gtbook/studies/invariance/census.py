@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtbook.studies.atlas.tables import wilson_interval
 from gtbook.studies.invariance.ensemble import GeneralDraw, general_draw
 from gtcore.attention import max_sampling_strength
 from gtcore.moments import integrate_moments
+from gtcore.stats.inference import wilson_interval
 from gtcore.status import Vocabulary
 
 __all__ = ["DrawCensus", "DrawFate", "draw_census"]

@@ -74,7 +74,7 @@ def phase_line(a: float, qs: Sequence[float], runs: Sequence[dict]) -> plt.Figur
 def psd_cone(trajectories: Sequence[np.ndarray], labels: Sequence[str], *, z_max: float = 6.0,
              equilibria: Sequence[np.ndarray] = ()) -> plt.Figure:
     """Covariance trajectories of d = 2 inside the PSD cone (cut at trace ``z_max``)."""
-    fig = plt.figure(figsize=(5.6, 4.6), constrained_layout=True)
+    fig = plt.figure(figsize=(4.6, 3.8), constrained_layout=True)
     ax = fig.add_subplot(projection="3d")
     th = np.linspace(0, 2 * np.pi, 60)
     z = np.linspace(0, z_max, 12)
@@ -104,7 +104,7 @@ def regime_map_figure(rm: RegimeMap, boundary: RegimeBoundary) -> plt.Figure:
     """
     order = list(VERDICT_COLORS)
     codes = np.vectorize(order.index)(rm.observed)
-    fig, ax = figure(1, 1, width=5.4, height=4.2)
+    fig, ax = figure(1, 1, width=4.8, height=3.4)
     dx = (rm.xs[1] - rm.xs[0]) / 2 if rm.xs.size > 1 else 0.5
     dy = (rm.ys[1] - rm.ys[0]) / 2 if rm.ys.size > 1 else 0.5
     ax.imshow(codes, origin="lower", aspect="auto", cmap=ListedColormap(list(VERDICT_COLORS.values())),

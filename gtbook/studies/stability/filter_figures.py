@@ -13,7 +13,7 @@ from gtbook.studies.style import COLORS, figure, reference_slope
 def filter_figure(ens: FilterEnsemble) -> plt.Figure:
     """Left: the filter error's relative gap to Sigma(t) over time, per draw; right: each draw's largest
     likelihood-ratio statistic against the Bonferroni threshold, identification and control."""
-    fig, (ax, bx) = figure(2, width=4.4)
+    fig, (ax, bx) = figure(2, width=4.4, height=3.0)
     for i, (run, ctl) in enumerate(zip(ens.runs, ens.control_runs, strict=True)):
         ax.plot(run.t[1:], run.relative_gap()[1:], color=COLORS["particles"], alpha=0.7,
                 label="filter with eq. (1.1)'s Σ(t)" if i == 0 else None)

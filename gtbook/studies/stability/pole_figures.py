@@ -16,7 +16,7 @@ def pole_figure(study, stab: dict) -> plt.Figure:
 
     ``stab`` holds ``t_ode, n_ode, t_part, n_part, t_ctrl, n_ctrl, n_star``.
     """
-    fig, (ax0, ax1) = figure(2, 1, width=4.4)
+    fig, (ax0, ax1) = figure(2, 1, width=4.4, height=3.0)
     g, se = study.gap_mean(), study.gap_se()
     cmap = plt.get_cmap("viridis")
     for j, f in enumerate(study.fractions):
