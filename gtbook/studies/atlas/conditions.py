@@ -290,18 +290,20 @@ class Counterexamples:
         r""":math:`\lambda_{\min}/\lambda_{\max}` of :math:`\Sigma(t)` from the independent integration: every
         counterexample (solid) and the reference draws with :math:`V = vI` (dashed), with the confirmation
         threshold (dotted); ratios below :math:`10^{-16}` (round-off) are drawn at :math:`10^{-16}`."""
-        from gtbook.studies.atlas.explorer import OUTCOME_COLORS
+        import matplotlib as mpl
+
         from gtbook.studies.style import COLORS, figure
 
         fig, ax = figure(1, 1, width=5.6, height=2.9)
         floor = 1e-16
         for c in self.references:
-            ax.plot(c.t[1:], np.maximum(c.ratio[1:], floor), ls="--", lw=1.2, color=OUTCOME_COLORS["equilibrium"],
+            ax.plot(c.t[1:], np.maximum(c.ratio[1:], floor), ls="--", lw=1.2, color=COLORS["floor"],
                     label=f"V = vI: {c.key}")
+        cmap = mpl.colormaps["plasma"]
         for i, c in enumerate(self.items):
-            ax.plot(c.t[1:], np.maximum(c.ratio[1:], floor), lw=1.6, color=COLORS["theory"] if i == 0 else None,
+            ax.plot(c.t[1:], np.maximum(c.ratio[1:], floor), lw=1.5, color=cmap(0.85 * i / max(len(self.items) - 1, 1)),
                     label=f"general V: {c.key}")
-        ax.axhline(CONFIRM_RATIO, color=COLORS["floor"], ls=":", lw=1.0, label="confirmation threshold")
+        ax.axhline(CONFIRM_RATIO, color="black", ls=":", lw=1.0, label="confirmation threshold")
         for t, name in ((self.horizon, "T"), (2 * self.horizon, "2T")):
             ax.axvline(t, color=COLORS["floor"], lw=0.6)
             ax.text(t, 0.5, f" {name}", fontsize=7, color=COLORS["floor"], va="top")
