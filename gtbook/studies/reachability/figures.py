@@ -225,3 +225,59 @@ def ensemble_vs_n_figure(panels: Sequence[tuple[str, Sequence[tuple[str, Any, np
         ax.set_ylabel(f"{ylabel} / value at the smallest $N$")
         ax.legend(fontsize=7)
     return fig
+
+
+def measured_figure(result) -> plt.Figure:
+    r"""Steering with a token-measured compensation (:class:`~gtbook.studies.reachability.measured.MeasuredSteering`):
+    per-draw :math:`D_N` and :math:`E_N` against N with their controls, via :func:`ensemble_vs_n_figure`."""
+    Ns = result.Ns
+    return ensemble_vs_n_figure([
+        ("distance to the target $D_N$", [
+            ("Gaussian tokens", Ns, result.distance, result.slope("distance")),
+            ("tokens' head with $B^\\top$ (control)", Ns, result.distance_transposed,
+             result.slope("distance_transposed"))]),
+        ("distance to eq. (1.1) $E_N$", [
+            ("eq. (1.1)", Ns, result.dynamic, result.slope("dynamic")),
+            ("eq. (1.1) with $B^\\top$ (control)", Ns, result.dynamic_transposed,
+             result.slope("dynamic_transposed"))]),
+    ])
+
+
+def attention_only_figure(result) -> plt.Figure:
+    r"""Steering by the attention alone (:class:`~gtbook.studies.reachability.attention_only.AttentionOnlySteering`).
+
+    Left: each draw's seed-mean distance to the target against N, relative to its value at the smallest N
+    (reached draws solid, the others dashed), with :math:`N^{-1/2}`. Right: each draw's amplification at the
+    largest N (its distance over the attention-free steering's on the same clouds) against the one eq. (1.1)
+    predicts from independent perturbed starts (``inf`` drawn at the right edge), and the control's
+    (:math:`B^\top`) at the same abscissa."""
+    fig, (ax, bx) = figure(2, 1, width=4.2, height=3.4)
+    Ns = np.asarray(result.Ns, float)
+    m = result.distance.mean(axis=2)
+    for k, row in enumerate(m / m[:, :1]):
+        ok = bool(result.reached[k])
+        first = k == int(np.flatnonzero(result.reached == ok)[0])
+        ax.plot(Ns, row, color=COLORS["particles"] if ok else COLORS["alt"], ls="-" if ok else "--", lw=0.9,
+                label=("reached" if ok else "not reached") if first else None)
+    ax.plot(Ns, (Ns / Ns[0]) ** -0.5, "k:", lw=1.0, label="$N^{-1/2}$")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens $N$")
+    ax.set_ylabel("distance to the target / value at the smallest $N$")
+    ax.legend(fontsize=7)
+    pred = np.asarray(result.predicted, float)
+    finite = pred[np.isfinite(pred)]
+    right = 10 ** np.ceil(np.log10(max(finite.max() if finite.size else 10.0, 10.0) * 3))
+    x = np.where(np.isfinite(pred), pred, right)
+    control = result.control_amplification
+    bx.scatter(x, result.amplification, color=COLORS["particles"], zorder=3, label="tokens")
+    bx.scatter(x, control, marker="x", color=COLORS["floor"], label="tokens, $B^\\top$ (control)")
+    lo = min(np.min(result.amplification), np.min(x), 0.5)
+    hi = max(np.max(control), right)
+    bx.plot([lo, hi], [lo, hi], color=COLORS["theory"], lw=0.8, ls="--", label="tokens = eq. (1.1)")
+    bx.set_xscale("log")
+    bx.set_yscale("log")
+    bx.set_xlabel("amplification predicted by eq. (1.1) (right edge: blows up)")
+    bx.set_ylabel("amplification on tokens")
+    bx.legend(fontsize=7)
+    return fig
