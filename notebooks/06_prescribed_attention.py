@@ -14,10 +14,12 @@
 # # 6. Prescribed attention on real Transformer code
 #
 # BERT, ViT and ModernBERT code with prescribed general layers (non-symmetric $B$, non-scalar $V$, $A \ne 0$)
-# follow the exact Gaussian layer map in both regimes: over {glue:text}`gen_draws` draws per regime their
-# covariances are consistent with it at every layer where the softmax is in its finite-variance regime,
-# destabilising draws blow up where the map does, and moment-matched uniform clouds are rejected by the same
-# test ({numref}`fig-general-regimes`). In the last layers before the blow-up, once the softmax leaves its
+# follow the exact Gaussian layer map: their covariances are consistent with it at every layer where the
+# softmax is in its finite-variance regime in {glue:text}`gen_follow_destabilising` of {glue:text}`gen_draws`
+# destabilising and {glue:text}`gen_follow_stabilising` of {glue:text}`gen_draws` stabilising draws, the model
+# blows up or settles as the map does in {glue:text}`gen_regime_destabilising` and
+# {glue:text}`gen_regime_stabilising` of them, and moment-matched uniform clouds are rejected by the same test
+# in {glue:text}`gen_uniform_destabilising` and {glue:text}`gen_uniform_stabilising` ({numref}`fig-general-regimes`). In the last layers before the blow-up, once the softmax leaves its
 # finite-variance regime, the model falls behind the map and crosses $10^3$ up to {glue:text}`gen_gap_max:.0f`
 # layer(s) after it.
 #
@@ -64,7 +66,7 @@ import numpy as np
 
 from gtbook import claim
 from gtbook.glue import glue
-from gtbook.studies.prescribed import beta_study, bridge_errors, depth_study, example_nulls, general_regimes, vi_example
+from gtbook.studies import prescribed as study
 
 started, cpu_started = time.perf_counter(), time.process_time()
 
@@ -76,8 +78,8 @@ started, cpu_started = time.perf_counter(), time.process_time()
 # (float64; the tolerance $10^{-10}$ is round-off over a few layers with margin).
 
 # %%
-ex = vi_example(families=families, beta=beta, n_tokens=n_tokens, seed=seed, **example)
-bridge_err = bridge_errors(ex, **bridge, seed=seed)
+ex = study.vi_example(families=families, beta=beta, n_tokens=n_tokens, seed=seed, **example)
+bridge_err = study.bridge_errors(ex, **bridge, seed=seed)
 bridge_err
 
 # %% tags=["hide-input"]
@@ -102,7 +104,7 @@ for fam in families:
 # does.
 
 # %% mystnb={"figure": {"name": "fig-general-regimes", "caption": "Prescribed general layers on BERT, ViT and ModernBERT code. Top: covariance norm per layer, the model (dots) on the exact layer map (line), one colour per encoder. Bottom: Hotelling's $T^2$ over its 99% quantile per layer for Gaussian clouds (solid) and moment-matched uniform clouds (dashed); the open circle marks the last layer with $\\kappa < 1/2$. Left: destabilising draws; right: stabilising draws."}, "image": {"alt": "Four panels. Top left: norms rising super-exponentially, dots on lines; top right: norms settling. Bottom: solid curves below a dotted line at one until the last layers on the left, dashed curves well above it."}}
-gen = general_regimes(beta=beta, n_tokens=n_tokens, seed=general_seed, families=families, **general)
+gen = study.general_regimes(beta=beta, n_tokens=n_tokens, seed=general_seed, families=families, **general)
 gen.figure();
 
 # %%
@@ -117,6 +119,7 @@ for regime in ("destabilising", "stabilising"):
     for what, words in (("follows", "covariance consistent with the layer map at every kappa < 1/2 layer"),
                         ("depth_ok", "model crosses 1e3 within L layers exactly when the layer map does")):
         k, n, _ = gen.fraction(regime, what)
+        glue(f"gen_{'follow' if what == 'follows' else 'regime'}_{regime}", k)
         claim(f"general {regime} layers, three encoders: fraction of draws whose {words}", k / n,
               **({"gt": 0.999} if k == n else {"lt": 0.999}), statement="prescribed_regimes",
               kind="reproduces" if k == n else "not_reproduced", scope=gen_scope)
@@ -124,6 +127,7 @@ for regime in ("destabilising", "stabilising"):
             claim(f"{fam}, general {regime} layers: draws not reproduced ({words})", 1.0, gt=0.5,
                   statement="prescribed_regimes", kind="not_reproduced", scope=dict(gen_scope, family=f"{fam} code"))
     k, n, _ = gen.fraction(regime, "control_rejected")
+    glue(f"gen_uniform_{regime}", k)
     glue(f"gen_{regime}_uniform_min", min(r.uniform_ratio for r in gen.of(regime)))
     claim(f"general {regime} layers: fraction of draws whose uniform clouds (same moments) are rejected", k / n,
           gt=0.999, statement="prescribed_regimes", kind="control", scope=gen_scope)
@@ -154,7 +158,7 @@ ex.animation(alt="Animation in two panels of a hidden-state cloud over the layer
                  "turns and settles onto a fixed ellipse.")
 
 # %%
-nulls = example_nulls(ex, null_seed=null_seed, **{k: checks[k] for k in ("close_cut", "null_seeds", "null_level",
+nulls = study.example_nulls(ex, null_seed=null_seed, **{k: checks[k] for k in ("close_cut", "null_seeds", "null_level",
                                                                           "gain_error")})
 ex.depths(checks["factor"])
 
@@ -222,7 +226,7 @@ claim(f"{first}, A = 0: distance-to-Sigma*_h statistic detects the missing equil
 # $(0.75, 1.25)$ (a consistency check of eq. (1.1)'s discretisation).
 
 # %% mystnb={"figure": {"name": "fig-depth", "caption": "The layer map's blow-up depth as $h \\to 0$: the error $|\\ell^* h - t^*|$ against the step $h$ on log-log axes, with the fitted order."}, "image": {"alt": "Log-log plot of the depth error against the step size, falling along a straight line of slope about one."}}
-conv = depth_study(ex, **convergence, depth_over_tstar=example["depth_over_tstar"])
+conv = study.depth_study(ex, **convergence, depth_over_tstar=example["depth_over_tstar"])
 conv.figure();
 
 # %% tags=["hide-input"]
@@ -240,7 +244,7 @@ claim("layer-map blow-up depth * h -> t*: convergence order", conv.result.order,
 # claimed.
 
 # %% mystnb={"figure": {"name": "fig-beta", "caption": "BERT with prescribed attention and the same $vB$, for several logit scales $\\beta$. Left: relative covariance deviation from the exact layer map at the layer of the claim in (c), with the chapter's $\\beta$ (dotted) and the size of one cloud's finite-$N$ deviation there (dashed). Right: the gap between the model's and the layer map's blow-up depths (top: the model never crosses $10^3$)."}, "image": {"alt": "Left: a rising curve of deviation against beta on log axes, near a dashed level at small beta and far above it at large beta. Right: the depth gap at zero or one layer for small beta, jumping to the top for large beta."}}
-bd = beta_study(ex, betas, close_cut=checks["close_cut"], factor=checks["factor"])
+bd = study.beta_study(ex, betas, close_cut=checks["close_cut"], factor=checks["factor"])
 bd.figure(beta, nulls);
 
 # %%

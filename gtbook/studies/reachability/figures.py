@@ -194,6 +194,15 @@ def steering_animation(run, ode, target: tuple[Any, Any], *, max_frames: int = 4
                           max_frames=max_frames, max_tokens=max_tokens, **kwargs)
 
 
+def _n_ticks(ax, Ns) -> None:
+    """Label the log N axis at the token counts themselves (no overlapping minor labels)."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xticks(list(Ns))
+    ax.set_xticklabels([str(int(n)) for n in Ns])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def ensemble_vs_n_figure(panels: Sequence[tuple[str, Sequence[tuple[str, Any, np.ndarray, float]]]]) -> plt.Figure:
     r"""Per-draw curves against N, one panel per statistic, with the :math:`N^{-1/2}` reference.
 
@@ -221,6 +230,7 @@ def ensemble_vs_n_figure(panels: Sequence[tuple[str, Sequence[tuple[str, Any, np
         ax.plot(Ns0, (Ns0 / Ns0[0]) ** -0.5, "k--", lw=1.0, label="$N^{-1/2}$")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _n_ticks(ax, Ns0)
         ax.set_xlabel("tokens $N$")
         ax.set_ylabel(f"{ylabel} / value at the smallest $N$")
         ax.legend(fontsize=7)
@@ -262,6 +272,7 @@ def attention_only_figure(result) -> plt.Figure:
     ax.plot(Ns, (Ns / Ns[0]) ** -0.5, "k:", lw=1.0, label="$N^{-1/2}$")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _n_ticks(ax, Ns)
     ax.set_xlabel("tokens $N$")
     ax.set_ylabel("distance to the target / value at the smallest $N$")
     ax.legend(fontsize=7)
