@@ -20,47 +20,38 @@
 # (1.1), but open loop on tokens they put the cloud on the target as precisely as attention-free steering
 # for {glue:text}`ao_reached` of {glue:text}`ao_draws` random targets ({numref}`fig-attention-only`).
 #
-# The paper's expressivity result concerns **time-varying controls** {cite}`alcalde2026gaussian`: in the
-# abstract's words, "we prove exact finite-time reachability of any target Gaussian distribution whose
-# covariance matrix has the same rank as the initial one, this rank constraint being an intrinsic
-# invariant of the dynamics." Both halves come from the moment ODE (eq. 1.1),
-#
-# $$
-# \mu' = (A + V)\mu + V\Sigma B\mu + b, \qquad
-# \Sigma' = M\Sigma + \Sigma M^\top, \quad M = A + V\Sigma B .
-# $$
-#
-# The covariance moves by a congruence, $\Sigma(t) = \Phi(t)\Sigma_0\Phi(t)^\top$ with $\Phi' = M\Phi$
-# invertible, so the rank cannot change; conversely two covariances of one rank are congruent,
-# $\Sigma_1 = M\Sigma_0M^\top$ with $\det M > 0$, and the polar decomposition $M = RP$ gives controls
-# $A = \log P/\tau$, then $A = \log R/\tau$, with a bias $b$ for the mean
-# ({py:func}`gtcore.reachability.steer`). A head $(V, B)$ held fixed is absorbed along the reference:
-# $A = \tilde A - V\Sigma_\text{ref}B$, $b = \tilde b - V\mu_\text{ref}$.
+# The abstract {cite}`alcalde2026gaussian`: "we prove exact finite-time reachability of any target Gaussian
+# distribution whose covariance matrix has the same rank as the initial one, this rank constraint being an
+# intrinsic invariant of the dynamics." In eq. (1.1) the covariance obeys $\Sigma' = M\Sigma + \Sigma M^\top$,
+# $M = A + V\Sigma B$, so it moves by a congruence $\Phi\Sigma_0\Phi^\top$ ($\Phi' = M\Phi$ invertible) and
+# keeps its rank; conversely $\Sigma_1 = M\Sigma_0M^\top$ with $M = RP$ (polar) is reached by $A = \log P/\tau$,
+# then $A = \log R/\tau$, with a bias $b$ for the mean ({py:func}`gtcore.reachability.steer`). A head held fixed
+# is absorbed along the reference: $A = \tilde A - V\Sigma_\text{ref}B$, $b = \tilde b - V\mu_\text{ref}$.
 
 # %% tags=["parameters"]
 seed, energy_seed, rt_seed, rt_boot_seed, st_seed, st_boot_seed, ms_seed, ms_boot_seed, ao_seed = (
     0, 10, 2231, 2232, 2233, 2234, 2235, 2236, 2238)
-T = 1.0
-n_boot = 2000
-# (a) random controls along eq. (1.1); rank-r clouds of N softmax tokens through general layers
+T, n_boot = 1.0, 2000
+# (a) random controls along eq. (1.1); rank-r clouds of N tokens through general layers
 rank = {"d": 5, "r": 2, "pieces": 6, "T": 3.0, "times": 241, "A_scale": 0.4, "attention_scale": 0.2}
-rank_tokens = {"d": 4, "r": 2, "Ns": [250, 500, 1000, 2000, 4000], "draws": 10, "seeds": 6, "control_seeds": 2,
-               "layers": 8, "kappa": 0.15, "kappa_cap": 0.25}
-# (b) hand-picked targets: a d = 2 ellipse, and rank-1 segments in d = 3
+rank_tokens = {"d": 4, "r": 2, "Ns": [250, 500, 1000, 2000, 4000], "draws": 10, "seeds": 6,
+               "control_seeds": 2, "layers": 8, "kappa": 0.15, "kappa_cap": 0.25}
+# (b) hand-picked targets: a d = 2 ellipse, rank-1 segments u u^T in d = 3
 examples = {"mu0_2d": [0.0, 0.0], "Sigma0_2d": [[1.0, 0.0], [0.0, 0.25]], "mu1_2d": [2.0, 1.0],
-            "Sigma1_2d": [[0.5, 0.6], [0.6, 1.5]], "mu0_3d": [0.0, 0.0, 0.0], "u0_3d": [1.0, 0.0, 0.0],
-            "mu1_3d": [1.0, 1.0, 0.5], "u1_3d": [0.0, 0.9, -1.2]}
-# (c) the attention-free controls on N tokens; (d) a head held fixed on the d = 2 example, and random heads
+            "Sigma1_2d": [[0.5, 0.6], [0.6, 1.5]], "mu0_3d": [0.0, 0.0, 0.0],
+            "u0_3d": [1.0, 0.0, 0.0], "mu1_3d": [1.0, 1.0, 0.5], "u1_3d": [0.0, 0.9, -1.2]}
+# (c) attention-free controls on N tokens; (d) a fixed head on the d = 2 example, random heads
 token_run = {"Ns": [100, 300, 1000, 3000, 10000], "repeats": 16, "steps": 100}
-head_example = {"V": [[0.6, 0.0], [0.0, 0.6]], "B": [[0.5, 0.2], [0.2, 0.5]], "tokens": 2000, "steps": 100}
-measured = {"d": 3, "Ns": [250, 500, 1000, 2000], "draws": 10, "seeds": 4, "control_seeds": 2, "steps": 20,
-            "kappa": 0.2}
-# (e) minimum-energy controls; (f) random targets, head compensated by eq. (1.1); (g) the attention alone
+head_example = {"V": [[0.6, 0.0], [0.0, 0.6]], "B": [[0.5, 0.2], [0.2, 0.5]], "tokens": 2000,
+                "steps": 100}
+measured = {"d": 3, "Ns": [250, 500, 1000, 2000], "draws": 10, "seeds": 4, "control_seeds": 2,
+            "steps": 20, "kappa": 0.2}
+# (e) minimum energy; (f) random targets, eq. (1.1)'s compensation; (g) the attention alone
 energy = {"pieces": 16, "start_pieces": 8, "starts": 4, "start_scale": 0.5, "energy_rtol": 1e-6}
-steered = {"d": 3, "r": 2, "Ns": [250, 500, 1000, 2000], "draws": 10, "seeds": 4, "control_seeds": 2, "steps": 20,
-           "head_scale": 0.5}
-attention_only = {"d": 3, "Ns": [250, 500, 1000, 2000], "draws": 12, "seeds": 3, "perturbations": 8, "steps": 25,
-                  "beta": 0.5, "theta": 0.6, "cut": 3.0}
+steered = {"d": 3, "r": 2, "Ns": [250, 500, 1000, 2000], "draws": 10, "seeds": 4,
+           "control_seeds": 2, "steps": 20, "head_scale": 0.5}
+attention_only = {"d": 3, "Ns": [250, 500, 1000, 2000], "draws": 12, "seeds": 3,
+                  "perturbations": 8, "steps": 25, "beta": 0.5, "theta": 0.6, "cut": 3.0}
 
 # %%
 import numpy as np
@@ -72,18 +63,16 @@ from gtbook.studies import reachability as study
 # %% [markdown]
 # ## (a) The rank is invariant
 #
-# A rank-2 covariance in $d = 5$ is pushed by random piecewise-constant controls with a random head switched
-# on, and eq. (1.1) is integrated by the general adaptive solver (which knows nothing about rank) at several
-# tolerances.
+# A rank-2 covariance in $d = 5$ under random piecewise-constant controls with a random head on, integrated
+# by the general adaptive solver at several tolerances.
 
 # %% mystnb={"figure": {"name": "fig-rank", "caption": "Rank invariance under random piecewise-constant controls with attention on. Left: the singular values of $\\Sigma(t)$ over time. Right: the largest relative null singular value $\\eta$ against the solver's tolerance."}, "image": {"alt": "Left: two singular value curves that rise and fall over time, and three flat curves near ten to the minus sixteen. Right: a line falling with the solver tolerance down to round-off."}}
 rank_ode = study.rank_on_ode(**rank, seed=seed)
 rank_ode.figure();
 
 # %% [markdown]
-# The three singular values that start at zero stay at round-off (at most {glue:text}`rank_eta:.0e` of the
-# largest) and follow the solver's tolerance down ({numref}`fig-rank`): what is not zero is integration error.
-# These claims check the congruence of the proof against an integration of eq. (1.1): derivations.
+# The singular values that start at zero stay at round-off (at most {glue:text}`rank_eta:.0e` of the largest)
+# and follow the solver's tolerance down ({numref}`fig-rank`; derivations: the proof against eq. (1.1)).
 
 # %% tags=["hide-input"]
 ode_scope = dict(system="moment ODE", d=rank["d"])
@@ -96,13 +85,10 @@ claim("numerical rank of Sigma(t) constant", rank_ode.rank_constant, statement="
 # %% [markdown]
 # ### The rank on $N$ softmax tokens
 #
-# A cloud of $N$ tokens in an $r$-dimensional affine subspace moves by $x_i \mapsto x_i + h(Ax_i + b + Va_i)$,
-# $a_i$ its softmax average, and stays in an $r$-dimensional subspace exactly when the averages are affine in
-# the token, which the Gaussian tilt is. At finite $N$ the average carries an $N^{-1/2}$ fluctuation that is
-# not affine, so the cloud's **excess spread** outside $r$ dimensions after `layers` residual layers,
-# $\epsilon = \sqrt{\lambda_{r+1}(\hat\Sigma)/\lambda_1(\hat\Sigma)}$, should fall like $N^{-1/2}$ over
-# general layers ($A \ne 0$, non-scalar $V$, non-symmetric $B$). For a uniform law with the same two moments
-# the average is not affine and $\epsilon$ levels off: the control.
+# A rank-$r$ cloud stays in an $r$-dimensional subspace exactly when its softmax averages are affine in the
+# token, as the Gaussian tilt is; at finite $N$ they carry an $N^{-1/2}$ fluctuation, so the **excess spread**
+# $\epsilon = \sqrt{\lambda_{r+1}(\hat\Sigma)/\lambda_1(\hat\Sigma)}$ after `layers` general residual layers
+# should fall like $N^{-1/2}$. A uniform law with the same two moments is the control: its average is not affine.
 
 # %% mystnb={"figure": {"name": "fig-rank-tokens", "caption": "Rank invariance on $N$ softmax tokens: each draw's excess spread outside $r$ dimensions after the residual layers (mean over clouds, relative to its value at the smallest $N$) against $N$, for Gaussian clouds and the moment-matched uniform control, with the $N^{-1/2}$ reference."}, "image": {"alt": "Log-log plot of thin lines against the number of tokens: the Gaussian bundle falls parallel to a dashed line of slope minus one half, the uniform bundle stays flat."}}
 rank_tok = study.rank_tokens_study(**rank_tokens, seed=rt_seed, boot_seed=rt_boot_seed, n_boot=n_boot)
@@ -128,19 +114,22 @@ claim("rank on tokens, uniform law (same moments): excess spread slope above the
 # %% [markdown]
 # ## (b) Exact steering on the moment ODE
 #
-# A full-rank Gaussian in $d = 2$ (one stage: the Bures map is already positive definite) and a rank-1
-# Gaussian in $d = 3$ (a stretch, then a rotation) are steered to their targets; the endpoint error
-# $e = \max(\|\mu(T) - \mu_1\|, \|\Sigma(T) - \Sigma_1\|_F)$ is measured with `integrate_moments` (derivations).
+# A full-rank Gaussian in $d = 2$ and a rank-1 Gaussian in $d = 3$ (a stretch, then a rotation); the endpoint
+# error $\max(\|\mu(T) - \mu_1\|, \|\Sigma(T) - \Sigma_1\|_F)$ is measured by integrating eq. (1.1).
 
 # %% mystnb={"figure": {"name": "fig-steering", "caption": "Exact steering on the moment ODE. Left: the $2\\sigma$ ellipse of a $d = 2$ Gaussian (colour: time) on its way to the dashed target. Right: a rank-1 Gaussian in $d = 3$ (a segment) stretched, then rotated onto the dashed target segment."}, "image": {"alt": "Left: a sequence of ellipses coloured by time, moving from the origin and ending on a dashed target ellipse. Right: a three-dimensional plot of segments that stretch along a line and then rotate onto a dashed target segment."}}
 ex = study.steering_examples(examples, T)
 ex.figure();
 
 # %% [markdown]
-# The ellipse turns and stretches while its centre travels to the target; the segment stretches along its
-# line, then rotates onto the target segment, and never acquires width ({numref}`fig-steering`). The endpoint
-# errors are {glue:text}`err_2d:.0e` and {glue:text}`err_3d:.0e`. A rank-2 target from the rank-1 start is
-# refused: "{glue:text}`refusal`".
+# The segment stretches, then rotates onto its target, and never acquires width ({numref}`fig-steering`); the
+# endpoint errors are {glue:text}`err_2d:.0e` and {glue:text}`err_3d:.0e`. A rank-2 target from the rank-1
+# start is refused: "{glue:text}`refusal`".
+#
+# **(c) The same controls on $N$ tokens.** Without attention the $d = 2$ controls move $N$ sampled tokens
+# ({py:func}`gtcore.particles.simulate`) by an affine flow, so their distance to the target is the initial
+# sampling error carried along: its slope in $N$, {glue:text}`token_slope:.2f`, should lie in
+# $[-0.65, -0.35]$ (a consistency check).
 
 # %% tags=["hide-input"]
 glue("err_2d", ex.errors["2d"])
@@ -153,39 +142,24 @@ claim("d=3 rank-1 steering endpoint error", ex.errors["3d"], lt=1e-8, statement=
 claim("rank-changing target raises RankMismatchError", ex.refusal is not None, statement="rank_invariance",
       kind="consistency", scope=dict(system="closed form", d=3, A="normal", B="zero", V="zero"))
 
-# %% [markdown]
-# ## (c) The same controls on $N$ tokens
-#
-# The $d = 2$ controls move $N$ tokens sampled from $N(\mu_0, \Sigma_0)$ ({py:func}`gtcore.particles.simulate`).
-# Without attention the token flow is affine, so the distance to the target is the initial sampling error
-# carried along, $\propto N^{-1/2}$: a consistency check, accepted for slopes in $[-0.65, -0.35]$.
-
-# %% mystnb={"figure": {"name": "fig-distance-n", "caption": "Bures–Wasserstein distance of $N$ tokens to the target after the attention-free steering controls, against $N$: one dot per sample, their geometric mean (line) and the $N^{-1/2}$ reference (dashed)."}, "image": {"alt": "Log-log plot of distance to the target against the number of tokens: clusters of dots per N, and a line through their geometric means falling parallel to a dashed reference line of slope minus one half."}}
-free_tokens = study.token_distance_study(ex, T, **token_run, seed=seed)
-free_tokens.figure();
-
 # %% tags=["hide-input"]
+free_tokens = study.token_distance_study(ex, T, **token_run, seed=seed)
 glue("token_slope", free_tokens.slope)
 claim("token distance to target vs N: log-log slope", free_tokens.slope, gt=-0.65, lt=-0.35,
       statement="reachability", kind="consistency", scope=dict(system="tokens", d=2, A="normal", B="zero", V="zero"))
 
 # %% [markdown]
-# The fitted slope is {glue:text}`token_slope:.2f` ({numref}`fig-distance-n`).
-#
 # ## (d) Steering with a head held fixed
 #
-# With a head $(V, B)$ on, the paper's controls subtract $V\Sigma_\text{ref}B$, the ODE's own attention term,
-# so the moment ODE reaches the target whatever that term is: on eq. (1.1) the check holds by construction
-# (a consistency claim; the $d = 2$ example, played in {numref}`anim-steering`). The test is on tokens, with a
-# compensation that never consults eq. (1.1): at the midpoint of each of `steps` pieces, a **pilot cloud** of
-# $N$ Gaussian tokens (its own seed), moved by the attention-free flow, measures the response of its softmax
-# average, $a_i \approx \hat c + \hat Kx_i$ by least squares, and the controls subtract $V\hat K$ and
-# $V\hat c$ ({py:mod}`gtbook.studies.reachability.measured`). Over `draws` random full-rank targets in $d = 3$
-# with Ginibre heads (non-scalar $V$, non-symmetric $B$, scaled to a sampling strength $\kappa = 0.2$ along
-# the reference), a fresh cloud's distance $D_N$ to the target tests that the softmax average is affine on a
-# Gaussian cloud, and its distance $E_N$ to eq. (1.1) under the same measured controls, started from the
-# cloud's own moments, tests the tilt formula $V\Sigma B$: both should fall like $N^{-1/2}$. Controls: tokens
-# whose head uses $B^\top$ (for $D_N$), and eq. (1.1) evaluated with $B^\top$ (for $E_N$).
+# The paper's controls subtract $V\Sigma_\text{ref}B$, the ODE's own attention term, so on eq. (1.1) they
+# reach the target whatever that term is (a consistency claim; the $d = 2$ example plays in
+# {numref}`anim-steering`). The test is on tokens, with a compensation that never consults eq. (1.1): a
+# **pilot cloud** of $N$ Gaussian tokens, moved by the attention-free flow, measures its softmax average's
+# response $a_i \approx \hat c + \hat Kx_i$ at the midpoint of each of `steps` pieces, and the controls subtract
+# $V\hat K$, $V\hat c$ ({py:mod}`gtbook.studies.reachability.measured`). Over random full-rank targets in
+# $d = 3$ with Ginibre heads ($\kappa = 0.2$ along the reference), a fresh cloud's distance $D_N$ to the target
+# and its distance $E_N$ to eq. (1.1) under the same controls (from the cloud's own moments; this tests the
+# tilt formula $V\Sigma B$) should fall like $N^{-1/2}$. Controls: $B^\top$ in the tokens' head, and in eq. (1.1).
 
 # %% mystnb={"figure": {"name": "anim-steering", "caption": "Exact steering with attention on: the tokens (dots, a fixed subset) under the compensated controls and softmax attention over the cloud, the moment ODE's $2\\sigma$ ellipse (red) and the target (dashed), which both reach at $t = T$; the box gives the distance of the cloud's mean to the target mean."}}
 att_ex = study.attention_example(ex, T, **head_example, seed=seed)
@@ -224,18 +198,15 @@ claim("measured compensation, eq. (1.1) with B^T (control): its distance slope a
 # {glue:text}`cloud_over_unc:.3f` of the uncompensated miss. With the measured compensation
 # ({numref}`fig-measured`) the pooled slopes are {glue:text}`ms_slope_D:.2f` (SE {glue:text}`ms_se_D:.2f`) for
 # $D_N$ and {glue:text}`ms_slope_E:.2f` (SE {glue:text}`ms_se_E:.2f`) for $E_N$; the controls' are
-# {glue:text}`ms_slope_DT:.2f` and {glue:text}`ms_slope_ET:.2f`. The $E_N$ control is far outside its band:
-# eq. (1.1) with a transposed tilt does not predict where the tokens go. The $D_N$ control is not: at
-# $\kappa = 0.2$ a head with $B^\top$ moves the endpoint by little more than the sampling error at these $N$,
-# so its distance still falls for a while (left panel), and $D_N$ alone would hardly notice a transposition;
-# what tests the tilt formula is $E_N$.
+# {glue:text}`ms_slope_DT:.2f` and {glue:text}`ms_slope_ET:.2f`. The $E_N$ control is far outside its band. The
+# $D_N$ control is barely outside: at $\kappa = 0.2$ a head with $B^\top$ moves the endpoint by little more than
+# the sampling error at these $N$, so $D_N$ alone hardly sees a transposition; $E_N$ tests the tilt formula.
 #
 # ## (e) Minimum-energy controls
 #
-# Beyond the paper, `steer_min_energy` minimises $E = \int_0^T \|A\|_F^2 + \|b\|^2\,dt$ over piecewise-constant
-# controls that hit the target exactly (SLSQP, gradients by autograd through the exact piecewise flow),
-# from the constructive solution and from seeded random starts, on the rank-1 example. Everything here
-# lives on eq. (1.1): the claims check the optimiser (consistency).
+# Beyond the paper, `steer_min_energy` minimises $\int_0^T \|A\|_F^2 + \|b\|^2\,dt$ over piecewise-constant
+# controls that hit the target exactly (SLSQP through the exact flow), from the construction and from seeded
+# random starts, on the rank-1 example; all on eq. (1.1), so the claims check the optimiser (consistency).
 
 # %% mystnb={"figure": {"name": "fig-energy", "caption": "Constructive (dashed) and minimum-energy (solid) piecewise-constant controls for the rank-1 $d = 3$ example, entry by entry over time, with their energies."}, "image": {"alt": "Panels of control entries against time: dashed step curves with a jump at half time, and smaller, nearly flat solid curves."}}
 opt = study.min_energy_study(ex, T, **energy, seed=energy_seed)
@@ -258,16 +229,13 @@ claim("starts (random and constructive) reaching the lowest energy within 1e-6",
       statement="beyond_min_energy", kind="consistency", scope=opt_scope)
 
 # %% [markdown]
-# The optimum moves, stretches and turns at once with {glue:text}`energy_ratio:.1f` times less energy
-# ({numref}`fig-energy`); random starts, which know nothing of the construction, also end below the
-# constructive energy, and at least two starts share the lowest energy found.
+# The optimum moves, stretches and turns at once, with {glue:text}`energy_ratio:.1f` times less energy
+# ({numref}`fig-energy`); random starts also end below the constructive energy.
 #
 # ## (f) Random targets with the head compensated by eq. (1.1)
 #
-# `draws` rank-2 targets in $d = 3$ with Ginibre heads, the paper's compensation, the same controls on $N$
-# tokens: the distance $D_N$ to the target and the dynamic error $E_N$ (to eq. (1.1) from the cloud's own
-# moments) should fall like $N^{-1/2}$; the tokens' head with $B^\top$ is the control. On eq. (1.1) itself
-# the controls reach every target by construction (a consistency claim).
+# Rank-2 targets in $d = 3$, Ginibre heads, the paper's compensation: $D_N$ and the dynamic error $E_N$ should
+# fall like $N^{-1/2}$, with $B^\top$ in the tokens' head as control.
 
 # %% mystnb={"figure": {"name": "fig-steered-tokens", "caption": "Steering on $N$ softmax tokens with a general head, over random targets of the same rank: each draw's distance to the target $D_N$ (left) and dynamic error $E_N$ (right), mean over clouds relative to the value at the smallest $N$, against $N$; right, also the control whose tokens use $B^\\top$ for $B$; the $N^{-1/2}$ reference dashed."}, "image": {"alt": "Two log-log panels of thin lines against the number of tokens: the distance and dynamic-error bundles fall parallel to a dashed line of slope minus one half; in the right panel a second bundle, the transposed-head control, stays flat."}}
 st = study.steered_study(**steered, seed=st_seed, boot_seed=st_boot_seed, n_boot=n_boot)
@@ -290,24 +258,21 @@ claim("tokens' head with B^T (control): dynamic error slope above the band", st.
 
 # %% [markdown]
 # The pooled slopes are {glue:text}`st_slope_D:.2f` (SE {glue:text}`st_se_D:.2f`) and
-# {glue:text}`st_slope_E:.2f` (SE {glue:text}`st_se_E:.2f`); with the transposed head the dynamic error's is
-# {glue:text}`st_slope_T:.2f` ({numref}`fig-steered-tokens`). On eq. (1.1) every target is reached to
-# {glue:text}`st_ode_error:.0e`; the largest $\kappa$ along a reference path is {glue:text}`st_kappa_max:.2f`.
+# {glue:text}`st_slope_E:.2f` (SE {glue:text}`st_se_E:.2f`), the control's {glue:text}`st_slope_T:.2f`
+# ({numref}`fig-steered-tokens`; on eq. (1.1) every target is reached to {glue:text}`st_ode_error:.0e`, the largest
+# $\kappa$ on a reference path is {glue:text}`st_kappa_max:.2f`).
 #
 # ## (g) Steering by the attention alone (beyond the paper)
 #
 # With $A$ free, reachability follows from $GL^+(d)$ being connected. With $A = 0$ the covariance moves only
-# through the bilinear term, $M = V\Sigma B$, and for a full-rank $\Sigma$ every generator is still available:
-# $B(t) = \beta\Sigma_\text{ref}^{-1/2}O\Sigma_\text{ref}^{-1/2}$ and
-# $V(t) = \beta^{-1}\tilde A\Sigma_\text{ref}^{1/2}O^\top\Sigma_\text{ref}^{-1/2}$ give $V\Sigma_\text{ref}B = \tilde A$
-# along the reference ($O$ a fixed rotation, so $B$ is not symmetric; $\kappa = \beta^2 = 0.25$), the mean held
-# at 0, then moved by $b$ alone ({py:mod}`gtbook.studies.reachability.attention_only`). On eq. (1.1) this is
-# exact. On tokens the controls are open loop: $B(t)$ whitens the reference, not the cloud, and eq. (1.1) is of
-# Riccati type around that reference. Over `draws` random full-rank targets in $d = 3$, antithetic clouds of
-# $N$ tokens: a target is **reached** when the cloud's distance to it at the largest $N$ is below `cut`
-# $= 3$ times that of the same cloud under the attention-free steering (its sampling error alone). The
-# amplification eq. (1.1) predicts from independently perturbed starts is shown beside it; the control moves
-# the tokens with $B^\top$.
+# through $M = V\Sigma B$; for a full-rank $\Sigma$, $B(t) = \beta\Sigma_\text{ref}^{-1/2}O\Sigma_\text{ref}^{-1/2}$
+# and $V(t) = \beta^{-1}\tilde A\Sigma_\text{ref}^{1/2}O^\top\Sigma_\text{ref}^{-1/2}$ give $V\Sigma_\text{ref}B = \tilde A$
+# ($O$ a fixed rotation, $\kappa = \beta^2$); the mean is held at 0 and then moved by $b$ alone
+# ({py:mod}`gtbook.studies.reachability.attention_only`). This is exact on eq. (1.1), but open loop: $B(t)$
+# whitens the reference, not the cloud. On random full-rank targets in $d = 3$, a target is **reached** when
+# the cloud's distance to it at the largest $N$ is below `cut` $= 3$ times that of the same cloud under
+# attention-free steering (its sampling error alone); beside it, the amplification eq. (1.1) predicts from
+# independently perturbed starts; the control uses $B^\top$ in the tokens' head.
 
 # %% mystnb={"figure": {"name": "fig-attention-only", "caption": "Steering by the attention alone ($A = 0$) on $N$ tokens, over random full-rank targets. Left: each draw's distance to the target against $N$, relative to the smallest $N$ (reached: solid). Right: each draw's amplification at the largest $N$ (distance over the attention-free steering's) against the amplification eq. (1.1) predicts from perturbed starts (right edge: eq. (1.1) blows up), with the control using $B^\\top$ (crosses)."}, "image": {"alt": "Left: log-log lines against the number of tokens, some falling like a dotted reference line, some flat or erratic. Right: a scatter of dots near a dashed diagonal and crosses far above it."}}
 ao = study.attention_only_steering(**attention_only, seed=ao_seed)
@@ -324,6 +289,9 @@ for key, value in (("ao_reached", k), ("ao_draws", n), ("ao_lo", lo), ("ao_hi", 
                    ("ao_pred_reached", float(np.max(ao.predicted[ao.reached], initial=0.0))),
                    ("ao_pred_missed", float(np.min(ao.predicted[~ao.reached], initial=np.inf)))):
     glue(key, value)
+glue("ao_separation", "the two ranges do not overlap: the open-loop path's own sensitivity tells the misses"
+     if np.max(ao.predicted[ao.reached], initial=0.0) < np.min(ao.predicted[~ao.reached], initial=np.inf)
+     else "the two ranges overlap: the path's sensitivity explains the misses only in part")
 only = dict(d=3, A="zero")  # B and V general and time-varying
 claim(f"attention alone: {n} random full-rank targets reached on eq. (1.1) (max relative W2)", ao.ode_error, lt=1e-4,
       statement="beyond_attention_steering", kind="consistency", scope=dict(system="moment ODE", **only))
@@ -337,32 +305,24 @@ claim("attention alone, tokens' head with B^T (control): fraction of targets rea
 # On eq. (1.1) every target is reached to {glue:text}`ao_ode_error:.0e`. On tokens {glue:text}`ao_reached` of
 # {glue:text}`ao_draws` targets are reached (Wilson 95 % interval {glue:text}`ao_lo:.2f`–{glue:text}`ao_hi:.2f`);
 # the others are missed by up to {glue:text}`ao_amp_max:.0f` times the attention-free steering's error
-# ({numref}`fig-attention-only`). Which targets are missed is what eq. (1.1) itself says about the open-loop
-# path: started from covariances perturbed by the sampling error alone, it amplifies that error by at most
-# {glue:text}`ao_pred_reached:.1f` on the reached draws and by at least {glue:text}`ao_pred_missed:.1f` on the
-# missed ones (infinite where it blows up), and the tokens, whose softmax adds its own fluctuation along the
-# way, are amplified at least as much (right panel, above the diagonal). The failures are a property of the
-# bilinear dynamics driven open loop, not of the token model. With $B^\top$ in the tokens' head
-# {glue:text}`ao_control` targets still pass the criterion (an amplification just under 3 where the head's
-# asymmetry matters little): the cut is a coarse test, and the table gives every draw's numbers.
+# ({numref}`fig-attention-only`). Eq. (1.1) itself, started from covariances perturbed by the sampling error
+# alone, amplifies that error by at most {glue:text}`ao_pred_reached:.1f` on the reached draws and by at least
+# {glue:text}`ao_pred_missed:.1f` on the missed ones ({glue:text}`ao_separation`); the tokens, whose softmax adds
+# its own fluctuation, are amplified at least as much (right panel). With $B^\top$ in the tokens' head
+# {glue:text}`ao_control` targets still pass the cut, a coarse test; the table gives every draw.
 #
 # ## What we saw
 #
-# The rank of the covariance is invariant along eq. (1.1), to round-off under random controls with attention
-# on, and a target of another rank is refused. On $N$ softmax tokens through general layers the rank is
-# invariant in the limit: the excess spread outside the subspace falls at a rate consistent with $N^{-1/2}$,
-# while a uniform cloud's does not. Hand-picked targets are reached exactly on eq. (1.1) by explicit controls,
-# and without attention the same controls bring token clouds to the target up to their sampling error. With a
-# general head held fixed, random targets of the initial rank are reached by $N$ tokens at a rate consistent
-# with $N^{-1/2}$, whether the head is compensated by the paper's formula or by its response measured on
-# other tokens, and eq. (1.1) predicts where the measured-compensation cloud goes; a transposed tilt formula is
-# caught by that prediction, while the distance to the target alone barely notices a transposed head at this
-# head strength. Exact controls of several times less energy exist, and an optimiser finds them from random
-# starts. Steering by the attention alone is exact on eq. (1.1); open loop on tokens it reached
-# {glue:text}`ao_reached` of {glue:text}`ao_draws` random targets as precisely as attention-free steering and
-# amplified the finite-$N$ error of the others, by as much as eq. (1.1) started from a perturbed covariance
-# predicts or more: the bilinear structure makes reachability by attention sensitive where reachability with $A$
-# free is not.
+# The rank is invariant along eq. (1.1) to round-off, and on $N$ softmax tokens through general layers in the
+# limit (excess spread $\propto N^{-1/2}$, a uniform cloud's does not fall). Targets of the initial rank are
+# reached exactly on eq. (1.1), and by $N$ tokens with a general head held fixed at a rate consistent with
+# $N^{-1/2}$, whether the head is compensated by the paper's formula or by its response measured on other
+# tokens; eq. (1.1) predicts where the measured-compensation cloud goes, and a transposed tilt formula is
+# caught by that prediction (the distance to the target alone barely sees it). Cheaper exact controls exist and
+# an optimiser finds them from random starts. By the attention alone, steering is exact on eq. (1.1), but open
+# loop on tokens it reached {glue:text}`ao_reached` of {glue:text}`ao_draws` targets as precisely as
+# attention-free steering and amplified the error of the others: with the bilinear term as the only lever,
+# reachability becomes sensitive where with $A$ free it is not.
 #
 # ## How these checks were designed
 #

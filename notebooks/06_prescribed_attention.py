@@ -159,14 +159,14 @@ ex.animation(alt="Animation in two panels of a hidden-state cloud over the layer
 
 # %%
 nulls = study.example_nulls(ex, null_seed=null_seed, **{k: checks[k] for k in ("close_cut", "null_seeds", "null_level",
-                                                                          "gain_error")})
-ex.depths(checks["factor"])
+                                                                          "gain_error")});
 
 # %% tags=["hide-input"]
 first, f, z = families[0], checks["factor"], checks["band_z"]
 r, depths = ex.run("destab"), ex.depths(f)
 vi = dict(system="model code", d=3, A="zero", B="symmetric", V="scalar", family=f"{first} code")
-for key, value in (("close_layer", nulls.close_layer), ("destab_T2", nulls.destab["layer map"].ratio),
+for key, value in (("depth_model", depths["model"]), ("depth_map", depths["map"]), ("tstar_h", depths["t_star/h"]),
+                   ("close_layer", nulls.close_layer), ("destab_T2", nulls.destab["layer map"].ratio),
                    ("destab_T2_gain", nulls.destab["gain error"].ratio), ("stab_T2", nulls.stab["layer map"].ratio),
                    ("stab_T2_gain", nulls.stab["gain error"].ratio), ("map_to_star", nulls.map_to_star)):
     glue(key, value)
@@ -210,8 +210,9 @@ claim(f"{first}, A = 0: distance-to-Sigma*_h statistic detects the missing equil
       float(dist0 / ex.band(ex.Sigma_star_h, z)), gt=1.0, statement="stabilising", kind="control", scope=stab_scope)
 
 # %% [markdown]
-# The model's norm sits on the layer map's through the final climb and crosses $10^3$ within one layer of it
-# ({numref}`fig-prescribed-regimes`, {numref}`anim-layers`); at layer {glue:text}`close_layer` its clouds are
+# The model's norm sits on the layer map's through the final climb and crosses $10^3$ at layer
+# {glue:text}`depth_model`, the map at {glue:text}`depth_map` ($t^*/h = $ {glue:text}`tstar_h:.1f`: the Euler lag;
+# {numref}`fig-prescribed-regimes`, {numref}`anim-layers`); at layer {glue:text}`close_layer` its clouds are
 # consistent with the map ($T^2$ at {glue:text}`destab_T2:.2f` of its quantile) and reject the 10% gain error
 # ({glue:text}`destab_T2_gain:.0f` times); the stabilising clouds settle where the map does
 # ({glue:text}`stab_T2:.2f`; the gain error at {glue:text}`stab_T2_gain:.0f` times). With LayerNorm the same

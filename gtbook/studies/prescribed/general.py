@@ -43,6 +43,7 @@ import numpy as np
 from gtbook.studies.atlas.tables import wilson_interval
 from gtbook.studies.nulls import hotelling_test, signed_deviation
 from gtbook.studies.prescribed.harness import _map_until_overflow, antithetic_gaussian_tokens, first_exceedance
+from gtbook.studies.tables import Table
 from gtcore.controls import Controls
 from gtcore.models.prescribed import FAMILIES, hidden_states, prescribed_transformer
 from gtcore.riccati import blowup_time
@@ -263,12 +264,12 @@ class GeneralRegimes:
         k, n = int(sum(flags)), len(flags)
         return k, n, wilson_interval(k, n)
 
-    def table(self) -> list[dict]:
+    def table(self) -> Table:
         """One row per draw."""
-        return [dict(regime=r.regime, family=r.family, h=round(r.h, 4), layers_compared=r.compared,
+        return Table([dict(regime=r.regime, family=r.family, h=round(r.h, 4), layers_compared=r.compared,
                      gauss=round(r.gauss_ratio, 2), uniform=round(r.uniform_ratio, 1),
                      depth_gap=r.depth_gap, follows=r.follows, depth_ok=r.depth_ok, control=r.control_rejected)
-                for r in self.draws]
+                      for r in self.draws])
 
     def figure(self):
         """Per-layer Hotelling ratios and norms (:func:`gtbook.studies.prescribed.figures.general_figure`)."""

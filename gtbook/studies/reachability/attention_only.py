@@ -47,6 +47,7 @@ import numpy as np
 from scipy.linalg import expm
 
 from gtbook.studies.atlas.tables import wilson_interval
+from gtbook.studies.tables import Table
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
@@ -187,14 +188,14 @@ class AttentionOnlySteering:
         k, n = int(flags.sum()), int(flags.size)
         return k, n, wilson_interval(k, n)
 
-    def table(self) -> list[dict]:
+    def table(self) -> Table:
         """One row per draw: slopes, amplifications (observed and predicted by eq. (1.1)), what the target asked."""
-        return [dict(draw=k, slope=round(float(sl), 2), reached=bool(r), amplification=round(float(a), 1),
+        return Table([dict(draw=k, slope=round(float(sl), 2), reached=bool(r), amplification=round(float(a), 1),
                      predicted=round(float(p), 1), control=round(float(c), 1), cond0=round(float(c0), 1),
                      cond1=round(float(c1), 1), log_norm=round(float(g), 2))
                 for k, (sl, r, a, p, c, c0, c1, g) in enumerate(zip(
                     self.slopes(), self.reached, self.amplification, self.predicted, self.control_amplification,
-                    self.cond0, self.cond1, self.log_norm, strict=True))]
+                    self.cond0, self.cond1, self.log_norm, strict=True))])
 
     def figure(self):
         """Per-draw distances against N, and the amplification against eq. (1.1)'s

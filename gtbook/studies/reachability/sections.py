@@ -18,6 +18,7 @@ from gtbook.studies.reachability import figures as figs
 from gtbook.studies.reachability.harness import RankInvariance, rank_invariance, token_distances
 from gtbook.studies.reachability.rank_tokens import RankOnTokens, rank_on_tokens
 from gtbook.studies.reachability.steered_tokens import SteeredTokens, steered_tokens
+from gtbook.studies.tables import Table
 from gtcore.controls import Controls, PiecewiseControls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
@@ -263,13 +264,15 @@ class EnergyStudy:
         return figs.energy_figure(t, control_path(b.constructive, t), control_path(b.controls, t),
                                   (b.constructive_energy, b.energy))
 
-    def table(self) -> dict:
-        """The energies and endpoint errors of every start."""
-        return {"constructive energy": round(self.from_construction.constructive_energy, 4),
-                "from the construction": round(self.from_construction.energy, 6),
-                "from random starts": [dict(energy=round(r.energy, 6), endpoint_error=float(f"{r.endpoint_error:.1e}"),
-                                            converged=r.success, iterations=r.nit) for r in self.from_random],
-                "starts reaching the lowest energy": self.agree}
+    def table(self) -> Table:
+        """The energy and endpoint error reached from every start."""
+        fc = self.from_construction
+        rows = [dict(start="construction", energy=round(fc.energy, 6), endpoint_error=fc.endpoint_error,
+                     converged=fc.success, iterations=fc.nit)]
+        rows += [dict(start=f"random {k}", energy=round(r.energy, 6), endpoint_error=r.endpoint_error,
+                      converged=r.success, iterations=r.nit) for k, r in enumerate(self.from_random)]
+        return Table(rows, caption=f"constructive energy {fc.constructive_energy:.4f}; starts reaching the lowest "
+                                   f"energy: {self.agree}")
 
 
 def min_energy_study(examples: SteeringExamples, T: float, *, pieces: int, start_pieces: int, starts: int,
