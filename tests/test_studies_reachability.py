@@ -94,3 +94,15 @@ def test_attention_only_controls_realise_the_generator_and_reach_the_target():
     ode = integrate_moments(np.zeros(3), S0, ctl, ctl.span, rtol=1e-11, atol=1e-13)
     assert ode.status == "completed"
     assert bures_wasserstein(ode.mu[-1], ode.Sigma[-1], mu1, S1) < 1e-5
+
+
+def test_table_renders_rows_compactly_and_escapes():
+    from gtbook.studies.tables import Table
+
+    t = Table([dict(name="<a>", x=0.123456, ok=True, gap=float("inf")), dict(name="b", x=float("nan"), ok=False)],
+              caption="c & d")
+    text = repr(t).splitlines()
+    assert text[0] == "c & d" and text[1].split() == ["name", "x", "ok", "gap"]
+    assert text[2].split() == ["<a>", "0.123", "yes", "∞"] and text[3].split() == ["b", "–", "no"]
+    html = t._repr_html_()
+    assert "&lt;a&gt;" in html and "c &amp; d" in html and html.count("<tr>") == 3
