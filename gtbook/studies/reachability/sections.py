@@ -33,9 +33,9 @@ from gtcore.reachability import (
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.stats.sampling import gaussian_tokens
 
-__all__ = ["AttentionExample", "EnergyStudy", "RankOnODE", "RankTokensStudy", "SteeredStudy", "SteeringExamples",
-           "TokenDistances", "attention_example", "min_energy_study", "rank_on_ode", "rank_tokens_study",
-           "steered_study", "steering_examples", "token_distance_study"]
+__all__ = ["EXAMPLES", "AttentionExample", "EnergyStudy", "RankOnODE", "RankTokensStudy", "SteeredStudy",
+           "SteeringExamples", "TokenDistances", "attention_example", "min_energy_study", "rank_on_ode",
+           "rank_tokens_study", "steered_study", "steering_examples", "token_distance_study"]
 
 
 # ------------------------------------------------------------------------------------------- (a)
@@ -56,9 +56,9 @@ class RankOnODE:
         """Whether the numerical rank of Sigma(t) equals the initial rank at every time."""
         return bool(np.all(self.result.ranks == self.rank))
 
-    def figure(self):
-        """:func:`gtbook.studies.reachability.figures.rank_figure`."""
-        return figs.rank_figure(self.result)
+    def figure(self, tokens: RankTokensStudy | None = None):
+        """:func:`gtbook.studies.reachability.figures.rank_figure`, with the token clouds' panel when given."""
+        return figs.rank_figure(self.result, tokens)
 
 
 def rank_on_ode(*, d: int, r: int, pieces: int, T: float, times: int, A_scale: float, attention_scale: float,
@@ -135,7 +135,14 @@ class SteeringExamples:
         return figs.steering_figure(self.trajectories["2d"], p["2d"][2:], self.trajectories["3d"], p["3d"][2:])
 
 
-def steering_examples(examples: dict[str, Any], T: float) -> SteeringExamples:
+#: the hand-picked targets of chapter 3 (b): a d = 2 ellipse, and rank-1 segments u u^T in d = 3
+EXAMPLES: dict[str, Any] = {
+    "mu0_2d": [0.0, 0.0], "Sigma0_2d": [[1.0, 0.0], [0.0, 0.25]], "mu1_2d": [2.0, 1.0],
+    "Sigma1_2d": [[0.5, 0.6], [0.6, 1.5]], "mu0_3d": [0.0, 0.0, 0.0], "u0_3d": [1.0, 0.0, 0.0],
+    "mu1_3d": [1.0, 1.0, 0.5], "u1_3d": [0.0, 0.9, -1.2]}
+
+
+def steering_examples(T: float, examples: dict[str, Any] | None = None) -> SteeringExamples:
     r"""Steer a full-rank Gaussian in d = 2 and a rank-1 Gaussian in d = 3 (a segment) to their targets with
     :func:`gtcore.reachability.steer`, integrate eq. (1.1) under the controls (201 times), record the endpoint
     errors (:func:`gtcore.reachability.endpoint_error`), and ask ``steer`` for a rank-2 target from the rank-1
@@ -143,16 +150,16 @@ def steering_examples(examples: dict[str, Any], T: float) -> SteeringExamples:
 
     Parameters
     ----------
-    examples : dict
-        ``mu0_2d, Sigma0_2d, mu1_2d, Sigma1_2d`` and ``mu0_3d, u0_3d, mu1_3d, u1_3d`` (rank-1 covariances
-        :math:`uu^\top`).
     T : float
+    examples : dict, optional
+        ``mu0_2d, Sigma0_2d, mu1_2d, Sigma1_2d`` and ``mu0_3d, u0_3d, mu1_3d, u1_3d`` (rank-1 covariances
+        :math:`uu^\top`); default :data:`EXAMPLES`.
 
     Returns
     -------
     SteeringExamples
     """
-    e = {k: np.array(v, float) for k, v in examples.items()}
+    e = {k: np.array(v, float) for k, v in (EXAMPLES if examples is None else examples).items()}
     problems = {"2d": (e["mu0_2d"], e["Sigma0_2d"], e["mu1_2d"], e["Sigma1_2d"]),
                 "3d": (e["mu0_3d"], np.outer(e["u0_3d"], e["u0_3d"]), e["mu1_3d"], np.outer(e["u1_3d"], e["u1_3d"]))}
     controls = {k: steer(*p, T) for k, p in problems.items()}
