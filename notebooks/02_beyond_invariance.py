@@ -171,7 +171,7 @@ sweep.table()
 #    mean zero, up to the $O(1/N)$ bias of a softmax average; a wrong prediction gives them a common offset.
 #    So we move `null_seeds` independent clouds of `null_tokens` tokens (`null_steps` RK4 steps over
 #    $[0, T]$; RK4's own error, $\sim 10^{-7}$, is far below the effect sizes that matter) and apply
-#    Hotelling's test that their mean deviation is zero (`gtbook.studies.nulls.hotelling_test`): the claim
+#    Hotelling's test that their mean deviation is zero (`gtcore.stats.inference.hotelling_test`): the claim
 #    value is $T^2$ over its 99% quantile under the null, $\frac{p(R-1)}{R-p}F_{p,R-p}$ ($R$ clouds, $p = 5$
 #    coordinates). *Reproduction*: the identity-activation layer's clouds against its moment ODE, ratio below
 #    1. *Controls*, near misses that must be rejected (ratio above 1): the same clouds against the ODE with the

@@ -13,7 +13,7 @@ with
 (:func:`gtcore.particles.simulate`) evaluates :math:`W(Ux_i + c)` token by token and never forms the fold, so it
 is an independent answer: :func:`feedforward_fold_check` moves R independent clouds through one general layer
 (:func:`general_feedforward_layer`: Ginibre :math:`A, V, B, U, W`, non-zero :math:`b, c`) and tests with
-Hotelling's :math:`T^2` (:func:`gtbook.studies.nulls.hotelling_test`) that their deviations from the moment ODE
+Hotelling's :math:`T^2` (:func:`gtcore.stats.inference.hotelling_test`) that their deviations from the moment ODE
 started at each cloud's own moments have mean zero; the same clouds against the ODE of the fold without
 :math:`Wc`, and with :math:`U` taken as the identity, are the controls.
 
@@ -154,7 +154,7 @@ def feedforward_fold_check(d: int = 3, *, T: float = 1.0, seed: int, n_tokens: i
                            steps: int = 10, level: float = 0.99) -> FoldCheck:
     r"""Move ``clouds`` clouds of ``n_tokens`` tokens through :func:`general_feedforward_layer` (identity
     activation, ``steps`` RK4 steps over :math:`[0, T]`) and test their deviations from three moment ODEs
-    (module docstring) with :func:`gtbook.studies.nulls.hotelling_test` at ``level``.
+    (module docstring) with :func:`gtcore.stats.inference.hotelling_test` at ``level``.
 
     The layer is drawn with ``seed``, the clouds with ``seed + 1 + s`` (:func:`gtbook.studies.nulls.flow_deviations`).
 

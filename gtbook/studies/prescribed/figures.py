@@ -157,3 +157,42 @@ def beta_figure(bd, beta_used: float, null_scale: float | None = None) -> plt.Fi
     bx.set_ylabel("|model depth - layer-map depth| (top: never crosses)")
     bx.legend(fontsize=7)
     return fig
+
+
+def general_figure(result) -> plt.Figure:
+    r"""Prescribed regimes with general parameters (:class:`~gtbook.studies.prescribed.general.GeneralRegimes`).
+
+    Top: :math:`\|\Sigma_\ell\|_F/\|\Sigma_0\|_F` per layer for each draw, the model (dots, first Gaussian
+    cloud) on the layer map (line). Bottom: Hotelling's :math:`T^2` over its 99 % quantile per layer, Gaussian
+    clouds (solid) and moment-matched uniform clouds (dashed); destabilising draws mark the last layer with
+    :math:`\kappa < 1/2` (open circle). Left: destabilising; right: stabilising; one colour per encoder."""
+    fig, axes = figure(2, 2, width=4.4, height=2.9, squeeze=False)
+    colors = {"bert": COLORS["particles"], "vit": COLORS["alt"], "modernbert": COLORS["target"]}
+    for j, regime in enumerate(("destabilising", "stabilising")):
+        top, bot = axes[0, j], axes[1, j]
+        seen: set[str] = set()
+        for r in result.of(regime):
+            c = colors.get(r.family, "k")
+            label = r.family if r.family not in seen else None
+            seen.add(r.family)
+            ell = np.arange(len(r.map_norm))
+            top.semilogy(ell, _finite(r.map_norm), color=c, lw=1.0, label=label)
+            top.semilogy(ell, r.model_norm, ".", color=c, ms=3)
+            lay = np.arange(1, len(r.gauss) + 1)
+            bot.semilogy(lay, _finite(r.gauss), color=c, lw=1.0)
+            bot.semilogy(lay, _finite(r.uniform), color=c, lw=1.0, ls="--")
+            if regime == "destabilising":
+                bot.plot(r.compared, r.gauss[r.compared - 1], "o", mfc="none", color=c)
+        bot.axhline(1.0, color="k", lw=0.8, ls=":")
+        top.set_title(f"{regime}: model (dots) on the layer map")
+        top.set_ylabel(r"$\|\Sigma_\ell\|_F / \|\Sigma_0\|_F$")
+        bot.set_ylabel(r"Hotelling $T^2 / q_{0.99}$")
+        bot.set_xlabel(r"layer $\ell$")
+        top.legend(fontsize=7)
+        if regime == "destabilising":
+            top.set_ylim(0.5, 1e5)
+            bot.set_ylim(1e-2, 1e4)
+    axes[1, 1].plot([], [], "k-", lw=1.0, label="Gaussian clouds")
+    axes[1, 1].plot([], [], "k--", lw=1.0, label="uniform clouds (control)")
+    axes[1, 1].legend(fontsize=7)
+    return fig

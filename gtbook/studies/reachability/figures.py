@@ -15,11 +15,20 @@ if TYPE_CHECKING:
     from gtbook.studies.reachability.harness import RankInvariance
 
 
-def rank_figure(result: RankInvariance) -> plt.Figure:
+def rank_figure(result: RankInvariance, tokens=None) -> plt.Figure:
     r"""Left: singular values of :math:`\Sigma(t)` (log scale); right: the largest relative null
     singular value :math:`\eta` against the solver tolerance (from
-    :func:`gtbook.studies.reachability.harness.rank_invariance`)."""
-    fig, (ax1, ax2) = figure(2, 1, width=4.3)
+    :func:`gtbook.studies.reachability.harness.rank_invariance`); with ``tokens`` (a
+    :class:`~gtbook.studies.reachability.sections.RankTokensStudy`) a third panel: the excess spread of token
+    clouds against N, Gaussian and uniform (as :func:`ensemble_vs_n_figure`)."""
+    if tokens is not None:
+        fig, (ax1, ax2, ax3) = figure(3, 1, width=3.3, height=3.0)
+        g, u = tokens.gauss, tokens.uniform
+        _bundles(ax3, "excess spread $\\epsilon$", [("Gaussian", g.Ns, g.excess, g.slope),
+                                                     ("uniform (control)", u.Ns, u.excess, u.slope)])
+        ax3.set_title("on $N$ softmax tokens")
+    else:
+        fig, (ax1, ax2) = figure(2, 1, width=4.3)
     t, sv, r = result.t, result.singular_values, result.rank0
     floor = np.finfo(float).tiny
     for k in range(sv.shape[1]):
@@ -194,6 +203,33 @@ def steering_animation(run, ode, target: tuple[Any, Any], *, max_frames: int = 4
                           max_frames=max_frames, max_tokens=max_tokens, **kwargs)
 
 
+def _n_ticks(ax, Ns) -> None:
+    """Label the log N axis at the token counts themselves (no overlapping minor labels)."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xticks(list(Ns))
+    ax.set_xticklabels([str(int(n)) for n in Ns])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _bundles(ax, ylabel: str, series) -> None:
+    """Per-draw curves of each series (mean over seeds, divided by the value at the smallest N), and N^-1/2."""
+    colors = [COLORS["particles"], COLORS["alt"], COLORS["target"]]
+    for (label, Ns, values, slope), c in zip(series, colors, strict=False):
+        m = np.asarray(values, float).mean(axis=2)
+        m = m / m[:, :1]
+        for k, row in enumerate(m):
+            ax.plot(Ns, row, color=c, lw=0.8, alpha=0.7, label=f"{label}: slope {slope:.2f}" if k == 0 else None)
+    Ns0 = np.asarray(series[0][1], float)
+    ax.plot(Ns0, (Ns0 / Ns0[0]) ** -0.5, "k--", lw=1.0, label="$N^{-1/2}$")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _n_ticks(ax, Ns0)
+    ax.set_xlabel("tokens $N$")
+    ax.set_ylabel(f"{ylabel}, relative to the smallest $N$")
+    ax.legend(fontsize=7)
+
+
 def ensemble_vs_n_figure(panels: Sequence[tuple[str, Sequence[tuple[str, Any, np.ndarray, float]]]]) -> plt.Figure:
     r"""Per-draw curves against N, one panel per statistic, with the :math:`N^{-1/2}` reference.
 
@@ -208,20 +244,91 @@ def ensemble_vs_n_figure(panels: Sequence[tuple[str, Sequence[tuple[str, Any, np
     -------
     matplotlib Figure
     """
-    colors = [COLORS["particles"], COLORS["alt"], COLORS["target"]]
     fig, axes = figure(len(panels), 1, width=4.2, height=3.4)
     axes = np.atleast_1d(axes)
     for ax, (ylabel, series) in zip(axes, panels, strict=False):
-        for (label, Ns, values, slope), c in zip(series, colors, strict=False):
-            m = np.asarray(values, float).mean(axis=2)
-            m = m / m[:, :1]
-            for k, row in enumerate(m):
-                ax.plot(Ns, row, color=c, lw=0.8, alpha=0.7, label=f"{label}: slope {slope:.2f}" if k == 0 else None)
-        Ns0 = np.asarray(series[0][1], float)
-        ax.plot(Ns0, (Ns0 / Ns0[0]) ** -0.5, "k--", lw=1.0, label="$N^{-1/2}$")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("tokens $N$")
-        ax.set_ylabel(f"{ylabel} / value at the smallest $N$")
-        ax.legend(fontsize=7)
+        _bundles(ax, ylabel, series)
+    return fig
+
+
+def heads_figure(steered, measured) -> plt.Figure:
+    r"""Steering with a head held fixed on N tokens, two compensations (rows) and two distances (columns).
+
+    Top: the paper's compensation (:class:`~gtbook.studies.reachability.sections.SteeredStudy`); bottom: the
+    response measured on a pilot cloud (:class:`~gtbook.studies.reachability.measured.MeasuredSteering`). Left:
+    the distance to the target :math:`D_N`; right: the distance to eq. (1.1) from the cloud's own moments
+    :math:`E_N`; with their controls (:math:`B^\top`), as in :func:`ensemble_vs_n_figure`."""
+    fig, axes = figure(2, 2, width=4.2, height=2.7, squeeze=False)
+    g, c, m = steered.gauss, steered.transposed, measured
+    _bundles(axes[0, 0], "$D_N$", [("tokens", g.Ns, g.distance, g.slope)])
+    _bundles(axes[0, 1], "$E_N$", [
+        ("tokens", g.Ns, g.dynamic, g.dynamic_slope),
+        ("tokens' head $B^\\top$ (control)", c.Ns, c.dynamic, c.dynamic_slope)])
+    _bundles(axes[1, 0], "$D_N$", [
+        ("tokens", m.Ns, m.distance, m.slope("distance")),
+        ("tokens' head $B^\\top$ (control)", m.Ns, m.distance_transposed, m.slope("distance_transposed"))])
+    _bundles(axes[1, 1], "$E_N$", [
+        ("eq. (1.1)", m.Ns, m.dynamic, m.slope("dynamic")),
+        ("eq. (1.1) with $B^\\top$ (control)", m.Ns, m.dynamic_transposed, m.slope("dynamic_transposed"))])
+    titles = ("to the target; compensation by eq. (1.1)", "to eq. (1.1); compensation by eq. (1.1)",
+              "to the target; measured compensation", "to eq. (1.1); measured compensation")
+    for ax, title in zip(axes.flat, titles, strict=True):
+        ax.set_title(title, fontsize=9)
+    return fig
+
+
+def measured_figure(result) -> plt.Figure:
+    r"""Steering with a token-measured compensation (:class:`~gtbook.studies.reachability.measured.MeasuredSteering`):
+    per-draw :math:`D_N` and :math:`E_N` against N with their controls, via :func:`ensemble_vs_n_figure`."""
+    Ns = result.Ns
+    return ensemble_vs_n_figure([
+        ("distance to the target $D_N$", [
+            ("Gaussian tokens", Ns, result.distance, result.slope("distance")),
+            ("tokens' head with $B^\\top$ (control)", Ns, result.distance_transposed,
+             result.slope("distance_transposed"))]),
+        ("distance to eq. (1.1) $E_N$", [
+            ("eq. (1.1)", Ns, result.dynamic, result.slope("dynamic")),
+            ("eq. (1.1) with $B^\\top$ (control)", Ns, result.dynamic_transposed,
+             result.slope("dynamic_transposed"))]),
+    ])
+
+
+def attention_only_figure(result) -> plt.Figure:
+    r"""Steering by the attention alone (:class:`~gtbook.studies.reachability.attention_only.AttentionOnlySteering`).
+
+    Left: each draw's seed-mean distance to the target against N, relative to its value at the smallest N
+    (reached draws solid, the others dashed), with :math:`N^{-1/2}`. Right: each draw's amplification at the
+    largest N (its distance over the attention-free steering's on the same clouds) against the one eq. (1.1)
+    predicts from independent perturbed starts (``inf`` drawn at the right edge), and the control's
+    (:math:`B^\top`) at the same abscissa."""
+    fig, (ax, bx) = figure(2, 1, width=4.2, height=3.4)
+    Ns = np.asarray(result.Ns, float)
+    m = result.distance.mean(axis=2)
+    for k, row in enumerate(m / m[:, :1]):
+        ok = bool(result.reached[k])
+        first = k == int(np.flatnonzero(result.reached == ok)[0])
+        ax.plot(Ns, row, color=COLORS["particles"] if ok else COLORS["alt"], ls="-" if ok else "--", lw=0.9,
+                label=("reached" if ok else "not reached") if first else None)
+    ax.plot(Ns, (Ns / Ns[0]) ** -0.5, "k:", lw=1.0, label="$N^{-1/2}$")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _n_ticks(ax, Ns)
+    ax.set_xlabel("tokens $N$")
+    ax.set_ylabel("distance to the target / value at the smallest $N$")
+    ax.legend(fontsize=7)
+    pred = np.asarray(result.predicted, float)
+    finite = pred[np.isfinite(pred)]
+    right = 10 ** np.ceil(np.log10(max(finite.max() if finite.size else 10.0, 10.0) * 3))
+    x = np.where(np.isfinite(pred), pred, right)
+    control = result.control_amplification
+    bx.scatter(x, result.amplification, color=COLORS["particles"], zorder=3, label="tokens")
+    bx.scatter(x, control, marker="x", color=COLORS["floor"], label="tokens, $B^\\top$ (control)")
+    lo = min(np.min(result.amplification), np.min(x), 0.5)
+    hi = max(np.max(control), right)
+    bx.plot([lo, hi], [lo, hi], color=COLORS["theory"], lw=0.8, ls="--", label="tokens = eq. (1.1)")
+    bx.set_xscale("log")
+    bx.set_yscale("log")
+    bx.set_xlabel("amplification predicted by eq. (1.1) (right edge: blows up)")
+    bx.set_ylabel("amplification on tokens")
+    bx.legend(fontsize=7)
     return fig
