@@ -293,8 +293,9 @@ class EffectProfile:
                 F, lo, hi = p.largest()
                 x = p.layers[1:] + (k - (len(by_size) - 1) / 2) * 0.15
                 F, lo, hi = (np.clip(np.nan_to_num(a[1:], posinf=cap), floor, cap) for a in (F, lo, hi))
-                ax.errorbar(x, F, yerr=[F - lo, hi - F], color=PALETTE[k % len(PALETTE)], marker="o", ms=3.5,
-                            lw=1.3, capsize=2, label=f"S = {S} sequences")
+                err = [np.maximum(F - lo, 0), np.maximum(hi - F, 0)]  # 0 where a clipped end meets F
+                ax.errorbar(x, F, yerr=err, color=PALETTE[k % len(PALETTE)], marker="o", ms=3.5, lw=1.3, capsize=2,
+                            label=f"S = {S} sequences")
             for S, p in (initial or {}).get(label, {}).items():
                 F = np.clip(np.nan_to_num(p.largest()[0][1:], posinf=cap), floor, cap)
                 ax.plot(p.layers[1:], F, color=COLORS["floor"], ls="--", marker=".",
@@ -425,11 +426,11 @@ def update_table(norms: Mapping[str, UpdateNorms]) -> str:
         raise ValueError("norms must hold at least one UpdateNorms")
     depth = max(len(n.layers) for n in norms.values())
     lines = ["Mean relative update of each block, |x_out - x_in| / |x_in|, in per cent [range over sequences]",
-             f"{'block':>5} " + " ".join(f"{label[:24]:>24}" for label in norms)]
+             f"{'block':>5} " + " ".join(f"{label[:26]:>26}" for label in norms)]
     for layer in range(1, depth):
         cells = []
         for n in norms.values():
             cells.append(f"{100 * n.mean[layer]:7.3g} [{100 * n.low[layer]:5.3g}, {100 * n.high[layer]:5.3g}]"
                          if layer < len(n.layers) else "")
-        lines.append(f"{layer:>5} " + " ".join(f"{c:>24}" for c in cells))
+        lines.append(f"{layer:>5} " + " ".join(f"{c:>26}" for c in cells))
     return "\n".join(lines)
