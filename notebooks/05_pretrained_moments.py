@@ -355,7 +355,7 @@ glue("band_blocks", ", ".join(map(str, by_size.band_blocks["pure"])))
 glue("effect_blocks", ", ".join(map(str, by_size.effect_blocks["pure"])))
 for alt in pretrained.SENSITIVITY_NU:
     glue(f"sens_{alt:g}", "; ".join(f"S = {S}: {mini.verdict(S, alt).verdict}" for S in confirm_sequences)
-         if sensitivity else "not run in this profile")
+         if sensitivity else "not computed in this profile")
 glue("init_verdicts", "; ".join(f"{k}: {st.verdict(small).verdict}" for k, st in initial.items())
      if initial else "not run in this profile")
 
@@ -370,7 +370,7 @@ glue("init_verdicts", "; ".join(f"{k}: {st.verdict(small).verdict}" for k, st in
 # (all intervals of the two sizes overlap: {glue:text}`disagreements` pairs do not, over the three models).
 # With 32 sequences the registered criterion says the statement holds (largest early ratio
 # {glue:text}`mini_early_32:.2f`; last block {glue:text}`mini_last_32:.1f`). With 8 it says
-# "{glue:text}`mini_verdict_8`": the upper end at block {glue:text}`mini_half` reaches
+# "{glue:text}`mini_verdict_8`": the largest upper end over blocks 1 to {glue:text}`mini_half` reaches
 # {glue:text}`mini_early_8:.2f` of the reference's lower end, while no early block is resolved as far from
 # Gaussian as the reference (largest lower end {glue:text}`mini_early_low_8:.2f`). That is an interval too wide
 # to decide, not a departure: these intervals are conservative by construction, most of all with 8 sequences
@@ -393,8 +393,8 @@ glue("init_verdicts", "; ".join(f"{k}: {st.verdict(small).verdict}" for k, st in
 # {glue:text}`init_verdicts`).
 #
 # *Sensitivity* (not claimed). With the heavier reference $\nu = 10$, MiniLM's verdicts are
-# {glue:text}`sens_10`; with the lighter $\nu = 50$, {glue:text}`sens_50`: the registered verdict depends on
-# the reference as much as on the sample size, the profile does not.
+# {glue:text}`sens_10`; with the lighter $\nu = 50$, {glue:text}`sens_50`. The verdict is a comparison with
+# a chosen reference; the profile shows where each block lies relative to it.
 #
 # *The two criteria across sizes* ({numref}`fig-criteria-sizes`). For $S$ = {glue:text}`sizes_swept`, the
 # noise-band criterion fails first at blocks {glue:text}`band_blocks` (pure mode): it rejects exact
