@@ -37,19 +37,14 @@
 # chapter measures **how far** from Gaussian each layer is, as an effect size, against a fixed moderate
 # departure: moment-matched Student-$t$ tokens with $\nu = 20$ degrees of freedom.
 #
-# **Models.** all-MiniLM-L6-v2 with its real pretrained weights (a 6-block post-LayerNorm BERT of width
-# $d = 384$, 12 heads), and the paper's two architectures **trained here, not the paper's pretrained
-# checkpoints** (their weights cannot be obtained on the machines that build this book): a ViT with
-# DeiT-tiny's width 192, depth 12, 3 heads and MLP ratio 4, trained on scikit-learn's bundled 8×8 digits,
-# and a small ModernBERT (width 128, 6 blocks, 4 heads) trained by masked-language modelling on the
-# documentation topics that ship with Python (`pydoc_data`).
-#
-# **Inputs** ({py:mod}`gtcore.models`). $S$ independent sequences of $T = 512$ i.i.d. tokens
-# $x_{s,t} \sim N(0, I_d)$, in two input modes: **pure**, the first block sees exactly the Gaussian tokens
-# (no embedding LayerNorm, no positions: the model is permutation equivariant, like the mean-field flow), and
-# **embedding**, the Gaussian vectors replace the token-embedding lookup (for the ViT, the patch projection)
-# and pass through the model's own positions and embedding LayerNorm. Layer $\ell = 0$ is what block 1
-# sees; $\ell = 1..L$ are the block outputs.
+# **Models and inputs** ({py:mod}`gtcore.models`). all-MiniLM-L6-v2 with its real pretrained weights (6
+# post-LayerNorm blocks, $d = 384$, 12 heads), and the paper's two architectures **trained here, not the
+# paper's pretrained checkpoints** (those cannot be obtained on the machines that build this book): a ViT of
+# DeiT-tiny's shape trained on scikit-learn's 8×8 digits, and a small ModernBERT ($d = 128$, 6 blocks) trained
+# by masked-language modelling on Python's `pydoc_data` topics. Each is fed $S$ sequences of $T = 512$ i.i.d.
+# tokens $N(0, I_d)$, in two modes: **pure** (block 1 sees exactly the Gaussian tokens) and **embedding**
+# (they replace the token-embedding lookup and pass through the model's positions and embedding LayerNorm).
+# Layer $\ell = 0$ is what block 1 sees, $\ell = 1..L$ the block outputs.
 #
 # ## The criterion, registered before any run
 #
@@ -72,15 +67,12 @@
 #   sizes, and the effect sizes must agree within their intervals. **Sensitivity** (reported, not claimed):
 #   the same verdicts with $\nu = 10$ and $\nu = 50$ as references.
 #
-# **The profile** ({py:mod}`gtbook.studies.pretrained.profile`) reads the same numbers over depth. The
-# departure's **fraction of the reference** is $f_s(\ell) = \Delta_s(\ell)/\Delta_s(\mathrm{ref})$, with the
-# interval from the lower end of $\Delta_s(\ell)$ over the upper end of the reference's to the upper end over
-# the lower end; $F(\ell)$ is the largest over statistics and modes (its upper end below 1 is exactly the
-# criterion's "close"). Each part of the statement reads, at each size, **consistent** with the statement,
-# **against** it, or **inconclusive**: *close through blocks $1..h$* is consistent when every upper end is
-# below 1 and against when some lower end is at least 1; *the departure grows* is consistent when the last
-# block's lower end is above block $h$'s upper end and against when its upper end is below block $h$'s lower
-# end. How the design was fixed, and what changed since, is in the last section.
+# **The profile** ({py:mod}`gtbook.studies.pretrained.profile`) reads the same numbers over depth:
+# $F(\ell)$ is the largest fraction $\Delta_s(\ell)/\Delta_s(\mathrm{ref})$ over statistics and modes, with
+# an interval whose upper end is below 1 exactly when the criterion calls the block close. Each part of the
+# statement then reads **consistent**, **against** or **inconclusive** at each size: *close through blocks
+# $1..h$* (every upper end below 1; against: some lower end at least 1) and *the departure grows* (the last
+# block's lower end above block $h$'s upper end; against: its upper end below block $h$'s lower end).
 
 # %% tags=["parameters"]
 tokens = 512
@@ -166,27 +158,23 @@ print(profile.table())
 # Per model and size: the verdict, the largest ratio of an upper end of $\Delta_s(\ell)$ to the reference's
 # lower end over blocks $1..h$ and both modes ("early", close iff below 1), the same ratio at the last block
 # (the smaller of the two modes: "last", not close iff at least 1), and the first block not close per mode
-# and statistic ("-": none).
+# and statistic ("-": none); then, reported and not claimed (full profile only), the same verdicts with a
+# heavier reference ($\nu = 10$, coordinate excess kurtosis 1) and a lighter one ($\nu = 50$, 0.13).
 
 # %%
 print(criterion.verdict_table())
 print(f"\ninterval pairs of S = 8 and S = 32 that do not overlap: {criterion.disagreements()}")
-
-# %% [markdown]
-# **Sensitivity** to the reference: the same verdicts with a heavier reference ($\nu = 10$, coordinate excess
-# kurtosis 1) and a lighter one ($\nu = 50$, 0.13). Reported, not claimed (full profile only).
-
-# %%
-print(criterion.verdict_table(pretrained.SENSITIVITY_NU) if sensitivity else "not run (sensitivity = False)")
+print(criterion.verdict_table(pretrained.SENSITIVITY_NU) if sensitivity else "sensitivity: not run in this profile")
 
 # %% [markdown]
 # ## How far each block moves its tokens
 #
 # The relative update of each block, $\|x^{(\ell)} - x^{(\ell-1)}\| / \|x^{(\ell-1)}\|$ averaged over the
 # tokens of {glue:text}`cluster_sequences` sequences (pure mode), for each model and for the random
-# initialisations of the two trained here (the titles of {numref}`fig-profile` give its range).
+# initialisations of the two trained here (the titles of {numref}`fig-profile` give its range; expand the
+# output for every block).
 
-# %%
+# %% tags=["hide-output"]
 print(pretrained.update_table(updates))
 
 # %% [markdown]
@@ -232,19 +220,15 @@ titles = {"MiniLM": "all-MiniLM-L6-v2 (pretrained)", "ViT": f"DeiT-tiny-configur
 pairs = {"MiniLM": (minilm, None), **{k: (t.model, t.initial if initialisations else None)
                                       for k, t in (("ViT", vit), ("ModernBERT", mlm))}}
 clusters = pretrained.clustering_run(pairs, criterion, titles, sequences=cluster_sequences, tokens=tokens,
-                          seed=seeds["confirm"][0], threshold=cluster_threshold)
+                                     seed=seeds["confirm"][0], threshold=cluster_threshold)
 fig_clu = clusters.figure()
 
 # %% [markdown]
 # ## Claims
 #
-# The registered verdict is recorded as it came out of the confirmatory run: *reproduces* where a part of
-# the registered test came out as the statement predicts, *not_reproduced* where it came out against it (so a
-# later run in which it came out otherwise fails the claim and is noticed). Beside it, the two parts of the
-# statement as separate claims. On the models trained here, whose blocks barely move their tokens, the
-# verdict's parts are *consistency* checks: they could not have come out otherwise. Checks of the criterion's
-# own power are *controls*; its calibration on the Gaussian input and its agreement across sizes are
-# *instrument* checks. Every threshold is the criterion's own (a ratio below or above 1), fixed before the run.
+# MiniLM's registered verdict, as it came out (*not_reproduced* where a part of the registered test came out
+# against the statement, *reproduces* where it came out as predicted), and the statement's two parts as
+# separate claims. Every threshold is the criterion's own (a ratio below or above 1), fixed before the run.
 
 # %% tags=["hide-input"]
 small, large = confirm_sequences
@@ -257,11 +241,6 @@ LABEL = {"MiniLM": "MiniLM (pretrained)", "ViT": f"ViT ({here})", "ModernBERT": 
 STATEMENT = {"MiniLM": "pretrained_gaussian", "ViT": "trained_here_architectures",
              "ModernBERT": "trained_here_architectures"}
 SCOPE = {"MiniLM": MINI, **TRAINED}
-claim("ViT trained here: held-out digits accuracy above chance", vit.record.final, gt=vit.record.baseline,
-      statement="trained_here_architectures", kind="consistency", scope=TRAINED["ViT"])
-claim("ModernBERT trained here: held-out masked-character loss (nats) below the unigram model's",
-      mlm.record.final, lt=mlm.record.baseline, statement="trained_here_architectures", kind="consistency",
-      scope=TRAINED["ModernBERT"])
 
 # MiniLM, the registered verdict: holds at S = 32, not close at block 3 at S = 8, so the confirmation fails
 claim(f"MiniLM (pretrained): not reproduced by the confirmatory run, whose two sizes give different "
@@ -283,6 +262,19 @@ for S in confirm_sequences:
     claim(f"MiniLM (pretrained), S = {S}: the departure grows with depth: the last block's largest fraction of "
           f"the reference, lower end, over block {half}'s, upper end", profile.profiles["MiniLM"][S].growth,
           gt=1.0, statement="pretrained_gaussian", kind="reproduces", scope=MINI)
+
+# %% [markdown]
+# The checks behind them (expand the output): on the models trained here, whose blocks barely move their
+# tokens, the verdict's parts are *consistency* checks (they could not have come out otherwise), beside two
+# power *controls* on how far those blocks move the tokens; and, on every model, the criterion's own power
+# (*controls*) and calibration (*instrument*).
+
+# %% tags=["hide-input", "hide-output"]
+claim("ViT trained here: held-out digits accuracy above chance", vit.record.final, gt=vit.record.baseline,
+      statement="trained_here_architectures", kind="consistency", scope=TRAINED["ViT"])
+claim("ModernBERT trained here: held-out masked-character loss (nats) below the unigram model's",
+      mlm.record.final, lt=mlm.record.baseline, statement="trained_here_architectures", kind="consistency",
+      scope=TRAINED["ModernBERT"])
 
 # the two architectures trained here: their blocks barely move the tokens, so they cannot test the statement
 for key in ("ViT", "ModernBERT"):
@@ -362,22 +354,21 @@ glue("init_verdicts", "; ".join(f"{k}: {st.verdict(small).verdict}" for k, st in
 # %% [markdown]
 # ## What we saw
 #
-# *MiniLM (pretrained, real weights).* The departure from Gaussian grows steadily with depth at both sizes
-# ({numref}`fig-profile`). As fractions of the reference's effect sizes (over statistics and modes), block 1
-# lies at {glue:text}`mini_b1_32`, block {glue:text}`mini_half` at {glue:text}`mini_bh_32` and block
-# {glue:text}`mini_L` at {glue:text}`mini_bl_32` with 32 sequences, and at {glue:text}`mini_b1_8`,
-# {glue:text}`mini_bh_8` and {glue:text}`mini_bl_8` with 8: the point estimates barely move between the sizes
-# (all intervals of the two sizes overlap: {glue:text}`disagreements` pairs do not, over the three models).
-# With 32 sequences the registered criterion says the statement holds (largest early ratio
-# {glue:text}`mini_early_32:.2f`; last block {glue:text}`mini_last_32:.1f`). With 8 it says
-# "{glue:text}`mini_verdict_8`": the largest upper end over blocks 1 to {glue:text}`mini_half` reaches
-# {glue:text}`mini_early_8:.2f` of the reference's lower end, while no early block is resolved as far from
-# Gaussian as the reference (largest lower end {glue:text}`mini_early_low_8:.2f`). That is an interval too wide
-# to decide, not a departure: these intervals are conservative by construction, most of all with 8 sequences
-# (for the Gaussian input itself the bootstrap standard error is {glue:text}`gauss_se_ratio` times the
-# spread of the same statistics over Gaussian samples). The registered confirmation needs the same verdict at
-# both sizes, so it does not confirm the statement; read part by part, the profile is
-# {glue:text}`mini_reading`. The departure's growth is resolved at both sizes: the last block's lower end is
+# *MiniLM (pretrained, real weights).* The departure from Gaussian grows with depth at both sizes
+# ({numref}`fig-profile`): as fractions of the reference's (over statistics and modes), blocks 1,
+# {glue:text}`mini_half` and {glue:text}`mini_L` lie at {glue:text}`mini_b1_32`, {glue:text}`mini_bh_32` and
+# {glue:text}`mini_bl_32` with 32 sequences, and at {glue:text}`mini_b1_8`, {glue:text}`mini_bh_8` and
+# {glue:text}`mini_bl_8` with 8. The point estimates barely move between the sizes ({glue:text}`disagreements`
+# interval pairs of the two sizes fail to overlap, over the three models); the intervals do. With 32 sequences
+# the registered criterion says the statement holds (largest early ratio {glue:text}`mini_early_32:.2f`, last
+# block {glue:text}`mini_last_32:.1f`). With 8 it says "{glue:text}`mini_verdict_8`": the largest upper end over
+# blocks 1 to {glue:text}`mini_half` reaches {glue:text}`mini_early_8:.2f` of the reference's lower end, while no
+# early block is resolved as far from Gaussian as the reference (largest lower end
+# {glue:text}`mini_early_low_8:.2f`): an interval too wide to decide, not a departure. These intervals are
+# conservative, most of all with 8 sequences (for the Gaussian input the bootstrap standard error is
+# {glue:text}`gauss_se_ratio` times the spread over Gaussian samples). The registered confirmation needs one
+# verdict at both sizes, so it does not confirm the statement; part by part, the profile reads
+# {glue:text}`mini_reading`. The growth is resolved at both sizes: the last block's lower end is
 # {glue:text}`mini_growth_8:.1f` (S = 8) and {glue:text}`mini_growth_32:.1f` (S = 32) times block
 # {glue:text}`mini_half`'s upper end.
 #

@@ -154,11 +154,14 @@ class SizeSweep:
     n_blocks: int
 
     def figure(self, title: str = ""):
-        """:func:`~gtbook.studies.pretrained.figures.criteria_across_sizes_figure` of the sweep."""
+        """:func:`~gtbook.studies.pretrained.figures.criteria_across_sizes_figure` of the sweep, drawn wide and low
+        (8 x 3.4 inches) so that it takes little of the page's height."""
         from gtbook.studies.pretrained.figures import criteria_across_sizes_figure
 
-        return criteria_across_sizes_figure(self.sizes, self.band_blocks, self.effect_blocks, self.n_blocks,
-                                            title=title or self.model)
+        fig = criteria_across_sizes_figure(self.sizes, self.band_blocks, self.effect_blocks, self.n_blocks,
+                                           title=title or self.model)
+        fig.set_size_inches(8.0, 3.4)
+        return fig
 
     def table(self) -> str:
         """One line per mode."""
@@ -208,10 +211,12 @@ class ClusteringRun:
     profiles: dict
 
     def figure(self):
-        """:func:`~gtbook.studies.pretrained.figures.closeness_and_clustering_figure`."""
+        """:func:`~gtbook.studies.pretrained.figures.closeness_and_clustering_figure`, its rows 2 inches high."""
         from gtbook.studies.pretrained.figures import closeness_and_clustering_figure
 
-        return closeness_and_clustering_figure(self.columns)
+        fig = closeness_and_clustering_figure(self.columns)
+        fig.set_size_inches(fig.get_size_inches()[0], 6.0)
+        return fig
 
     def table(self) -> str:
         """Every profile's table (mean cosine similarity, cluster count, update per layer)."""
