@@ -141,15 +141,18 @@ updates = {key: pretrained.update_norms(model, sequences=cluster_sequences, toke
 
 # %% [markdown]
 # {numref}`fig-profile` draws $F(\ell)$, the largest departure over statistics and modes as a fraction of the
-# reference's, with its interval, and in each title how far the model's blocks move their tokens; the table
-# gives $F(\ell)$ per block with the range of the point estimates over statistics and modes, and each model's
-# reading in plain words.
+# reference's, with its interval, and in each title how far the model's blocks move their tokens; below it,
+# each model's reading in plain words with $F$ at blocks 1, $h$ and $L$ (expand the second output for every
+# block, with the range of the point estimates over statistics and modes).
 
 # %% mystnb={"figure": {"name": "fig-profile", "caption": "The departure from the moment-matched Gaussian as a fraction of the Student-t reference's (nu = 20), per block: the largest over the three statistics and the two input modes, with its interval, at S = 8 and S = 32 sequences (dashed: the random initialisation, when run). Shaded: the early and intermediate blocks; a block is close when its whole interval lies below the line at 1."}, "image": {"alt": "Three panels on a log scale against the block: for MiniLM the departure rises from about a tenth of the reference at block 1 to several times it at the last block; for the two models trained here it stays far below the reference at every block."}}
 notes = {key: f"blocks move tokens by {100 * u.smallest:.2g}-{100 * u.largest:.2g} %" for key, u in updates.items()}
 fig_profile = profile.figure(initial=criterion.initial_profiles(), notes=notes)
 
 # %%
+print(profile.summary())
+
+# %% tags=["hide-output"]
 print(profile.table())
 
 # %% [markdown]

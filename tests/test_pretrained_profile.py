@@ -111,6 +111,10 @@ def test_profile_text_table_and_figure():
     text = prof.reading("m")
     assert text == ("close through blocks 1-2: consistent with the statement at S = 32; inconclusive at S = 8; "
                     "the departure grows with depth: consistent with the statement at S = 8 and S = 32")
+    summary = prof.summary().splitlines()
+    # S = 32 (PURE): F(1) = 0.3 / 1.5 = 0.2 in [0.2 / 2, 0.6 / 1]; F(2) = 0.4 in [0.2, 0.9]; F(4) = 2.0 in [1.2, 3.6]
+    assert summary[3] == "  S = 32: block 1: 0.20 [0.10, 0.60]; block 2: 0.40 [0.20, 0.90]; block 4: 2.00 [1.20, 3.60]"
+    assert summary[1] == "m: " + text
     table = prof.table()
     assert "<- h" in table and table.count("\n") > 6
     fig = prof.figure(notes={"m": "moves 5 %"})

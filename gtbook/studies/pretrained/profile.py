@@ -255,6 +255,19 @@ class EffectProfile:
                 lines.append(f"{int(layer):>5} " + " ".join(f"{c:>38}" for c in cells) + mark)
         return "\n".join(lines)
 
+    def summary(self) -> str:
+        r"""Per model: its reading in plain words, and :math:`F` with its interval at blocks 1, :math:`h` and
+        :math:`L` at each size (the rows of :meth:`table` that carry the statement)."""
+        lines = ["F(l), the largest fraction of the Student-t reference's departure [interval]; close iff the upper "
+                 "end < 1"]
+        for label, by_size in self.profiles.items():
+            lines.append(f"{label}: {self.reading(label)}")
+            for S, p in by_size.items():
+                F, lo, hi = p.largest()
+                cells = [f"block {b}: {F[b]:.2f} [{lo[b]:.2f}, {hi[b]:.2f}]" for b in (1, p.half, p.n_blocks)]
+                lines.append(f"  S = {S:>2}: " + "; ".join(cells))
+        return "\n".join(lines)
+
     def figure(self, initial: Mapping[str, Mapping[int, DepthProfile]] | None = None,
                notes: Mapping[str, str] | None = None):
         r""":math:`F(\ell)` with its interval against the block, one panel per model, one series per sample size
