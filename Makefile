@@ -24,7 +24,7 @@ LOWEST := .venv-lowest
 # Chapters at once in the mutation check (`make mutations`, by hand: it runs the quick book once per mutation).
 MUTATION_JOBS ?= 2
 
-.PHONY: book quick-book test test-lowest lint venv status lock clean mutations
+.PHONY: book quick-book pdf test test-lowest lint venv status lock clean mutations
 
 venv: $(STAMP)
 
@@ -64,6 +64,11 @@ book: $(STAMP)
 
 quick-book: $(STAMP)
 	$(BIN)/gtbook all --profile quick -j $(JOBS)
+
+# The whole book as one PDF (_build/pdf/gtbook.pdf), printed by headless Chromium after MathJax: needs
+# `make book` first and Chromium (`apt-get install chromium`).
+pdf: $(STAMP)
+	$(BIN)/gtbook pdf
 
 status: $(STAMP)
 	$(BIN)/gtbook status -j $(JOBS)

@@ -32,7 +32,8 @@ from gtbook.chapters import Book, BookError, _book
 from gtbook.mutations import page as mutations_page
 from gtbook.processes import process_tag, tag_alive, tag_in_name
 
-__all__ = ["STAMP", "build", "build_inputs", "build_key", "built_state", "chapter_profiles", "toc_chapters"]
+__all__ = ["STAMP", "build", "build_inputs", "build_key", "built_state", "chapter_profiles", "check_buildable",
+           "toc_chapters", "write_generated_pages"]
 
 #: the file inside ``_build/html`` that holds the key of the inputs the pages were built from
 STAMP = ".gtbook-build"
@@ -45,7 +46,8 @@ def toc_chapters(bk: Book | None = None) -> list[str]:
 
     toc = yaml.safe_load((_book(bk).root / "_toc.yml").read_text())
     files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
-    generated = ("executed/report", "executed/gallery", "executed/mutations")
+    generated = ("executed/report", "executed/gallery", "executed/mutations", "executed/paper_map",
+                 "executed/status")
     return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f not in generated]
 
 
@@ -57,7 +59,8 @@ def build_inputs(bk: Book) -> list[Path]:
 
     files = [bk.root / "_config.yml", bk.root / "_toc.yml"]
     files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md", bk.executed / "mutations.md",
-              bk.executed / "statuses.md", *sorted((bk.executed / "openings").glob("*.md"))]
+              bk.executed / "statuses.md", bk.executed / "paper_map.md", bk.executed / "status.md",
+              *sorted((bk.executed / "openings").glob("*.md"))]
     for folder in ("book", "_static"):
         files += sorted(p for p in (bk.root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for package in (gtcore, gtbook):
@@ -167,15 +170,26 @@ def _put_in_place(new: Path, html: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def build(bk: Book | None = None, *, force: bool = False, mixed_profiles: bool = False) -> Path:
-    """Render the executed chapters and the prose with Jupyter Book v1 (warnings are errors).
+def write_generated_pages(bk: Book, names: list[str]) -> None:
+    """Write the pages generated from the executed chapters: the report, the chapters' openings and the
+    intro's status lists, the gallery, the paper map, the status page and the mutation page."""
+    from gtbook import gallery, paper_map, report, status_page, verdicts
 
-    Skipped when none of :func:`build_inputs` changed since the last successful build. Refuses a book
-    whose chapters ran with different profiles (unless ``mixed_profiles``) and a chapter whose outputs
-    were changed after its run.
-    """
-    bk = _book(bk)
-    names = toc_chapters(bk)
+    try:
+        report.write_report(bk.executed)
+        verdicts.write_pages(bk.executed, names)  # the chapters' openings and the intro's status lists
+    except report.ReportError as exc:
+        raise BookError(str(exc)) from None
+    gallery.write_gallery(bk.executed, chapters=names)
+    paper_map.write_paper_map(bk.executed, names,  # after the gallery: it shows the gallery's thumbnails
+                              api=(bk.root / "book" / "api").is_dir())
+    status_page.write_status_page(bk)
+    mutations_page.write_page(bk.executed)  # "What the claims can catch", from book/mutations.json
+
+
+def check_buildable(bk: Book, names: list[str], *, mixed_profiles: bool = False) -> None:
+    """BookError unless every chapter of the toc is executed, with one profile (unless ``mixed_profiles``)
+    and outputs that match their run."""
     missing = [name for name in names if not (bk.executed / f"{name}.ipynb").exists()]
     if missing:
         raise BookError(f"not executed yet: {', '.join(missing)}; run `gtbook run` first")
@@ -189,15 +203,19 @@ def build(bk: Book | None = None, *, force: bool = False, mixed_profiles: bool =
     if edited:
         raise BookError("executed chapters changed after their run: " + "; ".join(edited)
                         + "; rerun them (`gtbook run`) before building")
-    from gtbook import gallery, report, verdicts
 
-    try:
-        report.write_report(bk.executed)
-        verdicts.write_pages(bk.executed, names)  # the chapters' openings and the intro's status lists
-    except report.ReportError as exc:
-        raise BookError(str(exc)) from None
-    gallery.write_gallery(bk.executed)
-    mutations_page.write_page(bk.executed)  # "What the claims can catch", from book/mutations.json
+
+def build(bk: Book | None = None, *, force: bool = False, mixed_profiles: bool = False) -> Path:
+    """Render the executed chapters and the prose with Jupyter Book v1 (warnings are errors).
+
+    Skipped when none of :func:`build_inputs` changed since the last successful build. Refuses a book
+    whose chapters ran with different profiles (unless ``mixed_profiles``) and a chapter whose outputs
+    were changed after its run.
+    """
+    bk = _book(bk)
+    names = toc_chapters(bk)
+    check_buildable(bk, names, mixed_profiles=mixed_profiles)
+    write_generated_pages(bk, names)
     html = _html(bk)
     index = html / "index.html"
     try:

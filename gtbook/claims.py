@@ -80,6 +80,8 @@ class Claim:
     criterion: dict | None = None
     #: what the claim covers (:meth:`gtbook.scope.Scope.as_dict`); None when the chapter did not say
     scope: dict | None = None
+    #: the library functions each side ran (:mod:`gtbook.sides`): ``{"observed": [...], "predicted": [...]}``
+    sides: dict | None = None
 
     def line(self) -> str:
         status = "PASS" if self.passed else "FAIL"
@@ -144,14 +146,33 @@ def check_scope(name: str, kind: str, scope: Any) -> dict | None:
     return parsed.as_dict()
 
 
+def check_sides(name: str, kind: str, sides: Any) -> dict | None:
+    """The record of a claim's two traced sides (:mod:`gtbook.sides`), or ValueError naming the claim when a
+    ``reproduces`` or ``not_reproduced`` claim's sides share the code path they compare."""
+    if sides is None:
+        return None
+    from gtbook.sides import Side, shared_code
+
+    if not (isinstance(sides, (tuple, list)) and len(sides) == 2 and all(isinstance(x, Side) for x in sides)):
+        raise ValueError(f"claim {name!r}: sides must be (observed, predicted), each from gtbook.sides.side()")
+    observed, predicted = sides
+    shared = shared_code(observed, predicted)
+    if shared and kind in EMPIRICAL:
+        raise ValueError(f"claim {name!r}: both sides of a {kind} claim run {', '.join(shared)}: the prediction "
+                         "is computed by the code path it is compared with, so the claim shows nothing")
+    return {"observed": sorted(observed.model_functions()), "predicted": sorted(predicted.model_functions())}
+
+
 def evaluate_claim(name: str, value: Any, *, statement: str | None, kind: str, lt: float | None = None,
                    gt: float | None = None, close_to: float | None = None,
-                   rtol: float | None = None, atol: float | None = None, scope: Any = None) -> Claim:
+                   rtol: float | None = None, atol: float | None = None, scope: Any = None,
+                   sides: Any = None) -> Claim:
     """Evaluate a criterion without displaying or raising (see :func:`claim`)."""
     if not name:
         raise ValueError("claim name must be a non-empty string")
     check_label(name, statement, kind)
     record = check_scope(name, kind, scope)
+    traced = check_sides(name, kind, sides)
     label = (statement, kind)
     import numpy as np  # here, so reading claims back (`gtbook claims`) does not import numpy
 
@@ -167,7 +188,7 @@ def evaluate_claim(name: str, value: Any, *, statement: str | None, kind: str, l
             raise ValueError(f"claim {name!r}: a boolean value takes no threshold")
         if not isinstance(value, bool):
             raise ValueError(f"claim {name!r}: give a threshold (lt, gt or close_to) or a bool value")
-        return Claim(name, *label, value, "must be True", bool(value), {"true": True}, record)
+        return Claim(name, *label, value, "must be True", bool(value), {"true": True}, record, traced)
     v = _to_number(value, name)
     if close_to is not None:
         r = 0.0 if rtol is None else float(rtol)
@@ -178,7 +199,7 @@ def evaluate_claim(name: str, value: Any, *, statement: str | None, kind: str, l
         passed = math.isfinite(v) and abs(v - float(close_to)) <= tol
         threshold = f"|value - {_fmt(float(close_to))}| <= {_fmt(tol)}"
         return Claim(name, *label, v, threshold, passed,
-                     {"close_to": float(close_to), "rtol": r, "atol": a}, record)
+                     {"close_to": float(close_to), "rtol": r, "atol": a}, record, traced)
     parts, passed = [], math.isfinite(v)
     if gt is not None:
         parts.append(f"> {_fmt(float(gt))}")
@@ -187,12 +208,12 @@ def evaluate_claim(name: str, value: Any, *, statement: str | None, kind: str, l
         parts.append(f"< {_fmt(float(lt))}")
         passed = passed and v < float(lt)
     return Claim(name, *label, v, "value " + " and ".join(parts), passed,
-                 {"gt": None if gt is None else float(gt), "lt": None if lt is None else float(lt)}, record)
+                 {"gt": None if gt is None else float(gt), "lt": None if lt is None else float(lt)}, record, traced)
 
 
 def claim(name: str, value: Any, *, statement: str | None, kind: str, lt: float | None = None,
           gt: float | None = None, close_to: float | None = None, rtol: float | None = None,
-          atol: float | None = None, scope: Any = None) -> None:
+          atol: float | None = None, scope: Any = None, sides: Any = None) -> None:
     """Check a paper's statement numerically, show PASS/FAIL, record it, raise on failure.
 
     Parameters
@@ -212,6 +233,9 @@ def claim(name: str, value: Any, *, statement: str | None, kind: str, lt: float 
     scope : Scope, mapping or str, optional
         What the claim covers (:class:`gtbook.scope.Scope`, a mapping of its fields, or a system name
         alone such as ``"instrument"``).
+    sides : (Side, Side), optional
+        The observed and the predicted side, each traced by :func:`gtbook.sides.side`: a ``reproduces`` or
+        ``not_reproduced`` claim whose sides run the same library code (beyond shared plumbing) is refused.
 
     Returns
     -------
@@ -227,7 +251,7 @@ def claim(name: str, value: Any, *, statement: str | None, kind: str, lt: float 
         :data:`KEEP_GOING_ENV` is set.
     """
     c = evaluate_claim(name, value, statement=statement, kind=kind, lt=lt, gt=gt, close_to=close_to,
-                       rtol=rtol, atol=atol, scope=scope)
+                       rtol=rtol, atol=atol, scope=scope, sides=sides)
     _note_standalone()
     _show(c)
     if not c.passed and not os.environ.get(KEEP_GOING_ENV):

@@ -81,6 +81,10 @@ _COMMANDS = {
               "Render the executed chapters, the prose and the report into _build/html with Jupyter Book "
               "(warnings are errors). Skipped when no input changed; a book whose chapters ran with "
               "different profiles is refused unless --mixed-profiles."),
+    "pdf": ("print the whole book to one PDF (offline, headless Chromium)",
+            "Render every chapter and prose page (not the API reference) into one HTML page with Jupyter Book, "
+            "open it in headless Chromium, wait for MathJax and the figures, and print it to "
+            "_build/pdf/gtbook.pdf (or --out). Needs the chapters executed (`gtbook run`) and Chromium."),
     "all": ("run, then build",
             "`gtbook run`, then `gtbook build`. Without --profile, every chapter runs with the book's "
             "profile (the one its executed chapters share)."),
@@ -94,6 +98,10 @@ _COMMANDS = {
                   "which claim (if any) caught it in book/mutations.json, the source of the page 'What the "
                   "claims can catch'. Takes about a minute per mutation per chapter run; --verify only checks "
                   "that each entry applies once, compiles and changes its probe."),
+    "clean": ("remove executed notebooks whose chapter source is gone (--orphans)",
+              "With --orphans: remove every executed notebook (and failed notebook) whose source "
+              "notebooks/NN_name.py no longer exists, e.g. after a chapter was renamed; they are not counted "
+              "by `gtbook claims` or the report, and `gtbook status` lists them as orphan."),
     "probe": ("per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens",
               "Feed N(0, I) tokens to a pretrained model found on this machine (no download) and print "
               "per-layer Gaussianity statistics."),
@@ -115,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="the book's folder (default: the working directory or the first one above it "
                         "holding _config.yml)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           help="run, status, build, all, claims, mutations, probe or atlas "
+                           help="run, status, build, pdf, all, claims, clean, mutations, probe or atlas "
                                 "(`gtbook COMMAND --help` for its options)")
 
     def add_book_parser(name):  # `--root` also after the command (`gtbook status --root PATH`)
@@ -163,6 +171,10 @@ def _parser() -> argparse.ArgumentParser:
     bd.add_argument("--force", action="store_true", help="rebuild even if nothing changed")
     bd.add_argument("--no-wait", action="store_true", help="fail at once if another gtbook command is running")
     add_mixed_arg(bd)
+    pf = add_book_parser("pdf")
+    pf.add_argument("--out", default=None, metavar="PATH", help="the PDF file (default _build/pdf/gtbook.pdf)")
+    pf.add_argument("--no-wait", action="store_true", help="fail at once if another gtbook command is running")
+    add_mixed_arg(pf)
     al = add_book_parser("all")
     add_run_args(al)
     add_mixed_arg(al)
@@ -175,6 +187,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="only these chapters (file stem, or without NN_); repeatable")
     cl.add_argument("--statement", nargs="+", action="extend", metavar="ID",
                     help="only the claims that check these statements (ids of the statement registry)")
+    cn = add_book_parser("clean")
+    cn.add_argument("--orphans", action="store_true", required=True,
+                    help="remove executed notebooks whose chapter source is gone")
+    cn.add_argument("--no-wait", action="store_true", help="fail at once if another gtbook command is running")
     mu = add_book_parser("mutations")
     mu.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="these mutations (default: all)")
     mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="chapters to run at once (default 1)")
@@ -216,6 +232,23 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _clean_orphans(bk: Book) -> str:
+    """Remove the orphan executed notebooks (and their failed runs); say which."""
+    from gtbook import report
+
+    gone = []
+    for path in report.orphan_notebooks(bk.executed):
+        path.unlink()
+        (bk.failed / path.name).unlink(missing_ok=True)
+        gone.append(path.stem)
+    sources = bk.root / "notebooks"
+    for path in sorted(bk.failed.glob("[0-9][0-9]_*.ipynb")) if bk.failed.is_dir() else []:
+        if not (sources / f"{path.stem}.py").exists():
+            path.unlink()
+            gone.append(f"failed/{path.stem}")
+    return ("removed orphan notebooks: " + ", ".join(gone)) if gone else "no orphan notebooks"
+
+
 def _claims(bk: Book, args) -> str:
     from gtbook import report
 
@@ -244,7 +277,10 @@ def _claims(bk: Book, args) -> str:
     if args.json:
         return json.dumps([r.as_dict() for r in shown], indent=2)
     table = report.claims_table(shown, wide=args.wide) if shown else "no claims match"
-    return table + "\n" + report.claims_summary(rows, shown=len(shown))
+    orphans = [p.stem for p in report.orphan_notebooks(bk.executed)]
+    note = (f"\nnot counted: executed notebooks without a source (orphans): {', '.join(orphans)}; "
+            "`gtbook clean --orphans` removes them") if orphans and not names else ""
+    return table + "\n" + report.claims_summary(rows, shown=len(shown)) + note
 
 
 def _mutations(bk: Book, args: argparse.Namespace) -> int:
@@ -349,7 +385,7 @@ def _main(argv: list[str] | None) -> int:
             print(f"HTML: {built_state(bk)}")
         elif args.command == "claims":
             print(_claims(bk, args))
-        else:  # run, build, all: one at a time per tree
+        else:  # run, build, pdf, all, clean: one at a time per tree
             if args.command in ("run", "all"):  # a typo fails before the lock: nothing written, not even executed/
                 plan(bk, args.profile, args.only, args.set or [], jobs=args.jobs)
             what = "gtbook " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -369,6 +405,12 @@ def _main(argv: list[str] | None) -> int:
                                                or "none (every chapter is fresh)"))
                 if args.command in ("build", "all"):
                     build(bk, force=args.force, mixed_profiles=args.mixed_profiles)
+                if args.command == "clean":
+                    print(_clean_orphans(bk))
+                if args.command == "pdf":
+                    from gtbook.pdf import build_pdf
+
+                    build_pdf(bk, args.out, mixed_profiles=args.mixed_profiles)
             finally:
                 lock.release()
     except BookError as exc:

@@ -266,7 +266,14 @@ def status(bk: Book, profile: str | None = None, only: list[str] | None = None,
     """Each selected chapter's state, against exactly what ``gtbook run`` with the same ``--profile``,
     ``--only``, ``--set`` and ``-j`` would run (so *fresh* means: that command would not rerun it).
     Without ``profile``, each chapter is compared with the profile it was last run with."""
-    return [chapter_state(j) for j in plan(bk, profile, only, sets or [], jobs=jobs)]
+    states = [chapter_state(j) for j in plan(bk, profile, only, sets or [], jobs=jobs)]
+    if not only:
+        from gtbook.report import orphan_notebooks
+
+        states += [ChapterState(p.stem, "orphan", [], "executed notebook without a source: not counted by "
+                                "`gtbook claims` or the report; `gtbook clean --orphans` removes it")
+                   for p in orphan_notebooks(bk.executed)]
+    return states
 
 
 def status_table(states: list[ChapterState]) -> str:

@@ -22,6 +22,10 @@ from the heading text: the chapter's markdown cells are parsed with MyST's own d
 sets them), and the ids are read off the section nodes, so explicit ``(label)=`` targets,
 ``$math$`` in headings and duplicate titles (``id1``, ...) come out as in the built page.
 
+**Figure anchors.** A figure whose cell gives a label (``mystnb.figure.name``) has that label as its
+stable anchor on the page (``NN_chapter.html#fig-name``): the card links there, to the figure itself,
+rather than to its section.
+
 The page is a ``sphinx-design`` grid of cards (``sphinx_design`` is one of Jupyter Book v1's
 default extensions); each card's image and title link to
 ``NN_chapter.html#anchor``. Thumbnails are files next to the page, so Sphinx copies them into
@@ -40,7 +44,7 @@ import nbformat
 
 from gtbook.files import atomic_write_text
 
-__all__ = ["GalleryEntry", "collect_entries", "section_ids", "write_gallery"]
+__all__ = ["GalleryEntry", "collect_entries", "section_ids", "thumbnail_name", "write_gallery"]
 
 #: the MyST extensions the chapters use (``_config.yml``: parse.myst_enable_extensions)
 MYST_EXTENSIONS = ("amsmath", "dollarmath", "colon_fence", "deflist")
@@ -70,10 +74,19 @@ class GalleryEntry:
     caption: str
     png: bytes
     alt: str = ""
+    #: the figure's own label (its ``mystnb.figure.name``): its stable anchor on the page ("" when none)
+    label: str = ""
 
     @property
     def href(self) -> str:
-        return f"{self.chapter}.html" + (f"#{self.anchor}" if self.anchor else "")
+        """The figure on its page: its own anchor when it has a label, else its section's."""
+        anchor = self.label or self.anchor
+        return f"{self.chapter}.html" + (f"#{anchor}" if anchor else "")
+
+
+def thumbnail_name(chapter: str, k: int) -> str:
+    """The file name of the ``k``-th (from 1) thumbnail of ``chapter`` in ``executed/gallery/``."""
+    return f"{chapter}_{k:02d}.png"
 
 
 # ------------------------------------------------------------------------------- anchors
@@ -158,12 +171,13 @@ def _caption_cell(cells: list, i: int) -> str:
     return _PAGE_ROLES.sub("", source)
 
 
-def _cell_figure(cell) -> tuple[str, str]:
-    """The caption (page-only roles removed) and alt text a cell's ``mystnb`` metadata gives, or ``""``."""
+def _cell_figure(cell) -> tuple[str, str, str]:
+    """The caption (page-only roles removed), alt text and label a cell's ``mystnb`` metadata gives, or ``""``."""
     meta = cell.get("metadata", {}).get("mystnb", {}) or {}
     caption = (meta.get("figure") or {}).get("caption", "") or ""
     alt = (meta.get("image") or {}).get("alt", "") or ""
-    return _PAGE_ROLES.sub("", str(caption)).strip(), " ".join(str(alt).split())
+    label = str((meta.get("figure") or {}).get("name", "") or "")
+    return _PAGE_ROLES.sub("", str(caption)).strip(), " ".join(str(alt).split()), label
 
 
 def _animation_frame(html: str) -> bytes | None:
@@ -186,7 +200,7 @@ def collect_entries(notebook: Path) -> list[GalleryEntry]:
     for i, cell in enumerate(cells):
         if cell.cell_type != "code":
             continue
-        cell_caption, cell_alt = _cell_figure(cell)
+        cell_caption, cell_alt, label = _cell_figure(cell)
         if len(cell_caption) > CAPTION_CHARS:
             cell_caption = first_sentence(cell_caption)
         for output in cell.get("outputs", []):
@@ -203,13 +217,13 @@ def collect_entries(notebook: Path) -> list[GalleryEntry]:
                 caption = (cell_caption or meta.get("caption") or first_sentence(_caption_cell(cells, i))
                            or section)
                 alt = cell_alt or " ".join(str(meta.get("alt", "")).split())
-                out.append(GalleryEntry(notebook.stem, "animation", anchor, section, caption, png, alt))
+                out.append(GalleryEntry(notebook.stem, "animation", anchor, section, caption, png, alt, label))
             elif "image/png" in data:
                 raw = data["image/png"]
                 raw = "".join(raw) if isinstance(raw, list) else raw
                 caption = cell_caption or first_sentence(_caption_cell(cells, i)) or section
                 out.append(GalleryEntry(notebook.stem, "figure", anchor, section, caption,
-                                        base64.b64decode(raw), cell_alt))
+                                        base64.b64decode(raw), cell_alt, label))
     return out
 
 
@@ -286,7 +300,7 @@ def write_gallery(executed: Path, *, chapters: list[str] | None = None, title: s
         lines += [f"## {no_raw_html(_one_line(_chapter_title(path)))}", "", f"{{doc}}`Open the chapter <{name}>`", "",
                   "::::{grid} 1 2 2 2", ":gutter: 3", ""]
         for k, entry in enumerate(entries, 1):
-            image = f"gallery/{name}_{k:02d}.png"
+            image = f"gallery/{thumbnail_name(name, k)}"
             (executed / image).write_bytes(entry.png)  # a fresh folder: nothing to follow
             lines.append(_card(entry, image))
         lines += ["::::", ""]

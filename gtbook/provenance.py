@@ -30,6 +30,7 @@ import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr).encode()
 
 
-def library_hash(source: str, root: imports.Root = None) -> str:
+def library_hash(source: str, root: str | os.PathLike | Mapping[str, str | os.PathLike] | None = None) -> str:
     """A hash of the ``gtcore`` and ``gtbook`` modules a chapter's ``source`` can run (the ``library``
     component); ``root``: where the packages are (default: where this process imports them)."""
     return imports.modules_hash(imports.chapter_modules(source, root), root)

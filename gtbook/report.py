@@ -64,10 +64,24 @@ class ClaimRow:
         return asdict(self)
 
 
+def orphan_notebooks(executed: Path) -> list[Path]:
+    """Executed chapters whose source is gone (``executed/NN_x.ipynb`` without ``notebooks/NN_x.py`` beside
+    the ``executed/`` folder, e.g. after a chapter was renamed); none when there is no ``notebooks/`` folder
+    (an executed folder on its own)."""
+    sources = Path(executed).parent / "notebooks"
+    if not sources.is_dir():
+        return []
+    return [p for p in sorted(Path(executed).glob("[0-9][0-9]_*.ipynb")) if not (sources / f"{p.stem}.py").exists()]
+
+
 def executed_notebooks(executed: Path, names: list[str] | None = None) -> list[Path]:
-    """The executed chapters ``executed/NN_*.ipynb`` (those in ``names`` if given), in order."""
+    """The executed chapters ``executed/NN_*.ipynb`` (those in ``names`` if given), in order; orphans
+    (:func:`orphan_notebooks`) are left out unless named."""
     paths = sorted(Path(executed).glob("[0-9][0-9]_*.ipynb"))
-    return [p for p in paths if not names or p.stem in names]
+    if names:
+        return [p for p in paths if p.stem in names]
+    orphans = set(orphan_notebooks(executed))
+    return [p for p in paths if p not in orphans]
 
 
 
@@ -339,8 +353,14 @@ def _warnings(executed: Path, rows: list[ClaimRow], metas: dict[str, dict[str, A
 
     lines = []
     for chap in sorted(p.stem for p in (Path(executed) / "failed").glob("[0-9][0-9]_*.ipynb")):
+        shown = ("this book shows that chapter's last good output" if (Path(executed) / f"{chap}.ipynb").exists()
+                 else "that chapter has no good output, and this book shows none of it")
         lines += [f"**Warning:** the latest run of {_code_cell(chap)} failed (its notebook is in "
-                  "`executed/failed/`); this book shows that chapter's last good output.", ""]
+                  f"`executed/failed/`); {shown}.", ""]
+    orphans = [p.stem for p in orphan_notebooks(executed)]
+    if orphans:
+        lines += [f"**Warning:** executed notebooks without a source (orphans, not counted here): "
+                  f"{', '.join(_code_cell(o) for o in orphans)}; `gtbook clean --orphans` removes them.", ""]
     for path in executed_notebooks(executed):
         problem = verify.digest_problem(read_executed(path))
         if problem and path.stem in metas:

@@ -49,6 +49,8 @@ class Statement:
         False when the paper's setting cannot be rebuilt here; ``reason`` says why.
     reason, note : str
         Why not reproducible; how the book tests it otherwise.
+    rests_on : tuple of str
+        The gtcore functions, classes or modules its checks rest on (the paper map links them).
     stated : StatedScope
         Where the statement is stated (the registry's ``[id.stated]`` table; general parameters, any d,
         one dot-product head, when absent): the scope its ``reproduces`` claims must cover
@@ -63,6 +65,7 @@ class Statement:
     reproducible_here: bool
     reason: str = ""
     note: str = ""
+    rests_on: tuple[str, ...] = ()
     stated: StatedScope = field(default_factory=StatedScope)
 
 
@@ -100,7 +103,7 @@ def _load(path: str) -> tuple[tuple[str, Statement], ...]:
         missing = [k for k in required if k not in entry]
         if missing:
             raise StatementError(f"{path}: [{sid}] lacks {', '.join(missing)}")
-        unknown = sorted(set(entry) - set(required) - {"reason", "note", "stated"})
+        unknown = sorted(set(entry) - set(required) - {"reason", "note", "stated", "rests_on"})
         if unknown:
             raise StatementError(f"{path}: [{sid}] has unknown field(s) {', '.join(unknown)}")
         if entry["origin"] not in ORIGINS:
@@ -113,5 +116,8 @@ def _load(path: str) -> tuple[tuple[str, Statement], ...]:
             stated = stated_from_toml(entry.pop("stated", None), f"{path}: [{sid}]")
         except (ValueError, TypeError) as exc:
             raise StatementError(f"{path}: [{sid}] stated: {exc}") from None
-        out.append((sid, Statement(id=sid, stated=stated, **entry)))
+        rests = entry.pop("rests_on", [])
+        if not isinstance(rests, list) or not all(isinstance(x, str) and x.startswith("gtcore") for x in rests):
+            raise StatementError(f"{path}: [{sid}] rests_on must be a list of gtcore names")
+        out.append((sid, Statement(id=sid, stated=stated, rests_on=tuple(rests), **entry)))
     return tuple(out)

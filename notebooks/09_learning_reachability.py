@@ -13,6 +13,13 @@
 # %% [markdown]
 # # 9. Reachability seen from learning
 #
+# A Transformer of $N$ tokens trained by gradient descent through its tokens reached every same-rank Gaussian
+# target of a seeded ensemble as closely as two independent samples of the target are to each other, with and
+# without attention ({numref}`fig-learning-ensemble`); without attention, from a rank-2 start, it stopped at the
+# rank floor plus a finite-$N$ slack that shrinks like that of the nearest rank-2 Gaussian (slope
+# {glue:text}`trained_slope:.2f` against {glue:text}`null_slope:.2f`), and with attention every network that
+# ended below that wall ({glue:text}`n_below` of {glue:text}`n_behind`) had left its own Gaussian dynamics.
+#
 # The paper reads expressivity as reachability {cite}`alcalde2026gaussian`: "we prove exact finite-time
 # reachability of any target Gaussian distribution whose covariance matrix has the same rank as the initial
 # one, this rank constraint being an intrinsic invariant of the dynamics." Chapter 3 reached such targets
@@ -117,28 +124,22 @@ seed = 0
 d = 3
 T = 1.0
 layers = 8
-# the optimiser (chosen on a pilot target of another seed, before this chapter's targets were drawn)
 steps = 150
 lr = 0.05
 final_lr = 5e-4
 init_scale = 0.1
-# targets: n_full full-rank ones, n_low of rank low_rank; eigenvalues log-uniform in eigenvalue_range
 n_full = 3
 n_low = 3
 low_rank = 2
 eigenvalue_range = [0.4, 2.5]
 mean_scale = 1.0
-# tokens, test pairs, noise-floor pairs
 n_tokens = 256
 test_repeats = 32
 null_repeats = 200
-# the N ladder (slack against N) and the depth ladder (L at fixed T), on the first full-rank target
 ladder_ns = [32, 64, 128, 256]
 depths = [1, 2, 4, 8, 16]
-# the bending of one trained network's output out of the plane, on fresh clouds of these sizes
 bend_ns = [64, 256, 1024]
 bend_clouds = 4
-# minimum-energy controls: equal pieces (one per layer); bootstrap resamples of the slopes
 energy_pieces = 8
 n_boot = 2000
 
@@ -147,22 +148,7 @@ import numpy as np
 
 from gtbook import claim
 from gtbook.glue import glue
-from gtbook.studies.learning import figures as figs
-from gtbook.studies.learning.harness import (
-    TrainingSettings,
-    attended_tokens,
-    energy_comparison,
-    mean_field_departure,
-    null_losses,
-    off_subspace_ratio,
-    output_tokens,
-    random_targets,
-    run_for,
-    slack_slope,
-    thickness_against_n,
-)
-from gtcore.stats.sampling import gaussian_tokens
-from gtcore.training import rank_floor
+from gtbook.studies.learning import TrainingSettings, band, random_targets, train_grid
 
 settings = TrainingSettings(layers=layers, T=T, steps=steps, lr=lr, final_lr=final_lr, init_scale=init_scale,
                             test_repeats=test_repeats)
@@ -170,20 +156,6 @@ full_targets = random_targets(n_full, d, d, seed=seed + 1, eigenvalue_range=tupl
                               mean_scale=mean_scale, prefix="F")
 low_targets = random_targets(n_low, d, low_rank, seed=seed + 2, eigenvalue_range=tuple(eigenvalue_range),
                              mean_scale=mean_scale, prefix="R")
-r = low_rank
-floors = {t.name: rank_floor(t.Sigma, r) for t in full_targets}
-LEVEL = 0.98  # the band from the 1% to the 99% quantile of a noise floor
-
-
-def band(null):
-    return null.noise_floor().band(LEVEL)
-
-
-def run_seed(group: int, k: int, n: int = n_tokens, L: int = layers) -> int:
-    """One training seed per (group, target, N, L): runs never share samples."""
-    return seed + 1_000_000 * group + 100_000 * k + 100 * n + L
-
-
 full_targets, low_targets
 
 # %% [markdown]
@@ -205,47 +177,19 @@ full_targets, low_targets
 # %% [markdown]
 # ## (a) Training curves
 #
-# Every training of the chapter runs in the next cell (cached on disk: a rerun with the same parameters
-# reads them back): the ensemble of targets from both starts, with attention and with $V = 0$; the first
-# full-rank target at every $N$ of `ladder_ns` and every depth of `depths`; and the noise floors. The figure
-# after it shows one full-rank target, trained from the full-rank start and from the rank-2 start (with
-# attention, and with $V = 0$).
+# Every training of the chapter runs in the next cell ({py:func}`~gtbook.studies.learning.grid.train_grid`, cached
+# on disk: a rerun with the same parameters reads them back): the ensemble of targets from both starts, with
+# attention and with $V = 0$; the first full-rank target at every $N$ of `ladder_ns` and every depth of `depths`;
+# and the noise floors. Each run has its own training seed, so no two runs share samples. The figure after it
+# shows one full-rank target, trained from the full-rank start and from the rank-2 start (with attention, and
+# with $V = 0$).
 
 # %%
-t0 = full_targets[0]
-runs = {t.name: run_for(t, d, n_tokens, settings, seed=run_seed(1, k)) for k, t in enumerate(full_targets)}
-runs0 = {t.name: run_for(t, d, n_tokens, settings, seed=run_seed(1, k), attention=False)
-         for k, t in enumerate(full_targets)}
-wall = {t.name: run_for(t, r, n_tokens, settings, seed=run_seed(2, k)) for k, t in enumerate(full_targets)}
-wall0 = {t.name: run_for(t, r, n_tokens, settings, seed=run_seed(2, k), attention=False)
-         for k, t in enumerate(full_targets)}
-low = {t.name: run_for(t, r, n_tokens, settings, seed=run_seed(3, k)) for k, t in enumerate(low_targets)}
-low0 = {t.name: run_for(t, r, n_tokens, settings, seed=run_seed(3, k), attention=False)
-        for k, t in enumerate(low_targets)}
-null_full = {t.name: null_losses(t.mu, t.Sigma, n_tokens=n_tokens, rank=d, repeats=null_repeats,
-                                 seed=seed + 50_000 + k) for k, t in enumerate(full_targets)}
-null_wall = {t.name: null_losses(t.mu, t.Sigma, n_tokens=n_tokens, rank=r, repeats=null_repeats,
-                                 seed=seed + 60_000 + k) for k, t in enumerate(full_targets)}
-null_low = {t.name: null_losses(t.mu, t.Sigma, n_tokens=n_tokens, rank=r, repeats=null_repeats,
-                                seed=seed + 70_000 + k) for k, t in enumerate(low_targets)}
-k0 = 0
-ladder_full = [run_for(t0, d, n, settings, seed=run_seed(1, k0, n)) for n in ladder_ns]
-ladder_wall = [run_for(t0, r, n, settings, seed=run_seed(2, k0, n)) for n in ladder_ns]
-ladder_wall0 = [run_for(t0, r, n, settings, seed=run_seed(2, k0, n), attention=False) for n in ladder_ns]
-ladder_null_full = [null_losses(t0.mu, t0.Sigma, n_tokens=n, rank=d, repeats=null_repeats,
-                                seed=seed + 50_000 + k0 if n == n_tokens else seed + 80_000 + n) for n in ladder_ns]
-ladder_null_wall = [null_losses(t0.mu, t0.Sigma, n_tokens=n, rank=r, repeats=null_repeats,
-                                seed=seed + 60_000 + k0 if n == n_tokens else seed + 90_000 + n) for n in ladder_ns]
-depth_full = [run_for(t0, d, n_tokens, settings, seed=run_seed(1, k0, L=L), layers=L) for L in depths]
-depth_wall = [run_for(t0, r, n_tokens, settings, seed=run_seed(2, k0, L=L), layers=L) for L in depths]
-depth_wall0 = [run_for(t0, r, n_tokens, settings, seed=run_seed(2, k0, L=L), layers=L, attention=False)
-               for L in depths]
+grid = train_grid(full_targets, low_targets, settings, d=d, rank=low_rank, n_tokens=n_tokens,
+                  null_repeats=null_repeats, ladder_ns=ladder_ns, depths=depths, seed=seed)
 
 # %% mystnb={"figure": {"name": "fig-learning-curves", "caption": "Training on fresh tokens. Left: the loss $W_2^2$ at each Adam step (light) and its running mean (bold), from a full-rank start and from a rank-2 start (with attention, and with $V = 0$) to the same full-rank target; the bands at the right are the noise floors (1–99%) of the target and of its nearest rank-2 Gaussian, the dashed line the rank floor $F_2$. Right: the squared Bures–Wasserstein distance of the output moments, the Gaussian part of the loss."}, "image": {"alt": "Two panels of decreasing loss curves on a log scale. The full-rank curve falls below a dashed horizontal line and ends in its band; the two rank-2 curves level off above the dashed line, in their band. In the right panel the rank-2 curves level off near the dashed line."}}
-figs.training_curves({"full-rank start": runs[t0.name], "rank-2 start, V = 0": wall0[t0.name],
-                      "rank-2 start, attention": wall[t0.name]},
-                     {"full-rank start": null_full[t0.name], "rank-2 start, V = 0": null_wall[t0.name],
-                      "rank-2 start, attention": null_wall[t0.name]}, floors[t0.name]);
+grid.training_figure();
 
 # %% [markdown]
 # In {numref}`fig-learning-curves` the curves fall quickly and level off. From the full-rank start the loss
@@ -257,18 +201,7 @@ figs.training_curves({"full-rank start": runs[t0.name], "rank-2 start, V = 0": w
 # start cannot.
 
 # %% mystnb={"figure": {"name": "fig-wall-clouds", "caption": "Output tokens (blue) of trained networks on fresh inputs and a target sample (green), in the target's eigen-coordinates: largest variance horizontally, smallest vertically. Left: from the rank-2 start with $V = 0$: no spread along the smallest direction. Middle: from the full-rank start, covering the target. Right: of all the networks this chapter trains from the rank-2 start with attention, the one with the lowest test loss relative to the wall."}, "image": {"alt": "Three scatter plots. Left: the green target cloud is an ellipse, the blue output lies on a horizontal segment through it. Middle: the blue and green clouds overlap as ellipses of the same shape. Right: the output of the deepest attention network behind the wall, which is either a segment like the left panel or spreads vertically as well."}}
-# every network trained from the rank-2 start to a full-rank target with attention, with its target and floor
-behind = ([(f"{n}", wall[n], t, null_wall[n]) for n, t in zip(wall, full_targets, strict=True)]
-          + [(f"{t0.name}, N = {n}", run, t0, nl)
-             for n, run, nl in zip(ladder_ns, ladder_wall, ladder_null_wall, strict=True)]
-          + [(f"{t0.name}, L = {L}", run, t0, null_wall[t0.name]) for L, run in zip(depths, depth_wall, strict=True)])
-deepest = min(behind, key=lambda row: row[1].test_loss / band(row[3])[0])
-t_deep = deepest[2]
-figs.wall_clouds(t_deep, {"rank-2 start, V = 0": output_tokens(wall0[t_deep.name], n_tokens, seed=seed + 4)[1],
-                          "full-rank start": output_tokens(runs[t_deep.name], n_tokens, seed=seed + 4)[1],
-                          f"rank-2 start, attention ({deepest[0]})": output_tokens(deepest[1], deepest[1].training.n_tokens,
-                                                                                  seed=seed + 4)[1]},
-                 gaussian_tokens(n_tokens, t_deep.mu, t_deep.Sigma, seed=seed + 3));
+grid.wall_clouds_figure(seed=seed);
 
 # %% [markdown]
 # ## (b) Same-rank targets are reached
@@ -278,44 +211,24 @@ figs.wall_clouds(t_deep, {"rank-2 start, V = 0": output_tokens(wall0[t_deep.name
 # the target's own noise floor.
 
 # %% mystnb={"figure": {"name": "fig-learning-ensemble", "caption": "Mean test loss of every trained network (filled: with attention; open: $V = 0$) against its noise floor (grey bar, 1–99%). Left: full-rank targets from the full-rank start. Middle: rank-2 targets from the rank-2 start. Right: the full-rank targets from the rank-2 start, with the rank floor $F_2$ (red)."}, "image": {"alt": "Three panels of dots on grey vertical bars, one bar per target. In the first two panels the dots lie inside the bars; in the right panel the bars lie above short red ticks, and the dots lie in the bars or below them."}}
-figs.ensemble_figure({
-    "same rank (full)": [(n, runs[n], runs0[n], null_full[n], 0.0) for n in runs],
-    "same rank (rank 2)": [(n, low[n], low0[n], null_low[n], 0.0) for n in low],
-    "behind the wall": [(n, wall[n], wall0[n], null_wall[n], floors[n]) for n in wall],
-});
+grid.ensemble_figure();
 
 # %%
-def row(group, name, run, null, floor):
-    lo, hi = band(null)
-    return {"group": group, "target": name, "attention": run.training.attention,
-            "final training loss (last 10)": round(float(np.mean(run.training.loss[-10:])), 4),
-            "mean test loss": round(run.test_loss, 4), "noise floor mean": round(null.mean, 4),
-            "q01": round(lo, 4), "q99": round(hi, 4), "F_2": round(floor, 4),
-            "z of the mean": round(float((run.test_loss - null.mean) / (np.std(null.losses, ddof=1)
-                                                                         / np.sqrt(test_repeats))), 2),
-            "train s": round(run.seconds, 1)}
+grid.table(test_repeats)
 
-
-table = []
-for group, rs, nulls, fl in (("full from full", (runs, runs0), null_full, None),
-                             ("rank 2 from rank 2", (low, low0), null_low, None),
-                             ("full from rank 2", (wall, wall0), null_wall, floors)):
-    for name in rs[0]:
-        for run in (rs[0][name], rs[1][name]):
-            table.append(row(group, name, run, nulls[name], 0.0 if fl is None else fl[name]))
-table
-
-# %%
-shrunk = null_losses(t0.mu, t0.Sigma, n_tokens=n_tokens, rank=d, repeats=null_repeats, seed=seed + 50_000,
-                     scale=0.9)
+# %% tags=["hide-input"]
+TM = dict(system="trained model", d=d)  # learned A, b, V, B: general
+TM0 = dict(TM, V="zero")  # trained with V = 0 (attention off)
+t0 = grid.t0
+shrunk = grid.scaled_floor(0.9, repeats=null_repeats, seed=seed + 50_000)
 glue("shrunk_mean", shrunk.mean)
-glue("floor_mean", null_full[t0.name].mean)
-for name, run in runs.items():
+glue("floor_mean", grid.null_full[t0.name].mean)
+for name, run in grid.runs.items():
     claim(f"full-rank target {name} reached: mean test W2^2 / q99 of its noise floor",
-          run.test_loss / band(null_full[name])[1], lt=1.0, statement="reachability", kind="reproduces")
-for name, run in low.items():
+          run.test_loss / band(grid.null_full[name])[1], lt=1.0, statement="reachability", kind="reproduces", scope=TM)
+for name, run in grid.low.items():
     claim(f"rank-2 target {name} reached from rank 2: mean test W2^2 / q99 of its noise floor",
-          run.test_loss / band(null_low[name])[1], lt=1.0, statement="reachability", kind="reproduces")
+          run.test_loss / band(grid.null_low[name])[1], lt=1.0, statement="reachability", kind="reproduces", scope=TM)
 
 # %% [markdown]
 # In {numref}`fig-learning-ensemble` every same-rank network, with and without attention, sits in its noise
@@ -334,32 +247,32 @@ for name, run in low.items():
 # ## (c) The rank wall without attention
 #
 # The same full-rank targets from the rank-2 start, first with $V = 0$: the network is then affine, the cloud
-# stays in its plane and the finite-$N$ floor is exact. Claims (statement `rank_invariance`), fixed before the
-# run: (1) **reproduces**: $\bar\ell$ within $[q_1, q_{99}]$ of the floor of the nearest rank-2 Gaussian, for
-# every target: training neither stops above the wall nor gets below it; (2) **consistency**: every test pair
-# obeys $\ell \ge F_2(\hat\Sigma_Y)$ and the output is planar (the relative third singular value
-# $\sigma_3/\sigma_1$ of the centred cloud below $10^{-10}$): theorems for the attention-free network, so
-# they test the code, not the paper; (3) **control**: the full-rank start, trained in the same way with
-# $V = 0$, ends below $q_1$ of the wall's floor: the statistic separates the wall from reaching, and the wall
-# is the rank's, not the training's.
+# stays in its plane by construction and the finite-$N$ floor is exact. These claims test the training, not the
+# paper's rank invariance (which an affine network cannot fail): they count for this book's learning statement
+# (`beyond_learning`), fixed before the run: (1) **reproduces**: $\bar\ell$ within $[q_1, q_{99}]$ of the floor of
+# the nearest rank-2 Gaussian, for every target: training neither stops above the wall nor gets below it;
+# (2) **consistency**: every test pair obeys $\ell \ge F_2(\hat\Sigma_Y)$ and the output is planar (the relative
+# third singular value $\sigma_3/\sigma_1$ of the centred cloud below $10^{-10}$): theorems for the attention-free
+# network, so they test the code; (3) **control**: the full-rank start, trained in the same way with $V = 0$,
+# ends below $q_1$ of the wall's floor: the statistic separates the wall from reaching, and the wall is the
+# rank's, not the training's.
 
-# %%
-for name, run in wall0.items():
-    lo, hi = band(null_wall[name])
+# %% tags=["hide-input"]
+for name, run in grid.wall0.items():
+    lo, hi = band(grid.null_wall[name])
     claim(f"V = 0: target {name} from rank 2: mean test W2^2 inside the wall's noise floor [q01, q99]",
-          run.test_loss, gt=lo, lt=hi, statement="rank_invariance", kind="reproduces")
-min_slack0 = min(float(np.min(run.test.slack)) for run in [*wall0.values(), *ladder_wall0, *depth_wall0])
-flat0 = max(off_subspace_ratio(output_tokens(run, run.training.n_tokens, seed=seed + 5)[1], r)
-            for run in [*wall0.values(), *ladder_wall0, *depth_wall0])
+          run.test_loss, gt=lo, lt=hi, statement="beyond_learning", kind="reproduces", scope=TM0)
+min_slack0, flat0 = grid.least_slack(), grid.largest_thickness(seed=seed + 5)
 glue("min_slack0", min_slack0)
 glue("flat0", flat0)
 claim("V = 0: least slack W2^2 - F_2(hat Sigma_Y) over every rank-2-start test pair (exact floor)", min_slack0,
-      gt=-1e-9, statement="rank_invariance", kind="consistency")
+      gt=-1e-9, statement="beyond_learning", kind="consistency", scope=TM0)
 claim("V = 0: every output from the rank-2 start planar, largest sigma_3 / sigma_1", flat0, lt=1e-10,
-      statement="rank_invariance", kind="consistency")
-for name, run in runs0.items():
+      statement="beyond_learning", kind="consistency", scope=TM0)
+for name, run in grid.runs0.items():
     claim(f"control: V = 0, target {name} from the full-rank start: mean test W2^2 / q01 of the wall's floor",
-          run.test_loss / band(null_wall[name])[0], lt=1.0, statement="rank_invariance", kind="control")
+          run.test_loss / band(grid.null_wall[name])[0], lt=1.0, statement="beyond_learning", kind="control",
+          scope=TM0)
 
 # %% [markdown]
 # The least slack over all attention-free test pairs from the rank-2 start is {glue:text}`min_slack0:.3f`
@@ -373,21 +286,14 @@ for name, run in runs0.items():
 # attention-free networks and for the nearest rank-2 Gaussian (the prediction, computed with the same
 # statistic), with bootstrap standard errors (pairs resampled within each $N$). Claims, fixed before the run:
 # at every $N$ the full-rank start reaches the target ($\bar\ell < q_{99}$, `reachability`) and the
-# attention-free rank-2 start stops at the wall ($[q_1, q_{99}]$, `rank_invariance`); the trained slope agrees
+# attention-free rank-2 start stops at the wall ($[q_1, q_{99}]$, `beyond_learning`); the trained slope agrees
 # with the prediction within four standard errors of their difference, and lies more than four standard
 # errors below zero (`beyond_learning`): a training that stops short of the wall by a fixed amount would
 # flatten it towards 0.
 
 # %% mystnb={"figure": {"name": "fig-slack", "caption": "Left: the mean test loss against $N$ from the full-rank start (blue, attention on) and from the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with the noise floors (bands, 1–99%) and the rank floor $F_2$ (dashed). Right: the slack $W_2^2 - F_2(\\hat\\Sigma_Y)$ of the attention-free rank-2 networks against $N$ (orange) and of the nearest rank-2 Gaussian (grey band and dashed mean), with fitted slopes and bootstrap standard errors."}, "image": {"alt": "Left: falling lines on log-log axes, the blue one inside its band, the orange ones levelling off towards a dashed horizontal line. Right: a falling orange line of dots lying on a grey band with a dashed line, both straight on log-log axes."}}
-trained_slope = slack_slope([run.test for run in ladder_wall0], n_boot=n_boot, seed=seed + 6)
-null_slope = slack_slope(ladder_null_wall, n_boot=n_boot, seed=seed + 7)
-figs.slack_figure(ladder_ns, ladder_full, ladder_null_full, ladder_wall0, ladder_null_wall, ladder_wall,
-                  floors[t0.name], trained_slope, null_slope)
-slope_se = float(np.hypot(trained_slope.se, null_slope.se))
-glue("trained_slope", trained_slope.slope)
-glue("trained_slope_se", trained_slope.se)
-glue("null_slope", null_slope.slope)
-glue("null_slope_se", null_slope.se);
+trained_slope, null_slope = grid.slack_slopes(n_boot=n_boot, seed=seed + 6)
+grid.slack_figure((trained_slope, null_slope));
 
 # %% [markdown]
 # In {numref}`fig-slack` (left) the loss from the full-rank start keeps falling with $N$ inside its noise
@@ -395,19 +301,21 @@ glue("null_slope_se", null_slope.se);
 # attention-free networks falls with slope {glue:text}`trained_slope:.2f` ± {glue:text}`trained_slope_se:.2f`,
 # beside that of the nearest rank-2 Gaussian ({glue:text}`null_slope:.2f` ± {glue:text}`null_slope_se:.2f`).
 
-# %%
-claim("full-rank start reaches the target at every N: max over N of mean test W2^2 / q99",
-      max(run.test_loss / band(nl)[1] for run, nl in zip(ladder_full, ladder_null_full, strict=True)), lt=1.0,
-      statement="reachability", kind="reproduces")
-claim("V = 0: rank-2 start inside the wall's noise floor [q01, q99] at every N",
-      bool(all(band(nl)[0] < run.test_loss < band(nl)[1]
-               for run, nl in zip(ladder_wall0, ladder_null_wall, strict=True))),
-      statement="rank_invariance", kind="reproduces")
+# %% tags=["hide-input"]
+slope_se = float(np.hypot(trained_slope.se, null_slope.se))
+glue("trained_slope", trained_slope.slope)
+glue("trained_slope_se", trained_slope.se)
+glue("null_slope", null_slope.slope)
+glue("null_slope_se", null_slope.se)
+claim("full-rank start reaches the target at every N: max over N of mean test W2^2 / q99", grid.ladder_reached(),
+      lt=1.0, statement="reachability", kind="reproduces", scope=TM)
+claim("V = 0: rank-2 start inside the wall's noise floor [q01, q99] at every N", grid.ladder_at_wall(),
+      statement="beyond_learning", kind="reproduces", scope=TM0)
 claim("V = 0: slack slope, trained minus nearest rank-2 Gaussian, in units of its standard error",
       (trained_slope.slope - null_slope.slope) / slope_se, gt=-4.0, lt=4.0, statement="beyond_learning",
-      kind="reproduces")
+      kind="reproduces", scope=TM0)
 claim("V = 0: trained slack shrinks with N: (slope + 4 SE)", trained_slope.slope + 4 * trained_slope.se, lt=0.0,
-      statement="beyond_learning", kind="reproduces")
+      statement="beyond_learning", kind="reproduces", scope=TM0)
 
 # %% [markdown]
 # ## (e) Depth at fixed $T$, and is attention needed?
@@ -422,34 +330,21 @@ claim("V = 0: trained slack shrinks with N: (slope + 4 SE)", trained_slope.slope
 # same-rank target ($\bar\ell < q_{99}$).
 
 # %% mystnb={"figure": {"name": "fig-learning-depth", "caption": "Left: the mean test loss against the number of layers $L$ at fixed $T$, from the full-rank start (blue) and the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with their noise floors (1–99%) and $F_2$ (dashed). Right: the energy of the learned controls from the full-rank start against $L$: the feed-forward part $h\\sum_l \\lVert A_l\\rVert_F^2 + \\lVert b_l\\rVert^2$ and the energy of the affine velocity the layers apply to the Gaussian (attention folded in), with chapter 3's constructive and minimum-energy controls."}, "image": {"alt": "Left: nearly flat lines of dots against the number of layers, each in its own band, the lowest one below a dashed line. Right: energy curves against the number of layers with two horizontal reference lines."}}
-energies = {t.name: energy_comparison(t, d, runs[t.name], runs0[t.name], pieces=energy_pieces) for t in full_targets}
-energies.update({t.name: energy_comparison(t, r, low[t.name], low0[t.name], pieces=energy_pieces)
-                 for t in low_targets})
-wall_energies = {t.name: energy_comparison(t, r, wall[t.name], wall0[t.name], pieces=energy_pieces)
-                 for t in full_targets}
-figs.depth_figure(depths, depth_full, null_full[t0.name], depth_wall0, null_wall[t0.name], depth_wall,
-                  floors[t0.name], energies[t0.name].constructive, energies[t0.name].min_energy);
+energies, wall_energies = grid.energies(pieces=energy_pieces)
+grid.depth_figure(energies);
 
 # %%
-depth_ok = all(run.test_loss < band(null_full[t0.name])[1] for run in depth_full) and all(
-    band(null_wall[t0.name])[0] < run.test_loss < band(null_wall[t0.name])[1] for run in depth_wall0)
-claim("every depth L: full start reaches the target, V = 0 rank-2 start stops at the wall", bool(depth_ok),
-      statement="beyond_learning", kind="reproduces")
-v0_ok = {name: run.test_loss < band(null_full[name])[1] for name, run in runs0.items()}
-v0_ok.update({name: run.test_loss < band(null_low[name])[1] for name, run in low0.items()})
-claim("V = 0: every same-rank target reached (mean test W2^2 < q99)", bool(all(v0_ok.values())),
-      statement="beyond_learning", kind="reproduces")
-gap = {name: round(runs[name].test_loss - runs0[name].test_loss, 4) for name in runs}
-gap.update({name: round(low[name].test_loss - low0[name].test_loss, 4) for name in low})
-glue("att_gap_max", float(max(abs(v) for v in gap.values())))
-depth_e = np.array([[a.training.energy, a.gaussian_energy] for a in depth_full]) / energies[t0.name].min_energy
+{"mean test loss, attention on minus V = 0 (same-rank targets)": grid.attention_gap(), "depth": grid.depth_table()}
+
+# %% tags=["hide-input"]
+claim("every depth L: full start reaches the target, V = 0 rank-2 start stops at the wall", grid.depths_ok(),
+      statement="beyond_learning", kind="reproduces", scope=TM0)
+claim("V = 0: every same-rank target reached (mean test W2^2 < q99)", grid.attention_free_reached(),
+      statement="beyond_learning", kind="reproduces", scope=TM0)
+glue("att_gap_max", float(max(abs(v) for v in grid.attention_gap().values())))
+depth_e = np.array([[a.training.energy, a.gaussian_energy] for a in grid.depth_full]) / energies[t0.name].min_energy
 glue("depth_e_lo", float(depth_e.min()))
 glue("depth_e_hi", float(depth_e.max()))
-{"mean test loss, attention on minus V = 0 (same-rank targets)": gap,
- "depth": {f"L = {L}": {"full start": round(a.test_loss, 4), "rank-2 start, V = 0": round(b0.test_loss, 4),
-                        "rank-2 start, attention": round(b.test_loss, 4), "energy (A, b)": round(a.training.energy, 3),
-                        "energy (Gaussian velocity)": round(a.gaussian_energy, 3)}
-           for L, a, b0, b in zip(depths, depth_full, depth_wall0, depth_wall, strict=True)}}
 
 # %% [markdown]
 # In {numref}`fig-learning-depth` (left) the test loss stays in its noise floor at every $L$ from either start; the
@@ -462,20 +357,17 @@ glue("depth_e_hi", float(depth_e.max()))
 #
 # ## (f) The rank wall with attention: a finite-$N$ loophole
 #
-# *The claim we first wrote here failed, and is replaced.* The chapter first claimed, for every full-rank
-# target, that the network trained **with attention** from the rank-2 start also ends inside $[q_1, q_{99}]$
-# of the wall's floor. When the chapter was first run in its full profile that failed: for one target of three
-# the trained network ended well below the wall, below $F_2$ itself. Nothing was retuned. What training found is the loophole derived above
-# ("why the network meets it"): the $N$-token softmax is affine on the cloud only in the mean-field limit. The
-# network drove some layers' attention to $\kappa \gg 1/2$, where each token attends to a handful of others,
-# the importance weights of the softmax average have infinite variance, and $N$ tokens no longer follow their
-# Gaussian dynamics at all: its cloud leaves the plane and fills the missing direction. The paper's rank invariance is a statement about that
-# Gaussian (mean-field) dynamics, and it is not contradicted: the same learned controls, applied to the
-# Gaussian through the exact layer maps, keep rank 2 and end at least $F_2$ from the target (claim 2 below).
+# With attention the $N$-token network is not affine, and the wall need not bind at finite $N$: the $N$-token
+# softmax is affine on the cloud only in the mean-field limit (the loophole derived above, "why the network meets
+# it"). A network can drive some layers' attention to $\kappa \gg 1/2$, where each token attends to a handful of
+# others, the importance weights of the softmax average have infinite variance, and $N$ tokens no longer follow
+# their Gaussian dynamics at all: its cloud leaves the plane and fills the missing direction. The paper's rank
+# invariance is a statement about the Gaussian (mean-field) dynamics, and such a network does not contradict it
+# when the same learned controls, applied to the Gaussian through the exact layer maps, keep rank 2 and end at
+# least $F_2$ from the target (claim 2 below).
 #
-# What we claim instead (set after seeing that failure; the quick profile had not shown it), over **every**
-# network trained from the rank-2 start with attention in this chapter (the ensemble, the $N$ ladder and the
-# depth ladder):
+# The claims, over **every** network trained from the rank-2 start with attention in this chapter (the ensemble,
+# the $N$ ladder and the depth ladder):
 #
 # 1. (**reproduces**, `rank_invariance`) each either stays at or above the wall ($\bar\ell > q_1$ of the
 #    wall's floor) or its tokens have left its own Gaussian dynamics: the moments of its output cloud are
@@ -490,43 +382,27 @@ glue("depth_e_hi", float(depth_e.max()))
 #    of every such network ($\sigma_3/\sigma_1 > 10^{-6}$, where $V = 0$ gave round-off).
 
 # %% mystnb={"figure": {"name": "fig-escape", "caption": "Every network trained from the rank-2 start to a full-rank target: its mean test loss over the lower edge $q_1$ of the wall's noise floor (below 1: through the wall), against the largest $\\kappa$ of its layers along the Gaussian's path. Filled: its tokens left its own Gaussian dynamics; open: they follow them; crosses: $V = 0$."}, "image": {"alt": "Scatter plot on a logarithmic kappa axis: crosses at the left edge and open or filled circles, most of them above a dashed horizontal line at one; any point below the line is a filled circle far to the right of a dotted vertical line at one half."}}
-behind_all = [(name, run, t, nl, mean_field_departure(run, t.mu, t.Sigma, clouds=bend_clouds, repeats=null_repeats,
-                                                     seed=seed + 9 + i))
-              for i, (name, run, t, nl) in enumerate(behind)]
-figs.escape_figure([(m.kappa, run.test_loss / band(nl)[0], m.departed) for _, run, _, nl, m in behind_all],
-                   [run.test_loss / band(null_wall[n])[0] for n, run in wall0.items()]
-                   + [run.test_loss / band(nl)[0] for run, nl in zip(ladder_wall0, ladder_null_wall, strict=True)]
-                   + [run.test_loss / band(null_wall[t0.name])[0] for run in depth_wall0]);
+escape = grid.escape(clouds=bend_clouds, repeats=null_repeats, seed=seed + 9)
+grid.escape_figure(escape);
 
 # %%
-escape_table = [{"run": name, "mean test loss": round(run.test_loss, 4), "q01 of the wall": round(band(nl)[0], 4),
-                 "F_2": round(rank_floor(t.Sigma, r), 4), "below the wall": bool(run.test_loss <= band(nl)[0]),
-                 "kappa max": float(f"{m.kappa:.3g}"), "departure": float(f"{m.departure:.3g}"),
-                 "departure floor q99": float(f"{m.floor.band(LEVEL)[1]:.3g}"), "left its Gaussian dynamics": m.departed,
-                 "Gaussian prediction W2^2": float(f"{m.endpoint_w2sq:.3g}"), "its rank": m.endpoint_rank}
-                for name, run, t, nl, m in behind_all]
-n_below = sum(row["below the wall"] for row in escape_table)
-glue("n_below", n_below)
-glue("n_behind", len(escape_table))
-glue("kappa_deep", float(max(m.kappa for *_, m in behind_all)))
-deep_attended = attended_tokens(deepest[1], seed=seed + 10)
-glue("deep_attended", float(deep_attended.min()))
-glue("deep_n", deepest[1].training.n_tokens)
-escape_table
+escape.table()
 
-# %%
+# %% tags=["hide-input"]
+glue("n_below", escape.n_below)
+glue("n_behind", len(escape.rows))
+glue("kappa_deep", float(max(m.kappa for *_, m in escape.rows)))
+glue("deep_attended", float(grid.attended(escape, seed=seed + 10).min()))
+glue("deep_n", escape.deepest[1].training.n_tokens)
 claim("attention, rank-2 start: every network stays at the wall or has left its Gaussian dynamics",
-      bool(all(run.test_loss > band(nl)[0] or m.departed for _, run, _, nl, m in behind_all)),
-      statement="rank_invariance", kind="reproduces")
+      escape.at_wall_or_departed, statement="rank_invariance", kind="reproduces", scope=TM)
 claim("learned controls on the Gaussian (exact layer maps): least W2^2 to the target over F_2",
-      min(m.endpoint_w2sq / rank_floor(t.Sigma, r) for _, _, t, _, m in behind_all), gt=1.0 - 1e-6,
-      statement="rank_invariance", kind="consistency")
-claim("learned controls on the Gaussian keep rank 2", bool(all(m.endpoint_rank == r for *_, m in behind_all)),
-      statement="rank_invariance", kind="consistency")
-bend = min(off_subspace_ratio(output_tokens(run, run.training.n_tokens, seed=seed + 5)[1], r)
-           for _, run, *_ in behind_all)
-claim("attention on: the planarity statistic sees the finite-N bending, least sigma_3 / sigma_1", bend, gt=1e-6,
-      statement="rank_invariance", kind="control")
+      escape.least_endpoint_over_floor, gt=1.0 - 1e-6, statement="rank_invariance", kind="consistency",
+      scope=dict(TM, system="moment ODE"))
+claim("learned controls on the Gaussian keep rank 2", escape.endpoints_keep_rank, statement="rank_invariance",
+      kind="consistency", scope=dict(TM, system="moment ODE"))
+claim("attention on: the planarity statistic sees the finite-N bending, least sigma_3 / sigma_1",
+      escape.least_bending(seed=seed + 5), gt=1e-6, statement="rank_invariance", kind="control", scope=TM)
 
 # %% [markdown]
 # Of the {glue:text}`n_behind` networks trained with attention from the rank-2 start, {glue:text}`n_below`
@@ -539,20 +415,23 @@ claim("attention on: the planarity statistic sees the finite-N bending, least si
 # on fresh clouds of other sizes (its controls unchanged).
 
 # %% mystnb={"figure": {"name": "fig-bending", "caption": "The network trained with attention from the rank-2 start that got lowest relative to the wall, run on fresh clouds of several sizes $N$ with its controls unchanged. Left: how far its output bends out of the plane, $\\sigma_3/\\sigma_1$ (dots: clouds; line: their mean; dashed: $N^{-1/2}$). Right: its loss against a fresh target sample of the same size, with $F_2$ (dashed) and the samples' floors $F_2(\\hat\\Sigma_Y)$."}, "image": {"alt": "Left: the bending of one network's output against the number of tokens on log-log axes, beside a dashed falling reference line. Right: its loss against the number of tokens beside a dashed horizontal line and a dotted line of floors."}}
-bending = thickness_against_n(deepest[1], bend_ns, clouds=bend_clouds, seed=seed + 8, target=t_deep)
-figs.bending_figure(bending, floors[t_deep.name]);
+bending = grid.bending(escape, bend_ns, clouds=bend_clouds, seed=seed + 8)
+grid.bending_figure(bending);
 
 # %%
+bend_floor = grid.floors[escape.deepest[2].name]
+{"N": bending.n_tokens.tolist(), "mean sigma_3/sigma_1": np.round(bending.ratios.mean(axis=1), 4).tolist(),
+ "mean loss": np.round(bending.losses.mean(axis=1), 4).tolist(), "F_2": round(bend_floor, 4)}
+
+# %% tags=["hide-input"]
 glue("bend_slope", bending.slope)
-glue("bend_name", deepest[0])
+glue("bend_name", escape.deepest[0])
 glue("bend_loss_first", float(bending.losses[0].mean()))
 glue("bend_loss_last", float(bending.losses[-1].mean()))
 glue("bend_n_first", int(bend_ns[0]))
 glue("bend_n_last", int(bend_ns[-1]))
-glue("bend_prediction", float(next(m.endpoint_w2sq for name, *_, m in behind_all if name == deepest[0])))
-glue("bend_floor", floors[t_deep.name])
-{"N": bending.n_tokens.tolist(), "mean sigma_3/sigma_1": np.round(bending.ratios.mean(axis=1), 4).tolist(),
- "mean loss": np.round(bending.losses.mean(axis=1), 4).tolist(), "F_2": round(floors[t_deep.name], 4)}
+glue("bend_prediction", float(escape.deepest[4].endpoint_w2sq))
+glue("bend_floor", bend_floor)
 
 # %% [markdown]
 # For this network ({glue:text}`bend_name`) the mean bending changes with $N$ at a log–log slope of
@@ -579,19 +458,19 @@ glue("bend_floor", floors[t_deep.name])
 # reference, must hit their targets (endpoint error below $10^{-6}$, **consistency**).
 
 # %% mystnb={"figure": {"name": "fig-learning-energy", "caption": "Energies per same-rank target: the learned controls with attention (their feed-forward part, and the affine velocity they apply to the Gaussian, hatched) and with $V = 0$, beside chapter 3's constructive and minimum-energy controls for the same start and target."}, "image": {"alt": "Grouped bar chart, five bars per target: three shades of blue for the learned controls, orange for the constructive and red for the minimum-energy controls."}}
-labels = list(energies)
-figs.energy_figure(labels, [energies[n] for n in labels])
-ratio_v0 = np.array([energies[n].learned_no_attention / energies[n].min_energy for n in labels])
-glue("v0_ratio_lo", float(ratio_v0.min()))
-glue("v0_ratio_hi", float(ratio_v0.max()));
+grid.energy_figure(energies);
 
 # %%
-energy_table = {n: {k: round(float(v), 3) for k, v in vars(e).items() if k != "min_energy_error"}
-                for n, e in [*energies.items(), *((f"{n} (wall)", e) for n, e in wall_energies.items())]}
+{n: {k: round(float(v), 3) for k, v in vars(e).items() if k != "min_energy_error"}
+ for n, e in [*energies.items(), *((f"{n} (wall)", e) for n, e in wall_energies.items())]}
+
+# %% tags=["hide-input"]
+ratio_v0 = np.array([e.learned_no_attention / e.min_energy for e in energies.values()])
+glue("v0_ratio_lo", float(ratio_v0.min()))
+glue("v0_ratio_hi", float(ratio_v0.max()))
 claim("minimum-energy reference controls hit their targets: largest endpoint error",
       max(e.min_energy_error for e in [*energies.values(), *wall_energies.values()]), lt=1e-6,
-      statement="beyond_min_energy", kind="consistency")
-energy_table
+      statement="beyond_min_energy", kind="consistency", scope=dict(system="moment ODE", d=d, V="zero"))
 
 # %% [markdown]
 # Gradient descent on the loss alone, with nothing in it about energy, finds attention-free controls of
@@ -613,7 +492,33 @@ energy_table
 # binds only while the $N$ tokens follow their Gaussian dynamics: every network that ended below it
 # ({glue:text}`n_below` of {glue:text}`n_behind` here) had left them (largest $\kappa$ reached:
 # {glue:text}`kappa_deep:.3g`), and the same controls applied to the Gaussian itself keep its rank and stay
-# at least $F_2$ from the target. When the chapter was first run in its full profile, one such network went
-# through the wall by sharpening its attention; the rank invariance of the paper is a statement about the
-# Gaussian dynamics, and training at finite $N$ is not bound by it. The learned controls were not the cheap ones: without attention they cost
-# {glue:text}`v0_ratio_lo:.2f`–{glue:text}`v0_ratio_hi:.2f` times chapter 3's minimum energy.
+# at least $F_2$ from the target: the rank invariance of the paper is a statement about the Gaussian dynamics,
+# and training at finite $N$ with sharp attention is not bound by it. The learned controls were not the cheap
+# ones: without attention they cost {glue:text}`v0_ratio_lo:.2f`–{glue:text}`v0_ratio_hi:.2f` times chapter 3's
+# minimum energy.
+#
+# ## How these checks were designed
+#
+# ```{dropdown} Revisions, seeds and the mutations behind these claims
+# *The optimiser's settings* (`steps`, `lr`, `final_lr`, `init_scale`) were chosen on a pilot target of another
+# seed, before this chapter's targets were drawn.
+#
+# *The rank wall with attention (f).* The chapter first claimed, for every full-rank target, that the network
+# trained **with attention** from the rank-2 start also ends inside $[q_1, q_{99}]$ of the wall's floor. When the
+# chapter was first run in its full profile that failed: for one target of three the trained network ended well
+# below the wall, below $F_2$ itself, by sharpening its attention to $\kappa \gg 1/2$. Nothing was retuned. The
+# three claims of (f) replaced it; they were set after seeing that failure (the quick profile had not shown it).
+#
+# *What the attention-free claims count for.* The claims of (c), and the attention-free claims of (d) and (e),
+# were first counted for the paper's rank invariance. Every attention-free layer is affine, so the cloud stays in
+# its plane by construction and the exact floor holds whatever the training does: they cannot fail the paper's
+# statement. They are counted for this book's learning statement (`beyond_learning`), which is about training,
+# with their values, thresholds and seeds unchanged.
+#
+# *Seeds.* The targets are drawn with `seed + 1` (full rank) and `seed + 2` (rank 2); each network's training seed
+# is `seed + 1_000_000 group + 100_000 k + 100 N + L` (group 1: full-rank start, 2: rank-2 start to a full-rank
+# target, 3: rank-2 target; `k` the target, `N` the tokens, `L` the layers) and its test pairs `training seed +
+# 7919`; the noise floors `seed + 50_000 + k`, `+ 60_000 + k`, `+ 70_000 + k` and, on the ladder, `+ 80_000 + N`,
+# `+ 90_000 + N` ({py:mod}`gtbook.studies.learning.grid`); the figures and checks on fresh clouds `seed + 3` to
+# `seed + 10`.
+# ```

@@ -1,114 +1,13 @@
-"""A minimal headless-Chromium driver over the DevTools protocol (pipe transport, no extra packages).
-
-Chromium started with ``--remote-debugging-pipe`` reads JSON commands from fd 3 and writes replies
-to fd 4, each message terminated by a NUL byte.
-"""
+"""What the browser tests measure in a rendered page (the driver itself is :mod:`gtbook.chromium`)."""
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import fcntl
 import json
-import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-         "--remote-debugging-pipe", "--window-size=1200,1600"]
+from gtbook.chromium import FLAGS, Browser, chromium_path
 
-
-def chromium_path() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
-class Browser:
-    def __init__(self, executable: str) -> None:
-        self._profile = tempfile.mkdtemp(prefix="gtbook-chromium-")
-        cmd_r, cmd_w = os.pipe()
-        out_r, out_w = os.pipe()
-
-        def wire():  # in the child: the pipe ends become fds 3 and 4, inheritable across exec
-            high_r = fcntl.fcntl(cmd_r, fcntl.F_DUPFD, 10)
-            high_w = fcntl.fcntl(out_w, fcntl.F_DUPFD, 10)
-            os.dup2(high_r, 3)
-            os.dup2(high_w, 4)
-
-        self.proc = subprocess.Popen([executable, *FLAGS, f"--user-data-dir={self._profile}", "about:blank"],
-                                     close_fds=False, preexec_fn=wire,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(cmd_r)
-        os.close(out_w)
-        self._w = os.fdopen(cmd_w, "wb")
-        self._r = os.fdopen(out_r, "rb")
-        self._id = 0
-        self._buf = b""
-        self._targets: dict[str, str] = {}
-
-    def send(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
-        self._id += 1
-        msg = {"id": self._id, "method": method, "params": params or {}}
-        if session:
-            msg["sessionId"] = session
-        self._w.write(json.dumps(msg).encode() + b"\0")
-        self._w.flush()
-        while True:
-            while b"\0" not in self._buf:
-                chunk = self._r.read1(1 << 16)
-                if not chunk:
-                    raise RuntimeError("chromium closed the DevTools pipe")
-                self._buf += chunk
-            raw, self._buf = self._buf.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("id") == self._id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-
-    def open(self, url: str, width: int | None = None, height: int = 1000) -> str:
-        """A new tab showing ``url`` (``width`` CSS pixels wide if given, as a phone below 600):
-        returns its session id once navigation has committed."""
-        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        if width is not None:
-            self.send("Emulation.setDeviceMetricsOverride", {"width": int(width), "height": int(height),
-                                                             "deviceScaleFactor": 1, "mobile": width < 600},
-                      session)
-        nav = self.send("Page.navigate", {"url": url}, session)
-        if nav.get("errorText"):
-            raise RuntimeError(f"could not open {url}: {nav['errorText']}")
-        self._targets[session] = target
-        return session
-
-    def close_tab(self, session: str) -> None:
-        target = self._targets.pop(session, None)
-        if target is not None:
-            self.send("Target.closeTarget", {"targetId": target})
-
-    def evaluate(self, session: str, expression: str, timeout_ms: int = 30000):
-        res = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                             "returnByValue": True, "timeout": timeout_ms}, session)
-        if "exceptionDetails" in res:
-            raise RuntimeError(f"page script failed: {res['exceptionDetails']}")
-        return res["result"].get("value")
-
-    def screenshot(self, session: str, path: Path) -> None:
-        data = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session)
-        path.write_bytes(base64.b64decode(data["data"]))
-
-    def close(self) -> None:
-        with contextlib.suppress(RuntimeError):
-            self.send("Browser.close")
-        self.proc.wait(timeout=20)
-        shutil.rmtree(self._profile, ignore_errors=True)
-
+__all__ = ["FLAGS", "PAGE_REPORT", "Browser", "chromium_path"]
 
 #: waits for the page and MathJax, then reports what a reader would see
 PAGE_REPORT = r"""
@@ -172,6 +71,15 @@ new Promise((resolve) => {
   };
   const measure = () => {
     const closed = document.documentElement.scrollHeight;  // the page's height as it opens
+    // code a reader sees as the page opens: non-blank lines of cell inputs not inside a closed <details>,
+    // the parameters cell counted apart
+    let code = 0, parameters = 0;
+    for (const input of document.querySelectorAll('div.cell .cell_input')) {
+      const hidden = input.closest('details');
+      if ((hidden && !hidden.open) || input.offsetParent === null) continue;
+      const n = input.innerText.split('\n').filter((l) => l.trim()).length;
+      if (input.closest('div.cell').classList.contains('tag_parameters')) parameters += n; else code += n;
+    }
     document.querySelectorAll('details').forEach((d) => { d.open = true; });
     const article = document.querySelector('article.bd-article') || document.querySelector('article') || document.body;
     const col = article.getBoundingClientRect();
@@ -241,7 +149,8 @@ new Promise((resolve) => {
       const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
       captions = captions === null ? ratio : Math.min(captions, ratio);
     }
-    resolve({wide, broken, cut, page, captions, body, closed, height: document.documentElement.scrollHeight});
+    resolve({wide, broken, cut, page, captions, body, closed, code, parameters,
+             height: document.documentElement.scrollHeight});
   };
   const wait = () => {
     if (document.readyState !== 'complete') { setTimeout(wait, 100); return; }
@@ -306,4 +215,26 @@ if __name__ == "__main__":  # python tests/browser.py BUILD/html [OUT.json]: mea
         captions = "-" if r["captions"] is None else format(r["captions"], ".2f")
         print(f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  cut {len(r['cut']):3d}  "
               f"page scrolls {'yes' if r['page'] else 'no '}  caption contrast (dark) {captions} "
-              f"(body {r['body'] or 0:.2f})  height {r['closed']} (all open {r['height']})")
+              f"(body {r['body'] or 0:.2f})  height {r['closed']} (all open {r['height']})  "
+              f"code lines {r['code']} (+{r['parameters']} parameters)")
+
+
+#: what a chapter page may show as it opens, at 1400 px (issue: a book written for its readers)
+MAX_CODE_LINES, MAX_PARAMETER_LINES, MAX_HEIGHT_PX = 80, 25, 12_000
+
+
+def budget_problems(results: dict[str, dict]) -> list[str]:
+    """The chapter pages (``executed/NN_*.html``) over the reading budget at 1400 px, one line each."""
+    problems = []
+    for where, r in results.items():
+        width, page = where.split(" ", 1)
+        if width != "1400" or not page.split("/")[-1][:2].isdigit():
+            continue
+        if r["code"] > MAX_CODE_LINES:
+            problems.append(f"{page}: {r['code']} visible code lines (at most {MAX_CODE_LINES})")
+        if r["parameters"] > MAX_PARAMETER_LINES:
+            problems.append(f"{page}: a parameters cell of {r['parameters']} lines (at most {MAX_PARAMETER_LINES})")
+        if r["closed"] > MAX_HEIGHT_PX:
+            problems.append(f"{page}: {r['closed']} px tall with its collapsed sections closed "
+                            f"(at most {MAX_HEIGHT_PX})")
+    return problems

@@ -54,6 +54,7 @@ def make_mini_book(path: Path, names: tuple[str, ...] = ("01_tiny",)) -> Path:
     toc = "format: jb-book\nroot: book/intro\nparts:\n  - caption: Chapters\n    chapters:\n"
     toc += "".join(f"      - file: executed/{n}\n" for n in names)
     toc += ("  - caption: Reproducibility\n    chapters:\n      - file: executed/gallery\n"
+            "      - file: executed/paper_map\n      - file: executed/status\n"
             "      - file: executed/report\n")
     (path / "_toc.yml").write_text(toc)
     profiles = "[full]\n\n[quick]\n\n" + "".join(f"[quick.{n}]\nx = 0.5\n\n" for n in names)

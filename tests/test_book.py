@@ -734,3 +734,29 @@ def test_documented_rerun_commands_name_real_parameters(doc):
         chapter = book_chapters.select(chapters, [only])[0]
         for name in re.findall(r"--set (\w+)=", line):
             assert name in chapter.defaults, f"{doc}: {name} is not a parameter of {chapter.name}"
+
+
+def test_a_renamed_chapter_leaves_an_orphan_that_nothing_counts(ran):
+    """Rename 02_small's source and make the new chapter fail: the old notebook is an orphan (status says so,
+    claims and the report leave it out), the new one has no good output, and clean --orphans removes it."""
+    src = ran / "notebooks" / "02_small.py"
+    new = ran / "notebooks" / "02_other.py"
+    new.write_text(src.read_text().replace("lt=2.0", "lt=0.1"))  # its claim fails now
+    src.unlink()
+    for name, old, new_text in (("_toc.yml", "executed/02_small", "executed/02_other"),
+                                ("notebooks/profiles.toml", "quick.02_small", "quick.02_other")):
+        (ran / name).write_text((ran / name).read_text().replace(old, new_text))
+    proc = gtbook("run", "-j", "2", cwd=ran, check=False)
+    assert proc.returncode == 2 and not (ran / "executed" / "02_other.ipynb").exists()
+    text = gtbook("status", "-j", "2", cwd=ran).stdout
+    assert re.search(r"02_small\s+orphan", text) and re.search(r"02_other\s+failed", text), text
+    claims = gtbook("claims", cwd=ran).stdout
+    assert "1 claims in 1 chapter: 1 pass, 0 fail" in claims and "02_small" in claims.split("not counted")[1]
+    from gtbook import report
+
+    page = report.report_markdown(ran / "executed")
+    assert "orphans, not counted here" in page and "02\\_small" not in page.split("orphans, not counted")[0]
+    assert "no good output" in page and "last good output" not in page
+    assert "removed orphan notebooks: 02_small" in gtbook("clean", "--orphans", cwd=ran).stdout
+    assert not (ran / "executed" / "02_small.ipynb").exists() and (ran / "executed" / "01_tiny.ipynb").exists()
+    assert "orphan" not in gtbook("status", "-j", "2", cwd=ran).stdout

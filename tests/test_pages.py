@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from browser import Browser, chromium_path, measure_pages, overflow_problems
+from browser import Browser, budget_problems, chromium_path, measure_pages, overflow_problems
 
 
 @pytest.mark.slow
@@ -34,3 +34,24 @@ def test_every_page_fits_at_1400_and_420_px(built_book):
     assert len(results) == 2 * len(pages)
     problems = overflow_problems(results)
     assert not problems, "\n".join(problems)
+    chapters = [k for k in results if k.startswith("1400 executed/") and k.split("/")[-1][:2].isdigit()]
+    assert len(chapters) == 9 and all(results[k]["code"] > 0 for k in chapters)  # the count sees code
+    over = budget_problems(results)  # the reading budget: reported until every chapter meets it
+    (tree / "_build" / "budget.txt").write_text("\n".join(over) + "\n")
+
+
+@pytest.mark.slow
+def test_no_page_names_a_path_of_the_machine_that_built_it(built_book):
+    """No absolute path of the build machine (the tree, the home folder, the Python prefix) in any page."""
+    import sys
+    from pathlib import Path
+
+    tree, _ = built_book
+    html = tree / "_build" / "html"
+    machine = {str(tree), str(Path.home()), sys.prefix, str(Path(sys.executable).resolve().parent.parent),
+               str(Path(__file__).resolve().parents[1])}
+    found = []
+    for page in sorted(html.rglob("*.html")):
+        text = page.read_text(errors="replace")
+        found += [f"{page.relative_to(html)}: {m}" for m in machine if m and len(m) > 4 and m in text]
+    assert not found, "\n".join(found[:20])

@@ -135,7 +135,8 @@ def test_every_subcommand_and_option_has_a_description_and_help():
 
     parser = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == {"run", "status", "build", "all", "claims", "mutations", "probe", "atlas"}
+    assert set(sub.choices) == {"run", "status", "build", "pdf", "all", "claims", "clean", "mutations", "probe",
+                                "atlas"}
     helps = {a.dest: a.help for a in sub._choices_actions}
     for name, sp in sub.choices.items():
         assert sp.description and len(sp.description) > 40, f"{name} has no description"

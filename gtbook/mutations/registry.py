@@ -12,7 +12,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 __all__ = ["AREAS", "REGISTRY", "Mutation", "RegistryError", "load_registry"]
 
-#: the registry shipped with the package
+# the registry shipped with the package (not documented by value: its path is the machine's)
 REGISTRY = Path(__file__).with_name("registry.toml")
 #: what a mutation can be an error in (see the registry's header)
 AREAS = ("paper", "beyond", "statistics")
@@ -137,7 +137,7 @@ def _entry(name: str, raw: dict, source: str) -> Mutation:
 
 
 def load_registry(path: str | Path | None = None) -> dict[str, Mutation]:
-    """The mutations of the registry at ``path`` (default ``REGISTRY``), in file order.
+    """The mutations of the registry at ``path`` (default: ``registry.toml`` beside this module), in file order.
 
     Raises
     ------

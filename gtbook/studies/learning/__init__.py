@@ -3,7 +3,14 @@ r"""Chapter 9 (reachability seen from learning): a Transformer trained by gradie
 * :mod:`~gtbook.studies.learning.harness`: seeded targets, cached trained runs on fresh test pairs, the
   noise floors of N tokens, the slack over the rank floor and its slope in N, the energy comparison with
   chapter 3's controls;
+* :mod:`~gtbook.studies.learning.grid`: every network of the chapter trained in one call (:func:`train_grid`),
+  with the tables, figures and numbers the chapter reads from it;
 * :mod:`~gtbook.studies.learning.figures`: the chapter's figures, taking those results.
 
 The trainer itself is core numerics: :mod:`gtcore.training`.
 """
+
+from gtbook.studies.learning.grid import Escape, LearningGrid, band, run_seed, train_grid
+from gtbook.studies.learning.harness import TrainingSettings, random_targets
+
+__all__ = ["Escape", "LearningGrid", "TrainingSettings", "band", "random_targets", "run_seed", "train_grid"]
