@@ -12,7 +12,41 @@ layer by layer.
 * :mod:`~gtbook.studies.pretrained.clustering`: pairwise cosine similarities and cluster counts per layer;
 * :mod:`~gtbook.studies.pretrained.statistics` and :mod:`~gtbook.studies.pretrained.layer_criteria`: the
   Gaussianity statistics against their noise bands (the earlier criterion; ``gtbook probe``);
+* :mod:`~gtbook.studies.pretrained.profile`: the effect sizes read as a profile over depth (fractions of the
+  reference with intervals, the statement's two parts in plain words) and how far each block moves its tokens;
+* :mod:`~gtbook.studies.pretrained.presentation`: the chapter's results as objects with their tables and figures;
 * :mod:`~gtbook.studies.pretrained.figures`: the chapter's figures.
 
 The models are loaded and run layer by layer by :mod:`gtcore.models`.
 """
+
+from gtbook.studies.pretrained.criterion import REFERENCE_NU, SENSITIVITY_NU, study_model
+from gtbook.studies.pretrained.effects import STATISTICS, Settings
+from gtbook.studies.pretrained.presentation import (
+    CriterionRun,
+    clustering_run,
+    model_scope,
+    size_sweep,
+)
+from gtbook.studies.pretrained.profile import Reading, update_norms, update_table
+from gtbook.studies.pretrained.side_by_side import train_side_by_side
+from gtbook.studies.pretrained.training import TRAINED_HERE, mlm_schedule, vit_schedule
+
+__all__ = [
+    "REFERENCE_NU",
+    "SENSITIVITY_NU",
+    "STATISTICS",
+    "TRAINED_HERE",
+    "CriterionRun",
+    "Reading",
+    "Settings",
+    "clustering_run",
+    "mlm_schedule",
+    "model_scope",
+    "size_sweep",
+    "study_model",
+    "train_side_by_side",
+    "update_norms",
+    "update_table",
+    "vit_schedule",
+]
