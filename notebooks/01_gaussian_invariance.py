@@ -165,11 +165,11 @@ glue("diff_se", rates.se_diff)
 claim("weak_attention_kappa", rates.weak.kappa, lt=0.5, statement="beyond_finite_n", kind="consistency",
       scope=dict(S2, system="moment ODE"))
 claim("weak_attention_slope", rates.weak.slope, gt=-0.5 - 3 * rates.se_weak, lt=-0.5 + 3 * rates.se_weak,
-      statement="beyond_finite_n", kind="reproduces", scope=S2)
+      statement="beyond_finite_n", kind="reproduces", scope=S2, sides=rates.weak.sides)
 claim("strong_attention_kappa", rates.strong.kappa, gt=0.5, statement="beyond_finite_n", kind="consistency",
       scope=dict(S2, system="moment ODE"))
 claim("strong_is_slower", rates.strong.slope - rates.weak.slope, gt=3 * rates.se_diff,
-      statement="beyond_finite_n", kind="reproduces", scope=S2)
+      statement="beyond_finite_n", kind="reproduces", scope=S2, sides=rates.sides)
 
 # %% [markdown]
 # The threshold's derivation says what $\kappa$ *is*: the weights $e^{y^\top Bx}$ have relative second moment
@@ -241,7 +241,8 @@ stacks.table()
 
 # %% tags=["hide-input"]
 claim("softmax 12-layer stack vs layer_stack: log-log slope in N", stacks.gaussian.slope,
-      gt=stacks.band[0], lt=stacks.band[1], statement="reduction", kind="reproduces", scope=S2)
+      gt=stacks.band[0], lt=stacks.band[1], statement="reduction", kind="reproduces", scope=S2,
+      sides=stacks.gaussian.sides)
 claim("uniform tokens (same moments): softmax stack slope above the band", stacks.uniform.slope,
       gt=stacks.band[1], statement="reduction", kind="control", scope=S2)
 
@@ -286,9 +287,9 @@ gauss.figure();
 
 # %% tags=["hide-input"]
 S2_mid = dict(S2, B="symmetric")  # B_mid is symmetric
-mid_stats = next(iter(gauss.flows.values()))
+mid, mid_stats = next(iter(gauss.flows.items()))
 claim("B_mid: sliced W2 inside the noise band at every time", excursion(mid_stats["sliced W2"], gauss.bands["sliced W2"]),
-      lt=0.0, statement="invariance", kind="reproduces", scope=S2_mid)
+      lt=0.0, statement="invariance", kind="reproduces", scope=S2_mid, sides=gauss.sides[mid])
 claim("B_mid + ReLU block (flow control): sliced W2 at T outside the noise band",
       excursion(gauss.relu_w2, gauss.bands["sliced W2"]), gt=0.0, statement="invariance", kind="control",
       scope=S2_mid)
@@ -364,12 +365,13 @@ for key, value in ens.summary().items():
 glue("ens_tries", ens.census.tries)
 glue("aff_tries", ens.weak_census.tries)
 claim(f"ensemble of {ens_draws} general layers (d=3): pooled slope of the softmax stack error", ens.gauss.slope,
-      gt=-0.5 - 3 * ens.se, lt=-0.5 + 3 * ens.se, statement="reduction", kind="reproduces", scope=S3)
+      gt=-0.5 - 3 * ens.se, lt=-0.5 + 3 * ens.se, statement="reduction", kind="reproduces", scope=S3,
+      sides=ens.sides)
 claim("ensemble, uniform tokens (same moments): pooled stack slope above the band", ens.uniform.slope,
       gt=-0.5 + 3 * ens.se, statement="reduction", kind="control", scope=S3)
 claim(f"second ensemble of {ens_draws} general layers (kappa < 0.2): pooled slope of the stack map's "
       "non-affine residual", ens.weak_gauss.nonaffine_slope, gt=-0.5 - 3 * ens.weak_se, lt=-0.5 + 3 * ens.weak_se,
-      statement="invariance", kind="reproduces", scope=S3)
+      statement="invariance", kind="reproduces", scope=S3, sides=ens.nonaffine_sides)
 claim("second ensemble, uniform tokens (same moments): non-affine residual slope above the band",
       ens.weak_uniform.nonaffine_slope, gt=-0.5 + 3 * ens.weak_se, statement="invariance", kind="control", scope=S3)
 
@@ -441,6 +443,14 @@ claim("second ensemble, uniform tokens (same moments): non-affine residual slope
 # *The draws' census* was added when the book's ensembles were reviewed for selection: the generator keeps the
 # first draws whose $\kappa$ stays below the cap along the moment ODE, and the census replays it and counts every
 # draw it made (it fails if its replay keeps other draws than the chapter's ensemble).
+#
+# *Traced sides.* Each reproduction records the library functions its two sides ran: the observed side is the
+# tokens drawn and moved by the $N$-token simulator; the predicted side is the moment ODE (b), the exact layer
+# maps (c, e) or the sliced-$W_2$ noise floor of Gaussian samples (d), the floor counted whole, its statistic
+# included. The statistic applied to the tokens (the moment error, the sliced $W_2$ of the cloud, the
+# non-affine residual) is the comparison and counts on neither side. The book refuses a reproduction whose
+# two sides share model code; none of this chapter's do. The non-affine residual of (e) is compared with the
+# rate $N^{-1/2}$ itself, so its predicted side ran no library code.
 #
 # *Seeds.* The ensembles' seeds (2211–2218: draws, stack samples, flow samples, null samples, bootstraps) and
 # the seed of the direct maximisation of $\kappa$ in (b) (2271) were new to this chapter when introduced; the

@@ -184,7 +184,7 @@ S2 = dict(system="tokens", d=2, A="general", B="scalar", V="scalar")  # W_ff fol
 ident, bulk = sweep.runs["identity"], sweep.runs["ReLU, c0=0"]
 glue("ident_pred_err", float(ident.prediction_error[-1]))
 claim("identity: max sliced W2 over time below the band's top", float(ident.statistics["sliced_w2"].max()),
-      statement="invariance", kind="reproduces", lt=sweep.band_top, scope=S2)
+      statement="invariance", kind="reproduces", lt=sweep.band_top, scope=S2, sides=sweep.sides("identity"))
 claim("ReLU c0=0: sliced W2 at the final time above the band", float(bulk.statistics["sliced_w2"][-1]),
       statement="invariance", kind="control", gt=sweep.band_top, scope=S2)
 
@@ -198,7 +198,8 @@ glue("ident_T2_ratio", null.tests["identity ODE"].ratio)
 glue("relu2_T2_ratio", null.tests["ReLU c0=2"].ratio)
 glue("relu3_T2_ratio", null.tests["ReLU c0=3"].ratio)
 claim("identity: clouds' deviation from their own moment ODE, Hotelling T^2 / 99% quantile",
-      null.tests["identity ODE"].ratio, lt=1.0, statement="reduction", kind="reproduces", scope=S2)
+      null.tests["identity ODE"].ratio, lt=1.0, statement="reduction", kind="reproduces", scope=S2,
+      sides=null.sides["identity ODE"])
 claim(f"identity clouds against the ODE with V -> {gain_error:g} V (near miss): T^2 / 99% quantile",
       null.tests[null.gain_key].ratio, gt=1.0, statement="reduction", kind="control", scope=S2)
 for c0 in (0.0, 1.0):
@@ -334,7 +335,7 @@ mix.attention_figure(layer(0.0).B[0]);
 # %% tags=["hide-input"]
 glue("component_size", int(min(mix.sample.counts())))
 claim("mixture: min over components of sliced W2 / band top at T_mix", mix.min_ratio_at_T,
-      statement="mixtures_not_invariant", kind="reproduces", gt=1.0, scope=S2)
+      statement="mixtures_not_invariant", kind="reproduces", gt=1.0, scope=S2, sides=mix.sides)
 claim("single-Gaussian control: max over times and labels of sliced W2 / band top", mix.control_max_ratio,
       statement="mixtures_not_invariant", kind="control", lt=1.0, scope=S2)
 
@@ -378,7 +379,7 @@ glue("fold_T2_ratio", fold.tests["fold"].ratio)
 glue("sample_max_z", sampled.max_abs_z)
 claim("general layer, d=3, feed-forward block with U general and c != 0: clouds' deviation from their own moment "
       "ODE, Hotelling T^2 / 99% quantile", fold.tests["fold"].ratio, lt=1.0, statement="reduction",
-      kind="reproduces", scope=S3)
+      kind="reproduces", scope=S3, sides=fold.sides)
 for wrong in ("without W c", "U taken as I"):
     claim(f"general layer, d=3: the same clouds against the ODE of the fold {wrong}: T^2 / 99% quantile",
           fold.tests[wrong].ratio, gt=1.0, statement="reduction", kind="control", scope=S3)
@@ -513,6 +514,13 @@ claim("mixture attention average = Gauss-Hermite quadrature (general mixture, no
 # copy of `gtcore` whose fold drops $+\,Wc$ the fold claim's value is 7046 (threshold 1); with $A + UW$ in place
 # of $A + WU$, 28,683; with the mixture's components sampled from the diagonal of their covariances only, the
 # sampler claim's value is 52.1 (threshold 4), and with the transposed factor $z L_k$, 100.7.
+#
+# *Traced sides.* Each reproduction records the library functions its two sides ran: the observed side is the
+# tokens drawn (Gaussian, or the mixture's sampler) and moved by the $N$-token simulator, which evaluates the
+# feed-forward block token by token; the predicted side is the moment ODE of the folded layer (a, c) or the
+# sliced-$W_2$ noise floors of Gaussian samples (a, b), each floor counted whole, its statistic included. The
+# statistic applied to the tokens is the comparison and counts on neither side. The book refuses a reproduction
+# whose two sides share model code; none of this chapter's do.
 #
 # *Seeds.* The prediction's null (2221 onwards) and the exact values (2261–2265) were new to this chapter when
 # they were introduced; the general layer's seeds are 2281 (the discarded first draw), 2282–2308.

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
+from gtbook.studies.traced import observed, predicted
 from gtcore.controls import ControlsLike
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
@@ -78,7 +79,9 @@ def flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, T: float, n_t
     :func:`gtcore.particles.simulate`). For each named prediction (controls whose moment ODE,
     :func:`gtcore.moments.integrate_moments`, is the prediction; for a ReLU layer that is the ODE of its
     identity-activation fold) the ODE starts from the cloud's empirical moments at :math:`t = 0`, and
-    :func:`signed_deviation` of the cloud's final moments from the ODE's is recorded.
+    :func:`signed_deviation` of the cloud's final moments from the ODE's is recorded. Inside a
+    :func:`gtbook.studies.traced.collect` block the token runs are traced as the observed side and the moment
+    ODEs as the predicted one.
 
     Parameters
     ----------
@@ -102,13 +105,15 @@ def flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, T: float, n_t
         raise ValueError("predictions must name at least one prediction")
     out: dict[str, list] = {name: [] for name in predictions}
     for s in range(int(seeds)):
-        x0 = gaussian_tokens(int(n_tokens), mu0, Sigma0, int(seed) + s)
-        tr = simulate(x0, controls, (0.0, float(T)), int(steps), method=method, ff=ff, record_every=int(steps),
-                      device="cpu", kernel_dtype=kernel_dtype)
+        with observed():
+            x0 = gaussian_tokens(int(n_tokens), mu0, Sigma0, int(seed) + s)
+            tr = simulate(x0, controls, (0.0, float(T)), int(steps), method=method, ff=ff, record_every=int(steps),
+                          device="cpu", kernel_dtype=kernel_dtype)
         if tr.status != "completed":
             raise ValueError(f"the token run of seed {int(seed) + s} did not complete ({tr.status})")
         for name, pred in predictions.items():
-            ode = integrate_moments(tr.mu[0], tr.Sigma[0], pred, (0.0, float(T)))
+            with predicted():
+                ode = integrate_moments(tr.mu[0], tr.Sigma[0], pred, (0.0, float(T)))
             if ode.status != "completed":
                 raise ValueError(f"prediction {name!r}: the moment ODE did not complete ({ode.status})")
             out[name].append(signed_deviation(tr.mu[-1], tr.Sigma[-1], *ode.final, mean=mean))

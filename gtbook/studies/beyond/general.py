@@ -29,12 +29,13 @@ variances are the plug-in ones (the sample's own fourth moments).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gtbook.studies.nulls import flow_deviations
+from gtbook.studies.traced import Sides, collect
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
@@ -132,6 +133,9 @@ class FoldCheck:
         ``"fold"`` (the layer's own ODE, :math:`A + WU`, :math:`b + Wc`), ``"without W c"`` and
         ``"U taken as I"`` (the ODEs of the two wrong folds).
     n_tokens, clouds, steps : int
+    sides : Sides
+        The library functions that moved the clouds (observed: the block evaluated token by token) and that
+        integrated the three moment ODEs (predicted: the fold) (:func:`gtbook.studies.nulls.flow_deviations`).
     """
 
     layer: GeneralLayer
@@ -139,6 +143,7 @@ class FoldCheck:
     n_tokens: int
     clouds: int
     steps: int
+    sides: Sides = field(default_factory=Sides.empty)
 
     def table(self) -> dict[str, dict[str, Any]]:
         """Per prediction: :math:`T^2` over its 99% quantile and the p-value."""
@@ -170,10 +175,11 @@ def feedforward_fold_check(d: int = 3, *, T: float = 1.0, seed: int, n_tokens: i
         "without W c": Controls(A=c.A, b=c.b, V=c.V, B=c.B, U=c.U, W=c.W, c=np.zeros(d)),
         "U taken as I": Controls(A=c.A, b=c.b, V=c.V, B=c.B, U=np.eye(d), W=c.W, c=c.c),
     }
-    dev = flow_deviations(c, layer.mu0, layer.Sigma0, T, n_tokens, clouds, steps, predictions=predictions,
-                          seed=int(seed) + 1)
+    with collect() as sides:
+        dev = flow_deviations(c, layer.mu0, layer.Sigma0, T, n_tokens, clouds, steps, predictions=predictions,
+                              seed=int(seed) + 1)
     return FoldCheck(layer, {k: hotelling_test(v, level) for k, v in dev.items()}, int(n_tokens), int(clouds),
-                     int(steps))
+                     int(steps), sides)
 
 
 def general_mixture(d: int = 3, *, seed: int, weights: Any = (0.5, 0.3, 0.2),

@@ -9,13 +9,14 @@ linearised layer).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore._linalg import empirical_moments
 from gtcore._validation import as_float_array, check_finite, check_positive, check_tokens
 from gtcore.controls import ControlsLike
@@ -95,6 +96,9 @@ class GaussianityPath:
     final_tokens : (N, d) tokens at the last time
     status : "completed" or "blowup"
     steps : integrator steps taken
+    sides : the library functions that moved the tokens (observed) and that integrated the moment ODE of
+        ``prediction_error`` (predicted) (:mod:`gtbook.studies.traced`); the statistics are comparisons, traced
+        on neither side
     """
 
     t: np.ndarray
@@ -105,6 +109,7 @@ class GaussianityPath:
     final_tokens: np.ndarray
     status: str
     steps: int
+    sides: Sides = field(default_factory=Sides.empty)
 
 
 def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *, labels: Any = None,
@@ -145,21 +150,24 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
         raise ValueError("times must be a non-empty increasing sequence of positive times")
     check_finite(ts, "times")
     check_positive(max_step, "max_step")
-    path = simulate(x, controls, (0.0, float(ts[-1])), t_eval=ts, max_step=max_step, method=method, ff=ff,
-                    average=average, dtype=dtype, device=device, keep_tokens=True, progress=progress,
-                    kernel_dtype=kernel_dtype)
-    keep = np.isin(path.t, np.concatenate([[0.0], ts]))  # on blow-up: up to the last time reached
-    assert path.tokens is not None  # keep_tokens=True
-    tokens = path.tokens[keep]
-    mu, Sigma = empirical_moments(tokens)  # of the float64 tokens, one stack
-    path = replace(path, t=path.t[keep], mu=mu, Sigma=Sigma, tokens=tokens)
-    if labels is None:
-        stats = {name: statistic_path(path.tokens, name) for name in statistics}
-    else:
-        stats = {name: per_label_statistic(path.tokens, labels, name) for name in statistics}
-    err = gaussian_prediction_error(path.t, path.mu, path.Sigma, controls)
+    with collect() as sides:  # the statistics below are comparisons: traced on neither side
+        with observed():
+            path = simulate(x, controls, (0.0, float(ts[-1])), t_eval=ts, max_step=max_step, method=method, ff=ff,
+                            average=average, dtype=dtype, device=device, keep_tokens=True, progress=progress,
+                            kernel_dtype=kernel_dtype)
+        keep = np.isin(path.t, np.concatenate([[0.0], ts]))  # on blow-up: up to the last time reached
+        assert path.tokens is not None  # keep_tokens=True
+        tokens = path.tokens[keep]
+        mu, Sigma = empirical_moments(tokens)  # of the float64 tokens, one stack
+        path = replace(path, t=path.t[keep], mu=mu, Sigma=Sigma, tokens=tokens)
+        if labels is None:
+            stats = {name: statistic_path(path.tokens, name) for name in statistics}
+        else:
+            stats = {name: per_label_statistic(path.tokens, labels, name) for name in statistics}
+        with predicted():
+            err = gaussian_prediction_error(path.t, path.mu, path.Sigma, controls)
     return GaussianityPath(t=path.t, mu=path.mu, Sigma=path.Sigma, statistics=stats, prediction_error=err,
-                           final_tokens=tokens[-1], status=path.status, steps=path.steps)
+                           final_tokens=tokens[-1], status=path.status, steps=path.steps, sides=sides)
 
 
 def noise_floors(statistics: Sequence[str], n: int, d: int, *, labels: Any = None, repeats: int = 64,

@@ -34,6 +34,7 @@ from gtbook.studies.beyond.exact_statistics import (
 )
 from gtbook.studies.beyond.harness import GaussianityPath, noise_floors, time_within, track_gaussianity
 from gtbook.studies.nulls import flow_deviations
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore import Controls, integrate_moments
 from gtcore.particles import simulate
 from gtcore.relu import moment_departure, relu_departure_rate, relu_departure_rate_spread
@@ -102,12 +103,20 @@ class ReluSweep:
         The band's level.
     tolerance : float
         A reference level of the prediction error (shown, not claimed).
+    floor_sides : Sides
+        The library functions that made the noise floors (their predicted side: Gaussian samples and the statistics
+        on them).
     """
 
     runs: dict[str, GaussianityPath]
     floors: dict[str, NoiseFloor]
     level: float
     tolerance: float
+    floor_sides: Sides = field(default_factory=Sides.empty)
+
+    def sides(self, label: str) -> Sides:
+        """The run ``label`` (its tokens: observed) against the noise floors (predicted)."""
+        return self.runs[label].sides.with_prediction(self.floor_sides)
 
     @property
     def band_top(self) -> float:
@@ -147,8 +156,9 @@ def relu_sweep(layer: ReluLayer, x0: Any, offsets: Sequence[float], times: Seque
     runs = {"identity": track_gaussianity(x0, layer(0.0), times, ff="identity", max_step=max_step)}
     for c0 in offsets:
         runs[f"ReLU, c0={c0:g}"] = track_gaussianity(x0, layer(c0), times, ff="relu", max_step=max_step)
-    floors = noise_floors(STATS, np.asarray(x0).shape[0], layer.d, repeats=noise_repeats, seed=seed)
-    return ReluSweep(runs, floors, float(level), float(tolerance))
+    with collect() as floor_sides, predicted():
+        floors = noise_floors(STATS, np.asarray(x0).shape[0], layer.d, repeats=noise_repeats, seed=seed)
+    return ReluSweep(runs, floors, float(level), float(tolerance), floor_sides)
 
 
 @dataclass
@@ -162,10 +172,14 @@ class PredictionNull:
         ``"identity ODE"`` (the reproduction), ``"ODE with g V"`` (a gain error in the prediction) and
         ``"ReLU c0=..."`` (ReLU clouds against the identity-activation ODE).
     gain_error : float
+    sides : dict name -> Sides
+        Per test: the library functions that moved its clouds (observed) and that integrated the moment ODEs they
+        are measured against (predicted).
     """
 
     tests: dict[str, HotellingTest]
     gain_error: float
+    sides: dict[str, Sides] = field(default_factory=dict)
 
     @property
     def gain_key(self) -> str:
@@ -195,13 +209,16 @@ def prediction_null(layer: ReluLayer, offsets: Sequence[float], T: float, *, n_t
     ident = layer(0.0)
     assert ident.U is not None  # the chapter's layer has a block
     wrong_gain = Controls(b=ident.b, V=gain_error * ident.V[0], B=ident.B[0], U=ident.U, W=ident.W, c=ident.c)
-    dev = flow_deviations(ident, np.zeros(d), np.eye(d), T, n_tokens, clouds, steps,
-                          predictions={"identity ODE": ident, f"ODE with {gain_error:g} V": wrong_gain}, seed=seed)
+    with collect() as ident_sides:
+        dev = flow_deviations(ident, np.zeros(d), np.eye(d), T, n_tokens, clouds, steps,
+                              predictions={"identity ODE": ident, f"ODE with {gain_error:g} V": wrong_gain}, seed=seed)
+    sides = dict.fromkeys(dev, ident_sides)
     for c0 in offsets:
-        dev[f"ReLU c0={c0:g}"] = flow_deviations(layer(c0), np.zeros(d), np.eye(d), T, n_tokens, clouds, steps,
-                                                 predictions={"identity ODE": layer(c0)}, ff="relu",
-                                                 seed=seed)["identity ODE"]
-    return PredictionNull({k: hotelling_test(v, level) for k, v in dev.items()}, float(gain_error))
+        with collect() as sides[f"ReLU c0={c0:g}"]:
+            dev[f"ReLU c0={c0:g}"] = flow_deviations(layer(c0), np.zeros(d), np.eye(d), T, n_tokens, clouds, steps,
+                                                     predictions={"identity ODE": layer(c0)}, ff="relu",
+                                                     seed=seed)["identity ODE"]
+    return PredictionNull({k: hotelling_test(v, level) for k, v in dev.items()}, float(gain_error), sides)
 
 
 @dataclass
@@ -310,6 +327,9 @@ class MixtureStudy:
     floors : dict statistic -> list of NoiseFloor
         One per label, at the label's size.
     level : float
+    sides : Sides
+        The library functions that drew the mixture's tokens and moved them (observed) and that made the per-label
+        noise floors (predicted: Gaussian samples of each label's size and the statistics on them).
     """
 
     mixture: GaussianMixture
@@ -318,6 +338,7 @@ class MixtureStudy:
     control: GaussianityPath
     floors: dict[str, list[NoiseFloor]]
     level: float
+    sides: Sides = field(default_factory=Sides.empty)
 
     @property
     def tops(self) -> np.ndarray:
@@ -356,11 +377,15 @@ def mixture_study(layer: Controls, x0: Any, times: Sequence[float], *, separatio
     m = float(separation)
     x0 = np.asarray(x0, float)
     mixture = GaussianMixture(list(weights), [[-m, 0.0], [m, 0.0]], [np.diag([1 - m**2, 1.0])] * 2)
-    sample = mixture.sample(x0.shape[0], seed=seed)
-    run = track_gaussianity(sample.tokens, layer, times, labels=sample.labels, max_step=max_step)
+    with collect() as run_sides:
+        with observed():
+            sample = mixture.sample(x0.shape[0], seed=seed)
+        run = track_gaussianity(sample.tokens, layer, times, labels=sample.labels, max_step=max_step)
     control = track_gaussianity(x0, layer, times, labels=sample.labels, max_step=max_step)
-    floors = noise_floors(STATS, x0.shape[0], x0.shape[1], labels=sample.labels, repeats=noise_repeats, seed=seed + 1)
-    return MixtureStudy(mixture, sample, run, control, floors, float(level))
+    with collect() as floor_sides, predicted():
+        floors = noise_floors(STATS, x0.shape[0], x0.shape[1], labels=sample.labels, repeats=noise_repeats,
+                              seed=seed + 1)
+    return MixtureStudy(mixture, sample, run, control, floors, float(level), run_sides.with_prediction(floor_sides))
 
 
 @dataclass

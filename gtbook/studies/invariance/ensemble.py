@@ -35,6 +35,7 @@ import numpy as np
 
 from gtbook.studies.invariance.nongaussian import nonaffine_residual
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
+from gtbook.studies.traced import observed, predicted
 from gtcore._progress import progress as progress_bar
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls, as_control_function, evaluate_controls
@@ -246,12 +247,14 @@ def stack_ensemble(draws: Sequence[GeneralDraw], T: float, n_layers: int, Ns: Se
     nonaffine = np.empty_like(errors)
     for i in progress_bar(range(N_arr.size), f"stack ensemble ({law})", enabled=progress):
         jobs = [(k, s) for k in range(len(draws)) for s in range(S)]
-        x0s = [moment_matched_tokens(law, int(N_arr[i]), draws[k].mu0, draws[k].Sigma0, int(seed) + 1000 * k + s)
-               for k, s in jobs]
-        runs = simulate_batch(x0s, [draws[k].controls for k, _ in jobs], (0.0, float(T)), L, method="euler",
-                              record_every=L, device="cpu", kernel_dtype=kernel_dtype, keep_tokens=True)
+        with observed():  # the tokens (gtbook.studies.traced: recorded when a caller collects the sides)
+            x0s = [moment_matched_tokens(law, int(N_arr[i]), draws[k].mu0, draws[k].Sigma0,
+                                         int(seed) + 1000 * k + s) for k, s in jobs]
+            runs = simulate_batch(x0s, [draws[k].controls for k, _ in jobs], (0.0, float(T)), L, method="euler",
+                                  record_every=L, device="cpu", kernel_dtype=kernel_dtype, keep_tokens=True)
         for (k, s), x0, tr in zip(jobs, x0s, runs, strict=True):
-            mus, Sigmas = layer_stack(tr.mu[0], tr.Sigma[0], per_layer[k], h)
+            with predicted():  # the exact layer map from the cloud's own moments
+                mus, Sigmas = layer_stack(tr.mu[0], tr.Sigma[0], per_layer[k], h)
             errors[k, i, s] = np.linalg.norm(tr.mu[-1] - mus[-1]) + np.linalg.norm(tr.Sigma[-1] - Sigmas[-1])
             assert tr.tokens is not None  # keep_tokens=True
             nonaffine[k, i, s] = nonaffine_residual(x0, tr.tokens[-1])
@@ -277,10 +280,11 @@ def gaussianity_ensemble(draws: Sequence[GeneralDraw], T: float, steps: int, n_t
     -------
     (draws,) array
     """
-    x0s = [gaussian_tokens(int(n_tokens), dr.mu0, dr.Sigma0, int(seed) + k) for k, dr in enumerate(draws)]
-    ctls = [relu_variant(dr.controls, dr.mu0, gain) if relu else dr.controls for dr in draws]
-    runs = simulate_batch(x0s, ctls, (0.0, float(T)), int(steps), ff="relu" if relu else "identity",
-                          record_every=int(steps), keep_tokens=True, device="cpu", kernel_dtype=kernel_dtype)
+    with observed():  # the tokens (gtbook.studies.traced: recorded when a caller collects the sides)
+        x0s = [gaussian_tokens(int(n_tokens), dr.mu0, dr.Sigma0, int(seed) + k) for k, dr in enumerate(draws)]
+        ctls = [relu_variant(dr.controls, dr.mu0, gain) if relu else dr.controls for dr in draws]
+        runs = simulate_batch(x0s, ctls, (0.0, float(T)), int(steps), ff="relu" if relu else "identity",
+                              record_every=int(steps), keep_tokens=True, device="cpu", kernel_dtype=kernel_dtype)
     out = np.empty(len(draws))
     for k, tr in enumerate(progress_bar(runs, "Gaussianity ensemble", enabled=progress)):
         assert tr.tokens is not None  # keep_tokens=True

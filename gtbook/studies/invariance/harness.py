@@ -18,12 +18,14 @@ softmax) and the decay is measurably slower at practical N.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore._progress import progress as progress_bar
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import ControlsLike
@@ -63,12 +65,15 @@ class MeanFieldStudy:
         (``start="population"``: the dynamic error plus the initial sampling error)
     kappa : sampling strength along the ODE trajectory (:func:`gtcore.attention.max_sampling_strength`)
     slope : fitted log–log slope of the mean error against N
+    sides : the library functions that moved the tokens (observed) and that integrated the moment ODE the
+        errors are measured against (predicted) (:mod:`gtbook.studies.traced`)
     """
 
     Ns: np.ndarray
     errors: np.ndarray
     kappa: float
     slope: float
+    sides: Sides = field(default_factory=Sides.empty)
 
     @property
     def mean_error(self) -> np.ndarray:
@@ -96,25 +101,30 @@ def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tupl
         raise ValueError(f"seeds must be >= 1, got {seeds!r}")
     if start not in ("sample", "population"):
         raise ValueError(f"start must be 'sample' or 'population', got {start!r}")
-    ref = integrate_moments(mu0, Sigma0, controls, t_span, t_eval=np.linspace(*t_span, 21))
-    if ref.status != "completed":
-        raise ValueError(f"the moment ODE does not complete on t_span ({ref.status}): pick weaker controls")
-    mu_T, S_T = ref.final
     errors = np.empty((Ns.size, int(seeds)))
     jobs = [(i, N, s) for i, N in enumerate(Ns) for s in range(int(seeds))]
-    for i, N, s in progress_bar(jobs, "N-token runs", enabled=progress):
-        tr = simulate(gaussian_tokens(int(N), mu0, Sigma0, int(seed) + s), controls, t_span, steps, method=method,
-                      record_every=steps, kernel_dtype=kernel_dtype)
-        if start == "sample":
-            own = integrate_moments(tr.mu[0], tr.Sigma[0], controls, t_span)
-            if own.status != "completed":
-                raise ValueError(f"the moment ODE from a sample's moments does not complete ({own.status})")
-            m_T, s_T = own.final
-        else:
-            m_T, s_T = mu_T, S_T
-        errors[i, s] = np.linalg.norm(tr.mu[-1] - m_T) + np.linalg.norm(tr.Sigma[-1] - s_T)
+    with collect() as sides:
+        with predicted() if start == "population" else nullcontext():  # the population start's prediction
+            ref = integrate_moments(mu0, Sigma0, controls, t_span, t_eval=np.linspace(*t_span, 21))
+        if ref.status != "completed":
+            raise ValueError(f"the moment ODE does not complete on t_span ({ref.status}): pick weaker controls")
+        mu_T, S_T = ref.final
+        for i, N, s in progress_bar(jobs, "N-token runs", enabled=progress):
+            with observed():
+                tr = simulate(gaussian_tokens(int(N), mu0, Sigma0, int(seed) + s), controls, t_span, steps,
+                              method=method, record_every=steps, kernel_dtype=kernel_dtype)
+            if start == "sample":
+                with predicted():
+                    own = integrate_moments(tr.mu[0], tr.Sigma[0], controls, t_span)
+                if own.status != "completed":
+                    raise ValueError(f"the moment ODE from a sample's moments does not complete ({own.status})")
+                m_T, s_T = own.final
+            else:
+                m_T, s_T = mu_T, S_T
+            errors[i, s] = np.linalg.norm(tr.mu[-1] - m_T) + np.linalg.norm(tr.Sigma[-1] - s_T)
     kappa = max_sampling_strength(controls, ref.t, ref.Sigma)
-    return MeanFieldStudy(Ns=Ns, errors=errors, kappa=kappa, slope=loglog_slope(Ns, errors.mean(axis=1)))
+    return MeanFieldStudy(Ns=Ns, errors=errors, kappa=kappa, slope=loglog_slope(Ns, errors.mean(axis=1)),
+                          sides=sides)
 
 
 __all__ = ["MeanFieldStudy", "loglog_slope", "mean_field_study", "relative_moment_discrepancy"]

@@ -11,12 +11,13 @@ from the sample's own moments.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore._progress import progress as progress_bar
 from gtcore.controls import ControlsLike, as_control_function, evaluate_controls
 from gtcore.moments import layer_stack
@@ -38,6 +39,9 @@ class StackStudy:
     law : the law the tokens were drawn from
     nonaffine : (k, seeds) :func:`nonaffine_residual` of the final tokens on the initial ones (how far
         the stack's map of this sample is from an affine map), or None when not computed
+    sides : the library functions that drew and moved the tokens (observed) and that ran the exact layer map
+        the errors are measured against (predicted) (:mod:`gtbook.studies.traced`); the non-affine residual is
+        measured against no computed prediction (:func:`gtbook.studies.traced.no_prediction`)
     """
 
     Ns: np.ndarray
@@ -45,6 +49,7 @@ class StackStudy:
     slope: float
     law: str
     nonaffine: np.ndarray | None = None
+    sides: Sides = field(default_factory=Sides.empty)
 
     @property
     def mean_error(self) -> np.ndarray:
@@ -115,16 +120,19 @@ def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float,
     errors = np.empty((Ns.size, int(seeds)))
     nonaffine = np.empty_like(errors)
     jobs = [(i, N, s) for i, N in enumerate(Ns) for s in range(int(seeds))]
-    for i, N, s in progress_bar(jobs, f"softmax stack ({law})", enabled=progress):
-        x0 = moment_matched_tokens(law, int(N), mu0, Sigma0, seed + s, **law_kwargs)
-        tr = simulate(x0, controls, (0.0, float(T)), int(n_layers), method="euler", record_every=int(n_layers),
-                      device="cpu", kernel_dtype=kernel_dtype, keep_tokens=True)
-        mus, Sigmas = layer_stack(tr.mu[0], tr.Sigma[0], per_layer, h)
-        errors[i, s] = np.linalg.norm(tr.mu[-1] - mus[-1]) + np.linalg.norm(tr.Sigma[-1] - Sigmas[-1])
-        assert tr.tokens is not None  # keep_tokens=True
-        nonaffine[i, s] = nonaffine_residual(x0, tr.tokens[-1])
+    with collect() as sides:
+        for i, N, s in progress_bar(jobs, f"softmax stack ({law})", enabled=progress):
+            with observed():
+                x0 = moment_matched_tokens(law, int(N), mu0, Sigma0, seed + s, **law_kwargs)
+                tr = simulate(x0, controls, (0.0, float(T)), int(n_layers), method="euler",
+                              record_every=int(n_layers), device="cpu", kernel_dtype=kernel_dtype, keep_tokens=True)
+            with predicted():
+                mus, Sigmas = layer_stack(tr.mu[0], tr.Sigma[0], per_layer, h)
+            errors[i, s] = np.linalg.norm(tr.mu[-1] - mus[-1]) + np.linalg.norm(tr.Sigma[-1] - Sigmas[-1])
+            assert tr.tokens is not None  # keep_tokens=True
+            nonaffine[i, s] = nonaffine_residual(x0, tr.tokens[-1])
     return StackStudy(Ns=Ns, errors=errors, slope=loglog_slope(Ns, errors.mean(axis=1)), law=law,
-                      nonaffine=nonaffine)
+                      nonaffine=nonaffine, sides=sides)
 
 
 __all__ = ["StackStudy", "nonaffine_residual", "softmax_stack_study"]

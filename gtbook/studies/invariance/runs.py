@@ -14,7 +14,7 @@ Sizes a reader would not change are keyword defaults here (the chapter's paramet
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from gtbook.studies.invariance.ensemble import (
 )
 from gtbook.studies.invariance.harness import MeanFieldStudy, mean_field_study, relative_moment_discrepancy
 from gtbook.studies.invariance.nongaussian import StackStudy, softmax_stack_study
+from gtbook.studies.traced import Sides, collect, merge, no_prediction, observed, predicted
 from gtcore import Controls, integrate_moments, layer_stack
 from gtcore.attention import max_sampling_strength
 from gtcore.particles import simulate
@@ -67,6 +68,11 @@ class FiniteNRates:
     se_weak: float
     se_strong: float
     se_diff: float
+
+    @property
+    def sides(self) -> Sides:
+        """Both heads' traced sides together (the tokens; the moment ODE they are measured against)."""
+        return merge(self.weak.sides, self.strong.sides)
 
     def figure(self) -> Any:
         """:func:`gtbook.studies.invariance.figures.error_against_n`."""
@@ -190,6 +196,10 @@ class GaussianityStudy:
         Moment-matched non-Gaussian clouds (uniform, Student-t, a two-component mixture).
     relu_w2 : float
         The sliced :math:`W_2` at T of the first flow plus a ReLU block.
+    sides : dict label -> Sides
+        Per flow of ``flows``: the library functions that moved its tokens (observed) and that made the sliced
+        :math:`W_2` noise floor of Gaussian samples it is compared with (predicted); the statistic on the cloud
+        is the comparison (:mod:`gtbook.studies.traced`).
     """
 
     t: np.ndarray
@@ -198,6 +208,7 @@ class GaussianityStudy:
     level: float
     controls: dict[str, dict[str, float]]
     relu_w2: float
+    sides: dict[str, Sides] = field(default_factory=dict)
 
     @property
     def bands(self) -> dict[str, tuple[float, float]]:
@@ -233,21 +244,25 @@ def gaussianity_study(x0: Any, mu0: Any, Sigma0: Any, heads: Mapping[str, Contro
     n, d = np.asarray(x0).shape
     every = steps // (record_times - 1)
     flows: dict[str, dict[str, np.ndarray]] = {}
+    observed_by: dict[str, Sides] = {}
     t = np.empty(0)
     for label, ctl in heads.items():
-        tracked = simulate(x0, ctl, (0, T), steps, keep_tokens=True, record_every=every)
+        with collect() as flow_sides, observed():
+            tracked = simulate(x0, ctl, (0, T), steps, keep_tokens=True, record_every=every)
         assert tracked.tokens is not None  # keep_tokens=True
         ode = integrate_moments(mu0, Sigma0, ctl, (0, T), t_eval=tracked.t)
         kappa = max_sampling_strength(ctl, ode.t, ode.Sigma)
-        flows[f"{label} (κ = {kappa:.2f})"] = {
+        key = f"{label} (κ = {kappa:.2f})"
+        flows[key] = {
             "sliced W2": np.array([sliced_w2(x, seed=seed) for x in tracked.tokens]),
             "Mardia kurtosis": np.array([mardia_kurtosis(x) for x in tracked.tokens]),
         }
+        observed_by[key] = flow_sides
         t = tracked.t
-    floors = {
-        "sliced W2": noise_floor(lambda z: sliced_w2(z, seed=seed), n, d, repeats=noise_repeats, seed=seed + 1),
-        "Mardia kurtosis": noise_floor(mardia_kurtosis, n, d, repeats=noise_repeats, seed=seed + 1),
-    }
+    with collect() as floor_sides, predicted():
+        w2_floor = noise_floor(lambda z: sliced_w2(z, seed=seed), n, d, repeats=noise_repeats, seed=seed + 1)
+    floors = {"sliced W2": w2_floor,
+              "Mardia kurtosis": noise_floor(mardia_kurtosis, n, d, repeats=noise_repeats, seed=seed + 1)}
     clouds = {
         "uniform": moment_matched_tokens("uniform", n, mu0, Sigma0, seed + 3),
         f"Student-t ({student_dof:g} dof)": moment_matched_tokens("student_t", n, mu0, Sigma0, seed + 4,
@@ -261,7 +276,8 @@ def gaussianity_study(x0: Any, mu0: Any, Sigma0: Any, heads: Mapping[str, Contro
     relu = simulate(x0, relu_variant(first, mu0, relu_gain), (0, T), steps, ff="relu", keep_tokens=True,
                     record_every=steps)
     assert relu.tokens is not None  # keep_tokens=True
-    return GaussianityStudy(t, flows, floors, float(level), controls, sliced_w2(relu.tokens[-1], seed=seed))
+    return GaussianityStudy(t, flows, floors, float(level), controls, sliced_w2(relu.tokens[-1], seed=seed),
+                            {k: v.with_prediction(floor_sides) for k, v in observed_by.items()})
 
 
 @dataclass
@@ -287,6 +303,10 @@ class EnsembleStudy:
         The sliced :math:`W_2` of R Gaussian samples of the same size.
     null_quantile : float
         The ``level`` quantile of the null's mean over ``draws`` values.
+    sides, weak_sides : Sides
+        The traced sides of the two ensembles' Gaussian stacks
+        (:class:`~gtbook.studies.invariance.nongaussian.StackStudy`, draw by draw): the tokens drawn and moved
+        (observed), the exact layer maps (predicted).
     """
 
     draws: list[GeneralDraw]
@@ -304,6 +324,14 @@ class EnsembleStudy:
     relu: np.ndarray
     null: np.ndarray
     null_quantile: float
+    sides: Sides = field(default_factory=Sides.empty)
+    weak_sides: Sides = field(default_factory=Sides.empty)
+
+    @property
+    def nonaffine_sides(self) -> Sides:
+        r"""The second ensemble's observed side against a prediction that runs no library code: the non-affine
+        residual is measured against the best affine fit, and its rate :math:`N^{-1/2}` is the prediction."""
+        return no_prediction(self.weak_sides)
 
     def figure(self) -> Any:
         """:func:`gtbook.studies.invariance.figures.ensemble_figure`."""
@@ -342,10 +370,12 @@ def ensemble_study(n_draws: int, d: int, T: float, n_layers: int, Ns: Sequence[i
     """
     s = seeds_of
     ens = general_draws(n_draws, d, T=T, seed=s["ens_draw"], kappa=kappa)
-    gauss = stack_ensemble(ens, T, n_layers, Ns, seeds, seed=s["ens_stack"])
+    with collect() as ens_sides:  # stack_ensemble marks each cloud (observed) and its layer map (predicted)
+        gauss = stack_ensemble(ens, T, n_layers, Ns, seeds, seed=s["ens_stack"])
     uniform = stack_ensemble(ens, T, n_layers, Ns, control_seeds, law="uniform", seed=s["ens_stack"])
     aff = general_draws(n_draws, d, T=T, seed=s["aff_draw"], kappa=weak_kappa, kappa_cap=weak_cap)
-    aff_gauss = stack_ensemble(aff, T, n_layers, Ns, seeds, seed=s["aff_stack"])
+    with collect() as aff_sides:
+        aff_gauss = stack_ensemble(aff, T, n_layers, Ns, seeds, seed=s["aff_stack"])
     aff_uniform = stack_ensemble(aff, T, n_layers, Ns, control_seeds, law="uniform", seed=s["aff_stack"])
     flow = gaussianity_ensemble(ens, T, steps, n_tokens, seed=s["ens_flow"])
     relu = gaussianity_ensemble(ens, T, steps, n_tokens, relu=True, gain=relu_gain, seed=s["ens_flow"])
@@ -358,4 +388,4 @@ def ensemble_study(n_draws: int, d: int, T: float, n_layers: int, Ns: Sequence[i
         gauss.slope_standard_error(n_boot=n_boot, seed=s["ens_boot"]),
         aff_gauss.slope_standard_error("nonaffine", n_boot=n_boot, seed=s["aff_boot"]),
         gauss.slope_standard_error("nonaffine", n_boot=n_boot, seed=s["ens_boot"] + 1),
-        flow, relu, null, mean_of_k_quantile(null, n_draws, level, seed=s["ens_null"]))
+        flow, relu, null, mean_of_k_quantile(null, n_draws, level, seed=s["ens_null"]), ens_sides, aff_sides)

@@ -5,12 +5,14 @@ r"""Chapter 9 (reachability seen from learning): a Transformer trained by gradie
   chapter 3's controls;
 * :mod:`~gtbook.studies.learning.grid`: every network of the chapter trained in one call (:func:`train_grid`),
   with the tables, figures and numbers the chapter reads from it;
-* :mod:`~gtbook.studies.learning.figures`: the chapter's figures, taking those results.
+* :mod:`~gtbook.studies.learning.figures`: the chapter's figures, taking those results;
+* :mod:`~gtbook.studies.learning.statistics`: the measurements and noise floors, computed without the trainer's
+  code.
 
 The trainer itself is core numerics: :mod:`gtcore.training`.
 """
 
-from gtbook.studies.learning.grid import Escape, LearningGrid, band, run_seed, train_grid
+from gtbook.studies.learning.grid import Escape, LearningGrid, against, band, run_seed, train_grid
 from gtbook.studies.learning.harness import TrainingSettings, random_targets
 
-__all__ = ["Escape", "LearningGrid", "TrainingSettings", "band", "random_targets", "run_seed", "train_grid"]
+__all__ = ["Escape", "LearningGrid", "TrainingSettings", "against", "band", "random_targets", "run_seed", "train_grid"]

@@ -18,7 +18,7 @@ ensemble's own floor at the ensemble's :math:`N`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +44,11 @@ from gtbook.studies.learning.harness import (
     slack_slope,
     thickness_against_n,
 )
+from gtbook.studies.traced import Sides, merge
 from gtcore.stats.sampling import gaussian_tokens
 from gtcore.training import rank_floor
 
-__all__ = ["LEVEL", "Escape", "LearningGrid", "band", "run_seed", "train_grid"]
+__all__ = ["LEVEL", "Escape", "LearningGrid", "against", "band", "run_seed", "train_grid"]
 
 #: the band of a noise floor: from its 1% to its 99% quantile
 LEVEL = 0.98
@@ -56,6 +57,20 @@ LEVEL = 0.98
 def band(null: PairLosses) -> tuple[float, float]:
     """The 1%–99% band of a noise floor."""
     return null.noise_floor().band(LEVEL)
+
+
+def _as_list(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, Iterable) and not isinstance(x, (LearningRun, PairLosses)) else [x]
+
+
+def against(observed_from: LearningRun | PairLosses | Iterable[LearningRun | PairLosses],
+            predicted_from: LearningRun | PairLosses | Iterable[LearningRun | PairLosses] | None = None) -> Sides:
+    r"""The traced sides of a claim on trained networks: the observed sides of ``observed_from`` (their training and
+    test inputs) against the predicted sides of ``predicted_from`` (noise floors; by default the networks' own
+    exact floors :math:`F_r(\hat\Sigma_Y)`), each merged over the items (:mod:`gtbook.studies.traced`)."""
+    obs = _as_list(observed_from)
+    pred = obs if predicted_from is None else _as_list(predicted_from)
+    return Sides(merge(*(x.sides for x in obs)).observed, merge(*(x.sides for x in pred)).predicted)
 
 
 def run_seed(seed: int, group: int, k: int, n: int, L: int) -> int:
@@ -102,6 +117,14 @@ class Escape:
     def endpoints_keep_rank(self) -> bool:
         """Whether every exact layer map keeps the start's rank."""
         return bool(all(m.endpoint_rank == self.rank for *_, m in self.rows))
+
+    @property
+    def sides(self) -> Sides:
+        """The traced sides of :attr:`at_wall_or_departed`: every network's training, test inputs and fresh clouds
+        (observed) against its wall's noise floor, its exact layer maps and their floor (predicted)."""
+        pairs = [Sides(merge(run.sides, m.sides).observed, merge(nl.sides, m.sides).predicted)
+                 for _, run, _, nl, m in self.rows]
+        return merge(*pairs)
 
     def least_bending(self, *, seed: int) -> float:
         r"""The least :math:`\sigma_{r+1}/\sigma_1` of the networks' outputs on one fresh cloud each (seed ``seed``)."""
@@ -230,6 +253,15 @@ class LearningGrid:
         lo, hi = band(self.null_wall[t0])
         return bool(all(run.test_loss < band(self.null_full[t0])[1] for run in self.depth_full)
                     and all(lo < run.test_loss < hi for run in self.depth_wall0))
+
+    def depths_sides(self) -> Sides:
+        """The traced sides of :meth:`depths_ok`: the depth ladder's networks against their floors."""
+        t0 = self.t0.name
+        return against([*self.depth_full, *self.depth_wall0], [self.null_full[t0], self.null_wall[t0]])
+
+    def attention_free_sides(self) -> Sides:
+        """The traced sides of :meth:`attention_free_reached`: the :math:`V = 0` networks against their floors."""
+        return against([*self.runs0.values(), *self.low0.values()], [*self.null_full.values(), *self.null_low.values()])
 
     def attention_gap(self) -> dict[str, float]:
         """Same-rank targets: mean test loss with attention minus without."""

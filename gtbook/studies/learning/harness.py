@@ -5,13 +5,19 @@ is cached on disk (``gtbook.cache.disk_cache``): a chapter rerun with the same p
 ``gtcore`` sources reads them back instead of training again.
 
 The statistic throughout is the squared 2-Wasserstein distance :math:`\ell = W_2^2(X, Y)` between N output
-tokens and N target tokens (:func:`gtcore.training.w2_squared`), on *fresh* pairs: input tokens the
-network was not trained on, and a target sample independent of them. Its noise floor is the same
+tokens and N target tokens (:func:`gtbook.studies.learning.statistics.w2_squared`: the trainer's loss, computed
+without the trainer's code), on *fresh* pairs: input tokens the network was not trained on, and a target sample
+independent of them. Its noise floor is the same
 statistic between two independent N-samples: of the target itself for a same-rank target, and of the
 nearest rank-:math:`r` Gaussian :math:`N(\mu_1, P\Sigma_1P)` (:func:`gtcore.training.best_rank_approximation`)
 for a target behind the rank wall. The slack of a pair is :math:`\ell - F_r(\hat\Sigma_Y)`, which is
 :math:`\ge 0` for every cloud carried by an :math:`r`-dimensional affine subspace
 (:func:`gtcore.training.empirical_rank_floor`).
+
+Each result carries its traced sides (:mod:`gtbook.studies.traced`), recorded when it was computed (a result read
+back from the disk cache carries the record of the run that computed it): a trained run's observed side is the
+training and the trained network on its test inputs, its predicted side the exact floors :math:`F_r(\hat\Sigma_Y)`;
+a noise floor's predicted side is the whole floor (the reachable law, its samples, the statistic on them).
 """
 
 from __future__ import annotations
@@ -19,12 +25,15 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gtbook.cache import disk_cache
+from gtbook.studies.learning.statistics import gaussian_w2
+from gtbook.studies.learning.statistics import w2_squared as book_w2_squared
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore._validation import check_count, check_moments
 from gtcore.reachability import covariance_rank, steer, steer_min_energy
 from gtcore.stats.gaussianity import NoiseFloor
@@ -122,12 +131,15 @@ class PairLosses:
         :math:`Y_k` (:func:`gtcore.training.empirical_rank_floor`).
     n_tokens, rank : int
         N, and the rank :math:`r` of the floors.
+    sides : Sides
+        The traced sides of the computation (module docstring).
     """
 
     losses: np.ndarray
     floors: np.ndarray
     n_tokens: int
     rank: int
+    sides: Sides = field(default_factory=Sides.empty)
 
     @property
     def mean(self) -> float:
@@ -157,23 +169,25 @@ def null_losses(mu1: np.ndarray, Sigma1: np.ndarray, *, n_tokens: int, rank: int
     ``rank`` (:func:`gtcore.training.best_rank_approximation`; the target itself when ``rank`` is at
     least :math:`\operatorname{rank}\Sigma_1`): what the best reachable distribution gives on N tokens.
     With ``scale`` :math:`= c \ne 1`, :math:`X' \sim N(\mu_1, c\,P\Sigma_1P)` instead (a narrower or wider
-    law, for comparison). Seeded by ``seed``; cached.
+    law, for comparison). The statistic is :func:`gtbook.studies.learning.statistics.w2_squared`. Seeded by
+    ``seed``; cached. The whole floor is traced as a predicted side.
     """
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1")
     n, repeats = check_count(n_tokens, "n_tokens", 2), check_count(repeats, "repeats", 2)
     rank = int(rank)
-    near = (mu1, Sigma1) if rank >= covariance_rank(Sigma1) else best_rank_approximation(mu1, Sigma1, rank)
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
-    near = (near[0], float(scale) * near[1])
-    rng = np.random.default_rng(seed)
-    losses, floors = np.empty(repeats), np.empty(repeats)
-    for k in range(repeats):
-        x = gaussian_tokens(n, *near, seed=rng)
-        y = gaussian_tokens(n, mu1, Sigma1, seed=rng)
-        losses[k] = w2_squared(x, y)
-        floors[k] = empirical_rank_floor(y, rank)
-    return PairLosses(losses=losses, floors=floors, n_tokens=n, rank=rank)
+    with collect() as sides, predicted():
+        near = (mu1, Sigma1) if rank >= covariance_rank(Sigma1) else best_rank_approximation(mu1, Sigma1, rank)
+        near = (near[0], float(scale) * near[1])
+        rng = np.random.default_rng(seed)
+        losses, floors = np.empty(repeats), np.empty(repeats)
+        for k in range(repeats):
+            x = gaussian_tokens(n, *near, seed=rng)
+            y = gaussian_tokens(n, mu1, Sigma1, seed=rng)
+            losses[k] = book_w2_squared(x, y)
+            floors[k] = empirical_rank_floor(y, rank)
+    return PairLosses(losses=losses, floors=floors, n_tokens=n, rank=rank, sides=sides)
 
 
 # ------------------------------------------------------------------------------- trained runs
@@ -207,6 +221,12 @@ class LearningRun:
         """The mean test loss :math:`\\bar\\ell`."""
         return self.test.mean
 
+    @property
+    def sides(self) -> Sides:
+        r"""The training and the network on its test inputs (observed), the exact floors :math:`F_r(\hat\Sigma_Y)`
+        of the test targets (predicted)."""
+        return self.test.sides
+
     def __repr__(self) -> str:
         t = self.training
         return (f"LearningRun(N={t.n_tokens}, L={t.layers}, attention {'on' if t.attention else 'off'}, "
@@ -222,27 +242,34 @@ def learning_run(mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigma1: n
 
     Training: :func:`gtcore.training.train_transformer` with fresh samples of both at every step.
     Test: ``test_repeats`` pairs drawn with ``test_seed`` (input tokens from the start moved by the trained
-    network, an independent N-sample of the target), the statistic and the floors of
-    :math:`\operatorname{rank}\Sigma_0`. Cached.
+    network, an independent N-sample of the target), the statistic
+    (:func:`gtbook.studies.learning.statistics.w2_squared`) and the floors of :math:`\operatorname{rank}\Sigma_0`.
+    Cached. The training and the network on its test inputs are traced as the observed side, the floors as the
+    predicted one; the statistic is the comparison.
     """
     mu0, Sigma0 = check_moments(mu0, Sigma0, "mu0", "Sigma0")
     mu1, Sigma1 = check_moments(mu1, Sigma1, "mu1", "Sigma1", mu0.shape[0])
     n = check_count(n_tokens, "n_tokens", 2)
     repeats = check_count(test_repeats, "test_repeats", 2)
     began = time.perf_counter()
-    result = train_transformer(functools.partial(gaussian_tokens, n, mu0, Sigma0),
-                               functools.partial(gaussian_tokens, n, mu1, Sigma1),
-                               layers=layers, T=T, attention=attention, steps=steps, lr=lr, final_lr=final_lr,
-                               init_scale=init_scale, seed=seed, target_moments=(mu1, Sigma1), progress=False)
-    r = covariance_rank(Sigma0)
-    rng = np.random.default_rng(test_seed)
-    losses, floors = np.empty(repeats), np.empty(repeats)
-    for k in range(repeats):
-        x = apply_transformer(gaussian_tokens(n, mu0, Sigma0, seed=rng), result.controls, result.h)
-        y = gaussian_tokens(n, mu1, Sigma1, seed=rng)
-        losses[k] = w2_squared(x, y)
-        floors[k] = empirical_rank_floor(y, r)
-    return LearningRun(training=result, test=PairLosses(losses, floors, n, r), start_rank=r,
+    with collect() as sides:
+        with observed():
+            result = train_transformer(functools.partial(gaussian_tokens, n, mu0, Sigma0),
+                                       functools.partial(gaussian_tokens, n, mu1, Sigma1),
+                                       layers=layers, T=T, attention=attention, steps=steps, lr=lr,
+                                       final_lr=final_lr, init_scale=init_scale, seed=seed,
+                                       target_moments=(mu1, Sigma1), progress=False)
+        r = covariance_rank(Sigma0)
+        rng = np.random.default_rng(test_seed)
+        losses, floors = np.empty(repeats), np.empty(repeats)
+        for k in range(repeats):
+            with observed():
+                x = apply_transformer(gaussian_tokens(n, mu0, Sigma0, seed=rng), result.controls, result.h)
+            y = gaussian_tokens(n, mu1, Sigma1, seed=rng)
+            losses[k] = book_w2_squared(x, y)
+            with predicted():
+                floors[k] = empirical_rank_floor(y, r)
+    return LearningRun(training=result, test=PairLosses(losses, floors, n, r, sides), start_rank=r,
                        gaussian_energy=gaussian_energy(result.controls, result.h, mu0, Sigma0),
                        seconds=time.perf_counter() - began)
 
@@ -409,6 +436,10 @@ class MeanFieldDeparture:
         The numerical rank of :math:`\Sigma_L`.
     kappa : float
         :func:`max_sampling_strength`.
+    sides : Sides
+        The network on the fresh input clouds (observed); the exact layer maps and the floor's samples of their
+        endpoint (predicted). Both distances are :func:`gtbook.studies.learning.statistics.gaussian_w2`, the
+        comparison, traced on neither side.
     """
 
     departure: float
@@ -416,6 +447,7 @@ class MeanFieldDeparture:
     endpoint_w2sq: float
     endpoint_rank: int
     kappa: float
+    sides: Sides = field(default_factory=Sides.empty)
 
     @property
     def departed(self) -> bool:
@@ -439,20 +471,25 @@ def mean_field_departure(run: LearningRun, mu1: Any, Sigma1: Any, *, clouds: int
     mu0, Sigma0 = standard_start(t.controls[0].d, run.start_rank)
     n = t.n_tokens
     rng = np.random.default_rng(seed)
-    traj = layer_stack(mu0, Sigma0, list(t.controls), t.h)
     floor_values = np.full(check_count(repeats, "repeats", 2), np.inf)
-    if traj.status != "completed":
-        return MeanFieldDeparture(float("inf"), NoiseFloor(floor_values, n, 0), float("inf"),
-                                  int(covariance_rank(traj.Sigma[-1])), float("inf"))
-    mL, SL = traj.final
-    dist = [bures_wasserstein(*empirical_moments(apply_transformer(gaussian_tokens(n, mu0, Sigma0, seed=rng),
-                                                                   t.controls, t.h)), mL, SL)
-            for _ in range(check_count(clouds, "clouds"))]
-    floor_values = np.array([bures_wasserstein(*empirical_moments(gaussian_tokens(n, mL, SL, seed=rng)), mL, SL)
-                             for _ in range(floor_values.size)])
+    with collect() as sides:
+        with predicted():
+            traj = layer_stack(mu0, Sigma0, list(t.controls), t.h)
+        if traj.status != "completed":
+            return MeanFieldDeparture(float("inf"), NoiseFloor(floor_values, n, 0), float("inf"),
+                                      int(covariance_rank(traj.Sigma[-1])), float("inf"), sides)
+        mL, SL = traj.final
+        dist = []
+        for _ in range(check_count(clouds, "clouds")):
+            with observed():
+                out = apply_transformer(gaussian_tokens(n, mu0, Sigma0, seed=rng), t.controls, t.h)
+            dist.append(gaussian_w2(*empirical_moments(out), mL, SL))
+        for k in range(floor_values.size):
+            with predicted():  # the floor, its statistic included
+                floor_values[k] = gaussian_w2(*empirical_moments(gaussian_tokens(n, mL, SL, seed=rng)), mL, SL)
     return MeanFieldDeparture(departure=float(np.mean(dist)), floor=NoiseFloor(floor_values, n, 0),
                               endpoint_w2sq=bures_wasserstein(mL, SL, mu1, Sigma1) ** 2,
-                              endpoint_rank=int(covariance_rank(SL)), kappa=max_sampling_strength(run))
+                              endpoint_rank=int(covariance_rank(SL)), kappa=max_sampling_strength(run), sides=sides)
 
 
 # ------------------------------------------------------------------------------- energies
