@@ -337,7 +337,9 @@ def test_build_is_skipped_when_nothing_changed(ran, monkeypatch):
 def test_parallel_chapters_divide_the_threads(_ran_two):
     path, proc = _ran_two
     assert "2 at a time" in proc.stderr
-    cores = book_execute._cores()
+    from gtbook import plan as book_plan
+
+    cores = book_plan._cores()
     for name in ("01_tiny", "02_small"):
         meta = book_execute.read_meta(path / "executed" / f"{name}.ipynb")
         assert meta["threads"] == max(1, cores // 2)

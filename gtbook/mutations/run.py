@@ -43,7 +43,6 @@ from typing import Any
 from gtbook import provenance
 from gtbook.chapters import BookError, discover_chapters, open_book
 from gtbook.claims import claims_in_notebook
-from gtbook.execute import _cores, plan
 from gtbook.mutations import save_check
 from gtbook.mutations.registry import Mutation, load_registry
 from gtbook.mutations.results import Catch, MutationResult, Outcome, Probe, check_outputs
@@ -57,6 +56,7 @@ from gtbook.mutations.trees import (  # the trees, probes and unit tests (import
     run_unit_tests,
     tree_fingerprint,
 )
+from gtbook.plan import _cores, plan
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
