@@ -39,19 +39,19 @@ from gtbook.chapters import (
 )
 from gtbook.lock import LockFailed, TreeLock
 from gtbook.plan import (
-    DEFAULT_PROFILE,
-    ChapterState,
+    DEFAULT_PROFILE as DEFAULT_PROFILE,  # re-exported: planning lives in gtbook.plan
+    ChapterState as ChapterState,  # re-exported: planning lives in gtbook.plan
     Job,
     _changed_since_planned,
     _jsonable,
-    book_profile,
+    book_profile as book_profile,  # re-exported: planning lives in gtbook.plan
     chapter_state,
-    kernel_threads,
+    kernel_threads as kernel_threads,  # re-exported: planning lives in gtbook.plan
     make_job,
     plan,
     read_meta,
-    status,
-    status_table,
+    status as status,  # re-exported: planning lives in gtbook.plan
+    status_table as status_table,  # re-exported: planning lives in gtbook.plan
 )
 from gtbook.processes import die_with_parent, process_tag, tag_alive, tag_in_name
 from gtbook.root import ROOT_ENV
