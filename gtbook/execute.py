@@ -40,17 +40,29 @@ from gtbook.chapters import (
 from gtbook.lock import LockFailed, TreeLock
 from gtbook.plan import (
     DEFAULT_PROFILE as DEFAULT_PROFILE,  # re-exported: planning lives in gtbook.plan
+)
+from gtbook.plan import (
     ChapterState as ChapterState,  # re-exported: planning lives in gtbook.plan
+)
+from gtbook.plan import (
     Job,
     _changed_since_planned,
     _jsonable,
-    book_profile as book_profile,  # re-exported: planning lives in gtbook.plan
     chapter_state,
-    kernel_threads as kernel_threads,  # re-exported: planning lives in gtbook.plan
     make_job,
     plan,
     read_meta,
+)
+from gtbook.plan import (
+    book_profile as book_profile,  # re-exported: planning lives in gtbook.plan
+)
+from gtbook.plan import (
+    kernel_threads as kernel_threads,  # re-exported: planning lives in gtbook.plan
+)
+from gtbook.plan import (
     status as status,  # re-exported: planning lives in gtbook.plan
+)
+from gtbook.plan import (
     status_table as status_table,  # re-exported: planning lives in gtbook.plan
 )
 from gtbook.processes import die_with_parent, process_tag, tag_alive, tag_in_name
