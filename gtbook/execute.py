@@ -27,6 +27,7 @@ from typing import Any
 
 from gtbook import children, provenance, verify
 from gtbook import files as _files
+from gtbook import plan as _plan
 from gtbook.chapters import (
     Book,
     BookError,
@@ -38,33 +39,7 @@ from gtbook.chapters import (
     select,
 )
 from gtbook.lock import LockFailed, TreeLock
-from gtbook.plan import (
-    DEFAULT_PROFILE as DEFAULT_PROFILE,  # re-exported: planning lives in gtbook.plan
-)
-from gtbook.plan import (
-    ChapterState as ChapterState,  # re-exported: planning lives in gtbook.plan
-)
-from gtbook.plan import (
-    Job,
-    _changed_since_planned,
-    _jsonable,
-    chapter_state,
-    make_job,
-    plan,
-    read_meta,
-)
-from gtbook.plan import (
-    book_profile as book_profile,  # re-exported: planning lives in gtbook.plan
-)
-from gtbook.plan import (
-    kernel_threads as kernel_threads,  # re-exported: planning lives in gtbook.plan
-)
-from gtbook.plan import (
-    status as status,  # re-exported: planning lives in gtbook.plan
-)
-from gtbook.plan import (
-    status_table as status_table,  # re-exported: planning lives in gtbook.plan
-)
+from gtbook.plan import Job, _changed_since_planned, _jsonable, chapter_state, make_job, plan, read_meta
 from gtbook.processes import die_with_parent, process_tag, tag_alive, tag_in_name
 from gtbook.root import ROOT_ENV
 from gtcore._progress import QUIET_ENV
@@ -79,6 +54,10 @@ THREAD_ENVS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VE
 
 #: silences the notebook-widget warning tqdm prints on import inside a kernel without ipywidgets
 KERNEL_WARNINGS = "ignore:IProgress not found"
+
+# planning lives in gtbook.plan; these names stay importable from here
+DEFAULT_PROFILE, ChapterState, book_profile = _plan.DEFAULT_PROFILE, _plan.ChapterState, _plan.book_profile
+kernel_threads, status, status_table = _plan.kernel_threads, _plan.status, _plan.status_table
 
 
 
