@@ -80,7 +80,10 @@ def best(fn, repeats: int):
 
 def pot_solver(x: torch.Tensor, B: torch.Tensor, tol: float):
     """POT's log-domain Sinkhorn to the same tolerance: (f, g, iterations, average)."""
-    import ot
+    try:
+        import ot
+    except ImportError:
+        raise SystemExit("POT is not installed: pip install -e '.[bench]', or pass --no-pot") from None
 
     n = x.shape[0]
     M = -((x @ B.T) @ x.T).numpy()

@@ -49,7 +49,7 @@
 #
 # *Several heads* add their velocities: $v = Ax + b + \sum_h V_h a_h(x)$.
 #
-# The tests (`tests/test_attention_families.py`) check every covariance right-hand side at zero
+# The tests (`tests/studies/test_attention_families.py`) check every covariance right-hand side at zero
 # mean against an independent implementation of the formulas published with Castin, Rouzé, Ablin,
 # Peyré and Kim (2025), "A unified perspective on the dynamics of deep Transformers" (softmax, L2,
 # multi-head and Sinkhorn; after mapping their $1/\sqrt d$ scalings) to round-off ($10^{-10}$
@@ -189,7 +189,7 @@ fig = inv.clouds_figure()
 #   $\Sigma$ grows in every direction ($\Sigma^{-1} \to 0$), which needs every eigenvalue of
 #   $A + VK^{-1}Q = Q$ to have positive real part, as here. When one has a negative real part, $\Sigma$ stays
 #   bounded along it and the rate is different (e.g. $Q$ with rows $(1, 3)$ and $(0, -1)$: 2.27,
-#   not 2; `tests/test_attention_families.py`).
+#   not 2; `tests/studies/test_attention_families.py`).
 # * *Sinkhorn:* $M\Sigma$ is the coupling's (transposed) cross-covariance, so
 #   $\lVert M\Sigma\rVert_2 \le \lVert\Sigma\rVert_2$ (Cauchy–Schwarz) and
 #   $\lVert\Sigma(t)\rVert_2 \le \lVert\Sigma_0\rVert_2e^{2(\lVert A\rVert + \lVert V\rVert)t}$:

@@ -11,6 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+# The test modules live in tests/core, tests/book and tests/studies; their shared helpers (minibook, browser,
+# public_api) live here, beside this conftest, and are imported by name.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 # Property tests draw the same examples on every run: CI is reproducible, like the chapters.
 settings.register_profile("gtbook", derandomize=True, database=None, deadline=None)
 settings.load_profile("gtbook")

@@ -4,7 +4,7 @@ Copied verbatim from matplotlib's private module ``matplotlib/_animation_data.py
 so that :mod:`gtbook.studies.animation` does not import matplotlib internals: ``JS_INCLUDE`` (the
 player's script and a link to its icon font), ``STYLE_INCLUDE`` and ``DISPLAY_TEMPLATE`` (the controls
 and the frame array, a ``str.format`` template). ``INCLUDED_FRAMES`` (frames as files) is not copied.
-``tests/test_animation.py`` checks the copies against matplotlib's module where it still exists.
+``tests/studies/test_animation.py`` checks the copies against matplotlib's module where it still exists.
 
 Changes made to matplotlib's code (as its licence asks): none to the copied strings; the
 player's HTML is then post-processed by :mod:`gtbook.studies.animation`, which drops the

@@ -26,7 +26,7 @@ from gtcore.controls import Controls
 __all__ = ["CLASSES", "layer_scope", "matrix_class"]
 
 #: each parameter's structure classes, narrowest first: those of :data:`gtbook.scope.CLASSES` (the studies sit
-#: below the book's machinery and do not import it; ``tests/test_scoping.py`` checks that the two agree)
+#: below the book's machinery and do not import it; ``tests/studies/test_scoping.py`` checks that the two agree)
 CLASSES: dict[str, tuple[str, ...]] = {
     "A": ("zero", "scalar", "normal", "general"),
     "B": ("zero", "scalar", "symmetric", "general"),

@@ -30,7 +30,7 @@ Types are registered by name in :data:`ATTENTION_TYPES` (:func:`register`); a
 :class:`~gtcore.controls.Controls` selects one with ``attention=`` (default ``"dot"``). Adding a type is one
 class here (or anywhere, registered with :func:`register`): every consumer (moments, layer map,
 particles, stability, reachability, mixtures, mean-field diagnostics) goes through this module, and
-``tests/test_attention.py`` checks the new type against its definition without being edited.
+``tests/core/test_attention.py`` checks the new type against its definition without being edited.
 
 The paper's type is :class:`DotProduct`: logits :math:`x_j^\top B_h x_i` (query :math:`i`, key
 :math:`j`), softmax over :math:`j`, scale 1, whose Gaussian tilt is :math:`\mu + \Sigma B x`.

@@ -4,7 +4,7 @@ Copied from SciPy's ``scipy/integrate/_ivp/dop853_coefficients.py`` (SciPy 1.17.
 so that :mod:`gtcore.moments.lanes` does not import SciPy internals: only the tables the lanes use
 (the 12 stages' nodes ``C`` and matrix ``A``, the weights ``B`` and the error estimators ``E3``, ``E5``;
 not the dense-output tables). The numbers are SciPy's literals and ``E3`` is built by the same
-subtractions, so every coefficient is the same double; ``tests/test_lanes.py`` checks them against
+subtractions, so every coefficient is the same double; ``tests/core/test_lanes.py`` checks them against
 SciPy's module where it still exists. The coefficients are those of E. Hairer, S. P. Nørsett and
 G. Wanner, *Solving Ordinary Differential Equations I* (2nd ed., Springer, 1993), code ``DOP853``.
 

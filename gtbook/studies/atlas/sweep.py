@@ -20,7 +20,7 @@ draws, another horizon, edited code, another numpy) never reuses a stale file. E
 metadata, the keys of the draws it covers and a SHA-256 of its rows; a file whose rows, draws or checksum
 do not match (a damaged disk, an edit, a copy cut short) is recomputed, with one line naming it. Each chunk
 runs with one BLAS thread and is a pure function of its draws, so the table is the same, bit for bit, in
-this process and on any cluster (``tests/test_atlas_sweep.py``).
+this process and on any cluster (``tests/studies/test_atlas_sweep.py``).
 
 **Faults.** Before anything is computed the sweep checks its arguments (``workers`` >= 1, distinct draws)
 and estimates the memory of the largest chunk (:func:`chunk_bytes`) against what this machine (or each

@@ -42,7 +42,7 @@ Readings this module had to make, fixed before any model was run
   reference; with it, 1.3-2.8 times (conservative: the :math:`P` pooled samples add their own noise).
   This was found and fixed before any model was run.
 
-  *Coverage, measured* (``tests/test_pretrained_criterion.py``, before any model was run): with tokens
+  *Coverage, measured* (``tests/studies/test_pretrained_criterion.py``, before any model was run): with tokens
   coupled within each sequence by a softmax attention layer and a nonlinearity, :math:`S = 8`, the
   intervals cover 91-97% of the time. When sequences differ strongly in scale (a per-sequence factor
   :math:`e^{0.35 g}`, :math:`g \sim N(0,1)`), the effects are a variance of :math:`S` lognormal draws,

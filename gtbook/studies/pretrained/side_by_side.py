@@ -58,7 +58,7 @@ def train_side_by_side(vit: Schedule, mlm: Schedule, *, progress: bool = False) 
     :func:`~gtbook.studies.pretrained.training.train_modernbert_mlm` at the same time, on two cores.
 
     The ModernBERT trains in a child process (``spawn``) while the ViT trains in this one: the same code
-    on the same single thread, so the same weights (``tests/test_pretrained_training.py`` compares them
+    on the same single thread, so the same weights (``tests/studies/test_pretrained_training.py`` compares them
     with an in-process training). Either model found in the cache is loaded, not trained.
 
     Parameters

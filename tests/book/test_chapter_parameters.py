@@ -21,7 +21,7 @@ from gtbook import cli as book_cli
 from gtbook import execute as book_execute
 from minibook import make_mini_book
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gtbook(*args, cwd):

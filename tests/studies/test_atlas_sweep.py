@@ -77,7 +77,7 @@ from gtbook.studies.atlas import sweep as atlas_sweep  # noqa: E402
 
 ONE = ensemble_draws([2], 1, attentions=["dot"])
 SMALL = ensemble_draws([2, 3], 2, attentions=["dot", "l2"])
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(capsys, *args):

@@ -28,7 +28,7 @@ from numpydoc.docscrape import NumpyDocString
 
 from public_api import api_objects, is_ours
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 API = api_objects()
 
 

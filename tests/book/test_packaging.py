@@ -15,15 +15,15 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 META = PYPROJECT["project"]
 CORE_PYPROJECT = tomllib.loads((ROOT / "gtcore" / "pyproject.toml").read_text())
 CORE_META = CORE_PYPROJECT["project"]
 CORE_SOURCES = sorted(p for p in (ROOT / "gtcore").rglob("*.py") if "build" not in p.relative_to(ROOT).parts)
-SOURCES = sorted([*CORE_SOURCES, *(ROOT / "gtbook").rglob("*.py"), *(ROOT / "tests").glob("*.py"),
+SOURCES = sorted([*CORE_SOURCES, *(ROOT / "gtbook").rglob("*.py"), *(ROOT / "tests").rglob("*.py"),
                   *(ROOT / "notebooks").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")])
-LOCAL = {"gtcore", "gtbook"} | {p.stem for p in (ROOT / "tests").glob("*.py")}  # the tests' own helper modules
+LOCAL = {"gtcore", "gtbook"} | {p.stem for p in (ROOT / "tests").rglob("*.py")}  # the tests' own helper modules
 
 
 def _name(req: str) -> str:

@@ -31,7 +31,7 @@ import pytest
 
 from minibook import make_mini_book
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CODE = Path(os.environ.get("GTBOOK_CODE_UNDER_TEST", ROOT))
 GTBOOK = [sys.executable, "-m", "gtbook"]
 LINUX = sys.platform.startswith("linux") and Path("/proc/self/cmdline").exists()

@@ -26,7 +26,7 @@ import pytest
 
 from minibook import make_mini_book
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GTBOOK = [sys.executable, "-m", "gtbook"]
 
 
@@ -194,13 +194,14 @@ def test_the_sdist_holds_what_its_tests_need(source, tmp_path):
             tar.extractall(tmp_path / "x")
     for needed in ("_config.yml", "_toc.yml", "notebooks/profiles.toml", "notebooks/01_gaussian_invariance.py",
                    "book/intro.md", "book/references.bib", "_static/gtbook.css", "tests/conftest.py",
-                   "tests/minibook.py", "tests/test_book.py", "gtbook/statements.toml", "requirements.lock",
+                   "tests/minibook.py", "tests/book/test_book.py", "gtbook/statements.toml", "requirements.lock",
                    "environment.yml", "CITATION.cff", "Makefile", ".ci/run", ".pre-commit-config.yaml"):
         assert needed in members, f"the sdist lacks {needed}"
     assert not any(m.startswith(("executed/", "_build/")) for m in members)
     tree = tmp_path / "x" / name.removesuffix(".tar.gz")
     # the sdist's own tests run from it (the packaging checks read its pyproject, environment and sources)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_packaging.py",
-                           "tests/test_book.py::test_every_chapter_is_in_the_toc"], cwd=tree, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/book/test_packaging.py", "tests/book/test_book.py::test_every_chapter_is_in_the_toc"],
+                          cwd=tree, capture_output=True,
                           text=True, env=_clean_env(PYTHONPATH=str(tree)))
     assert proc.returncode == 0, proc.stdout[-3000:]

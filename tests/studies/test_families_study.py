@@ -16,7 +16,8 @@ from gtbook.studies.families.study import (
     heads_study,
     invariance_study,
 )
-from gtbook.studies.nulls import flow_deviations, hotelling_test
+from gtbook.studies.nulls import flow_deviations
+from gtcore.stats.inference import hotelling_test
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 Q = np.array([[0.45, 0.2], [-0.1, 0.35]])

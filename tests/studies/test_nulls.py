@@ -1,5 +1,5 @@
 """gtbook.studies.nulls: signed deviations of clouds from their moment ODE, plain and extrapolated (the tests on them:
-tests/test_inference.py)."""
+tests/core/test_inference.py)."""
 
 import numpy as np
 import pytest

@@ -28,7 +28,7 @@ from gtbook import provenance
 from gtbook.lock import TreeLock
 from minibook import make_mini_book
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GTBOOK = [sys.executable, "-m", "gtbook"]
 
 

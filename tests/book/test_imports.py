@@ -9,7 +9,7 @@ import pytest
 
 from gtbook import imports
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT  # the folder that holds both packages
 MODULES = sorted(p for name in imports.PACKAGES for p in (ROOT / name).rglob("*.py") if "__pycache__" not in p.parts)
 

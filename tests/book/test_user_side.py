@@ -29,7 +29,7 @@ import pytest
 from minibook import make_mini_book
 from test_pipeline_faults import CODE, GTBOOK, _env, gtbook, state_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from gtbook.studies.traced import Sides, collect, merge, no_prediction, observed
 from gtcore import Controls, gaussian_tokens, integrate_moments
 from gtcore.particles import simulate
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 #: the chapters whose reproductions must pass ``sides=`` (extend as chapters are traced)
 CHAPTERS = ("01_gaussian_invariance", "02_beyond_invariance", "09_learning_reachability")

@@ -58,7 +58,7 @@ def _mutation(**kw):
         replacement="return dmu, MS.T + MS",
         models="x",
         area="paper",
-        tests=("tests/test_moments.py",),
+        tests=("tests/core/test_moments.py",),
         probe="value = 1.0",
     )
     return Mutation(**{**base, **kw})
@@ -149,7 +149,7 @@ def _result(name, outcome, claim=None, caught=True, first=True):
         caught_by=catch,
         catches=[catch] if catch else [],
         chapters=["04_stability_regimes"],
-        unit_tests=UnitTests(["tests/test_stability.py"], caught),
+        unit_tests=UnitTests(["tests/core/test_stability.py"], caught),
         probe=Probe({"numbers": [1.0]}, {"numbers": [2.0]}, True),
         date="2026-06-07T00:00:00Z",
     )

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("gtcore", "gtbook")
 LAYERS = ("core", "models", "tools", "studies", "book")
 #: the book's tools that its studies use too: the disk cache, the import graph behind its keys, process tags,

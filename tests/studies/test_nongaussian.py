@@ -1,5 +1,5 @@
 """gtbook.studies.invariance.nongaussian: moment-matched laws and the softmax-stack study (the slope's bootstrap SE:
-tests/test_inference.py)."""
+tests/core/test_inference.py)."""
 
 import numpy as np
 import pytest
