@@ -173,11 +173,11 @@ def _put_in_place(new: Path, html: Path) -> None:
 def write_generated_pages(bk: Book, names: list[str]) -> None:
     """Write the pages generated from the executed chapters: the report, the chapters' openings and the
     intro's status lists, the gallery, the paper map, the status page and the mutation page."""
-    from gtbook import gallery, paper_map, report, status_page, verdicts
+    from gtbook import gallery, openings, paper_map, report, status_page
 
     try:
         report.write_report(bk.executed)
-        verdicts.write_pages(bk.executed, names)  # the chapters' openings and the intro's status lists
+        openings.write_pages(bk.executed, names)  # the chapters' openings and the intro's status lists
     except report.ReportError as exc:
         raise BookError(str(exc)) from None
     gallery.write_gallery(bk.executed, chapters=names)

@@ -39,6 +39,7 @@ from gtbook.chapters import (
     select,
 )
 from gtbook.lock import LockFailed, TreeLock
+from gtbook.openings import OPENINGS
 from gtbook.plan import Job, _changed_since_planned, _jsonable, chapter_state, make_job, plan, read_meta
 from gtbook.processes import die_with_parent, process_tag, tag_alive, tag_in_name
 from gtbook.root import ROOT_ENV
@@ -172,7 +173,7 @@ def parameters_cell_that_ran(source: str, injected: dict[str, Any], overrides: d
 
 def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job: Job | None = None) -> None:
     """Show the values that ran in the parameters cell, hide papermill's injected cell, and open the
-    page with its verdict (the generated opening, :func:`gtbook.verdicts.write_pages`, included under the
+    page with its verdict (the generated opening, :func:`gtbook.openings.write_pages`, included under the
     title) and the provenance box."""
     for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])
@@ -182,8 +183,6 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job
             cell.source = parameters_cell_that_ran(cell.source, job.injected, job.overrides,
                                                    job.chapter.defaults, job.profile)
     box = provenance.box_markdown(meta, claims)
-    from gtbook.verdicts import OPENINGS
-
     opening = f"```{{include}} {OPENINGS}/{job.chapter.name}.md\n```" if job is not None else ""
     for cell in nb.cells:
         if cell.cell_type == "markdown":

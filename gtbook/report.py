@@ -23,7 +23,7 @@ from typing import Any
 
 from gtbook.claims import KINDS, claims_in_notebook
 from gtbook.files import atomic_write_text
-from gtbook.verdicts import STATUSES, Evidence, StatementStatus, statement_status, statement_statuses
+from gtbook.verdicts import STATUSES, Evidence, StatementStatus, claim_scope, statement_status, statement_statuses
 
 __all__ = ["STATUSES", "ClaimRow", "Evidence", "ReportError", "StatementStatus", "collect_claims",
            "report_markdown", "statement_status", "statement_statuses", "write_report"]
@@ -231,7 +231,6 @@ def _result_cell(r: ClaimRow) -> str:
 
 def scope_text(r: ClaimRow) -> str:
     """A claim's scope in one line (``"not recorded"`` when the chapter gave none)."""
-    from gtbook.verdicts import claim_scope
 
     sc = claim_scope(r)
     return sc.text() if sc is not None else "not recorded"

@@ -30,7 +30,7 @@ from gtbook.statements import Statement, load_statements
 from gtcore.status import Vocabulary
 
 __all__ = ["Evidence", "StatementStatus", "chapter_opening_markdown", "statement_status", "statement_statuses",
-           "status_list_markdown", "write_pages"]
+           "status_list_markdown"]
 
 
 class Evidence(Vocabulary):
@@ -192,30 +192,3 @@ def chapter_opening_markdown(chapter: str, statuses: Sequence[StatementStatus], 
               "({doc}`reproducibility report </executed/report>`); a claim's scope is the system and the "
               "parameters it covers.", ":::"]
     return "\n".join(lines) + "\n"
-
-
-#: where the build writes each chapter's opening (``executed/openings/NN_name.md``) and the intro's lists
-OPENINGS = "openings"
-STATUS_LISTS = "statuses.md"
-
-
-def write_pages(executed: Any, chapters: Sequence[str]) -> list[Any]:
-    """Write every chapter's opening (``executed/openings/<chapter>.md``, which the chapter includes right
-    under its title) and the intro's status lists (``executed/statuses.md``), from the claims of the
-    executed chapters; return the paths written or kept (a file whose text is unchanged is not rewritten)."""
-    from pathlib import Path
-
-    from gtbook.files import atomic_write_text
-    from gtbook.report import collect_claims
-
-    executed = Path(executed)
-    statuses = statement_statuses(collect_claims(executed))
-    pages = {executed / OPENINGS / f"{c}.md": chapter_opening_markdown(c, statuses) for c in chapters}
-    pages[executed / STATUS_LISTS] = (
-        "**Statements of the paper**\n\n" + status_list_markdown(statuses, origin="paper")
-        + "\n**Beyond the paper**\n\n" + status_list_markdown(statuses, origin="beyond"))
-    for path, text in pages.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != text:
-            atomic_write_text(path, text)
-    return list(pages)

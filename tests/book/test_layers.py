@@ -4,12 +4,12 @@ Layers, bottom to top: the core (the paper's numerics: every module of ``gtcore`
 ``gtcore.models``), ``gtcore.models`` (real Transformer code), ``gtbook.studies`` (the chapters'
 harnesses and figures), ``gtbook`` (the machinery: the ``gtbook`` command, cache keys, claims, report).
 Between the models and the studies sit the book's tools that studies use too (:data:`TOOLS`: the disk cache,
-the import graph, process tags, the checkpoint file). The first two layers are the library ``gtcore``, the
-other three the book ``gtbook``: the package boundary is the line between ``models`` and ``tools``, so
-``gtcore`` imports nothing from ``gtbook``. A module may
-import its own layer and the layers below it, nothing above. The import graph is read here with
-:mod:`ast`, independently of :mod:`gtbook.imports` (which the cache keys use), every import statement
-counted wherever it stands.
+the import graph, process tags, the checkpoint file, the tracer of a claim's sides). The first two layers
+are the library ``gtcore``, the other three the book ``gtbook``: the package boundary is the line between
+``models`` and ``tools``, so ``gtcore`` imports nothing from ``gtbook``. A module may import its own
+layer and the layers below it, nothing above. The import graph is read here with :mod:`ast`,
+independently of :mod:`gtbook.imports` (which the cache keys use), every import statement counted
+wherever it stands.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("gtcore", "gtbook")
 LAYERS = ("core", "models", "tools", "studies", "book")
 #: the book's tools that its studies use too: the disk cache, the import graph behind its keys, process tags,
-#: the training checkpoint file
-TOOLS = {"gtbook.cache", "gtbook.imports", "gtbook.processes", "gtbook.checkpoints"}
+#: the training checkpoint file, the tracer that records which library code each side of a claim ran
+TOOLS = {"gtbook.cache", "gtbook.imports", "gtbook.processes", "gtbook.checkpoints", "gtbook.sides"}
 #: core modules that are torch code by nature (the finite-N kernels, the trainer): imported only when tokens move
 TORCH_MODULES = {"gtcore.particles", "gtcore.attention.kernels", "gtcore.attention.sinkhorn_scaling", "gtcore.training"}
 

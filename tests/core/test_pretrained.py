@@ -337,7 +337,10 @@ def test_layer_statistics_reproducible(loaded):
 
 
 def test_figure(bert_stats):
-    from gtbook.studies.pretrained.figures import layer_statistics_figure
+    from gtbook.studies.pretrained.figures import _AXES, layer_statistics_figure
+    from gtbook.studies.pretrained.statistics import STATISTICS
+
+    assert list(_AXES) == list(STATISTICS)  # one panel per statistic, in the table's order
 
     fig = layer_statistics_figure([bert_stats, bert_stats], labels=["a", "b"],
                                   relative_depth=True)

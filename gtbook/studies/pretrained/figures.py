@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 PALETTE = (COLORS["particles"], COLORS["alt"], COLORS["target"], COLORS["theory"],
            "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
+#: the axis label of each per-layer statistic, in the table order of
+#: :data:`gtbook.studies.pretrained.statistics.STATISTICS` (the same keys; a test checks it)
 _AXES = {
     "sliced_w2": r"sliced $W_2$ to $N(\hat\mu_\ell,\hat\Sigma_\ell)$",
     "mardia_excess": r"Mardia kurtosis excess $\kappa_\ell$",
@@ -50,8 +52,6 @@ def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = No
     -------
     matplotlib Figure
     """
-    from gtbook.studies.pretrained.statistics import STATISTICS
-
     results = list(results)
     if not results:
         raise ValueError("results must hold at least one LayerStatistics")
@@ -61,7 +61,7 @@ def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = No
         raise ValueError(f"labels must have {len(results)} entries, got {len(labels)}")
     fig, axes = figure(2, 2, width=4.6, height=3.2)
     axes = np.asarray(axes).ravel()
-    for ax, stat in zip(axes, STATISTICS, strict=True):
+    for ax, stat in zip(axes, _AXES, strict=True):
         for k, (res, lab) in enumerate(zip(results, labels, strict=True)):
             c = PALETTE[k % len(PALETTE)]
             x = res.layers / (res.layers[-1] if relative_depth else 1)
