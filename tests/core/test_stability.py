@@ -365,6 +365,48 @@ def test_bias_with_feedforward_block():
     np.testing.assert_allclose(asymptotic_mean(steered, eq.Sigma), target, rtol=1e-12)
 
 
+def test_bias_with_a_general_feed_forward_block_steers_equation_1_1():
+    """d = 3, general V (not a multiple of I), non-symmetric B, a feed-forward block with U of shape 4 x 3 and
+    c != 0. Sigma* is made an equilibrium by hand: with A + WU = -V Sigma* B + S Sigma*^-1 (S skew) the
+    covariance field of eq. (1.1) vanishes at Sigma*, and the mean's matrix is V + S Sigma*^-1 (Hurwitz here;
+    B is drawn with B Sigma* near I, so that Sigma* attracts and the integration below stays on it).
+    The bias is checked against its closed form written out here, and by integrating eq. (1.1) (written in the
+    test, with the block W(Ux + c) as its own term) from Sigma* with solve_ivp: the mean must reach the target."""
+    rng = np.random.default_rng(20260613)
+    d, m = 3, 4
+    S_star = random_spd(rng, d, cond=3.0) / 2.0
+    V = -np.eye(d) + 0.25 * rng.standard_normal((d, d))
+    B = (np.eye(d) + 0.3 * rng.standard_normal((d, d))) @ np.linalg.inv(S_star)  # B Sigma* near I: a stable Sigma*
+    assert np.abs(B - B.T).max() > 0.1
+    skew = rng.standard_normal((d, d))
+    skew = 0.4 * (skew - skew.T)
+    U, W, c = 0.5 * rng.standard_normal((m, d)), 0.5 * rng.standard_normal((d, m)), rng.standard_normal(m)
+    A = -V @ S_star @ B + skew @ np.linalg.inv(S_star) - W @ U
+    assert np.abs(A).min() > 1e-3 and np.abs(A - A.T).max() > 0.1  # a general A
+    M = V + skew @ np.linalg.inv(S_star)
+    assert np.linalg.eigvals(M).real.max() < -0.2
+    target = np.array([1.5, -0.7, 0.4])
+    base = Controls(A=A, b=rng.standard_normal(d), V=V, B=B, U=U, W=W, c=c)  # its own b is ignored
+    bias = bias_for_mean_target(base, S_star, target)
+    np.testing.assert_allclose(bias, -(A + W @ U + V + V @ S_star @ B) @ target - W @ c, rtol=1e-12, atol=1e-12)
+    steered = Controls(A=A, b=bias, V=V, B=B, U=U, W=W, c=c)
+    np.testing.assert_allclose(asymptotic_mean(steered, S_star), target, rtol=1e-10)
+
+    def rhs(_t, y):  # eq. (1.1); the block W(Ux + c) averaged over N(mu, Sigma) is W(U mu + c), its Jacobian WU
+        mu, S = y[:d], y[d:].reshape(d, d)
+        dmu = (A + V) @ mu + V @ S @ B @ mu + bias + W @ (U @ mu + c)
+        F = A + W @ U
+        dS = F @ S + S @ F.T + V @ S @ B @ S + S @ B.T @ S @ V.T
+        return np.concatenate([dmu, dS.ravel()])
+
+    assert np.abs(rhs(0.0, np.concatenate([target, S_star.ravel()]))).max() < 1e-12  # the target is a fixed point
+    sol = solve_ivp(rhs, (0.0, 40.0), np.concatenate([np.zeros(d), S_star.ravel()]), method="DOP853",
+                    rtol=1e-11, atol=1e-13)
+    assert sol.success
+    np.testing.assert_allclose(sol.y[d:, -1].reshape(d, d), S_star, atol=1e-8)
+    np.testing.assert_allclose(sol.y[:d, -1], target, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     "call, name",
