@@ -38,6 +38,37 @@ def test_mixture_moments_closed_form_and_sampling(mix2):
         np.testing.assert_allclose(np.cov(part.T), mix2.covariances[k], atol=0.03)
 
 
+def test_mixture_sample_with_full_covariances_z_scores():
+    """d = 3, three components whose covariances are rotated (R diag(0.2, 1, 3) R^T, R a seeded random rotation:
+    off-diagonal entries as large as the diagonal ones). Each statistic of the sample is a z-score against its
+    exact standard error: the label counts (binomial), per component every mean entry (sqrt(S_ii / n_k)), every
+    covariance entry (sqrt((S_ii S_jj + S_ij^2) / n_k), the Gaussian fourth moment) and Mardia's fourth moment
+    of the tokens whitened by the true Cholesky factor (E|w|^4 = d(d + 2), variance d(d+2)(d+4)(d+6) - (d(d+2))^2).
+    33 z-scores; max |z| < 4.5 (a false alarm with probability about 2e-4)."""
+    rng = np.random.default_rng(20260612)
+    d, n, w = 3, 40_000, np.array([0.2, 0.3, 0.5])
+    covs = []
+    for _ in range(3):
+        R, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        covs.append(R @ np.diag([0.2, 1.0, 3.0]) @ R.T)
+    means = 2.0 * rng.standard_normal((3, d))
+    assert min(abs(S[0, 1]) + abs(S[0, 2]) + abs(S[1, 2]) for S in covs) > 0.5  # far from diagonal
+    s = GaussianMixture(w, means, covs).sample(n, seed=11)
+    z = list((s.counts() - n * w) / np.sqrt(n * w * (1 - w)))
+    for k, (m, S) in enumerate(zip(means, covs, strict=True)):
+        x = s.tokens[s.labels == k]
+        nk = x.shape[0]
+        z += list((x.mean(0) - m) / np.sqrt(np.diag(S) / nk))
+        C = (x - m).T @ (x - m) / nk  # about the true mean: unbiased, the exact standard error below
+        se = np.sqrt((np.outer(np.diag(S), np.diag(S)) + S ** 2) / nk)
+        z += list(((C - S) / se)[np.triu_indices(d)])
+        white = np.linalg.solve(np.linalg.cholesky(S), (x - m).T).T
+        b2, e2 = np.mean(np.sum(white ** 2, axis=1) ** 2), d * (d + 2)
+        z.append((b2 - e2) / np.sqrt((d * (d + 2) * (d + 4) * (d + 6) - e2 ** 2) / nk))
+    assert len(z) == 33
+    assert np.max(np.abs(z)) < 4.5, np.round(z, 2)
+
+
 def test_mixture_sampling_is_seeded(mix2):
     a, b = mix2.sample(100, seed=7), mix2.sample(100, seed=7)
     np.testing.assert_array_equal(a.tokens, b.tokens)

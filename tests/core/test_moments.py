@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from scipy.integrate import solve_ivp
 from scipy.linalg import expm, solve_continuous_lyapunov
 
 from conftest import gauss_hermite_rule, random_psd, random_spd, softmax_average_by_quadrature
@@ -164,6 +165,55 @@ def test_moment_rhs_is_equation_1_1(rng):
     dmu, dS = moment_rhs(mu, S, Controls(A=A, b=b, V=V, B=B))
     np.testing.assert_allclose(dmu, (A + V) @ mu + V @ S @ B @ mu + b, rtol=1e-12)
     np.testing.assert_allclose(dS, A @ S + S @ A.T + V @ S @ B @ S + S @ B.T @ S @ V.T, rtol=1e-12)
+
+
+def _feed_forward_layer(rng, d, m):
+    """A general layer with a feed-forward block W(Ux + c): A, V, B, U, W Gaussian (B non-symmetric, V not
+    a multiple of I, U neither I nor square when m != d), b and c non-zero."""
+    g = lambda *shape: 0.4 * rng.standard_normal(shape)  # noqa: E731
+    return dict(A=g(d, d), b=g(d), V=g(d, d), B=g(d, d), U=g(m, d), W=g(d, m), c=1.0 + g(m))
+
+
+def _rhs_1_1_by_hand(A, b, V, B):
+    """Eq. (1.1) for one head, written out here: mu' = (A + V) mu + V Sigma B mu + b,
+    Sigma' = A Sigma + Sigma A^T + V Sigma B Sigma + Sigma B^T Sigma V^T (state: mu, then Sigma row by row)."""
+    d = A.shape[0]
+
+    def f(_t, y):
+        mu, S = y[:d], y[d:].reshape(d, d)
+        dmu = (A + V) @ mu + V @ S @ B @ mu + b
+        dS = A @ S + S @ A.T + V @ S @ B @ S + S @ B.T @ S @ V.T
+        return np.concatenate([dmu, dS.ravel()])
+
+    return f
+
+
+@pytest.mark.parametrize("m", [3, 4])
+def test_moments_with_a_feed_forward_block_against_equation_1_1_by_hand(rng, m):
+    """The identity-activation block W(Ux + c) enters eq. (1.1) as A -> A + WU, b -> b + Wc. The reference
+    is scipy's solve_ivp on eq. (1.1) written in this test with the fold done by hand (m = d = 3: W U and
+    U W have the same shape, so swapping them changes numbers instead of failing on shapes)."""
+    d = 3
+    p = _feed_forward_layer(rng, d, m)
+    ctl = Controls(**p)
+    mu0, S0 = rng.standard_normal(d), random_spd(rng, d, cond=3.0) / 3.0
+    A_fold, b_fold = p["A"] + p["W"] @ p["U"], p["b"] + p["W"] @ p["c"]
+    f = _rhs_1_1_by_hand(A_fold, b_fold, p["V"], p["B"])
+    dmu, dS = moment_rhs(mu0, S0, ctl)
+    np.testing.assert_allclose(np.concatenate([dmu, dS.ravel()]), f(0.0, np.concatenate([mu0, S0.ravel()])),
+                               rtol=1e-12, atol=1e-13)
+    ts = np.linspace(0.0, 1.5, 7)
+    ref = solve_ivp(f, (0.0, 1.5), np.concatenate([mu0, S0.ravel()]), method="DOP853", t_eval=ts,
+                    rtol=1e-11, atol=1e-13)
+    assert ref.success
+    traj = integrate_moments(mu0, S0, ctl, (0.0, 1.5), t_eval=ts)
+    assert traj.status == "completed"
+    np.testing.assert_allclose(traj.mu, ref.y[:d].T, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(traj.Sigma.reshape(len(ts), -1), ref.y[d:].T, rtol=1e-8, atol=1e-9)
+    # the block must matter along this path (so that dropping it, or a part of it, cannot pass)
+    bare = integrate_moments(mu0, S0, Controls(A=p["A"], b=p["b"], V=p["V"], B=p["B"]), (0.0, 1.5), t_eval=ts)
+    assert np.abs(bare.mu[-1] - traj.mu[-1]).max() > 1e-2
+    assert np.abs(bare.Sigma[-1] - traj.Sigma[-1]).max() > 1e-2
 
 
 def test_piecewise_breaks_are_honoured(rng):

@@ -79,6 +79,52 @@ def test_scalar_two_heads_add():
     assert bt.t_star == pytest.approx(math.log(1 + 0.4 / q) / 0.4, rel=1e-12)
 
 
+def _scalar_pole_by_integration(a, q, s0, horizon=60.0):
+    """The pole of sigma' = 2 a sigma + q sigma^2 (eq. (1.1) in d = 1, q = 2 sum_h v_h beta_h), found without
+    the closed form: p = 1/sigma solves p' = -2 a p - q, integrated here by solve_ivp to its first zero
+    (an event); inf when p stays positive up to ``horizon``."""
+    hit = lambda _t, p: p[0]  # noqa: E731
+    hit.terminal, hit.direction = True, -1
+    sol = solve_ivp(lambda _t, p: [-2.0 * a * p[0] - q], (0.0, horizon), [1.0 / s0], method="DOP853",
+                    events=hit, rtol=1e-12, atol=1e-14)
+    assert sol.success
+    return float(sol.t_events[0][0]) if sol.t_events[0].size else math.inf
+
+
+@pytest.mark.parametrize("branch", ["pole, a > 0", "pole, a < 0", "no pole, decay wins", "no pole, q < 0"])
+def test_scalar_blowup_with_a_feed_forward_block_and_two_heads_against_integration(branch):
+    """d = 1 with a feed-forward block (a = A + WU, hidden width 3, c != 0) and two heads whose products
+    v_h beta_h have opposite signs (q = 2(v_1 beta_1 + v_2 beta_2)): the closed form against the pole of the
+    integrated precision. Seeded draws; A and sigma0 are then set so that each draw lies in ``branch``
+    (x = 2a/(q sigma0) in (-0.9, -0.1) for a pole with a < 0, in (-3, -1.1) where the decay wins)."""
+    rng = np.random.default_rng(20260611)
+    for _ in range(6):
+        U, W, c = rng.normal(0.0, 0.7, (3, 1)), rng.normal(0.0, 0.7, (1, 3)), rng.normal(0.0, 1.0, 3)
+        v, beta = rng.normal(0.0, 1.0, 2), rng.normal(0.0, 1.0, 2)
+        if v[0] * beta[0] * v[1] * beta[1] > 0:
+            v[1] = -v[1]
+        q = 2.0 * float(v @ beta)
+        if (q < 0) != (branch == "no pole, q < 0"):
+            beta, q = -beta, -q
+        a = rng.uniform(0.1, 1.0) * (1.0 if branch in ("pole, a > 0", "no pole, q < 0") else -1.0)
+        if branch == "pole, a < 0":
+            s0 = 2.0 * a / (q * rng.uniform(-0.9, -0.1))
+        elif branch == "no pole, decay wins":
+            s0 = 2.0 * a / (q * rng.uniform(-3.0, -1.1))
+        else:
+            s0 = rng.uniform(0.3, 2.0)
+        a0 = a - float((W @ U)[0, 0])
+        ctl = Controls(A=[[a0]], b=[0.4], V=v.reshape(2, 1, 1), B=beta.reshape(2, 1, 1), U=U, W=W, c=c)
+        expected = _scalar_pole_by_integration(a0 + float((W @ U)[0, 0]), q, s0)
+        assert math.isfinite(expected) == branch.startswith("pole")
+        bt = blowup_time([[s0]], ctl)
+        assert bt.method == "closed form (d = 1)"
+        if math.isfinite(expected):
+            assert bt.t_star == pytest.approx(expected, rel=1e-9)
+        else:
+            assert bt.t_star == math.inf and bt.proved
+
+
 # ---------------------------------------------------- blow-up time, V = vI, d = 2, 3
 @pytest.mark.parametrize("d, shift", [(2, 0.3), (3, 0.3), (2, -0.4), (3, 0.0)])
 def test_matrix_blowup_matches_integration(d, shift, rng):
@@ -317,6 +363,48 @@ def test_bias_with_feedforward_block():
     b = bias_for_mean_target(base, eq.Sigma, target)
     steered = Controls(A=0.5 * np.eye(2), b=b, V=-np.eye(2), B=np.eye(2), U=U, W=W, c=c)
     np.testing.assert_allclose(asymptotic_mean(steered, eq.Sigma), target, rtol=1e-12)
+
+
+def test_bias_with_a_general_feed_forward_block_steers_equation_1_1():
+    """d = 3, general V (not a multiple of I), non-symmetric B, a feed-forward block with U of shape 4 x 3 and
+    c != 0. Sigma* is made an equilibrium by hand: with A + WU = -V Sigma* B + S Sigma*^-1 (S skew) the
+    covariance field of eq. (1.1) vanishes at Sigma*, and the mean's matrix is V + S Sigma*^-1 (Hurwitz here;
+    B is drawn with B Sigma* near I, so that Sigma* attracts and the integration below stays on it).
+    The bias is checked against its closed form written out here, and by integrating eq. (1.1) (written in the
+    test, with the block W(Ux + c) as its own term) from Sigma* with solve_ivp: the mean must reach the target."""
+    rng = np.random.default_rng(20260613)
+    d, m = 3, 4
+    S_star = random_spd(rng, d, cond=3.0) / 2.0
+    V = -np.eye(d) + 0.25 * rng.standard_normal((d, d))
+    B = (np.eye(d) + 0.3 * rng.standard_normal((d, d))) @ np.linalg.inv(S_star)  # B Sigma* near I: a stable Sigma*
+    assert np.abs(B - B.T).max() > 0.1
+    skew = rng.standard_normal((d, d))
+    skew = 0.4 * (skew - skew.T)
+    U, W, c = 0.5 * rng.standard_normal((m, d)), 0.5 * rng.standard_normal((d, m)), rng.standard_normal(m)
+    A = -V @ S_star @ B + skew @ np.linalg.inv(S_star) - W @ U
+    assert np.abs(A).min() > 1e-3 and np.abs(A - A.T).max() > 0.1  # a general A
+    M = V + skew @ np.linalg.inv(S_star)
+    assert np.linalg.eigvals(M).real.max() < -0.2
+    target = np.array([1.5, -0.7, 0.4])
+    base = Controls(A=A, b=rng.standard_normal(d), V=V, B=B, U=U, W=W, c=c)  # its own b is ignored
+    bias = bias_for_mean_target(base, S_star, target)
+    np.testing.assert_allclose(bias, -(A + W @ U + V + V @ S_star @ B) @ target - W @ c, rtol=1e-12, atol=1e-12)
+    steered = Controls(A=A, b=bias, V=V, B=B, U=U, W=W, c=c)
+    np.testing.assert_allclose(asymptotic_mean(steered, S_star), target, rtol=1e-10)
+
+    def rhs(_t, y):  # eq. (1.1); the block W(Ux + c) averaged over N(mu, Sigma) is W(U mu + c), its Jacobian WU
+        mu, S = y[:d], y[d:].reshape(d, d)
+        dmu = (A + V) @ mu + V @ S @ B @ mu + bias + W @ (U @ mu + c)
+        F = A + W @ U
+        dS = F @ S + S @ F.T + V @ S @ B @ S + S @ B.T @ S @ V.T
+        return np.concatenate([dmu, dS.ravel()])
+
+    assert np.abs(rhs(0.0, np.concatenate([target, S_star.ravel()]))).max() < 1e-12  # the target is a fixed point
+    sol = solve_ivp(rhs, (0.0, 40.0), np.concatenate([np.zeros(d), S_star.ravel()]), method="DOP853",
+                    rtol=1e-11, atol=1e-13)
+    assert sol.success
+    np.testing.assert_allclose(sol.y[d:, -1].reshape(d, d), S_star, atol=1e-8)
+    np.testing.assert_allclose(sol.y[:d, -1], target, atol=1e-6)
 
 
 # ---------------------------------------------------------------------------- bad input
