@@ -58,8 +58,9 @@ def test_a_node_has_status_scope_claims_figures_and_functions(tmp_path):
     write_gallery(tmp_path)
     text = paper_map.paper_map_markdown(tmp_path, ["04_x"])
     node = text[text.index("### Stabilising regime"):text.index("### Destabilising")]
-    assert "**Status:** reproduced for V = vI." in node
-    assert "**Stated for:** any d; general A, B, V; dot; constant parameters" in node
+    # the statement is stated for V = vI (statements.toml), which the token claim's scope (V = vI, d = 3) covers
+    assert "**Status:** reproduced." in node
+    assert "**Stated for:** any d; general A, general B, V = vI; dot; constant parameters" in node
     assert "{doc}`04_x <04_x>`: 1 reproduces, 1 derivation" in node
     assert "{py:obj}`gtcore.stability.equilibrium`" in node
     assert ":link: 04_x.html#fig-0" in node and "fig-1" not in node and "fig-2" not in node  # its section's only
