@@ -18,7 +18,7 @@ from gtcore.particles import simulate
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 #: the chapters whose reproductions must pass ``sides=`` (extend as chapters are traced)
-CHAPTERS = ("01_gaussian_invariance", "02_beyond_invariance", "03_rank_and_reachability",
+CHAPTERS = ("01_gaussian_invariance", "02_beyond_invariance", "03_rank_and_reachability", "04_stability_regimes",
             "09_learning_reachability")
 
 #: the claim kinds that compare an independent system with a prediction
