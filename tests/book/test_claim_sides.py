@@ -19,7 +19,8 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 #: the chapters whose reproductions must pass ``sides=`` (extend as chapters are traced)
 CHAPTERS = ("01_gaussian_invariance", "02_beyond_invariance", "03_rank_and_reachability", "04_stability_regimes",
-            "06_prescribed_attention", "07_attention_families", "08_regime_atlas", "09_learning_reachability")
+            "05_pretrained_moments", "06_prescribed_attention", "07_attention_families", "08_regime_atlas",
+            "09_learning_reachability")
 
 #: the claim kinds that compare an independent system with a prediction
 EMPIRICAL_KINDS = ("reproduces", "not_reproduced")
