@@ -92,7 +92,7 @@ glue("rt_uniform_slope", rank_tok.uniform.slope)
 glue("rt_kappa_max", rank_tok.gauss.kappa_max)
 claim(f"rank on tokens, {rank_tokens['draws']} general draws: pooled slope of the excess spread in N",
       rank_tok.gauss.slope, gt=-0.5 - 3 * rank_tok.se, lt=-0.5 + 3 * rank_tok.se, statement="rank_invariance",
-      kind="reproduces", scope=tok_scope)
+      kind="reproduces", scope=tok_scope, sides=rank_tok.gauss.sides)
 claim("rank on tokens, uniform law (same moments): excess spread slope above the band", rank_tok.uniform.slope,
       gt=-0.5 + 3 * rank_tok.se, statement="rank_invariance", kind="control", scope=tok_scope)
 
@@ -167,10 +167,10 @@ claim("attention-on steering endpoint error", att_ex.error, lt=1e-8, statement="
       scope=dict(system="moment ODE", d=2, A="general", B="symmetric", V="scalar"))
 claim("measured compensation: pooled slope of the distance to the target in N", meas.slope(),
       gt=-0.5 - 3 * ms_se["distance"], lt=-0.5 + 3 * ms_se["distance"], statement="reachability",
-      kind="reproduces", scope=general3)
+      kind="reproduces", scope=general3, sides=meas.sides("distance"))
 claim("measured compensation: pooled slope of the distance to eq. (1.1) in N", meas.slope("dynamic"),
       gt=-0.5 - 3 * ms_se["dynamic"], lt=-0.5 + 3 * ms_se["dynamic"], statement="reachability",
-      kind="reproduces", scope=general3)
+      kind="reproduces", scope=general3, sides=meas.sides("dynamic"))
 claim("measured compensation, tokens' head with B^T (control): distance slope above the band",
       meas.slope("distance_transposed"), gt=-0.5 + 3 * ms_se["distance"], statement="reachability",
       kind="control", scope=general3)
@@ -186,9 +186,10 @@ for key, value in (("st_slope_D", g.slope), ("st_se_D", st.se_distance), ("st_sl
 claim(f"{steered['draws']} random same-rank targets: constructive controls reach each on the moment ODE (max relative W2)",
       g.ode_error, lt=1e-4, statement="reachability", kind="consistency", scope=dict(system="moment ODE", d=3))
 claim("steered tokens: pooled slope of the distance to the target in N", g.slope, gt=-0.5 - 3 * st.se_distance,
-      lt=-0.5 + 3 * st.se_distance, statement="reachability", kind="reproduces", scope=general3)
+      lt=-0.5 + 3 * st.se_distance, statement="reachability", kind="reproduces", scope=general3,
+      sides=g.sides("distance"))
 claim("steered tokens: pooled slope of the dynamic error in N", g.dynamic_slope, gt=-0.5 - 3 * st.se_dynamic,
-      lt=-0.5 + 3 * st.se_dynamic, statement="reachability", kind="reproduces", scope=general3)
+      lt=-0.5 + 3 * st.se_dynamic, statement="reachability", kind="consistency", scope=general3)
 claim("tokens' head with B^T (control): dynamic error slope above the band", st.transposed.dynamic_slope,
       gt=-0.5 + 3 * st.se_dynamic, statement="reachability", kind="control", scope=general3)
 
@@ -268,7 +269,7 @@ claim(f"attention alone: {n} random full-rank targets reached on eq. (1.1) (max 
       statement="beyond_attention_steering", kind="consistency", scope=dict(system="moment ODE", **only))
 claim("attention alone on tokens: fraction of targets reached within 3x the attention-free steering's error",
       k / n, **({"gt": 0.999} if k == n else {"lt": 0.999}), statement="beyond_attention_steering",
-      kind="reproduces" if k == n else "not_reproduced", scope=dict(system="tokens", **only))
+      kind="reproduces" if k == n else "not_reproduced", scope=dict(system="tokens", **only), sides=ao.sides)
 claim("attention alone, tokens' head with B^T (control): fraction of targets reached", kc / n, lt=0.5,
       statement="beyond_attention_steering", kind="control", scope=dict(system="tokens", **only))
 
@@ -301,7 +302,18 @@ claim("attention alone, tokens' head with B^T (control): fraction of targets rea
 # - *Relabelled.* The optimiser run of (d) on eq. (1.1), once a `reproduces` claim of `beyond_min_energy`, is a
 #   consistency check: both sides are eq. (1.1). The endpoint claims of (c) on eq. (1.1), once
 #   derivations, are consistency checks: the controls subtract the ODE's own attention term, so the ODE reaches
-#   the target whatever the tilt formula is. The evidence with attention on is on tokens.
+#   the target whatever the tilt formula is. The evidence with attention on is on tokens. The dynamic error
+#   $E_N$ of (c) under the paper's compensation, once a `reproduces` claim, is a consistency check since the
+#   sides were traced: the controls subtract $V\Sigma_\text{ref}B$ computed by the library's tilt formula, so
+#   the token run and eq. (1.1) both run that formula, the code the claim would test. The measured compensation's
+#   $E_N$, whose controls come from the pilot's NumPy regression, is the reproduction.
+# - *Traced sides.* Each reproduction records the library functions its two sides ran: the observed side is the
+#   steering controls (the paper's or the measured compensation, the attention-only controls) and the tokens
+#   moved by the $N$-token simulator; the predicted side is eq. (1.1) under the same controls from the cloud's
+#   own moments ($E_N$), the attention-free steering's exact flow of the same cloud (the reference of (e),
+#   computed by the book from the steering's stages) or nothing: the excess spread of (a) and $D_N$ are compared
+#   with the target and the rate $N^{-1/2}$ itself. The distances are the comparison and count on neither side.
+#   The book refuses a reproduction whose two sides share model code; none of this chapter's reproductions do.
 # - *The measured compensation of (c)* was added so that steering with a head held fixed is tested by a
 #   compensation that does not reuse the ODE's attention function (the pilot's response is regressed in NumPy,
 #   not by the library's kernel). The head's $B$ is scaled per draw to $\kappa = 0.2$ along the reference

@@ -208,7 +208,7 @@ for name, value in [("steer_in", int(steer.within.sum())), ("steer_n", len(steer
     glue(name, value)
 tok3 = dict(system="tokens", d=3, A="general", B="general", V="general")
 claim("mean steering on tokens (feed-forward block, general V): fraction of steered draws within 3 q99 of the null",
-      f_in, gt=0.5, statement="mean_steering", kind="reproduces", scope=tok3)
+      f_in, gt=0.5, statement="mean_steering", kind="reproduces", scope=tok3, sides=steer.sides)
 claim("control: bias without the tilt term, fraction of steered draws within the same band", f_wrong, lt=0.5,
       statement="mean_steering", kind="control", scope=tok3)
 claim("the null's 99 % quantile: fraction of simulated Gaussian clouds above it", steer.null_exceed, lt=0.03,
@@ -235,7 +235,8 @@ glue("steer_N", steering_N)
 print("delta:", np.array2string(clouds.delta, precision=3), " kappa(Sigma*):", np.array2string(clouds.kappa, precision=2))
 tok3s = dict(tok3, V="scalar")
 claim("V = vI, opposite definiteness, tokens in d = 3: fraction of clouds within 5 % of Sigma* at t = 40",
-      float(np.mean(clouds.delta < 0.05)), gt=0.5, statement="stabilising", kind="reproduces", scope=tok3s)
+      float(np.mean(clouds.delta < 0.05)), gt=0.5, statement="stabilising", kind="reproduces", scope=tok3s,
+      sides=clouds.sides)
 claim("control: V -> -V, same tokens: clouds within 5 % of Sigma*", int(np.sum(clouds.delta_control < 0.05)),
       lt=0.5, statement="stabilising", kind="control", scope=tok3s)
 
@@ -414,19 +415,19 @@ tok2 = dict(system="tokens", d=2, A="normal", B="general", V="scalar")
 claim("finite-N study starts below kappa = 1/2 at the first fraction", float(fn.ps.kappa[first]), lt=0.5,
       statement="beyond_finite_n", kind="consistency", scope=dict(ode2, system="moment ODE"))
 claim("particle/ODE covariance gap shrinks with N (slope, kappa < 1/2)", float(fn.slopes[first]), lt=-0.25,
-      statement="beyond_finite_n", kind="reproduces", scope=tok2)
+      statement="beyond_finite_n", kind="reproduces", scope=tok2, sides=fn.ps.sides)
 claim("control: no shrinking gap near t* (slope, kappa >> 1/2)", float(fn.slopes[last]), gt=-0.25,
       statement="beyond_finite_n", kind="control", scope=tok2)
 claim("near t* the finite cloud falls behind (max over N of the ratio)",
       float(fn.ps.ratio[:, :, last].mean(axis=1).max()), lt=0.75, statement="beyond_finite_n", kind="reproduces",
-      scope=tok2)
+      scope=tok2, sides=fn.ps.sides)
 claim("control: far from t* the ratio is near 1 (min over N)", float(fn.ps.ratio[:, :, first].mean(axis=1).min()),
       gt=0.75, statement="beyond_finite_n", kind="control", scope=tok2)
 claim("particle trace below the radius bound R(t)^2", fn.ps.trace_bound_ok, statement="beyond_finite_n",
       kind="consistency", scope=tok2)
 claim("tokens, opposite signs (d = 2): covariance below 2 max(|Sigma0|, |Sigma*|) for t <= 3 (bounded, not "
       "convergence)", float(fn.ratio_stab.max() / fn.bound_stab), lt=1.0, statement="stabilising",
-      kind="reproduces", scope=tok2)
+      kind="reproduces", scope=tok2, sides=fn.stab_sides)
 claim("control: V -> -V, same tokens, exceeds the bound", float(fn.ratio_ctrl.max() / fn.bound_stab), gt=1.0,
       statement="stabilising", kind="control", scope=tok2)
 
@@ -438,7 +439,7 @@ claim("control: V -> -V, same tokens, exceeds the bound", float(fn.ratio_ctrl.ma
 # infinity.
 
 # %% [markdown]
-# ## The Riccati connection, reproduced by a filter
+# ## The Riccati connection, checked by a filter
 #
 # With $V = vI$ the covariance equation is $\Sigma' = A\Sigma + \Sigma A^\top - \Sigma C^\top C\Sigma$,
 # $C^\top C = -v(B + B^\top)$: the error covariance of a **Kalman–Bucy filter** for $\dot x = Ax$ observed through
@@ -462,7 +463,7 @@ filter_figure(kb);
 # %% tags=["hide-input"]
 sto3 = dict(system="stochastic", d=3, A="general", B="general", V="scalar")
 claim("Kalman-Bucy error covariance equals Sigma(t) of eq. (1.1): largest LRT over draws and times",
-      kb.max_lrt, lt=kb.threshold, statement="riccati", kind="reproduces", scope=sto3)
+      kb.max_lrt, lt=kb.threshold, statement="riccati", kind="derivation", scope=sto3)
 claim("misidentified information (x0.5): smallest of the draws' largest LRT above the threshold",
       kb.min_control_lrt, gt=kb.threshold, statement="riccati", kind="control", scope=sto3)
 for name, value in [("filter_max_lrt", kb.max_lrt), ("filter_threshold", kb.threshold),
@@ -514,5 +515,17 @@ for name, value in [("filter_max_lrt", kb.max_lrt), ("filter_threshold", kb.thre
 #   claim's own threshold $10^{-6}$) rejects the substitute; the gaps are shown beside it.
 # - **Relabelled:** the 2-d token check over $t \le 3$ is boundedness over a short window, not convergence;
 #   the isotropic family is a derivation of that family only. An earlier version ran the pole-study particles
-#   with $sV$, $B/s$ ($s = 4$) to hide $\kappa(0) > \tfrac12$; no rescaling is used there now.
+#   with $sV$, $B/s$ ($s = 4$) to hide $\kappa(0) > \tfrac12$; no rescaling is used there now. The
+#   Kalman–Bucy check, once a `reproduces` claim of `riccati`, is a derivation since the sides were traced: the
+#   filter's gain is $\Sigma(t)C^\top$ with $\Sigma(t)$ from eq. (1.1), so the stochastic filter runs the moment
+#   ODE it is compared with. What it checks is the mathematics (eq. (1.1) with $V = vI$ is the filter's Riccati
+#   equation: a wrong equation would give a suboptimal gain and another error covariance), not an independent
+#   system; its numbers, threshold and control are unchanged.
+# - **Traced sides.** Each reproduction records the library functions its two sides ran: the observed side is the
+#   tokens moved by the $N$-token simulator; the predicted side is eq. (1.1) from each cloud's own moments and
+#   its blow-up time (the pole study), the equilibrium $\Sigma^*$ of eq. (1.1) (the clouds at equilibrium, the
+#   bound of the 2-d particles) or Hotelling's null quantile $q_{99}$ (mean steering: computed with SciPy, it
+#   runs no library code; the steering bias is the layer's input). The statistics are the comparison and count
+#   on neither side. The book refuses a reproduction whose two sides share model code; none of this chapter's
+#   reproductions do.
 # ```

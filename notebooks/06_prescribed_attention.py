@@ -122,10 +122,11 @@ for regime in ("destabilising", "stabilising"):
         glue(f"gen_{'follow' if what == 'follows' else 'regime'}_{regime}", k)
         claim(f"general {regime} layers, three encoders: fraction of draws whose {words}", k / n,
               **({"gt": 0.999} if k == n else {"lt": 0.999}), statement="prescribed_regimes",
-              kind="reproduces" if k == n else "not_reproduced", scope=gen_scope)
+              kind="reproduces" if k == n else "not_reproduced", scope=gen_scope, sides=gen.sides(regime))
         for fam in sorted({r.family for r in gen.of(regime) if not getattr(r, what)}):
             claim(f"{fam}, general {regime} layers: draws not reproduced ({words})", 1.0, gt=0.5,
-                  statement="prescribed_regimes", kind="not_reproduced", scope=dict(gen_scope, family=f"{fam} code"))
+                  statement="prescribed_regimes", kind="not_reproduced", scope=dict(gen_scope, family=f"{fam} code"),
+                  sides=gen.sides(regime, fam))
     k, n, _ = gen.fraction(regime, "control_rejected")
     glue(f"gen_uniform_{regime}", k)
     glue(f"gen_{regime}_uniform_min", min(r.uniform_ratio for r in gen.of(regime)))
@@ -172,13 +173,14 @@ for key, value in (("depth_model", depths["model"]), ("depth_map", depths["map"]
     glue(key, value)
 claim(f"{first}: covariance at layer {nulls.close_layer} (last with map <= {checks['close_cut']:g}x) follows the layer "
       f"map: Hotelling T^2 / 99% quantile over {checks['null_seeds']} clouds (beta = {beta:g}, chosen so that this holds)",
-      nulls.destab["layer map"].ratio, lt=1.0, statement="prescribed_regimes", kind="reproduces", scope=vi)
+      nulls.destab["layer map"].ratio, lt=1.0, statement="prescribed_regimes", kind="reproduces", scope=vi,
+      sides=nulls.destab_sides)
 claim(f"{first}: the same clouds against the layer map with V -> {checks['gain_error']:g} V (near miss): T^2 / 99% quantile",
       nulls.destab["gain error"].ratio, gt=1.0, statement="prescribed_regimes", kind="control", scope=vi)
 m_depth, map_depth = depths["model"], depths["map"]
 claim(f"{first}: depth beyond 1e3 x initial norm within 1 layer of the layer map",
       float(abs(m_depth - map_depth)) if m_depth is not None and map_depth is not None else float("inf"), lt=1.5,
-      statement="blowup", kind="reproduces", scope=vi)
+      statement="blowup", kind="reproduces", scope=vi, sides=r.sides)
 claim(f"{first}, unscaled B: depth statistic detects the finite-N departure",
       bool(depths["unscaled"] is None or abs(depths["unscaled"] - map_depth) > 1), statement="beyond_finite_n",
       kind="control", scope=vi)
@@ -202,7 +204,7 @@ for fam, rl in zip(families, ex.runs["ln"], strict=True):
 stab_scope = dict(vi, A="normal")
 claim(f"{first}: stabilising model at its last layer follows the layer map (settled on Sigma*_h): "
       f"Hotelling T^2 / 99% quantile over {checks['null_seeds']} clouds", nulls.stab["layer map"].ratio, lt=1.0,
-      statement="stabilising", kind="reproduces", scope=stab_scope)
+      statement="stabilising", kind="reproduces", scope=stab_scope, sides=nulls.stab_sides)
 claim(f"{first}, stabilising: the same clouds against the layer map with V -> {checks['gain_error']:g} V (near miss)",
       nulls.stab["gain error"].ratio, gt=1.0, statement="stabilising", kind="control", scope=stab_scope)
 dist0 = np.linalg.norm(ex.run("no_A").Sigma_model[-1] - ex.Sigma_star_h) / np.linalg.norm(ex.Sigma_star_h)
@@ -290,4 +292,9 @@ print(f"chapter ran in {time.perf_counter() - started:.1f} s ({time.process_time
 #   error as near miss. A transposed $B$ is no near miss with $V = vI$ (the covariance equation sees
 #   $B + B^\top$); the general layers of (b) make it one. Seeds 2261 (the example's null) are those of the
 #   previous version.
+# - *Traced sides.* Each reproduction (and each draw recorded as not reproduced) records the library functions
+#   its two sides ran: the observed side is the encoder built from the layer ({py:mod}`gtcore.models.prescribed`)
+#   and run on the clouds; the predicted side is the exact layer map from each cloud's own covariance (the near
+#   miss's map included). The statistics (Hotelling's test, the crossing depths) are the comparison and count on
+#   neither side. The book refuses a reproduction whose two sides share model code; none of this chapter's do.
 # ```

@@ -135,7 +135,8 @@ for name in ("dot", "l2"):  # Sinkhorn's Hotelling test is reported, not claimed
     tests, scope = inv.tests[name], inv.scope(name)
     glue(f"fam_T2_{name}", tests["own ODE"].ratio)
     claim(f"{name}: tokens follow their moment ODE (Hotelling T^2 / 99% quantile over {null_seeds} clouds)",
-          tests["own ODE"].ratio, lt=1.0, statement="beyond_attention_families", kind="reproduces", scope=scope)
+          tests["own ODE"].ratio, lt=1.0, statement="beyond_attention_families", kind="reproduces", scope=scope,
+          sides=inv.sides[name])
     claim(f"{name}: the same clouds reject the ODE with the attention term x 1.1 (near miss)",
           tests["attention term x 1.1"].ratio, gt=1.0, statement="beyond_attention_families", kind="control",
           scope=scope)
@@ -152,7 +153,7 @@ for k, dec in inv.decay.items():
     if k == "own ODE":
         claim(f"sinkhorn (a): the covariance deviation from the own ODE vanishes as N grows (log-log slope + 3 SE, "
               f"N in {list(decay_Ns)})", dec.slope + 3 * dec.se, lt=-0.25, statement="beyond_attention_families",
-              kind="reproduces", scope=inv.scope("sinkhorn"))
+              kind="reproduces", scope=inv.scope("sinkhorn"), sides=inv.sides["decay"])
     else:
         claim(f"sinkhorn (a): the deviation from the {k} ODE levels off (slope - 3 SE)", dec.slope - 3 * dec.se,
               gt=-0.25, statement="beyond_attention_families", kind="control", scope=inv.scope("sinkhorn"))
@@ -235,7 +236,8 @@ for name in ("l2", "sinkhorn"):
           statement="beyond_families_asymptotics", kind="derivation", scope=asym.scope(name))
 tests = asym.tests["l2"]
 claim("l2: tokens stay finite and follow the ODE past t* (Hotelling T^2 / 99% quantile)", tests["own ODE"].ratio,
-      lt=1.0, statement="beyond_families_asymptotics", kind="reproduces", scope=asym.scope("l2", "tokens"))
+      lt=1.0, statement="beyond_families_asymptotics", kind="reproduces", scope=asym.scope("l2", "tokens"),
+      sides=asym.sides["l2"])
 claim("l2: the same clouds reject the attention-free ODE", tests["attention-free ODE"].ratio, gt=1.0,
       statement="beyond_families_asymptotics", kind="control", scope=asym.scope("l2", "tokens"))
 claim("l2 past t*: the same clouds reject the ODE with the attention term x 1.1 (near miss)",
@@ -247,7 +249,7 @@ for k, dec in asym.decay.items():
     if k == "own ODE":
         claim(f"sinkhorn (b): the covariance deviation from the own ODE vanishes as N grows (log-log slope + 3 SE, "
               f"N in {list(decay_Ns)})", dec.slope + 3 * dec.se, lt=-0.25, statement="beyond_families_asymptotics",
-              kind="reproduces", scope=asym.scope("sinkhorn", "tokens"))
+              kind="reproduces", scope=asym.scope("sinkhorn", "tokens"), sides=asym.sides["decay"])
     else:
         claim(f"sinkhorn (b): the deviation from the {k} ODE levels off (slope - 3 SE)", dec.slope - 3 * dec.se,
               gt=-0.25, statement="beyond_families_asymptotics", kind="control", scope=asym.scope("sinkhorn", "tokens"))
@@ -284,7 +286,8 @@ display(Markdown(heads.table()))
 # %% tags=["hide-input"]
 summed = heads.tests
 claim(f"{n_heads} L2 heads: tokens follow the summed moment ODE (Hotelling T^2 / 99% quantile)",
-      summed["summed ODE"].ratio, lt=1.0, statement="beyond_multihead", kind="reproduces", scope=heads.scope())
+      summed["summed ODE"].ratio, lt=1.0, statement="beyond_multihead", kind="reproduces", scope=heads.scope(),
+      sides=heads.sides)
 claim(f"{n_heads} L2 heads: the same clouds reject the one-head ODE", summed["one-head ODE"].ratio, gt=1.0,
       statement="beyond_multihead", kind="control", scope=heads.scope())
 claim(f"{n_heads} L2 heads: the same clouds reject the ODE with the attention term x 1.1",
@@ -359,4 +362,10 @@ claim("opposite heads cancel in the tokens (all types)", max(c[1] for c in heads
 # *Scopes.* Every claim records the classes its layer belongs to, read off the matrices
 # (`gtbook.studies.scoping.layer_scope`): section (a)'s layer has a skew (normal) $A$ and a general $V$ and $B$;
 # section (b)'s $A = 0$, $V = I$ and a symmetric $B$; all in $d = 2$.
+#
+# *Traced sides.* Each reproduction records the library functions its two sides ran: the observed side is the
+# tokens moved by the $N$-token simulator with the type's finite-$N$ kernel; the predicted side is every moment
+# ODE the clouds are tested against from their own moments (the own ODE, the near misses and the other types'
+# ODEs, counted together). Hotelling's test and the decay slope are the comparison and count on neither side.
+# The book refuses a reproduction whose two sides share model code; none of this chapter's do.
 # ```

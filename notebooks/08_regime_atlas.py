@@ -326,7 +326,7 @@ display(Markdown(fin.table()))
 glue("fn_informative", len(fin.informative))
 glue("fn_checked", len(fin.checks))
 claim("tokens follow the draws' moment ODE (max D / floor, every checked draw)", fin.worst, lt=1.0,
-      statement="reduction", kind="reproduces", scope=fin.scope())
+      statement="reduction", kind="reproduces", scope=fin.scope(), sides=fin.sides)
 claim("control: the attention-free ODE is rejected on some checked draw", len(fin.informative), gt=0,
       statement="reduction", kind="control", scope=fin.scope())
 
@@ -414,4 +414,10 @@ fig = regime_map.figure()
 # with the $V = vI$ theorem: they are derivations, as are the comparisons of the lanes with closed forms
 # (`classify`'s verdicts, the pole times, the peers' closed-form rank, the theory of chapter 4's plane, the
 # bound on L2 and Sinkhorn growth). Only the finite-$N$ claims run an independent system.
+#
+# *Traced sides.* The finite-$N$ reproduction records the library functions its two sides ran: the observed side
+# is the tokens moved by the $N$-token simulator; the predicted side is the draw's moment ODE from the tokens'
+# own moments and the fresh-sample floor (Gaussian samples and the statistic on them, counted whole). The
+# moment discrepancy of the tokens is the comparison and counts on neither side; the attention-free ODE (the
+# control) on neither. The book refuses a reproduction whose two sides share model code; this one does not.
 # ```

@@ -18,7 +18,9 @@ from gtcore.particles import simulate
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 #: the chapters whose reproductions must pass ``sides=`` (extend as chapters are traced)
-CHAPTERS = ("01_gaussian_invariance", "02_beyond_invariance", "09_learning_reachability")
+CHAPTERS = ("01_gaussian_invariance", "02_beyond_invariance", "03_rank_and_reachability", "04_stability_regimes",
+            "05_pretrained_moments", "06_prescribed_attention", "07_attention_families", "08_regime_atlas",
+            "09_learning_reachability")
 
 #: the claim kinds that compare an independent system with a prediction
 EMPIRICAL_KINDS = ("reproduces", "not_reproduced")
@@ -28,16 +30,29 @@ def claims_without_sides(source: str) -> list[str]:
     """``line: kind`` of every ``claim(...)`` call of kind ``reproduces``/``not_reproduced`` with no ``sides=``, and of
     every call whose ``kind`` is not a literal (its kind cannot be read, so it cannot be cleared)."""
     out = []
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "claim"):
+    calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
+        if node.func.id != "claim":
             continue
         kw = {k.arg: k.value for k in node.keywords}
-        kind = kw.get("kind")
-        if not (isinstance(kind, ast.Constant) and isinstance(kind.value, str)):
+        kinds = literal_kinds(kw.get("kind"))
+        if kinds is None:
             out.append(f"line {node.lineno}: kind is not a literal string")
-        elif kind.value in EMPIRICAL_KINDS and "sides" not in kw:
-            out.append(f"line {node.lineno}: {kind.value} claim without sides=")
+        elif "sides" not in kw:
+            out.extend(f"line {node.lineno}: {k} claim without sides=" for k in kinds if k in EMPIRICAL_KINDS)
     return out
+
+
+def literal_kinds(node: ast.expr | None) -> list[str] | None:
+    """The kinds a ``kind=`` argument can take: a literal string, or a conditional between two literal strings
+    (``"reproduces" if k == n else "not_reproduced"``, the recorded outcome of a criterion fixed before the run);
+    None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.IfExp):
+        body, orelse = literal_kinds(node.body), literal_kinds(node.orelse)
+        return None if body is None or orelse is None else body + orelse
+    return None
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -52,10 +67,16 @@ def test_the_reader_sees_a_missing_side():
            'claim("b", 1.0, lt=2, statement="s", kind="reproduces", scope=S, sides=x.sides)\n'
            'claim("c", 1.0, lt=2, statement="s", kind="control", scope=S)\n'
            'claim("d", 1.0, lt=2, statement="s", kind=k, scope=S, sides=x.sides)\n'
-           'for r in rs:\n    claim("e", r, gt=0, statement="s", kind="not_reproduced", scope=S)\n')
+           'for r in rs:\n    claim("e", r, gt=0, statement="s", kind="not_reproduced", scope=S)\n'
+           'claim("f", 1.0, lt=2, statement="s", kind="reproduces" if ok else "not_reproduced", scope=S)\n'
+           'claim("g", 1.0, lt=2, statement="s", kind="reproduces" if ok else "not_reproduced", scope=S, sides=x)\n'
+           'claim("h", 1.0, lt=2, statement="s", kind="control" if ok else k, scope=S, sides=x)\n')
     assert claims_without_sides(src) == ["line 1: reproduces claim without sides=",
                                          "line 4: kind is not a literal string",
-                                         "line 6: not_reproduced claim without sides="]
+                                         "line 6: not_reproduced claim without sides=",
+                                         "line 7: reproduces claim without sides=",
+                                         "line 7: not_reproduced claim without sides=",
+                                         "line 9: kind is not a literal string"]
 
 
 # ------------------------------------------------------------------------------ gtbook.studies.traced

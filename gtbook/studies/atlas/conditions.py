@@ -28,6 +28,7 @@ from gtbook.studies.atlas.study import FiniteNCheck, finite_n_checks
 from gtbook.studies.atlas.sweep import SweepResult, run_sweep
 from gtbook.studies.atlas.tables import Fractions, counterexamples, regime_fractions, wilson_interval
 from gtbook.studies.scoping import layer_scope
+from gtbook.studies.traced import Sides, merge
 from gtcore.controls import Controls
 
 __all__ = ["CONDITIONS", "CONFIRM_RATIO", "ConditionCount", "ConditionStudy", "Confirmation", "Counterexamples",
@@ -394,6 +395,11 @@ class FiniteNStudy:
     def worst(self) -> float:
         """The largest D over its floor, over every check."""
         return max(c.D / c.floor for c in self.checks)
+
+    @property
+    def sides(self) -> Sides:
+        """The traced sides of :attr:`worst`: every check's, merged (:mod:`gtbook.studies.traced`)."""
+        return merge(*(c.sides for c in self.checks))
 
     def scope(self) -> dict[str, Any]:
         """The tokens scope of the informative checks (where the check can tell the ODE from no attention)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from gtbook.studies.atlas.ensembles import Draw, draw_controls
 from gtbook.studies.atlas.peer import PEER_SETTINGS, PeerSetting, exact_ranks, projected_euler_lanes
 from gtbook.studies.atlas.tables import PeerRow
 from gtbook.studies.families.harness import moment_discrepancy, noise_floor, run_family
+from gtbook.studies.traced import Sides, collect, predicted
 from gtcore.attention import DotProduct
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
@@ -155,6 +156,9 @@ class FiniteNCheck:
     D: float
     D_off: float
     floor: float
+    #: the traced sides of ``D`` against ``floor`` (:mod:`gtbook.studies.traced`): the tokens (observed); the moment
+    #: ODE from their own moments and the floor, Gaussian samples and the statistic on them (predicted)
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
 
 def finite_n_checks(result, draws: Sequence[Draw], n_per_type: int, n_tokens: int, steps: int, repeats: int, *,
@@ -193,10 +197,12 @@ def _finite_n_checks(result, draws, n_per_type, n_tokens, steps, repeats, seed, 
             ctl, S0, _ = draw_controls(dr)
             t = _check_time(ctl, S0, min(t_check, 0.5 * t_end[dr.key]))
             n = n_tokens if att != "sinkhorn" else max(n_tokens // 2, 100)  # Sinkhorn scaling: N^2 per pass
-            run = run_family(ctl, np.zeros(ctl.d), S0, t, n, steps, seed=seed + int(k), record=1)
-            off = integrate_moments(run.ode.mu[0], run.ode.Sigma[0], Controls(A=ctl.A), (0.0, t))
-            floor = noise_floor(run.ode.mu[-1], run.ode.Sigma[-1], n, repeats, seed=1000 + int(k))
+            with collect() as sides:  # the attention-free ODE (the control) runs on neither side
+                run = run_family(ctl, np.zeros(ctl.d), S0, t, n, steps, seed=seed + int(k), record=1)
+                off = integrate_moments(run.ode.mu[0], run.ode.Sigma[0], Controls(A=ctl.A), (0.0, t))
+                with predicted():
+                    floor = noise_floor(run.ode.mu[-1], run.ode.Sigma[-1], n, repeats, seed=1000 + int(k))
             checks.append(FiniteNCheck(dr.key, out[dr.key], t, run.discrepancy,
                                        moment_discrepancy(run.particles.mu[-1], run.particles.Sigma[-1],
-                                                          off.mu[-1], off.Sigma[-1]), floor))
+                                                          off.mu[-1], off.Sigma[-1]), floor, sides))
     return checks

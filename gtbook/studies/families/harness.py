@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gtbook.studies.nulls import flow_deviations
+from gtbook.studies.traced import observed, predicted
 from gtcore.attention import attention_of
 from gtcore.controls import Controls, ControlsLike
 from gtcore.moments import MomentTrajectory, integrate_moments, moment_rhs
@@ -64,11 +65,15 @@ class FamilyRun:
 
 def run_family(controls: Controls, mu0: np.ndarray, Sigma0: np.ndarray, t_end: float, n_tokens: int,
                steps: int, seed: int = 0, record: int = 4) -> FamilyRun:
-    """Simulate ``n_tokens`` tokens (RK4, ``steps`` steps) and integrate the moment ODE over ``[0, t_end]``."""
+    """Simulate ``n_tokens`` tokens (RK4, ``steps`` steps) and integrate the moment ODE over ``[0, t_end]``
+    from their own moments (inside a :func:`gtbook.studies.traced.collect` block: the tokens traced as the observed
+    side, the ODE as the predicted one)."""
     x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed=seed)
     t_eval = np.linspace(0.0, t_end, record + 1)
-    tr = simulate(x0, controls, (0.0, t_end), steps, t_eval=t_eval, keep_tokens=True, device="cpu")
-    ode = integrate_moments(tr.mu[0], tr.Sigma[0], controls, (0.0, t_end), t_eval=tr.t)
+    with observed():
+        tr = simulate(x0, controls, (0.0, t_end), steps, t_eval=t_eval, keep_tokens=True, device="cpu")
+    with predicted():
+        ode = integrate_moments(tr.mu[0], tr.Sigma[0], controls, (0.0, t_end), t_eval=tr.t)
     disc = moment_discrepancy(tr.mu[-1], tr.Sigma[-1], ode.mu[-1], ode.Sigma[-1])
     return FamilyRun(controls, ode, tr, disc)
 

@@ -40,6 +40,7 @@ from gtbook.studies.families.harness import (
 )
 from gtbook.studies.nulls import extrapolated_flow_deviations, flow_deviations
 from gtbook.studies.scoping import layer_scope
+from gtbook.studies.traced import Sides, collect
 from gtcore.controls import Controls
 from gtcore.moments import MomentTrajectory, integrate_moments
 from gtcore.stats.inference import HotellingTest, hotelling_test
@@ -123,6 +124,8 @@ class InvarianceStudy:
     tests : type -> prediction -> HotellingTest (for Sinkhorn: the extrapolated, covariance-only test)
     sinkhorn_plain : the plain test's ratio for Sinkhorn's own ODE at the larger cloud size
     decay : prediction -> DeviationDecay of Sinkhorn's clouds
+    sides : "type or "decay" -> the traced sides of that test (:mod:`gtbook.studies.traced`): the tokens (observed),
+        every moment ODE the clouds are tested against from their own moments (predicted)
     """
 
     controls: dict[str, Controls]
@@ -132,6 +135,7 @@ class InvarianceStudy:
     tests: dict[str, dict[str, HotellingTest]]
     sinkhorn_plain: float
     decay: dict[str, DeviationDecay]
+    sides: dict[str, Sides] = field(default_factory=dict)
 
     def table(self) -> str:
         """Markdown: per type, D against its floor, then T^2 over its 99 % quantile for every prediction."""
@@ -197,17 +201,19 @@ def invariance_study(controls: Mapping[str, Controls], mu0: Any, Sigma0: Any, t_
     D = np.array([[moment_discrepancy(runs[a].particles.mu[-1], runs[a].particles.Sigma[-1],
                                       runs[b].ode.mu[-1], runs[b].ode.Sigma[-1]) for b in TYPES] for a in TYPES])
     floors = [noise_floor(runs[a].ode.mu[-1], runs[a].ode.Sigma[-1], n_tokens, noise_repeats, seed=100) for a in TYPES]
-    tests, plain = {}, float("nan")
+    tests, plain, sides = {}, float("nan"), {}
     for i, name in enumerate(TYPES):
         preds = {"own ODE": controls[name], **near_misses(controls[name], GAIN_ERROR),
                  **{f"{other} ODE": controls[other] for other in TYPES if other != name}}
-        tests[name], p = _null_tests(controls[name], mu0, Sigma0, t_end, null_tokens, null_seeds, steps, preds,
-                                     null_seed + 100 * i, extrapolate=name == "sinkhorn")
+        with collect() as sides[name]:
+            tests[name], p = _null_tests(controls[name], mu0, Sigma0, t_end, null_tokens, null_seeds, steps, preds,
+                                         null_seed + 100 * i, extrapolate=name == "sinkhorn")
         plain = plain if p is None else p
     sk = controls["sinkhorn"]
-    decay = deviation_decay(sk, mu0, Sigma0, t_end, decay_Ns, null_seeds, steps,
-                            predictions={"own ODE": sk, **near_misses(sk, GAIN_ERROR)}, seed=decay_seed)
-    return InvarianceStudy(dict(controls), runs, D, floors, tests, plain, decay)
+    with collect() as sides["decay"]:
+        decay = deviation_decay(sk, mu0, Sigma0, t_end, decay_Ns, null_seeds, steps,
+                                predictions={"own ODE": sk, **near_misses(sk, GAIN_ERROR)}, seed=decay_seed)
+    return InvarianceStudy(dict(controls), runs, D, floors, tests, plain, decay, sides)
 
 
 @dataclass
@@ -226,6 +232,8 @@ class AsymptoticsStudy:
     tests : "l2"/"sinkhorn" -> prediction -> HotellingTest (Sinkhorn: extrapolated, covariance only)
     sinkhorn_plain : the plain test's ratio for Sinkhorn's own ODE
     decay : prediction -> DeviationDecay of Sinkhorn's clouds
+    sides : "l2"/"sinkhorn" or "decay" -> the traced sides of that test (:mod:`gtbook.studies.traced`): the
+        tokens (observed), every moment ODE the clouds are tested against from their own moments (predicted)
     """
 
     controls: dict[str, Controls]
@@ -238,6 +246,7 @@ class AsymptoticsStudy:
     tests: dict[str, dict[str, HotellingTest]]
     sinkhorn_plain: float
     decay: dict[str, DeviationDecay] = field(default_factory=dict)
+    sides: dict[str, Sides] = field(default_factory=dict)
 
     def table(self) -> str:
         """Markdown: per bounded type, the predicted and fitted rates, the bound's excess and the T^2 ratios."""
@@ -312,19 +321,21 @@ def asymptotics_study(Q: Any, *, t_long: float, horizon: float, n_tokens: int, s
     excess = {name: growth_bound_excess(long[name], bounds[name]) for name in bounded}
     t_tok = horizon * t_star
     runs = {name: run_family(ctl[name], np.zeros(2), _I2, t_tok, n_tokens, steps, seed=seed + 1) for name in bounded}
-    tests, plain = {}, float("nan")
+    tests, plain, sides = {}, float("nan"), {}
     scaled = f"attention term x {GAIN_ERROR:g}"
     for i, (name, other) in enumerate((("l2", "sinkhorn"), ("sinkhorn", "l2"))):
         preds = {"own ODE": ctl[name], "attention-free ODE": Controls(A=np.zeros((2, 2))),
                  scaled: near_misses(ctl[name], GAIN_ERROR)[scaled], f"{other} ODE": ctl[other]}
-        tests[name], p = _null_tests(ctl[name], np.zeros(2), _I2, t_tok, null_tokens, null_seeds, steps, preds,
-                                     null_seed + 1000 + 100 * i, extrapolate=name == "sinkhorn")
+        with collect() as sides[name]:
+            tests[name], p = _null_tests(ctl[name], np.zeros(2), _I2, t_tok, null_tokens, null_seeds, steps, preds,
+                                         null_seed + 1000 + 100 * i, extrapolate=name == "sinkhorn")
         plain = plain if p is None else p
-    decay = deviation_decay(ctl["sinkhorn"], np.zeros(2), _I2, t_tok, decay_Ns, null_seeds, steps,
-                            predictions={"own ODE": ctl["sinkhorn"], "attention-free": Controls(A=np.zeros((2, 2))),
-                                         scaled: near_misses(ctl["sinkhorn"], GAIN_ERROR)[scaled]},
-                            seed=decay_seed + 10000)
-    return AsymptoticsStudy(ctl, float(t_star), long, predicted, fitted, excess, runs, tests, plain, decay)
+    with collect() as sides["decay"]:
+        decay = deviation_decay(ctl["sinkhorn"], np.zeros(2), _I2, t_tok, decay_Ns, null_seeds, steps,
+                                predictions={"own ODE": ctl["sinkhorn"], "attention-free": Controls(A=np.zeros((2, 2))),
+                                             scaled: near_misses(ctl["sinkhorn"], GAIN_ERROR)[scaled]},
+                                seed=decay_seed + 10000)
+    return AsymptoticsStudy(ctl, float(t_star), long, predicted, fitted, excess, runs, tests, plain, decay, sides)
 
 
 @dataclass
@@ -339,6 +350,8 @@ class HeadsStudy:
     growth : the layer with the heads' values I/H and queries shifted by the blow-up queries
     predicted, fitted : its predicted and fitted asymptotic rates
     cancel : type -> (moment ODE, tokens) distance of two opposite heads from no attention
+    sides : the traced sides of ``tests`` (:mod:`gtbook.studies.traced`): the tokens (observed), every moment ODE
+        the clouds are tested against from their own moments (predicted)
     """
 
     controls: Controls
@@ -348,6 +361,7 @@ class HeadsStudy:
     predicted: float
     fitted: float
     cancel: dict[str, tuple[float, float]]
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     def scope(self, which: str = "heads", system: str = "tokens") -> dict[str, Any]:
         """The claim scope of the layer with every head (``"heads"``), of the growth layer (``"growth"``), or
@@ -411,9 +425,10 @@ def heads_study(n_heads: int, scale: float, *, omega_A: float, Q_blow: Any, mu0:
     A = omega_A * _J
     ctl = Controls(A=A, V=Vh, Q=Qh, K=Kh, attention="l2")
     one = Controls(A=A, V=Vh[:1], Q=Qh[:1], K=Kh[:1], attention="l2")
-    dev = flow_deviations(ctl, mu0, Sigma0, t_end, null_tokens, null_seeds, steps,
-                          predictions={"summed ODE": ctl, "one-head ODE": one, **near_misses(ctl, GAIN_ERROR)},
-                          seed=seed + NULL_SEED + 2000, kernel_dtype=None)
+    with collect() as sides:
+        dev = flow_deviations(ctl, mu0, Sigma0, t_end, null_tokens, null_seeds, steps,
+                              predictions={"summed ODE": ctl, "one-head ODE": one, **near_misses(ctl, GAIN_ERROR)},
+                              seed=seed + NULL_SEED + 2000, kernel_dtype=None)
     tests = {k: hotelling_test(v, NULL_LEVEL) for k, v in dev.items()}
     growth = Controls(V=np.stack([_I2 / n_heads] * n_heads), Q=Qh + np.stack([np.asarray(Q_blow, float)] * n_heads),
                       K=Kh, attention="l2")
@@ -422,4 +437,4 @@ def heads_study(n_heads: int, scale: float, *, omega_A: float, Q_blow: Any, mu0:
     cancel = {name: head_cancellation(Controls(A=A, V=[Vh[0], -Vh[0]], Q=[Qh[0], Qh[0]], K=[Kh[0], Kh[0]],
                                                attention=name), Controls(A=A), mu0, Sigma0, x0, t_end, cancel_steps)
               for name in TYPES}
-    return HeadsStudy(ctl, one, tests, growth, predicted_rate(growth), growth_rate(long, RATE_WINDOW), cancel)
+    return HeadsStudy(ctl, one, tests, growth, predicted_rate(growth), growth_rate(long, RATE_WINDOW), cancel, sides)

@@ -44,6 +44,7 @@ from gtbook.studies.atlas.tables import wilson_interval
 from gtbook.studies.nulls import signed_deviation
 from gtbook.studies.prescribed.harness import _map_until_overflow, antithetic_gaussian_tokens, first_exceedance
 from gtbook.studies.tables import Table
+from gtbook.studies.traced import Sides, collect, merge, observed, predicted
 from gtcore.controls import Controls
 from gtcore.models.prescribed import FAMILIES, hidden_states, prescribed_transformer
 from gtcore.riccati import blowup_time
@@ -145,6 +146,9 @@ class RegimeDraw:
         :math:`\kappa_\ell` along the map from :math:`\Sigma_0`.
     seconds : float
         The encoder's forward pass.
+    sides : Sides
+        The traced sides (:mod:`gtbook.studies.traced`): the encoder built and run on the clouds (observed); the
+        exact layer maps from each cloud's own covariance (predicted). The statistics are the comparison.
     """
 
     regime: str
@@ -163,6 +167,7 @@ class RegimeDraw:
     model_norm: np.ndarray
     kappa: np.ndarray
     seconds: float
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     @property
     def follows(self) -> bool:
@@ -189,7 +194,9 @@ def _kappa(B: np.ndarray, S: np.ndarray) -> float:
 def _ratios(hs: np.ndarray, x0: np.ndarray, ctl: Controls, h: float, layers: Sequence[int], level: float):
     """Hotelling ratios per layer for a batch of clouds (hidden states ``hs`` (L+1, R, N, d))."""
     d, L = ctl.d, hs.shape[0] - 1
-    maps = [_map_until_overflow(np.zeros(d), empirical_moments(x)[1], ctl, L, h, True) for x in x0]
+    starts = [empirical_moments(x)[1] for x in x0]
+    with predicted():  # the exact layer maps from each cloud's own covariance
+        maps = [_map_until_overflow(np.zeros(d), S0, ctl, L, h, True) for S0 in starts]
     out = []
     for ell in layers:
         if not all(np.isfinite(m[ell]).all() for m in maps):
@@ -213,13 +220,15 @@ def run_draw(regime: str, family: str, ctl: Controls, *, n_tokens: int, clouds: 
     S0 = np.eye(d)
     xg = np.stack([antithetic_gaussian_tokens(n_tokens, S0, seed=seed + s) for s in range(clouds)])
     xu = np.stack([antithetic_uniform_tokens(n_tokens, S0, seed=seed + s) for s in range(clouds)])
-    model = prescribed_transformer(family, ctl, n_layers, h=h, feed_forward=True)
-    t0 = time.perf_counter()
-    hs = hidden_states(model, np.concatenate([xg, xu]))
-    seconds = time.perf_counter() - t0
+    with collect() as sides:
+        with observed():  # the encoder, built from the layer and run on both laws' clouds at once
+            model = prescribed_transformer(family, ctl, n_layers, h=h, feed_forward=True)
+            t0 = time.perf_counter()
+            hs = hidden_states(model, np.concatenate([xg, xu]))
+            seconds = time.perf_counter() - t0
+        gauss, maps = _ratios(hs[:, :clouds], xg, ctl, h, range(1, n_layers + 1), 0.99)
     hg, hu = hs[:, :clouds], hs[:, clouds:]
     every = range(1, n_layers + 1)
-    gauss, maps = _ratios(hg, xg, ctl, h, every, 0.99)
     uniform, _ = _ratios(hu, xu, ctl, h, every, 0.99)
     pop = _map_until_overflow(np.zeros(d), S0, ctl, n_layers, h, True)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -245,7 +254,7 @@ def run_draw(regime: str, family: str, ctl: Controls, *, n_tokens: int, clouds: 
     g_ratio = float(np.max(np.nan_to_num(_ratios(hg, xg, ctl, h, layers, level)[0], nan=np.inf)))
     u_ratio = float(np.max(np.nan_to_num(_ratios(hu, xu, ctl, h, layers, level)[0], nan=-np.inf)))
     return RegimeDraw(regime, family, ctl, float(h), gauss, uniform, len(layers), float(level), g_ratio, u_ratio,
-                      depth_gap, bool(match), map_norm, model_norm, kappa, float(seconds))
+                      depth_gap, bool(match), map_norm, model_norm, kappa, float(seconds), sides)
 
 
 @dataclass
@@ -257,6 +266,10 @@ class GeneralRegimes:
     def of(self, regime: str, family: str | None = None) -> list[RegimeDraw]:
         """The draws of one regime (on one encoder, when given)."""
         return [r for r in self.draws if r.regime == regime and (family is None or r.family == family)]
+
+    def sides(self, regime: str, family: str | None = None) -> Sides:
+        """The traced sides of the regime's draws (on one encoder, when given), merged."""
+        return merge(*(r.sides for r in self.of(regime, family)))
 
     def fraction(self, regime: str, what: str = "follows") -> tuple[int, int, tuple[float, float]]:
         """``(k, n, Wilson 95 % interval)`` of the regime's draws that ``"follows"``, ``"depth_ok"`` or

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore.controls import Controls
 from gtcore.models.prescribed import (
     hidden_states,
@@ -132,6 +133,8 @@ class PrescribedRun:
     seconds : wall time of the model's forward pass
     tokens : (L + 1, N, d) hidden states, kept with ``run_prescribed(..., keep_tokens=True)``
         (for an animation), else None
+    sides : the traced sides of ``Sigma_model`` against ``Sigma_map`` (:mod:`gtbook.studies.traced`): the
+        Transformer built and run (observed); the exact layer map from the input's moments (predicted)
     """
 
     family: str
@@ -145,6 +148,7 @@ class PrescribedRun:
     t_star: float
     seconds: float
     tokens: np.ndarray | None = None
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     @staticmethod
     def _ratio(S: np.ndarray) -> np.ndarray:
@@ -210,20 +214,23 @@ def run_prescribed(family: str, controls: Controls, tokens: Any, n_layers: int, 
 
     if feed_forward is None:
         feed_forward = bool(np.any(controls.A) or np.any(controls.b))
-    model = prescribed_transformer(family, controls, n_layers, h=h, layer_norm=layer_norm,
-                                   feed_forward=feed_forward)
-    t0 = time.perf_counter()
-    hs = hidden_states(model, tokens)
-    seconds = time.perf_counter() - t0
-    Sm = np.stack([empirical_moments(x)[1] for x in hs])
-    mu0, S0 = empirical_moments(np.asarray(tokens, float))
-    Smap = _map_until_overflow(mu0, S0, controls, n_layers, h, feed_forward)
+    with collect() as sides:
+        with observed():  # the Transformer, built from the controls and run on the tokens
+            model = prescribed_transformer(family, controls, n_layers, h=h, layer_norm=layer_norm,
+                                           feed_forward=feed_forward)
+            t0 = time.perf_counter()
+            hs = hidden_states(model, tokens)
+            seconds = time.perf_counter() - t0
+        Sm = np.stack([empirical_moments(x)[1] for x in hs])
+        mu0, S0 = empirical_moments(np.asarray(tokens, float))
+        with predicted():  # the exact layer map from the input's moments
+            Smap = _map_until_overflow(mu0, S0, controls, n_layers, h, feed_forward)
     grid = h * np.arange(n_layers + 1)
     ode = integrate_moments(mu0, S0, controls, (0.0, grid[-1]), t_eval=grid)
     t_star = float(blowup_time(S0, controls).t_star)
     return PrescribedRun(family, bool(layer_norm), bool(feed_forward), float(h), Sm, Smap,
                          np.asarray(ode.t), np.asarray(ode.Sigma), t_star, seconds,
-                         tokens=np.asarray(hs) if keep_tokens else None)
+                         tokens=np.asarray(hs) if keep_tokens else None, sides=sides)
 
 
 @dataclass
@@ -308,16 +315,19 @@ def prescribed_deviations(family: str, controls: Controls, Sigma0: Any, n_tokens
         raise ValueError(f"seeds must be an integer >= 2, got {seeds!r}")
     if feed_forward is None:
         feed_forward = bool(np.any(controls.A) or np.any(controls.b))
-    model = prescribed_transformer(family, controls, n_layers, h=h, feed_forward=feed_forward)
+    with observed():
+        model = prescribed_transformer(family, controls, n_layers, h=h, feed_forward=feed_forward)
     d = controls.d
     out: dict = {name: [] for name in predictions}
     for s in range(int(seeds)):
         x0 = antithetic_gaussian_tokens(n_tokens, Sigma0, seed=int(seed) + s)
-        hs = hidden_states(model, x0)
+        with observed():
+            hs = hidden_states(model, x0)
         S_model = empirical_moments(hs[int(layer)])[1]
         S0 = empirical_moments(x0)[1]
         for name, pred in predictions.items():
-            S_pred = _map_until_overflow(np.zeros(d), S0, pred, int(layer), h, feed_forward)[int(layer)]
+            with predicted():
+                S_pred = _map_until_overflow(np.zeros(d), S0, pred, int(layer), h, feed_forward)[int(layer)]
             out[name].append(signed_deviation(np.zeros(d), S_model, np.zeros(d), S_pred, mean=False))
     return {name: np.array(v) for name, v in out.items()}
 

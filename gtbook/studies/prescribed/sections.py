@@ -7,7 +7,7 @@ the chapter's parameters in the same order and with the same seeds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from gtbook.studies.prescribed.harness import (
     prescribed_deviations,
     run_prescribed,
 )
+from gtbook.studies.traced import Sides, collect
 from gtcore.controls import Controls
 from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer
 from gtcore.particles import simulate
@@ -163,6 +164,10 @@ class ExampleNulls:
     stab: dict[str, HotellingTest]
     deviations: dict
     map_to_star: float
+    #: the traced sides of ``destab`` and ``stab`` (:mod:`gtbook.studies.traced`): the Transformer on each cloud
+    #: (observed); the layer maps from each cloud's own covariance, the near miss's included (predicted)
+    destab_sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
+    stab_sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
 
 def example_nulls(ex: Example, *, close_cut: float, null_seeds: int, null_level: float, gain_error: float,
@@ -176,15 +181,19 @@ def example_nulls(ex: Example, *, close_cut: float, null_seeds: int, null_level:
     close_layer = int(np.flatnonzero(r.map_ratio <= close_cut)[-1])
     L = r.Sigma_model.shape[0] - 1
     wrong = Controls(V=gain_error * ex.destab.V[0], B=ex.destab.B[0])
-    dev = prescribed_deviations(first, ex.destab, ex.Sigma0, ex.n_tokens, null_seeds, L, ex.h, close_layer,
-                                predictions={"layer map": ex.destab, "gain error": wrong}, seed=null_seed)
+    with collect() as destab_sides:
+        dev = prescribed_deviations(first, ex.destab, ex.Sigma0, ex.n_tokens, null_seeds, L, ex.h, close_layer,
+                                    predictions={"layer map": ex.destab, "gain error": wrong}, seed=null_seed)
     wrong_s = Controls(A=ex.stab.A, V=gain_error * ex.stab.V[0], B=ex.stab.B[0])
-    dev_s = prescribed_deviations(first, ex.stab, ex.Sigma0, ex.n_tokens, null_seeds, ex.L_stab, ex.h_stable, ex.L_stab,
-                                  predictions={"layer map": ex.stab, "gain error": wrong_s}, seed=null_seed + 1000)
+    with collect() as stab_sides:
+        dev_s = prescribed_deviations(first, ex.stab, ex.Sigma0, ex.n_tokens, null_seeds, ex.L_stab, ex.h_stable,
+                                      ex.L_stab, predictions={"layer map": ex.stab, "gain error": wrong_s},
+                                      seed=null_seed + 1000)
     rs = ex.run("stab")
     map_to_star = float(np.linalg.norm(rs.Sigma_map[-1] - ex.Sigma_star_h) / np.linalg.norm(ex.Sigma_star_h))
     return ExampleNulls(close_layer, {k: hotelling_test(v, null_level) for k, v in dev.items()},
-                        {k: hotelling_test(v, null_level) for k, v in dev_s.items()}, dev, map_to_star)
+                        {k: hotelling_test(v, null_level) for k, v in dev_s.items()}, dev, map_to_star, destab_sides,
+                        stab_sides)
 
 
 @dataclass

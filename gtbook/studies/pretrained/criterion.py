@@ -60,6 +60,7 @@ from gtbook.studies.pretrained.effects import (
     reference_effect_sizes,
     stream,
 )
+from gtbook.studies.traced import Sides, collect, merge, observed
 from gtcore._progress import progress as progress_bar
 
 #: the reference law's degrees of freedom (the registered criterion) and the sensitivity values
@@ -108,6 +109,10 @@ class LayerEffects:
         The rank the null and the reference are drawn in (``_rank_groups``).
     effects : list of EffectSizes, one per layer
     nulls : dict rank -> NullMoments
+    sides : Sides
+        The traced sides (:mod:`gtbook.studies.traced`): the model's forward pass on the Gaussian tokens
+        (observed); the nulls, Gaussian samples and the statistics on them (predicted). The statistics of the
+        model's layers are the comparison.
     """
 
     model: str
@@ -120,6 +125,7 @@ class LayerEffects:
     null_rank: np.ndarray
     effects: list
     nulls: dict = field(repr=False)
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     @property
     def n_blocks(self) -> int:
@@ -214,8 +220,16 @@ def layer_effects(model: Any, *, mode: str = "pure", sequences: int = 8, tokens:
     x = gaussian_tokens(S * T, np.zeros(d), np.eye(d), seed=np.random.default_rng(stream(seed, _TOKENS)))
     layers, ranks, reps, effects, nulls = [], [], [], [], {}
     seen: list[int] = []
-    for layer, h in progress_bar(iter_layers(model, x.reshape(S, T, d), mode), f"{model.name} {mode}",
-                                 enabled=progress, total=model.n_layers + 1):
+    blocks = iter(progress_bar(iter_layers(model, x.reshape(S, T, d), mode), f"{model.name} {mode}",
+                               enabled=progress, total=model.n_layers + 1))
+    forward = Sides.empty()
+    while True:
+        with collect() as step, observed():  # the forward pass runs as the layers are drawn
+            item = next(blocks, None)
+        forward = merge(forward, step)
+        if item is None:
+            break
+        layer, h = item
         cl = _cloud(h.double().cpu().numpy(), settings.n_projections, seed)
         q = _rank_groups([*seen, cl.rank])[-1]
         seen.append(cl.rank)
@@ -226,7 +240,7 @@ def layer_effects(model: Any, *, mode: str = "pure", sequences: int = 8, tokens:
         ranks.append(cl.rank)
         reps.append(q)
     return LayerEffects(model.name, mode, S, T, int(seed), np.array(layers), np.array(ranks), np.array(reps),
-                        effects, nulls)
+                        effects, nulls, merge(forward, *(n.sides for n in nulls.values())))
 
 
 def references_for(results: Iterable[LayerEffects], nu: float = REFERENCE_NU, *, settings: Settings = Settings(),
@@ -378,6 +392,14 @@ class ModelStudy:
     @property
     def n_blocks(self) -> int:
         return next(iter(self.effects[self.sizes[0]].values())).n_blocks
+
+    def sides(self, *sizes: int) -> Sides:
+        """The traced sides of the verdicts at ``sizes`` (all when none is given) with the criterion's reference
+        (:mod:`gtbook.studies.traced`): the forward passes (observed); the nulls and the reference law's effect
+        sizes (predicted)."""
+        chosen = [int(S) for S in sizes] or list(self.sizes)
+        return merge(*(e.sides for S in chosen for e in self.effects[S].values()),
+                     *(r.sides for S in chosen for r in self.references[REFERENCE_NU, S].values()))
 
     def verdict(self, sequences: int, nu: float = REFERENCE_NU) -> ModelVerdict:
         return self.verdicts[float(nu), int(sequences)]

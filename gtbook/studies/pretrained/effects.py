@@ -68,6 +68,7 @@ from scipy.stats import t as student_t
 from threadpoolctl import threadpool_limits
 
 from gtbook.cache import disk_cache
+from gtbook.studies.traced import Sides, collect, merge, predicted
 from gtcore._linalg import RANK_RTOL
 from gtcore._progress import progress as progress_bar
 from gtcore.stats.gaussianity import _normal_quantile_weights
@@ -290,6 +291,8 @@ class NullMoments:
         For each bootstrap replicate :math:`b` of ``seed`` (:func:`bootstrap_counts`): the mean, over the
         first :math:`P` of the Gaussian samples, of the statistics (debiased scale) of the sample
         resampled with replicate :math:`b`'s multiplicities: the null mean of that replicate.
+    sides : Sides
+        The traced side that computed it, predicted (:mod:`gtbook.studies.traced`; kept with the disk cache's copy).
     """
 
     sequences: int
@@ -301,6 +304,7 @@ class NullMoments:
     mean_sq: dict
     sd_sq: dict
     resampled: np.ndarray = field(repr=False)
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     def band(self, statistic: str, level: float = 0.99) -> tuple[float, float]:
         r"""The old noise band :math:`\text{mean} \pm z\,\text{sd}`, :math:`z = \Phi^{-1}((1+\text{level})/2)`."""
@@ -344,32 +348,33 @@ def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings:
 @disk_cache
 def _null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings: Settings) -> NullMoments:
     """:func:`null_moments` on checked arguments (the disk-cached computation)."""
-    rng = np.random.default_rng(stream(seed, _NULL, rank))
-    one = np.ones(int(sequences), dtype=np.int64)
-    counts = bootstrap_counts(int(sequences), settings.n_boot, seed)
-    rows: list[np.ndarray] = []
-    pooled: list[np.ndarray] = []
-    batch: list[_Cloud] = []  # unpooled samples, evaluated a few at a time (bounded memory)
-    for k in range(settings.null_repeats):
-        pool = k < settings.null_pool  # resampled below: keep the per-sequence sums
-        cl = _cloud(rng.standard_normal((int(sequences), int(tokens), int(rank))),
-                    settings.n_projections, seed, per_sequence=pool)
-        if pool:  # the sample itself, then its B resamples
-            own = _evaluate([(cl, one), *((cl, c) for c in counts)])
-            rows.append(own[0])
-            pooled.append(_square(own[1:]))
-        else:
-            batch.append(cl)
-        if batch and (len(batch) == 2 * _workers() or k == settings.null_repeats - 1):
-            rows.extend(_evaluate([(b, one[:1]) for b in batch]))
-            batch = []
-    vals = np.array(rows)
-    sq = _square(vals)
-    names = list(STATISTICS)
+    with collect() as sides, predicted():  # the null: Gaussian samples and the statistics on them
+        rng = np.random.default_rng(stream(seed, _NULL, rank))
+        one = np.ones(int(sequences), dtype=np.int64)
+        counts = bootstrap_counts(int(sequences), settings.n_boot, seed)
+        rows: list[np.ndarray] = []
+        pooled: list[np.ndarray] = []
+        batch: list[_Cloud] = []  # unpooled samples, evaluated a few at a time (bounded memory)
+        for k in range(settings.null_repeats):
+            pool = k < settings.null_pool  # resampled below: keep the per-sequence sums
+            cl = _cloud(rng.standard_normal((int(sequences), int(tokens), int(rank))),
+                        settings.n_projections, seed, per_sequence=pool)
+            if pool:  # the sample itself, then its B resamples
+                own = _evaluate([(cl, one), *((cl, c) for c in counts)])
+                rows.append(own[0])
+                pooled.append(_square(own[1:]))
+            else:
+                batch.append(cl)
+            if batch and (len(batch) == 2 * _workers() or k == settings.null_repeats - 1):
+                rows.extend(_evaluate([(b, one[:1]) for b in batch]))
+                batch = []
+        vals = np.array(rows)
+        sq = _square(vals)
+        names = list(STATISTICS)
     return NullMoments(int(sequences), int(tokens), int(rank), settings.null_repeats,
                        dict(zip(names, vals.mean(0), strict=True)), dict(zip(names, vals.std(0, ddof=1), strict=True)),
                        dict(zip(names, sq.mean(0), strict=True)), dict(zip(names, sq.std(0, ddof=1), strict=True)),
-                       np.mean(pooled, axis=0))
+                       np.mean(pooled, axis=0), sides)
 
 
 def bootstrap_counts(sequences: int, n_boot: int, seed: int) -> np.ndarray:
@@ -393,6 +398,10 @@ class EffectSizes:
         :math:`\Delta_s` and its interval (see the module's readings).
     sequences, tokens, rank, n_boot : int
     level : float
+    sides : Sides
+        For a reference law's effect sizes, the traced side that computed them, predicted (its samples, their
+        statistics and the null; :mod:`gtbook.studies.traced`); empty for a model's layer (the statistic there is
+        the comparison).
     """
 
     raw: dict
@@ -406,6 +415,7 @@ class EffectSizes:
     rank: int
     n_boot: int
     level: float
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     def __repr__(self) -> str:
         cells = ", ".join(f"{s}={self.value[s]:.3g} [{self.low[s]:.3g}, {self.high[s]:.3g}]" for s in STATISTICS)
@@ -436,8 +446,8 @@ def _effects(cl: _Cloud, null: NullMoments, seed: int, settings: Settings, progr
             low, high = magnitude_interval(lo, hi)
         for k, v in zip(out, (float(raw[j]), theta, se, value, low, high), strict=True):
             out[k][s] = v
-    return EffectSizes(**out, sequences=S, tokens=cl.shape[1], rank=cl.rank, n_boot=settings.n_boot,
-                       level=settings.level)
+    return EffectSizes(out["raw"], out["theta"], out["se"], out["value"], out["low"], out["high"], sequences=S,
+                       tokens=cl.shape[1], rank=cl.rank, n_boot=settings.n_boot, level=settings.level)
 
 
 def effect_sizes(x: Any, *, seed: int, settings: Settings = Settings(), null: NullMoments | None = None,
@@ -518,9 +528,12 @@ def _reference_effect_sizes(nu: float, sequences: int, tokens: int, rank: int, *
                             control: bool) -> EffectSizes:
     """:func:`reference_effect_sizes` on checked arguments (the disk-cached computation)."""
     ss = stream(seed, _CONTROL if control else _REFERENCE, round(float(nu) * 1000), int(rank))
-    x = student_t_cloud(sequences, tokens, rank, float(nu), ss)
-    return effect_sizes(x, seed=seed, settings=settings,
-                        null=null_moments(int(sequences), int(tokens), int(rank), seed=seed, settings=settings))
+    with collect() as sides, predicted():  # the reference law: its samples, their statistics and the null
+        x = student_t_cloud(sequences, tokens, rank, float(nu), ss)
+        null = null_moments(int(sequences), int(tokens), int(rank), seed=seed, settings=settings)
+        out = effect_sizes(x, seed=seed, settings=settings, null=null)
+    out.sides = merge(sides, null.sides)
+    return out
 
 
 __all__ = [

@@ -41,13 +41,16 @@ These controls are **open loop**: :math:`B(t)` whitens the *reference* covarianc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import expm
 
 from gtbook.studies.atlas.tables import wilson_interval
 from gtbook.studies.tables import Table
+from gtbook.studies.traced import Sides, collect, merge, observed
+from gtbook.studies.traced import predicted as predicted_side
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
@@ -147,6 +150,9 @@ class AttentionOnlySteering:
         :math:`\operatorname{cond}\Sigma_0`, :math:`\operatorname{cond}\Sigma_1` and :math:`\|\tilde A\|_F T`.
     cut : float
         A draw is reached when its amplification is below this.
+    sides : Sides
+        The traced sides of :meth:`fraction` (:mod:`gtbook.studies.traced`): the attention-only controls and the
+        token runs (observed); the attention-free steering's exact flow of each cloud, :math:`D^A_N` (predicted).
     """
 
     Ns: np.ndarray
@@ -159,6 +165,7 @@ class AttentionOnlySteering:
     cond1: np.ndarray
     log_norm: np.ndarray
     cut: float
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     def slopes(self, which: str = "distance") -> np.ndarray:
         """Per-draw slope of the log seed-mean of ``"distance"`` (or ``"control"``) in log N."""
@@ -249,28 +256,34 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
     zero = np.zeros(d)
     D, DA = np.empty((draws, len(Ns), seeds)), np.empty((draws, len(Ns), seeds))
     Dc, pred, extra, ode_error = np.empty((draws, len(Ns))), np.empty(draws), np.empty((draws, 3)), 0.0
+    traced: list[Sides] = []
     for k in range(draws):
         _, F0, mu1, F1, _, _ = random_steering_draw(d, d, rng)
         rot = random_rotation(d, theta, rng)
         S0, S1 = F0 @ F0.T, F1 @ F1.T
         base = steer(zero, S0, zero, S1, T)
-        ctl = AttentionOnlyControls(base, mu1, beta, rot, translate)
-        wrong = AttentionOnlyControls(base, mu1, beta, rot, translate, transposed=True)
-        scale, F = np.sqrt(np.trace(S1)), affine_flow(base, T)[0]
-        ref = integrate_moments(zero, S0, ctl, ctl.span, rtol=1e-11, atol=1e-13)
-        ode_error = max(ode_error, np.inf if ref.status != "completed"
-                        else float(bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale))
-        for i, N in enumerate(Ns):
-            for s in range(seeds):
-                x0 = _antithetic(F0, int(N), seed + 1000 * (k + 1) + s)
-                DA[k, i, s] = bures_wasserstein(mu1, F @ empirical_moments(x0)[1] @ F.T, mu1, S1) / scale
-                for c in ((ctl, wrong) if s == 0 else (ctl,)):
-                    run = simulate(x0, c, c.span, steps, record_every=steps, device="cpu")
-                    dist = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
-                    if c is ctl:
-                        D[k, i, s] = dist
-                    else:
-                        Dc[k, i] = dist
+        with collect() as draw_sides:  # eq. (1.1)'s checks and the B^T control run on neither side
+            with observed():
+                ctl = AttentionOnlyControls(base, mu1, beta, rot, translate)
+            wrong = AttentionOnlyControls(base, mu1, beta, rot, translate, transposed=True)
+            with predicted_side():  # the attention-free steering's exact flow: the reference D^A_N
+                scale, F = np.sqrt(np.trace(S1)), affine_flow(base, T)[0]
+            traced.append(draw_sides)
+            ref = integrate_moments(zero, S0, ctl, ctl.span, rtol=1e-11, atol=1e-13)
+            ode_error = max(ode_error, np.inf if ref.status != "completed"
+                            else float(bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale))
+            for i, N in enumerate(Ns):
+                for s in range(seeds):
+                    x0 = _antithetic(F0, int(N), seed + 1000 * (k + 1) + s)
+                    DA[k, i, s] = bures_wasserstein(mu1, F @ empirical_moments(x0)[1] @ F.T, mu1, S1) / scale
+                    for c in ((ctl, wrong) if s == 0 else (ctl,)):
+                        with observed() if c is ctl else nullcontext():
+                            run = simulate(x0, c, c.span, steps, record_every=steps, device="cpu")
+                        dist = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
+                        if c is ctl:
+                            D[k, i, s] = dist
+                        else:
+                            Dc[k, i] = dist
         ratios = []
         for j in range(perturbations):
             S_start = empirical_moments(_antithetic(F0, int(Ns[-1]), seed + 1000 * (k + 1) + 500 + j))[1]
@@ -282,4 +295,4 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
         pred[k] = np.median(ratios)
         extra[k] = (w0[-1] / w0[0], w1[-1] / w1[0], np.linalg.norm(base.stages[0].A) * T)
     return AttentionOnlySteering(Ns, D, DA, Dc, pred, float(ode_error), extra[:, 0], extra[:, 1], extra[:, 2],
-                                 float(cut))
+                                 float(cut), merge(*traced))

@@ -34,11 +34,12 @@ the tilt formula, invisible for symmetric :math:`B`) for :math:`E_N`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import expm
 
+from gtbook.studies.traced import Sides, collect, no_prediction, observed, predicted
 from gtcore.controls import Controls, PiecewiseControls
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
@@ -175,6 +176,9 @@ class MeasuredSteering:
         :math:`D_N` of clouds whose head is :math:`(V, B^\top)` (the control of :math:`D_N`).
     kappa : float
         The sampling strength every draw's head was scaled to (module docstring of :func:`measured_steering`).
+    traced : Sides
+        The traced sides of :math:`E_N` (:mod:`gtbook.studies.traced`): the steering, the pilot's measured
+        compensation and the token run (observed); eq. (1.1) under the same controls (predicted).
     """
 
     Ns: np.ndarray
@@ -183,6 +187,14 @@ class MeasuredSteering:
     dynamic_transposed: np.ndarray
     distance_transposed: np.ndarray
     kappa: float
+    traced: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
+
+    def sides(self, which: str = "distance") -> Sides:
+        """The traced sides of :meth:`slope`'s ``"distance"`` (:math:`D_N`, against the target at the rate
+        :math:`N^{-1/2}`: a prediction that runs no library code) or ``"dynamic"`` (:math:`E_N`, against eq. (1.1))."""
+        if which not in ("distance", "dynamic"):
+            raise ValueError(f"which must be 'distance' or 'dynamic', got {which!r}")
+        return no_prediction(self.traced) if which == "distance" else self.traced
 
     def slope(self, which: str = "distance") -> float:
         """Pooled log-log slope in N (one intercept per draw) of ``"distance"``, ``"dynamic"``,
@@ -251,27 +263,33 @@ def measured_steering(d: int, Ns: Sequence[int], *, draws: int, seeds: int, cont
     shape = (draws, len(sizes), seeds)
     D, E, Et = np.empty(shape), np.empty(shape), np.empty(shape)
     Dt = np.empty((draws, len(sizes), control_seeds))
-    for k in range(draws):
-        mu0, F0, mu1, F1, V, B = random_steering_draw(d, d, rng, head_scale=head_scale)
-        S0, S1 = F0 @ F0.T, F1 @ F1.T
-        base = steer(mu0, S0, mu1, S1, T)
-        scale = np.sqrt(np.trace(S1))
-        path = max(float(np.max(np.linalg.eigvals(B.T @ S @ B @ S).real))
-                   for S in (base.reference(float(t))[1] for t in np.linspace(0.0, T, 11)))
-        B = B * np.sqrt(kappa / path)  # kappa is quadratic in B
-        for i, N in enumerate(sizes):
-            for s in range(seeds):
-                pilot = mu0 + np.random.default_rng(seed + 1000 * (k + 1) + 500 + s).standard_normal((N, d)) @ F0.T
-                x0 = mu0 + np.random.default_rng(seed + 1000 * (k + 1) + s).standard_normal((N, d)) @ F0.T
-                ctl = measured_compensation(base, V, B, pilot, steps)
-                m, S = empirical_moments(simulate(x0, ctl, (0.0, T), steps, record_every=steps,
-                                                  device="cpu").final_tokens)
-                D[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
-                own0 = empirical_moments(x0)
-                for out, c in ((E, ctl), (Et, _transposed(ctl))):
-                    own = integrate_moments(*own0, c, (0.0, T), rtol=1e-10, atol=1e-12)
-                    out[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
-                if s < control_seeds:
-                    run = simulate(x0, _transposed(ctl), (0.0, T), steps, record_every=steps, device="cpu")
-                    Dt[k, i, s] = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
-    return MeasuredSteering(sizes, D, E, Et, Dt, float(kappa))
+    with collect() as traced:  # the controls of both statistics (B^T) run on neither side
+        for k in range(draws):
+            mu0, F0, mu1, F1, V, B = random_steering_draw(d, d, rng, head_scale=head_scale)
+            S0, S1 = F0 @ F0.T, F1 @ F1.T
+            with observed():  # the attention-free steering the compensation is measured along
+                base = steer(mu0, S0, mu1, S1, T)
+            scale = np.sqrt(np.trace(S1))
+            path = max(float(np.max(np.linalg.eigvals(B.T @ S @ B @ S).real))
+                       for S in (base.reference(float(t))[1] for t in np.linspace(0.0, T, 11)))
+            B = B * np.sqrt(kappa / path)  # kappa is quadratic in B
+            for i, N in enumerate(sizes):
+                for s in range(seeds):
+                    g_pilot = np.random.default_rng(seed + 1000 * (k + 1) + 500 + s)
+                    pilot = mu0 + g_pilot.standard_normal((N, d)) @ F0.T
+                    x0 = mu0 + np.random.default_rng(seed + 1000 * (k + 1) + s).standard_normal((N, d)) @ F0.T
+                    with observed():  # the compensation measured on the pilot, and the tokens it steers
+                        ctl = measured_compensation(base, V, B, pilot, steps)
+                        run = simulate(x0, ctl, (0.0, T), steps, record_every=steps, device="cpu")
+                    m, S = empirical_moments(run.final_tokens)
+                    D[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
+                    own0 = empirical_moments(x0)
+                    with predicted():  # eq. (1.1) under the same controls, from the cloud's own moments
+                        own = integrate_moments(*own0, ctl, (0.0, T), rtol=1e-10, atol=1e-12)
+                    E[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
+                    own = integrate_moments(*own0, _transposed(ctl), (0.0, T), rtol=1e-10, atol=1e-12)
+                    Et[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
+                    if s < control_seeds:
+                        run = simulate(x0, _transposed(ctl), (0.0, T), steps, record_every=steps, device="cpu")
+                        Dt[k, i, s] = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
+    return MeasuredSteering(sizes, D, E, Et, Dt, float(kappa), traced)

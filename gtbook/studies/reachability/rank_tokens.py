@@ -33,11 +33,12 @@ the query, the residual does not vanish, and :math:`\epsilon` levels off: the co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gtbook.studies.traced import Sides, collect, merge, no_prediction, observed
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
@@ -114,6 +115,9 @@ class RankOnTokens:
         The largest sampling strength along the moment ODE over all draws.
     slope : float
         The pooled log-log slope of the seed-mean excess in N, one intercept per draw.
+    sides : Sides
+        The traced sides (:mod:`gtbook.studies.traced`): the clouds drawn and moved by the token layers
+        (observed); the prediction is the rate :math:`N^{-1/2}` itself, so its side runs no library code.
     """
 
     Ns: np.ndarray
@@ -121,6 +125,7 @@ class RankOnTokens:
     law: str
     kappa_max: float
     slope: float
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     def slope_standard_error(self, n_boot: int = 2000, seed: int = 0) -> float:
         """Bootstrap standard error of ``slope`` (seeds resampled within each draw and N)."""
@@ -177,6 +182,7 @@ def rank_on_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
     out = np.empty((draws, len(Ns), seeds))
     kappa_max = 0.0
     tries = 0
+    traced: list[Sides] = []
     for k in range(draws):
         while True:
             tries += 1
@@ -192,8 +198,11 @@ def rank_on_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
             for s in range(seeds):
                 g = np.random.default_rng(seed + 1000 * (k + 1) + s)
                 z = g.standard_normal((N, r)) if law == "gaussian" else g.uniform(-np.sqrt(3), np.sqrt(3), (N, r))
-                tr = simulate(z @ F.T, ctl, (0.0, T), layers, method="euler", record_every=layers,
-                              keep_tokens=True, device="cpu")
+                with collect() as sides, observed():  # the token layers (the draw's kappa check: on neither side)
+                    tr = simulate(z @ F.T, ctl, (0.0, T), layers, method="euler", record_every=layers,
+                                  keep_tokens=True, device="cpu")
+                traced.append(sides)
                 assert tr.tokens is not None  # keep_tokens=True
                 out[k, i, s] = excess_spread(tr.tokens[-1], r)
-    return RankOnTokens(Ns, out, law, float(kappa_max), pooled_loglog_slope(Ns, out))
+    return RankOnTokens(Ns, out, law, float(kappa_max), pooled_loglog_slope(Ns, out),
+                        no_prediction(merge(*traced)))

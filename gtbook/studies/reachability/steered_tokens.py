@@ -30,10 +30,11 @@ than the sampling error at the N used.)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from gtbook.studies.traced import Sides, collect, no_prediction, observed, predicted
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls, as_control_function
 from gtcore.moments import integrate_moments
@@ -107,6 +108,9 @@ class SteeredTokens:
         Pooled log-log slope of the seed-mean :math:`D_N` in N (one intercept per draw).
     dynamic_slope : float
         The same for :math:`E_N`.
+    traced : Sides
+        The traced sides of :math:`E_N` (:mod:`gtbook.studies.traced`): the steering controls and the token runs
+        (observed); eq. (1.1) under the same controls from each cloud's own moments (predicted).
     """
 
     Ns: np.ndarray
@@ -118,6 +122,15 @@ class SteeredTokens:
     kappa_max: float
     slope: float
     dynamic_slope: float
+    traced: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
+
+    def sides(self, which: str = "distance") -> Sides:
+        """The traced sides of ``slope`` (``"distance"``: :math:`D_N` against the target at the rate
+        :math:`N^{-1/2}`, a prediction that runs no library code) or ``dynamic_slope`` (``"dynamic"``: :math:`E_N`
+        against eq. (1.1))."""
+        if which not in ("distance", "dynamic"):
+            raise ValueError(f"which must be 'distance' or 'dynamic', got {which!r}")
+        return no_prediction(self.traced) if which == "distance" else self.traced
 
     def slope_standard_error(self, which: str = "distance", n_boot: int = 2000, seed: int = 0) -> float:
         """Bootstrap standard error of ``slope`` (``which="distance"``) or ``dynamic_slope``
@@ -174,36 +187,43 @@ def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
     dyn = np.empty_like(out)
     ode_error, kappa_max, tries = 0.0, 0.0, 0
     kept = []
-    for _ in range(draws):
-        while True:
-            tries += 1
-            if tries > max_tries:
-                raise ValueError(f"no draw keeps kappa below {kappa_cap} in {max_tries} tries")
-            mu0, F0, mu1, F1, V, B = random_steering_draw(d, r, rng, head_scale=head_scale)
-            S0, S1 = F0 @ F0.T, F1 @ F1.T
-            ctl = steer(mu0, S0, mu1, S1, T, heads=(V, B))
-            ref = integrate_moments(mu0, S0, ctl, (0.0, T), t_eval=np.linspace(0.0, T, 41), rtol=1e-11, atol=1e-13)
-            k_path = max_sampling_strength(ctl, ref.t, ref.Sigma)
-            if ref.status == "completed" and k_path < kappa_cap:
-                break
-        kappa_max = max(kappa_max, k_path)
-        scale = np.sqrt(np.trace(S1))
-        ode_error = max(ode_error, bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale)
-        kept.append((mu0, F0, mu1, S1, ctl, _TransposedHead(ctl) if transposed else ctl, scale))
-    for i, N in enumerate(Ns):  # the clouds of one N, every draw and seed, advance together
-        jobs = [(k, s) for k in range(draws) for s in range(seeds)]
-        x0s = []
-        for k, s in jobs:
-            mu0, F0 = kept[k][0], kept[k][1]
-            g = np.random.default_rng(seed + 1000 * (k + 1) + s)
-            z = g.standard_normal((N, r)) if law == "gaussian" else g.uniform(-np.sqrt(3), np.sqrt(3), (N, r))
-            x0s.append(mu0 + z @ F0.T)
-        runs = simulate_batch(x0s, [kept[k][5] for k, _ in jobs], (0.0, T), steps, record_every=steps, device="cpu")
-        for (k, s), x0, run in zip(jobs, x0s, runs, strict=True):
-            _, _, mu1, S1, ctl, _, scale = kept[k]
-            m, S = empirical_moments(run.final_tokens)
-            out[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
-            own = integrate_moments(*empirical_moments(x0), ctl, (0.0, T), rtol=1e-10, atol=1e-12)
-            dyn[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
+    with collect() as traced:  # the draws' check along eq. (1.1) (kappa, exactness) runs on neither side
+        for _ in range(draws):
+            while True:
+                tries += 1
+                if tries > max_tries:
+                    raise ValueError(f"no draw keeps kappa below {kappa_cap} in {max_tries} tries")
+                mu0, F0, mu1, F1, V, B = random_steering_draw(d, r, rng, head_scale=head_scale)
+                S0, S1 = F0 @ F0.T, F1 @ F1.T
+                with observed():  # the paper's controls: the head compensated along the reference
+                    ctl = steer(mu0, S0, mu1, S1, T, heads=(V, B))
+                ref = integrate_moments(mu0, S0, ctl, (0.0, T), t_eval=np.linspace(0.0, T, 41), rtol=1e-11,
+                                        atol=1e-13)
+                k_path = max_sampling_strength(ctl, ref.t, ref.Sigma)
+                if ref.status == "completed" and k_path < kappa_cap:
+                    break
+            kappa_max = max(kappa_max, k_path)
+            scale = np.sqrt(np.trace(S1))
+            ode_error = max(ode_error, bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale)
+            kept.append((mu0, F0, mu1, S1, ctl, _TransposedHead(ctl) if transposed else ctl, scale))
+        for i, N in enumerate(Ns):  # the clouds of one N, every draw and seed, advance together
+            jobs = [(k, s) for k in range(draws) for s in range(seeds)]
+            x0s = []
+            for k, s in jobs:
+                mu0, F0 = kept[k][0], kept[k][1]
+                g = np.random.default_rng(seed + 1000 * (k + 1) + s)
+                z = g.standard_normal((N, r)) if law == "gaussian" else g.uniform(-np.sqrt(3), np.sqrt(3), (N, r))
+                x0s.append(mu0 + z @ F0.T)
+            with observed():
+                runs = simulate_batch(x0s, [kept[k][5] for k, _ in jobs], (0.0, T), steps, record_every=steps,
+                                      device="cpu")
+            for (k, s), x0, run in zip(jobs, x0s, runs, strict=True):
+                _, _, mu1, S1, ctl, _, scale = kept[k]
+                m, S = empirical_moments(run.final_tokens)
+                out[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
+                own0 = empirical_moments(x0)
+                with predicted():  # eq. (1.1) under the same controls, from the cloud's own moments
+                    own = integrate_moments(*own0, ctl, (0.0, T), rtol=1e-10, atol=1e-12)
+                dyn[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
     return SteeredTokens(Ns, out, dyn, law, bool(transposed), float(ode_error), float(kappa_max),
-                         pooled_loglog_slope(Ns, out), pooled_loglog_slope(Ns, dyn))
+                         pooled_loglog_slope(Ns, out), pooled_loglog_slope(Ns, dyn), traced)

@@ -16,11 +16,12 @@ counted; :math:`\kappa(\Sigma^*)` is reported beside :math:`\delta`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gtbook.studies.stability.ensembles import condition_draws
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
 from gtcore.particles import simulate
@@ -43,6 +44,9 @@ class CloudEquilibria:
         :math:`\kappa(\Sigma^*)`.
     N : int
     T : float
+    sides : Sides
+        The traced sides of ``delta`` (:mod:`gtbook.studies.traced`): the token runs (observed); the
+        equilibrium :math:`\Sigma^*` of eq. (1.1) (predicted).
     """
 
     delta: np.ndarray
@@ -50,6 +54,7 @@ class CloudEquilibria:
     kappa: np.ndarray
     N: int
     T: float
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     def __repr__(self) -> str:
         return (f"CloudEquilibria(draws={self.delta.size}, N={self.N}, T={self.T:g}, "
@@ -84,13 +89,18 @@ def cloud_equilibria(draws: int, N: int, *, seed: int, T: float = 40.0, step: fl
     CloudEquilibria
     """
     delta, ctrl, kappa = [], [], []
-    for dr in condition_draws(draws, 3, "scalar", seed=seed):
-        A, V, B = dr.controls.A, v_scale * dr.controls.V[0], dr.controls.B[0]
-        ctl = Controls(A=A, V=V, B=B)
-        S_star = equilibrium(ctl).Sigma
-        x0 = gaussian_tokens(N, np.zeros(3), dr.Sigma0 / v_scale, seed + 1000 * (dr.index + 1))
-        delta.append(_delta(x0, ctl, S_star, T, step))
-        d_ctrl = _delta(x0, Controls(A=A, V=-V, B=B), S_star, T, step)
-        ctrl.append(d_ctrl if np.isfinite(d_ctrl) else np.inf)
-        kappa.append(float(max_sampling_strength(ctl, [0.0], [S_star])))
-    return CloudEquilibria(np.array(delta), np.array(ctrl), np.array(kappa), N, T)
+    with collect() as sides:
+        for dr in condition_draws(draws, 3, "scalar", seed=seed):
+            A, V, B = dr.controls.A, v_scale * dr.controls.V[0], dr.controls.B[0]
+            ctl = Controls(A=A, V=V, B=B)
+            with predicted():
+                S_star = equilibrium(ctl).Sigma
+            x0 = gaussian_tokens(N, np.zeros(3), dr.Sigma0 / v_scale, seed + 1000 * (dr.index + 1))
+            with observed():
+                steps = int(np.ceil(T / step))
+                run = simulate(x0, ctl, (0.0, T), steps, record_every=steps, device="cpu")
+            delta.append(float(np.linalg.norm(run.Sigma[-1] - S_star) / np.linalg.norm(S_star)))
+            d_ctrl = _delta(x0, Controls(A=A, V=-V, B=B), S_star, T, step)
+            ctrl.append(d_ctrl if np.isfinite(d_ctrl) else np.inf)
+            kappa.append(float(max_sampling_strength(ctl, [0.0], [S_star])))
+    return CloudEquilibria(np.array(delta), np.array(ctrl), np.array(kappa), N, T, sides)

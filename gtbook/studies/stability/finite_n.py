@@ -23,12 +23,13 @@ while :math:`\kappa = \lambda_{\max}(B^\top\Sigma B\Sigma) < \tfrac12`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gtbook.studies.precision import STUDY_KERNEL_DTYPE
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore._progress import progress as progress_bar
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
@@ -98,6 +99,9 @@ class PoleStudy:
     ode_norm: np.ndarray
     trace_bound_ok: bool
     kept: PoleCloud | None = None
+    #: the traced sides of ``ratio`` (:mod:`gtbook.studies.traced`): the token runs (observed); each cloud's
+    #: blow-up time and eq. (1.1) from its own moments (predicted)
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     @property
     def gap(self) -> np.ndarray:
@@ -189,31 +193,35 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int] | np
     bound_ok = True
     kept = None
     jobs = [(i, int(N), s) for i, N in enumerate(Ns) for s in range(S)]
-    for i, N, s in progress_bar(jobs, "token clouds", enabled=progress):
-        x0 = gaussian_tokens(N, mu0, Sigma0, seed=s)
-        m0, S0 = empirical_moments(x0)
-        ts = float(blowup_time(S0, controls).t_star)
-        ts_seed[i, s] = ts
-        keep_this = keep is not None and (N, s) == (int(keep[0]), int(keep[1]))
-        tr = simulate(x0, controls, (0.0, fr[-1] * ts), int(steps), method=method, device=device,
-                      keep_tokens=keep_this, kernel_dtype=kernel_dtype)
-        if tr.status != "completed":
-            raise RuntimeError(f"N={N}, seed {s}: the token cloud reached blowup_norm "
-                               "(it cannot blow up in finite time; lower the fractions)")
-        idx = np.rint(fr / fr[-1] * int(steps)).astype(int)
-        t_pick = tr.t[idx]
-        ref = integrate_moments(m0, S0, controls, (0.0, t_pick[-1]), t_eval=t_pick)
-        ratio[i, s] = (np.linalg.norm(tr.Sigma[idx], axis=(1, 2))
-                       / np.linalg.norm(ref.Sigma, axis=(1, 2)))
-        times[i, s] = t_pick
-        R0 = float(np.max(np.linalg.norm(x0, axis=1)))
-        bound = particle_radius_bound(controls, R0, tr.t) ** 2
-        bound_ok &= bool(np.all(np.trace(tr.Sigma, axis1=1, axis2=2) <= bound))
-        if keep_this:
-            kept = PoleCloud(run=tr, ode=integrate_moments(m0, S0, controls, (0.0, float(tr.t[-1])), t_eval=tr.t),
-                             t_star=ts)
+    with collect() as sides:  # the radius bound and the kept cloud's ODE: on neither side
+        for i, N, s in progress_bar(jobs, "token clouds", enabled=progress):
+            x0 = gaussian_tokens(N, mu0, Sigma0, seed=s)
+            m0, S0 = empirical_moments(x0)
+            with predicted():  # eq. (1.1)'s blow-up time from the cloud's own moments sets the horizon
+                ts = float(blowup_time(S0, controls).t_star)
+            ts_seed[i, s] = ts
+            keep_this = keep is not None and (N, s) == (int(keep[0]), int(keep[1]))
+            with observed():
+                tr = simulate(x0, controls, (0.0, fr[-1] * ts), int(steps), method=method, device=device,
+                              keep_tokens=keep_this, kernel_dtype=kernel_dtype)
+            if tr.status != "completed":
+                raise RuntimeError(f"N={N}, seed {s}: the token cloud reached blowup_norm "
+                                   "(it cannot blow up in finite time; lower the fractions)")
+            idx = np.rint(fr / fr[-1] * int(steps)).astype(int)
+            t_pick = tr.t[idx]
+            with predicted():
+                ref = integrate_moments(m0, S0, controls, (0.0, t_pick[-1]), t_eval=t_pick)
+            ratio[i, s] = (np.linalg.norm(tr.Sigma[idx], axis=(1, 2))
+                           / np.linalg.norm(ref.Sigma, axis=(1, 2)))
+            times[i, s] = t_pick
+            R0 = float(np.max(np.linalg.norm(x0, axis=1)))
+            bound = particle_radius_bound(controls, R0, tr.t) ** 2
+            bound_ok &= bool(np.all(np.trace(tr.Sigma, axis1=1, axis2=2) <= bound))
+            if keep_this:
+                kept = PoleCloud(run=tr, ode=integrate_moments(m0, S0, controls, (0.0, float(tr.t[-1])), t_eval=tr.t),
+                                 t_star=ts)
     return PoleStudy(Ns=Ns, fractions=fr, t_star=t_star, t_star_seed=ts_seed, times=times,
-                     ratio=ratio, kappa=kappa, ode_norm=ode_norm, trace_bound_ok=bound_ok, kept=kept)
+                     ratio=ratio, kappa=kappa, ode_norm=ode_norm, trace_bound_ok=bound_ok, kept=kept, sides=sides)
 
 
 __all__ = ["PoleCloud", "PoleStudy", "pole_study"]

@@ -8,7 +8,7 @@ thresholds are in the chapter.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -26,6 +26,7 @@ from gtbook.studies.stability.closed_forms import (
 from gtbook.studies.stability.finite_n import PoleStudy, pole_study
 from gtbook.studies.stability.harness import RegimeMap, regime_boundary, regime_map, rotating_controls
 from gtbook.studies.stability.pole_figures import pole_figure
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore import Controls, Stability, Status, Verdict, gaussian_tokens, integrate_moments
 from gtcore.attention import max_sampling_strength
 from gtcore.particles import simulate
@@ -91,6 +92,8 @@ class Planar:
     steer: Any
     ctl_steer: Controls
     mu_target: np.ndarray
+    #: the traced side that computed the equilibrium :math:`\Sigma^*` (predicted, :mod:`gtbook.studies.traced`)
+    eq_sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     @property
     def convergence_error(self) -> float:
@@ -136,7 +139,8 @@ def planar_section(a: float, v: float, B: Any, omega: float, Sigma0: Any, t_conv
     mu0 = np.zeros(2)
     ctl_stab = rotating_controls(a, -v, B, omega=omega)
     ctl_blow = rotating_controls(a, v, B, omega=omega)
-    eq = equilibrium(ctl_stab)
+    with collect() as eq_sides, predicted():
+        eq = equilibrium(ctl_stab)
     stab_traj = integrate_moments(mu0, Sigma0, ctl_stab, (0, t_converge), t_eval=np.linspace(0, t_converge, 600))
     pred = blowup_time(Sigma0, ctl_blow)
     blow_traj = integrate_moments(mu0, Sigma0, ctl_blow, (0, 2 * pred.t_star))
@@ -155,7 +159,7 @@ def planar_section(a: float, v: float, B: Any, omega: float, Sigma0: Any, t_conv
     ctl_steer = rotating_controls(a, -v, B, omega=omega, b=b_target)
     steer = integrate_moments(mu0, Sigma0, ctl_steer, (0, t_converge), t_eval=np.linspace(0, t_converge, 400))
     return Planar(ctl_stab, ctl_blow, Sigma0, eq, stab_traj, pred, blow_traj, spec_gap, M_star, collapse_ok,
-                  bool(ls_same.verdict is Stability.UNSTABLE), steer, ctl_steer, np.array(mu_target))
+                  bool(ls_same.verdict is Stability.UNSTABLE), steer, ctl_steer, np.array(mu_target), eq_sides)
 
 
 # ------------------------------------------------------------------------------ closed forms, general A and B
@@ -203,6 +207,10 @@ class FiniteN:
     ode_stab: Any
     n_star: float
     n0: float
+    #: the traced sides of ``ratio_stab`` against :attr:`bound_stab` (:mod:`gtbook.studies.traced`): the
+    #: stabilising token run (observed); the equilibrium :math:`\Sigma^*` of eq. (1.1) the bound is built on
+    #: (predicted)
+    stab_sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     @property
     def bound_stab(self) -> float:
@@ -244,14 +252,15 @@ def finite_n_section(planar: Planar, *, sigma_scale: float, Ns: Sequence[int], s
     slopes = [loglog_slope(ps.Ns, ps.gap_mean()[:, j]) for j in range(len(ps.fractions))]
     x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed=token_seed)
     n0 = np.linalg.norm(Sigma0)
-    part_stab = simulate(x0, planar.ctl_stab, (0, t_stable), particle_steps, method="rk4", keep_tokens=True)
+    with collect() as stab_run, observed():
+        part_stab = simulate(x0, planar.ctl_stab, (0, t_stable), particle_steps, method="rk4", keep_tokens=True)
     part_ctrl = simulate(x0, planar.ctl_blow, (0, t_stable), particle_steps, method="rk4")
     ode_stab = integrate_moments(mu0, Sigma0, planar.ctl_stab, (0, t_stable), t_eval=np.linspace(0, t_stable, 200))
     ratio_stab = np.linalg.norm(part_stab.Sigma, axis=(1, 2)) / n0
     ratio_ctrl = np.linalg.norm(part_ctrl.Sigma, axis=(1, 2)) / n0
     n_star = np.linalg.norm(planar.eq.Sigma) / n0
     return FiniteN(kappa_chapter, kappa_pole, pole_steps, ps, slopes, part_stab, part_ctrl.t, ratio_stab, ratio_ctrl,
-                   ode_stab, float(n_star), float(n0))
+                   ode_stab, float(n_star), float(n0), stab_run.with_prediction(planar.eq_sides))
 
 
 # ------------------------------------------------------------------------------ (d) the regime map

@@ -49,6 +49,7 @@ import numpy as np
 from scipy import stats
 
 from gtbook.studies.stability.ensembles import ConditionDraw, Outcome, _draw, classify_outcome
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls
 from gtcore.particles import simulate
@@ -223,6 +224,10 @@ class SteeringStudy:
         The band's multiple of ``q99`` (fixed by the caller before the run).
     null_D : (null_clouds,) array
         The statistic on clouds drawn i.i.d. from the Gaussian at the target with the same N (the null, simulated).
+    sides : Sides
+        The traced sides of :attr:`within` (:mod:`gtbook.studies.traced`): the token runs under the steering bias
+        (observed); the null's quantile :math:`q_{99}` (predicted: Hotelling's law, computed by the book with SciPy,
+        so it runs no library code). The statistic is the comparison.
     """
 
     draws: list[SteeringDraw]
@@ -233,6 +238,7 @@ class SteeringStudy:
     q99: float
     band: float
     null_D: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     @property
     def steered(self) -> list[SteeringDraw]:
@@ -303,13 +309,18 @@ def steering_study(draws: list[SteeringDraw], N: int, *, seeds: int, seed: int, 
     steered = [dr for dr in draws if dr.status == Steerable.STEERED]
     D = np.empty((len(steered), seeds))
     Dw = np.empty_like(D)
-    for k, dr in enumerate(steered):
-        assert dr.wrong_controls is not None  # a steered draw has both biases
-        for s in range(seeds):
-            sd = seed + 1000 * dr.index + s
-            D[k, s] = hotelling(*_cloud(dr, dr.controls, N, sd, step), dr.mu_target, N)
-            Dw[k, s] = hotelling(*_cloud(dr, dr.wrong_controls, N, sd, step), dr.mu_target, N)
-    d = draws[0].controls.d
+    with collect() as sides:
+        for k, dr in enumerate(steered):
+            assert dr.wrong_controls is not None  # a steered draw has both biases
+            for s in range(seeds):
+                sd = seed + 1000 * dr.index + s
+                with observed():
+                    cloud = _cloud(dr, dr.controls, N, sd, step)
+                D[k, s] = hotelling(*cloud, dr.mu_target, N)
+                Dw[k, s] = hotelling(*_cloud(dr, dr.wrong_controls, N, sd, step), dr.mu_target, N)
+        d = draws[0].controls.d
+        with predicted():
+            q99 = null_quantile(N, d)
     null = np.zeros(0)
     if steered and null_clouds:
         dr = steered[0]
@@ -319,4 +330,4 @@ def steering_study(draws: list[SteeringDraw], N: int, *, seeds: int, seed: int, 
             x = gaussian_tokens(N, dr.mu_target, dr.Sigma_star, seed + 7_000_000 + j)
             vals.append(hotelling(x.mean(axis=0), np.cov(x.T, bias=True), dr.mu_target, N))
         null = np.array(vals)
-    return SteeringStudy(draws, N, seeds, D, Dw, null_quantile(N, d), band, null)
+    return SteeringStudy(draws, N, seeds, D, Dw, q99, band, null, sides)
