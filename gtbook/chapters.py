@@ -234,13 +234,32 @@ def chapter_defaults(path: Path) -> dict[str, Any]:
         raise BookError(f"{path.name}: the parameters cell is nested deeper than the parser can follow") from None
     values: dict[str, Any] = {}
     for node in body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        pairs = assigned(node)
+        if pairs is None and isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple):
+            raise BookError(f"{path.name} line {first + node.lineno}: unpack parameters from a literal tuple of "
+                            f"as many values as names (`a, b = 1, 2`)")
+        for name, expr in pairs or ():
             try:
-                values[node.targets[0].id] = _evaluate(node.value)
+                values[name] = _evaluate(expr)
             except _NotAValue as exc:
                 raise BookError(f"{path.name} line {first + node.lineno}: the default of "
-                                f"{node.targets[0].id} is not a value ({exc})") from None
+                                f"{name} is not a value ({exc})") from None
     return values
+
+
+def assigned(node: ast.stmt) -> list[tuple[str, ast.expr]] | None:
+    """The ``(name, expression)`` pairs a parameters-cell statement assigns: ``x = 1`` gives one pair, the
+    grouped form ``a, b = 1, 2`` (a tuple of names from a literal tuple of as many values) one per name;
+    ``None`` for any other statement."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        return None
+    target, value = node.targets[0], node.value
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if (isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name) for t in target.elts)
+            and isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts)):
+        return [(t.id, v) for t, v in zip(target.elts, value.elts, strict=True)]  # type: ignore[attr-defined]
+    return None
 
 
 def discover_chapters(bk: Book | None = None) -> dict[str, Chapter]:

@@ -33,6 +33,7 @@ from gtbook.chapters import (
     BookError,
     Chapter,
     _book,
+    assigned,
     broken,
     discover_chapters,
     open_book,
@@ -154,19 +155,26 @@ def parameters_cell_that_ran(source: str, injected: dict[str, Any], overrides: d
         return source
     lines = source.split("\n")
     for node in reversed(tree.body):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        pairs = assigned(node)
+        if not pairs or node.end_lineno is None:
             continue
-        name = node.targets[0].id
-        if name not in injected or node.end_lineno is None:
+        names = [name for name, _ in pairs]
+        changed = [n for n in names if n in injected
+                   and (injected[n] != defaults.get(n, object()) or n in overrides)]
+        if not changed:
             continue
-        value = injected[name]
-        if value == defaults.get(name, object()) and name not in overrides:
-            continue
+        values = [injected[n] if n in injected else defaults.get(n) for n in names]
         tail = lines[node.end_lineno - 1][node.end_col_offset:].strip()
         comment = tail[1:].strip() + "; " if tail.startswith("#") else ""
-        origin = "--set" if name in overrides else f"{profile} profile"
-        own = repr(defaults[name]) if name in defaults else "none"
-        new = f"{name} = {value!r}  # {comment}[{origin}] the chapter's own value: {own}"
+        notes = []
+        for n in changed:
+            origin = "--set" if n in overrides else f"{profile} profile"
+            own = repr(defaults[n]) if n in defaults else "none"
+            notes.append(f"[{origin}] the chapter's own value: {own}" if len(names) == 1
+                         else f"{n}: [{origin}] the chapter's own value: {own}")
+        left = ", ".join(names)
+        right = repr(values[0]) if len(names) == 1 else ", ".join(repr(v) for v in values)
+        new = f"{left} = {right}  # {comment}{'; '.join(notes)}"
         lines[node.lineno - 1:node.end_lineno] = [new]
     return "\n".join(lines)
 

@@ -82,6 +82,20 @@ def test_non_literal_defaults_are_evaluated_or_refused_with_their_line(two):
         book_chapters.parse_sets(sub, ["x=abc"])
 
 
+def test_grouped_parameters_are_read_set_and_shown_as_they_ran(two):
+    _edit(two, "02_small", "seed = 0\n", "seed, null_seed = 0, 7  # seeds\n")
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(two))
+    assert chapters["02_small"].defaults["seed"] == 0 and chapters["02_small"].defaults["null_seed"] == 7
+    assert book_chapters.parse_sets(chapters, ["seed=3"])["02_small"] == {"seed": 3}  # --set reaches a grouped name
+    defaults = chapters["02_small"].defaults
+    shown = book_execute.parameters_cell_that_ran("seed, null_seed = 0, 7  # seeds\n", {**defaults, "seed": 3},
+                                                  {"seed": 3}, defaults, "quick")
+    assert shown.splitlines()[0] == "seed, null_seed = 3, 7  # seeds; seed: [--set] the chapter's own value: 0"
+    line = _edit(two, "01_tiny", "x = 1.0\n", "x, y = 1.0, 2.0, 3.0\n")  # as many values as names, or refused
+    chapters = book_chapters.discover_chapters(book_chapters.open_book(two))
+    assert chapters["01_tiny"].problem.startswith(f"01_tiny.py line {line}: unpack parameters from a literal tuple")
+
+
 @pytest.mark.parametrize("item, message", [
     ("x=1e400", "x of 01_tiny must be finite (default 1.0), got inf"),
     ("sizes=[1, 1e999]", "sizes of 01_tiny must be finite (default [1, 2]), got [1, inf]"),
