@@ -204,6 +204,8 @@ sweep = pretrained.study_model(minilm, sizes=sweep_sequences, seeds=seeds["sweep
                                settings=settings, nus=(nu,), controls=False)
 by_size = pretrained.size_sweep(sweep, studies["MiniLM"])
 fig_sizes = by_size.figure(title="all-MiniLM-L6-v2")
+
+# %%
 print(by_size.table())
 
 # %% [markdown]
