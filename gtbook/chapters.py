@@ -191,7 +191,7 @@ def _evaluate(node: ast.AST, depth: int = 0) -> Any:
 def parse_value(text: str) -> Any:
     """A ``--set`` value: a literal or arithmetic of number literals (module docstring), else the text itself
     (a bare string). Raises BookError for a value nested deeper than :data:`MAX_DEPTH` levels, or longer than
-    :data:`MAX_VALUE_CHARS`."""
+    ``MAX_VALUE_CHARS``."""
     if len(text) > MAX_VALUE_CHARS:
         raise BookError(f"a value of {len(text)} characters is longer than {MAX_VALUE_CHARS}")
     try:

@@ -513,7 +513,7 @@ def run(profile: str | None = None, only: list[str] | None = None, sets: list[st
         jobs: int = 1, force: bool = False, bk: Book | None = None, token: str | None = None) -> dict[str, float]:
     """Execute the selected chapters that are not fresh; return their wall times.
 
-    Without ``profile``, each chapter runs with the profile it was last run with (see :func:`plan`).
+    Without ``profile``, each chapter runs with the profile it was last run with (see ``plan``).
     Stops at the first failure (with ``jobs > 1``, lets the running chapters finish first and starts no
     other). ``token`` is the tree lock's token, which ``-j`` workers check before they publish.
     """

@@ -65,7 +65,7 @@ new Promise((resolve) => {
 
 
 def reading_toc(bk: Book) -> str:
-    """The book's ``_toc.yml`` without the parts of :data:`LEFT_OUT`, as YAML text."""
+    """The book's ``_toc.yml`` without the parts of ``LEFT_OUT``, as YAML text."""
     import yaml
 
     toc = yaml.safe_load((bk.root / "_toc.yml").read_text())

@@ -137,11 +137,11 @@ def book_profile(bk: Book, *, strict: bool = False) -> str | None:
 
 
 def plan(bk: Book, profile: str | None, only: list[str] | None, sets: list[str], *, jobs: int = 1) -> list[Job]:
-    """The jobs of ``gtbook run`` (every selected chapter; the cache is applied by :func:`run`).
+    """The jobs of ``gtbook run`` (every selected chapter; the cache is applied by ``run``).
 
     Without ``profile``, each chapter gets the profile it was last run with (a chapter never run: the
     book's profile, else :data:`DEFAULT_PROFILE`). A broken chapter (its parameters cell cannot be read) gets
-    no job: :func:`status` and :func:`run` name it.
+    no job: :func:`status` and ``run`` name it.
     """
     chapters = discover_chapters(bk)
     picked = [c for c in select(chapters, only) if c.problem is None]

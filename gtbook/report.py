@@ -8,7 +8,7 @@ reproductions of parts of it); *derived only* when it has no reproduction but at
 ``"derivation"`` (a closed form against the integrator); *consistency only* when its claims are
 consistency checks and controls; *failed* when one of its claims failed; *not reproducible here* when
 the registry says so (with the reason) and no claim names it; *not checked* when no executed chapter
-names it. The headline (:func:`headline_lines`) counts statements by status, not claims, and
+names it. The headline (``headline_lines``) counts statements by status, not claims, and
 summarises the last mutation check (``book/mutations.json``, :mod:`gtbook.mutations`).
 The page ends with how the chapters were made: profile, seed, ``--set`` overrides, run time, the
 commit and the environment (Python, key packages, CPU/GPU), read from each executed notebook's

@@ -312,7 +312,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
         Total number of steps (:math:`h = (t_1 - t_0)/\text{steps}` without nodes). Optional
         when ``max_step`` is given.
     method : str
-        A name in :data:`SOLVERS` (``"euler"``, ``"midpoint"``, ``"rk4"``).
+        A name in ``SOLVERS`` (``"euler"``, ``"midpoint"``, ``"rk4"``).
     ff : "identity" or "relu"
         The activation of the feed-forward block :math:`W\sigma(Ux + c)`.
     record_every : int
@@ -322,7 +322,7 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     max_step : float, optional
         The largest step (replaces the proportional share of ``steps``).
     max_steps : int
-        Budget of steps (default :data:`MAX_STEPS`): a ``steps`` or ``max_step`` that needs more is
+        Budget of steps (default ``MAX_STEPS``): a ``steps`` or ``max_step`` that needs more is
         refused before the first step.
     dtype, device : torch.dtype or str, and str or torch.device
         torch.float32 or torch.float64 (or their names), and ``"auto"`` (CUDA when present),
@@ -378,7 +378,7 @@ def simulate_batch(x0s: Sequence[Any], controls: ControlsLike | Sequence[Control
     controls[c], t_span, steps, **options) for c ...]``, the same numbers.
 
     Every call is checked first (a bad cloud is refused before any step). Clouds that :func:`simulate` runs on
-    one torch thread (below :data:`SERIAL_WORK` multiply-adds per evaluation) advance concurrently, ``workers``
+    one torch thread (below ``SERIAL_WORK`` multiply-adds per evaluation) advance concurrently, ``workers``
     at a time, each on one thread (torch's kernels release the interpreter), so an ensemble of small clouds
     uses every core where one cloud at a time used one; a larger cloud runs alone with the caller's threads,
     as :func:`simulate` runs it. Each cloud is computed exactly as by :func:`simulate` (same thread count,

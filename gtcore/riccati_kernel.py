@@ -1,8 +1,8 @@
 r"""The :math:`V = vI` precision equation of :mod:`gtcore.riccati`, solved exactly, and the spectral classes its
 searches branch on.
 
-:func:`riccati_quadratic` gives the constant :math:`Q` of :math:`\Sigma' = A\Sigma + \Sigma A^\top + \Sigma Q\Sigma`
-(through the attention type), and :class:`_RiccatiKernel` the exact :math:`Y(t) = \int_0^t e^{A^\top s}Qe^{As}ds`
+``riccati_quadratic`` gives the constant :math:`Q` of :math:`\Sigma' = A\Sigma + \Sigma A^\top + \Sigma Q\Sigma`
+(through the attention type), and ``_RiccatiKernel`` the exact :math:`Y(t) = \int_0^t e^{A^\top s}Qe^{As}ds`
 (one Van Loan exponential) with :math:`g(t) = \lambda_{\min}(I - KY(t)K)`, :math:`K = \Sigma_0^{1/2}`, whose
 first zero is the blow-up time. Used by :mod:`gtcore.riccati` (blow-up), :mod:`gtcore.riccati_gain` (the
 critical gain) and :mod:`gtcore.stability`; the public names are re-exported by :mod:`gtcore.riccati`.

@@ -133,7 +133,7 @@ figures.ode_animation(cloud, ode, alt="Animation of a two-dimensional token clou
 # ODE started from **that cloud's own moments** $(\hat\mu(0), \hat\Sigma(0))$: the initial sampling
 # error (which shrinks like $N^{-1/2}$ for any law and would make the rate hold by construction)
 # cancels, and what is left is the *dynamic* error, the finite-$N$ softmax's own
-# ({py:func}`~gtbook.studies.invariance.runs.finite_n_rates`).
+# ({py:func}`~gtbook.studies.invariance.finite_n_rates`).
 #
 # *Thresholds, fixed before the run.* SE is the bootstrap standard error of a fitted slope (seeds
 # resampled within each $N$, 2000 resamples). The weak setting's slope must lie within
@@ -330,7 +330,7 @@ gauss.table()
 # cap, or the moment ODE did not complete). The 12-layer softmax stack of (c) runs on each draw, for $N$ in
 # `ens_Ns`, `ens_seeds` samples per $N$; a statistic's rate is one log–log slope pooled over the draws
 # (one intercept per draw), and SE its bootstrap standard error (seeds resampled within each draw and
-# $N$) ({py:func}`~gtbook.studies.invariance.runs.ensemble_study`).
+# $N$) ({py:func}`~gtbook.studies.invariance.ensemble_study`).
 #
 # * **Reduction** (the ensemble at $\kappa = 0.25$, cap $0.45$). The stack's moment error against
 #   the exact layer map from each sample's own moments, as in (c). *Threshold, fixed before the run*: the

@@ -122,7 +122,7 @@ layer.prediction([0, T_relu, T_mix])
 # 0.1% of the mass per coordinate is on the far side and the layer is the identity-activation layer
 # for almost every token. Each run moves the same $N$ tokens with softmax attention over the tokens
 # (RK4), recorded at log-spaced times; the identity-activation run is the reference
-# ({py:func}`~gtbook.studies.beyond.runs.relu_sweep`).
+# ({py:func}`~gtbook.studies.beyond.relu_sweep`).
 
 # %%
 sweep = relu_sweep(layer, x0, offsets, times_relu, max_step=max_step, noise_repeats=noise_repeats, seed=seed + 1,
@@ -301,7 +301,7 @@ claim("uniform tokens (same moments), c0=2: rate / Gaussian closed form outside 
 # halves: a Gaussian sample of the same sizes. Both are pushed through the same layer, identity
 # activation, up to $T_{\text{mix}}$: a layer that moves the cloud (drift, stretch, rotation), so
 # the control's staying in its band is not the stillness of an equilibrium
-# ({py:func}`~gtbook.studies.beyond.runs.mixture_study`).
+# ({py:func}`~gtbook.studies.beyond.mixture_study`).
 
 # %%
 mix = mixture_study(layer(0.0), x0, times_mix, separation=mixture_separation, weights=mixture_weights,
@@ -363,7 +363,7 @@ claim("single-Gaussian control: max over times and labels of sliced W2 / band to
 #
 # The mixture of (b) has diagonal covariances. The sampler of a mixture, `GaussianMixture.sample`, is checked on
 # a three-component mixture in $d = 3$ with full, rotated covariances
-# ({py:func}`~gtbook.studies.beyond.general.mixture_sample_check`): 20,000 labelled tokens; per component the
+# ({py:func}`~gtbook.studies.beyond.mixture_sample_check`): 20,000 labelled tokens; per component the
 # sample mean and covariance against $(\mu_k, \Sigma_k)$, the label counts against the weights, and the whole
 # sample against the mixture's closed-form moments, each entry as a $z$-score (39 of them). *Threshold, fixed
 # before the run*: $\max|z| < 4$ (**consistency**: the sampler against the law it says it samples).

@@ -177,7 +177,7 @@ full_targets, low_targets
 # %% [markdown]
 # ## (a) Training curves
 #
-# Every training of the chapter runs in the next cell ({py:func}`~gtbook.studies.learning.grid.train_grid`, cached
+# Every training of the chapter runs in the next cell ({py:func}`~gtbook.studies.learning.train_grid`, cached
 # on disk: a rerun with the same parameters reads them back): the ensemble of targets from both starts, with
 # attention and with $V = 0$; the first full-rank target at every $N$ of `ladder_ns` and every depth of `depths`;
 # and the noise floors. Each run has its own training seed, so no two runs share samples. The figure after it

@@ -35,7 +35,7 @@ class Mutation:
     models : the error this stands for, in one sentence
     area : one of ``AREAS``
     tests : the unit-test modules (paths relative to the root) that guard ``file``
-    probe : Python that sets ``value`` from the file's code (see :func:`gtbook.mutations.run.run_probe`)
+    probe : Python that sets ``value`` from the file's code (see ``gtbook.mutations.run.run_probe``)
     """
 
     name: str

@@ -2,12 +2,12 @@ r"""Running the mutation check: temporary trees, probes, the quick book under a 
 
 One mutation at a time (:func:`run_mutation`):
 
-1. copy the unmutated tree (made once per check, :func:`copy_tree`) and apply the mutation to the copy;
-2. run its probe on both trees (:func:`run_probe`): the mutation must change the value, which shows that
+1. copy the unmutated tree (made once per check, ``copy_tree``) and apply the mutation to the copy;
+2. run its probe on both trees (``run_probe``): the mutation must change the value, which shows that
    the snippet is executed and changes a number;
-3. run the chapters whose ``gtcore`` import closure contains the mutated module (:func:`affected_chapters`),
+3. run the chapters whose ``gtcore`` import closure contains the mutated module (``affected_chapters``),
    ``jobs`` at a time, each in its own ``gtbook`` worker and kernel (:func:`run_chapters`): first those that
-   import the module other than through the top-level package (:func:`likely_chapters`), fastest first.
+   import the module other than through the top-level package (``likely_chapters``), fastest first.
    A chapter stops at its first failing claim (claims raise); the chapter and claim are read back from
    the failed notebook. When that claim is of kind ``reproduces`` or ``derivation`` the mutation is caught
    and the other chapters are stopped; otherwise (a consistency check, a control, an exception, a
@@ -17,7 +17,7 @@ One mutation at a time (:func:`run_mutation`):
    ``reproduces`` or ``derivation`` claim further down that chapter that also fails is recorded too
    (``first=False``). The outcome is the strongest catch (:class:`~gtbook.mutations.results.Outcome`),
    or *survived*;
-4. run the unit tests that guard the file, ``pytest -x`` on the mapped modules (:func:`run_unit_tests`).
+4. run the unit tests that guard the file, ``pytest -x`` on the mapped modules (``run_unit_tests``).
 
 Before the first mutation the unmutated tree runs the same chapters and tests (the *baseline*): every
 chapter must pass and every mapped test module too, or nothing a mutation does could be told apart; the
@@ -154,7 +154,7 @@ def run_chapters(
     """Run the chapters ``names`` of the book at ``tree`` (in that order, ``jobs`` at a time) with its ``gtcore``.
 
     Each chapter runs in a ``gtbook`` worker process (its own kernel, with the threads of
-    :func:`~gtbook.execute.kernel_threads`). When
+    ``gtbook.execute.kernel_threads``). When
     ``stop(run)`` is true for a finished chapter, the running ones are ended and the rest not started.
     With ``keep_going`` a failed claim does not stop its chapter (every failing claim is in
     ``ChapterRun.failures``). Returns the runs (completed, failed, timed out or stopped) and the names

@@ -2,12 +2,12 @@ r"""The scope of a claim read off the layers it ran on: the structure class of e
 dimensions, heads and attention types (:class:`gtbook.scope.Scope`).
 
 A claim's scope is the narrowest description that is true of every layer it covers. Rather than typing the
-classes by hand, a chapter passes the layers (:class:`gtcore.Controls`) and :func:`layer_scope` reads them:
+classes by hand, a chapter passes the layers (``gtcore.Controls``) and :func:`layer_scope` reads them:
 
 * :math:`A`: **zero** (:math:`A = 0`), **scalar** (:math:`A = aI`), **normal** (:math:`AA^\top = A^\top A`, e.g.
   skew or symmetric), else **general**;
 * :math:`B_h` and :math:`V_h`: **zero**, **scalar** (:math:`cI`), **symmetric**, else **general** (for L2
-  attention :math:`B_h` is the logits' bilinear part :math:`2K_h^\top Q_h`, as :class:`gtcore.Controls` keeps it);
+  attention :math:`B_h` is the logits' bilinear part :math:`2K_h^\top Q_h`, as ``gtcore.Controls`` keeps it);
 
 each up to a relative tolerance (``tol``, default :math:`10^{-12}` of the matrix's norm), and over several heads
 and layers the widest class met. The dimensions are the set of the layers' :math:`d`, the heads the largest
@@ -74,7 +74,7 @@ def _widest(param: str, classes: Iterable[str]) -> str:
 
 def layer_scope(layers: Iterable[Controls], *, system: str, attention: Iterable[str] | None = None,
                 family: str = "", tol: float = 1e-12) -> dict[str, Any]:
-    r"""The scope (a mapping for :func:`gtbook.claim`'s ``scope=``) that covers every layer of ``layers``.
+    r"""The scope (a mapping for ``gtbook.claim``'s ``scope=``) that covers every layer of ``layers``.
 
     Parameters
     ----------
@@ -83,7 +83,7 @@ def layer_scope(layers: Iterable[Controls], *, system: str, attention: Iterable[
     system : str
         What produced the claim's observed side (``"tokens"``, ``"moment ODE"``, ...: :class:`gtbook.scope.System`).
     attention : iterable of str, optional
-        The attention types to record; by default the layers' own (:attr:`gtcore.Controls.attention`).
+        The attention types to record; by default the layers' own (``gtcore.Controls.attention``).
     family : str
         A special family the claim is restricted to ("" when none).
     tol : float

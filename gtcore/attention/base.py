@@ -318,7 +318,7 @@ class AttentionType(ABC):
         r"""The parameters of n layers (:meth:`params` of each) stacked over a leading lane axis, shape
         (n, heads, ...); a layer with fewer heads is padded with zero parameters.
 
-        A padded head carries :math:`V_h = 0` (:func:`gtcore.moments.batched.stack_controls`), so it adds
+        A padded head carries :math:`V_h = 0` (``gtcore.moments.batched.stack_controls``), so it adds
         nothing as long as its tilt is finite at zero parameters (true of the registered types; a type whose
         tilt is not overrides this).
 

@@ -126,7 +126,7 @@ class DotProduct(AttentionType):
         return V.sum(-3)
 
     def gaussian_parts_function(self, V, B):
-        r"""The dot product's :meth:`gaussian_parts` for fixed heads: :math:`\sum_h V_h` is computed once, and for
+        r"""The dot product's ``gaussian_parts`` for fixed heads: :math:`\sum_h V_h` is computed once, and for
         one head the sum over heads is the head itself (:meth:`value_responses`, the same numbers).
 
         Parameters

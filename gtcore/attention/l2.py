@@ -173,7 +173,7 @@ class L2(AttentionType):
         return (V @ self._gains(Sigma, QK)[1]).sum(-3)
 
     def gaussian_parts(self, Sigma, V, QK):
-        r""":meth:`linear_part` and :meth:`mean_gain` from one evaluation of the gains.
+        r"""``linear_part`` and :meth:`mean_gain` from one evaluation of the gains.
 
         Parameters
         ----------

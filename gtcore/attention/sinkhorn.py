@@ -27,7 +27,7 @@ class Sinkhorn(AttentionType):
     (``local = False``): :meth:`logits` returns :math:`x_j^\top B x_i + g_j` with :math:`g` from the
     keys themselves (dense, the reference), :meth:`kernel` runs blocked.
 
-    Gaussian tilt (:func:`gtcore.attention.sinkhorn_gaussian.gaussian_conditional_gain`, exact for every :math:`B`):
+    Gaussian tilt (``gtcore.attention.sinkhorn_gaussian.gaussian_conditional_gain``, exact for every :math:`B`):
 
     .. math::
 
@@ -207,7 +207,7 @@ class Sinkhorn(AttentionType):
         return (V @ (eye - self._gains(Sigma, B))).sum(-3)
 
     def gaussian_parts(self, Sigma, V, B):
-        r""":meth:`linear_part` and :meth:`mean_gain` from one evaluation of the gains.
+        r"""``linear_part`` and :meth:`mean_gain` from one evaluation of the gains.
 
         Parameters
         ----------

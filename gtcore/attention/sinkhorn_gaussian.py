@@ -4,7 +4,7 @@ r"""The Gaussian closed forms of Sinkhorn attention: the conditional gain and th
 transport from :math:`\rho` to itself with cost :math:`-y^\top Bx`: the coupling
 :math:`\pi(dx, dy) = e^{f(x) + g(y) + y^\top Bx}\rho(dx)\rho(dy)` with both marginals
 :math:`\rho`, and the attention average at :math:`x` is :math:`\mathbb{E}_\pi[y \mid x]`
-(:func:`gaussian_conditional_gain`, valid for every, not necessarily symmetric, :math:`B`). The attention type
+(``gaussian_conditional_gain``, valid for every, not necessarily symmetric, :math:`B`). The attention type
 (:class:`gtcore.attention.sinkhorn.Sinkhorn`) takes its tilt from here, and the finite-N scaling
 (:mod:`gtcore.attention.sinkhorn_scaling`) its starting potential.
 """
@@ -102,7 +102,7 @@ def gaussian_column_potential(y: np.ndarray, mu: np.ndarray, Sigma: np.ndarray, 
     with :math:`G = \Sigma^{1/2}B^\top\Sigma^{1/2}` and :math:`R = (I + 4G^\top G)^{1/2}`
     (:math:`\Sigma^{-1/2}` the pseudo-inverse on the numerical range, where tokens lie).
 
-    Derivation, in the notation of :func:`gaussian_conditional_gain`: the optimal coupling is
+    Derivation, in the notation of ``gaussian_conditional_gain``: the optimal coupling is
     Gaussian with joint precision :math:`\Lambda` whose :math:`xy` block is :math:`-B^\top`, so
     :math:`f(x) + g(y) + y^\top Bx = \log\pi(x, y) - \log\rho(x) - \log\rho(y)` has the
     :math:`yy` part :math:`-\tfrac12(y-\mu)^\top(\Lambda_{yy} - \Sigma^{-1})(y-\mu)` and the cross

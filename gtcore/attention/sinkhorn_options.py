@@ -13,7 +13,8 @@ import numpy as np
 
 __all__ = ["ANDERSON", "INITS", "MAX_ITER", "TOL", "SinkhornConvergenceWarning", "default_tol"]
 
-#: default stopping tolerance on the relative marginal violation (float64; see :func:`default_tol`)
+#: default stopping tolerance on the relative marginal violation (float64; see
+#: :func:`~gtcore.attention.sinkhorn.default_tol`)
 TOL = 1e-9
 #: default cap on the number of Sinkhorn row updates
 MAX_ITER = 2000

@@ -38,13 +38,13 @@ whatever the starting point and acceleration, which change only how many passes 
   a step whose residual grows restarts the history (a plain Sinkhorn step from there).
 * *The dense engine* (default for float64 tokens up to :data:`DENSE_MAX_N`): the kernel with the starting
   potentials absorbed, :math:`E_{ij} = e^{\ell_{ij} + c_i + g^0_j}`, is formed once (one exponential per entry),
-  and the updates become matrix-vector products with :math:`E` and :math:`E^\top` (:class:`_Absorbed`); when
+  and the updates become matrix-vector products with :math:`E` and :math:`E^\top` (``_Absorbed``); when
   the scalings drift beyond a tenth of the exponent range they are absorbed again. A log-domain pass costs two
   exponentials per entry.
 * *The symmetric iteration*, when :math:`B` is symmetric positive semi-definite (the plan is then symmetric,
   :math:`f = g`): the damped map :math:`g \mapsto (g + T(g))/2` contracts by at least 1/2 per step however
   strong the kernel, where alternating Sinkhorn slows down like :math:`\sigma_2(P)^2 \to 1`
-  (:func:`_iterate_symmetric`); one matrix-vector product per step.
+  (``_iterate_symmetric``); one matrix-vector product per step.
 
 **Tokens without mass** (log-weight :math:`-\infty`) are no rows and no columns of the plan
 (:math:`f = g = -\infty`): the scaling runs on the others; such a token still attends, as a query.
@@ -283,7 +283,7 @@ class _Absorbed:
 
 
 def _iterate_dense(q, x, g, loga, tol, max_iter, mixer, limit):
-    """The iteration of :func:`_iterate_lse` on an absorbed dense kernel (:class:`_Absorbed`): ``(result, G)``
+    """The iteration of :func:`_iterate_lse` on an absorbed dense kernel (``_Absorbed``): ``(result, G)``
     with ``G`` the column potential relative to the absorbed one, or ``(None, g)`` when the potentials leave
     the range where the products stay exact (then the caller continues in the log domain from ``g``)."""
     K = _Absorbed(q, x, g)

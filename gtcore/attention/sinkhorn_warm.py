@@ -1,6 +1,6 @@
 r"""Warm starts of Sinkhorn scaling for loops that move tokens a little between calls (torch-free at import).
 
-:func:`warm_starts` opens a scope (a context variable: per thread, per task) in which
+``warm_starts`` opens a scope (a context variable: per thread, per task) in which
 :func:`~gtcore.attention.sinkhorn_scaling.sinkhorn_potentials` and
 :func:`~gtcore.attention.sinkhorn_scaling.sinkhorn_average` start each uniform-weight scaling from the last one
 of the same problem (:class:`WarmStarts`); :func:`gtcore.particles.simulate` opens one per run.
@@ -21,7 +21,7 @@ __all__ = ["WarmStarts", "warm_starts"]
 
 class WarmStarts:
     r"""Each scaling started from the last one's potential on the same problem, moved with the tokens
-    (active inside :func:`warm_starts`; :func:`gtcore.particles.simulate` opens one per run).
+    (active inside ``warm_starts``; :func:`gtcore.particles.simulate` opens one per run).
 
     Between two calls of an integrator the tokens move by :math:`O(h)`. Write the last scaling's column
     potential as the Gaussian one of its cloud plus a remainder, :math:`g = g_{\mathcal N} + r`

@@ -1,7 +1,7 @@
 r"""Many moment ODEs side by side: constant controls stacked over a leading lane axis, and eq. (1.1) for all of them
 stepped by the lanes integrator.
 
-:func:`stack_controls` stacks ``n`` constant :class:`~gtcore.controls.Controls` of one dimension and one attention
+``stack_controls`` stacks ``n`` constant :class:`~gtcore.controls.Controls` of one dimension and one attention
 type into a :class:`LaneStack` (missing heads are zero heads), whose methods evaluate the Gaussian velocity of
 any subset of the lanes in one vectorised call, through the attention type of the registry
 (:meth:`~gtcore.attention.AttentionType.gaussian_parts`, batched over lanes):
@@ -11,8 +11,8 @@ any subset of the lanes in one vectorised call, through the attention type of th
     F_k = A_k + \sum_h V_{k,h}M_h(\Sigma_k), \qquad G_k = \sum_h V_{k,h}C_h(\Sigma_k), \qquad
     \mu_k' = (F_k + G_k)\mu_k + b_k, \qquad \Sigma_k' = F_k\Sigma_k + \Sigma_kF_k^\top .
 
-:func:`integrate_moments_lanes` integrates them with :func:`gtcore.moments.lanes.integrate_lanes`; the regime
-atlas of the book integrates the covariance equation alone with :meth:`LaneStack.covariance_rhs`.
+``integrate_moments_lanes`` integrates them with :func:`gtcore.moments.lanes.integrate_lanes`; the regime
+atlas of the book integrates the covariance equation alone with ``LaneStack.covariance_rhs``.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def stack_controls(controls: Sequence[Controls]) -> LaneStack:
 
 @dataclass
 class LaneMoments:
-    r"""Where each of many moment ODEs ended (:func:`integrate_moments_lanes`).
+    r"""Where each of many moment ODEs ended (``integrate_moments_lanes``).
 
     Attributes
     ----------
@@ -217,7 +217,7 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls] 
         The initial covariances.
     controls : sequence of Controls, or LaneStack
         n constant :class:`~gtcore.controls.Controls` of one dimension and one attention type (or their
-        :func:`stack_controls`).
+        ``stack_controls``).
     t_span : (float, float)
         ``(t0, t1)``.
     rtol : float

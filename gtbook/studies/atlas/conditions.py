@@ -4,7 +4,7 @@ r"""Section (b) of chapter 8: ensembles over the paper's sign conditions, every 
   swept by :func:`~gtbook.studies.atlas.sweep.run_sweep`; the regime fractions of the ensembles, and for each
   condition (stabilising, destabilising) and each reading (:math:`V_h = v_hI`; general :math:`V`) every
   dot-product draw that meets it, how many are in the predicted regime, the fraction with its Wilson 95 %
-  interval (:func:`~gtbook.studies.atlas.tables.wilson_interval`), and the counterexamples;
+  interval (``gtbook.studies.atlas.tables.wilson_interval``), and the counterexamples;
 * :func:`confirm_counterexamples`: each counterexample integrated again, alone, by
   :func:`gtcore.moments.integrate_moments` (scipy's DOP853: a path independent of the lanes) to :math:`4T`, with
   the trajectory of :math:`\lambda_{\min}/\lambda_{\max}` for the figure;

@@ -1,7 +1,7 @@
 r"""The peers' rank experiment, rerun two ways: their projected-Euler scheme, and the limit decided exactly.
 
 Castin, Rouzé, Ablin, Peyré and Kim (2025, "A unified perspective on the dynamics of deep
-Transformers") integrate the covariance equation of random layers (:mod:`.ensembles`, ``"peer"``)
+Transformers") integrate the covariance equation of random layers (:mod:`gtbook.studies.atlas.ensembles`, ``"peer"``)
 by **projected explicit Euler**: a fixed step :math:`h`, after every step the eigenvalues of
 :math:`\Sigma` clipped at 0, stop when the change :math:`\|\Sigma_{k+1} - \Sigma_k\|_F` falls below a
 tolerance or after a cap on the iterations, then count the rank of the last :math:`\Sigma` as the

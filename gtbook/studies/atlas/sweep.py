@@ -94,7 +94,7 @@ class Chunk:
 def make_chunks(draws: Sequence[Draw], lanes: int = 256, *, horizon: float = 100.0, code: str = "") -> list[Chunk]:
     """Group ``draws`` (in their order) into chunks of at most ``lanes`` draws of one (ensemble, attention, d).
 
-    Raises ValueError for a draw that is not a :class:`Draw`, has a negative seed, or comes twice (its rows
+    Raises ValueError for a draw that is not a ``Draw``, has a negative seed, or comes twice (its rows
     would be counted twice).
     """
     if not isinstance(lanes, (int, np.integer)) or isinstance(lanes, bool) or lanes < 1:
@@ -127,7 +127,7 @@ def sweep_code() -> str:
 
 
 def chunk_bytes(chunk: Chunk) -> int:
-    r"""An upper estimate of a chunk's peak memory (bytes): :data:`LANE_FACTOR` :math:`\times 8 n d^2` for the
+    r"""An upper estimate of a chunk's peak memory (bytes): ``LANE_FACTOR`` :math:`\times 8 n d^2` for the
     lanes' states and stages, plus :math:`3 \times 8 (d^2 + d)^2` for the Jacobian of the implicit method a
     stiff lane falls back on."""
     d, n = chunk.draws[0].d, len(chunk.draws)

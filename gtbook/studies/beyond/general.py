@@ -11,15 +11,15 @@ with
 
 (:attr:`gtcore.controls.Controls.affine_A`, :attr:`~gtcore.controls.Controls.affine_b`). The N-token simulator
 (:func:`gtcore.particles.simulate`) evaluates :math:`W(Ux_i + c)` token by token and never forms the fold, so it
-is an independent answer: :func:`feedforward_fold_check` moves R independent clouds through one general layer
-(:func:`general_feedforward_layer`: Ginibre :math:`A, V, B, U, W`, non-zero :math:`b, c`) and tests with
+is an independent answer: ``feedforward_fold_check`` moves R independent clouds through one general layer
+(``general_feedforward_layer``: Ginibre :math:`A, V, B, U, W`, non-zero :math:`b, c`) and tests with
 Hotelling's :math:`T^2` (:func:`gtcore.stats.inference.hotelling_test`) that their deviations from the moment ODE
 started at each cloud's own moments have mean zero; the same clouds against the ODE of the fold without
 :math:`Wc`, and with :math:`U` taken as the identity, are the controls.
 
 **The mixture sampler.** :meth:`gtcore.stats.mixtures.GaussianMixture.sample` draws a label
-:math:`k \sim w` and then :math:`\mu_k + L_kz`, :math:`L_kL_k^\top = \Sigma_k`. :func:`mixture_sample_check`
-compares, for a mixture with full (rotated) covariances (:func:`general_mixture`), each component's sample
+:math:`k \sim w` and then :math:`\mu_k + L_kz`, :math:`L_kL_k^\top = \Sigma_k`. ``mixture_sample_check``
+compares, for a mixture with full (rotated) covariances (``general_mixture``), each component's sample
 mean and covariance with :math:`(\mu_k, \Sigma_k)`, the label counts with the weights, and the whole sample's
 moments with the mixture's closed-form moments, every entry as a z-score: for a Gaussian component of
 :math:`n_k` tokens :math:`\operatorname{Var}\bar x_i = \Sigma_{ii}/n_k` and (Isserlis)
@@ -157,7 +157,7 @@ class FoldCheck:
 
 def feedforward_fold_check(d: int = 3, *, T: float = 1.0, seed: int, n_tokens: int = 2000, clouds: int = 24,
                            steps: int = 10, level: float = 0.99) -> FoldCheck:
-    r"""Move ``clouds`` clouds of ``n_tokens`` tokens through :func:`general_feedforward_layer` (identity
+    r"""Move ``clouds`` clouds of ``n_tokens`` tokens through ``general_feedforward_layer`` (identity
     activation, ``steps`` RK4 steps over :math:`[0, T]`) and test their deviations from three moment ODEs
     (module docstring) with :func:`gtcore.stats.inference.hotelling_test` at ``level``.
 

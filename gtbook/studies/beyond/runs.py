@@ -3,15 +3,15 @@ r"""Chapter 2's computations, one function per section, each returning a result 
 * :class:`ReluLayer`: the chapter's layer, one head with :math:`V = -vI`, :math:`B = \beta I` and the block
   :math:`W\sigma(x + c)`, :math:`c = c_0\mathbf 1`, bias :math:`b = -Wc + b_{\rm drift}` (so that with the identity
   activation the layer is :math:`x \mapsto Wx + b_{\rm drift} + \text{attention}` whatever :math:`c_0`);
-* :func:`relu_sweep`: the identity-activation run and one ReLU run per kink offset, tracked in time
+* ``relu_sweep``: the identity-activation run and one ReLU run per kink offset, tracked in time
   (:func:`gtbook.studies.beyond.harness.track_gaussianity`), with the noise floors of their statistics;
-* :func:`prediction_null`: Hotelling's test of independent clouds against their own moment ODE
+* ``prediction_null``: Hotelling's test of independent clouds against their own moment ODE
   (:func:`gtbook.studies.nulls.flow_deviations`), with the near misses;
-* :func:`departure_rates`: the ReLU runs' short-time departure rate against its closed form
+* ``departure_rates``: the ReLU runs' short-time departure rate against its closed form
   (:func:`gtcore.relu.relu_departure_rate`) and the spread of the sample rate;
-* :func:`mixture_study`: a two-component mixture with the input's moments, and a single Gaussian split by the
+* ``mixture_study``: a two-component mixture with the input's moments, and a single Gaussian split by the
   same labels, through the identity-activation layer;
-* :func:`statistic_checks`: the book's statistics against exact values (:mod:`gtbook.studies.beyond.exact_statistics`).
+* ``statistic_checks``: the book's statistics against exact values (:mod:`gtbook.studies.beyond.exact_statistics`).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class ReluLayer:
 
 @dataclass
 class ReluSweep:
-    r"""The identity-activation run and the ReLU runs, over log-spaced times (:func:`relu_sweep`).
+    r"""The identity-activation run and the ReLU runs, over log-spaced times (``relu_sweep``).
 
     Attributes
     ----------
@@ -164,7 +164,7 @@ def relu_sweep(layer: ReluLayer, x0: Any, offsets: Sequence[float], times: Seque
 @dataclass
 class PredictionNull:
     r"""Hotelling's test of R clouds' deviations from a moment ODE started at their own moments
-    (:func:`prediction_null`).
+    (``prediction_null``).
 
     Attributes
     ----------
@@ -223,7 +223,7 @@ def prediction_null(layer: ReluLayer, offsets: Sequence[float], T: float, *, n_t
 
 @dataclass
 class DepartureRates:
-    r"""The ReLU runs' short-time departure rate against the closed form (:func:`departure_rates`).
+    r"""The ReLU runs' short-time departure rate against the closed form (``departure_rates``).
 
     Attributes
     ----------
@@ -253,7 +253,7 @@ class DepartureRates:
 
     @property
     def closed_z(self) -> float:
-        """The largest :math:`|z|` of :attr:`z_by_c0`."""
+        """The largest :math:`|z|` of ``z_by_c0``."""
         return max(abs(z) for z in self.z_by_c0.values())
 
     @property
@@ -315,7 +315,7 @@ def departure_rates(layer: ReluLayer, sweep: ReluSweep, offsets: Sequence[float]
 @dataclass
 class MixtureStudy:
     r"""A two-component mixture and a single Gaussian split by the same labels, through one layer
-    (:func:`mixture_study`).
+    (``mixture_study``).
 
     Attributes
     ----------
@@ -390,7 +390,7 @@ def mixture_study(layer: Controls, x0: Any, times: Sequence[float], *, separatio
 
 @dataclass
 class StatisticChecks:
-    r"""The book's statistics against exact values (:func:`statistic_checks`).
+    r"""The book's statistics against exact values (``statistic_checks``).
 
     Attributes
     ----------

@@ -188,7 +188,7 @@ def invariance_study(controls: Mapping[str, Controls], mu0: Any, Sigma0: Any, t_
         The tests' clouds: ``null_seeds`` clouds of ``null_tokens`` tokens (seeds ``seed +`` :data:`NULL_SEED`
         ``+ 100 i + s`` for the i-th type).
     decay_Ns : sequence of int
-        Sinkhorn's cloud sizes for the decay in N (seeds from ``seed +`` :data:`DECAY_SEED`).
+        Sinkhorn's cloud sizes for the decay in N (seeds from ``seed +`` ``DECAY_SEED``).
     seed : int
 
     Returns
@@ -295,7 +295,7 @@ def asymptotics_study(Q: Any, *, t_long: float, horizon: float, n_tokens: int, s
     null_tokens, null_seeds : int
         The tests' clouds (seeds ``seed +`` :data:`NULL_SEED` ``+ 1000 + 100 i + s``).
     decay_Ns : sequence of int
-        Sinkhorn's cloud sizes for the decay in N (seeds from ``seed +`` :data:`DECAY_SEED` ``+ 10000``).
+        Sinkhorn's cloud sizes for the decay in N (seeds from ``seed +`` ``DECAY_SEED`` ``+ 10000``).
     seed : int
     n_grid : int
         Points of the ODEs' output grid.

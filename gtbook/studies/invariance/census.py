@@ -4,7 +4,7 @@ r"""Every draw an ensemble's generator made, kept or not, and why: the census be
 :func:`~gtbook.studies.invariance.ensemble.general_draw` whose moment ODE completes on :math:`[0, T]` with the
 sampling strength :math:`\kappa = \lambda_{\max}(B^\top\Sigma B\Sigma)` below a cap along the way. Both
 conditions are properties of the layer and its Gaussian input, decided before any token moves; neither looks
-at the outcome of a claim. :func:`draw_census` replays the same seeded generator, classifies every draw it
+at the outcome of a claim. ``draw_census`` replays the same seeded generator, classifies every draw it
 makes (kept, the moment ODE did not complete, :math:`\kappa` reached the cap), and checks that the draws it
 keeps are the ones ``general_draws`` returned, so the census describes the ensemble the chapter used.
 """

@@ -20,7 +20,7 @@ anisotropic :math:`\Sigma_0`, scaled so that the sampling strength
   :math:`\propto N^{-1/2}`, and levels off for the uniform law, whose average is not affine.
 * **Gaussianity at one N** (:func:`gaussianity_ensemble`): the sliced :math:`W_2` of each draw's cloud
   after the flow to time T, to be compared with the null of Gaussian samples of that size
-  (:func:`gtbook.studies.nulls.mean_of_k_quantile` for the ensemble mean); with a ReLU block
+  (``gtbook.studies.nulls.mean_of_k_quantile`` for the ensemble mean); with a ReLU block
   :math:`W\,\mathrm{relu}(x - \mu_0)` added (:func:`relu_variant`), whose kink runs through the cloud,
   the cloud stops being Gaussian.
 """

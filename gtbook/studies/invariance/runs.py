@@ -1,12 +1,12 @@
 r"""Chapter 1's computations, one function per section, each returning a result with its figure and numbers.
 
-* :func:`finite_n_rates`: the N-token moment error against N for a weak and a strong head (section b);
-* :func:`layer_map_check`: twelve residual layers on the tokens against the exact layer map (section c);
-* :func:`stack_rates`: the softmax stack against the exact layer map as N grows, Gaussian and uniform tokens;
-* :func:`gaussianity_study`: the cloud's sliced :math:`W_2` and Mardia kurtosis over time against the noise
+* ``finite_n_rates``: the N-token moment error against N for a weak and a strong head (section b);
+* ``layer_map_check``: twelve residual layers on the tokens against the exact layer map (section c);
+* ``stack_rates``: the softmax stack against the exact layer map as N grows, Gaussian and uniform tokens;
+* ``gaussianity_study``: the cloud's sliced :math:`W_2` and Mardia kurtosis over time against the noise
   band, with moment-matched non-Gaussian clouds and a ReLU flow (section d);
-* :func:`ensemble_study`: the reduction and the invariance over two seeded ensembles of general layers in
-  :math:`d = 3` (section e), with :func:`gtbook.studies.invariance.census.draw_census` of the draws.
+* ``ensemble_study``: the reduction and the invariance over two seeded ensembles of general layers in
+  :math:`d = 3` (section e), with ``gtbook.studies.invariance.census.draw_census`` of the draws.
 
 Sizes a reader would not change are keyword defaults here (the chapter's parameters cell holds the rest).
 """
@@ -52,7 +52,7 @@ def excursion(values: Any, band: tuple[float, float]) -> float:
 
 @dataclass
 class FiniteNRates:
-    r"""The moment error of the N-token Transformer against N, weak and strong attention (:func:`finite_n_rates`).
+    r"""The moment error of the N-token Transformer against N, weak and strong attention (``finite_n_rates``).
 
     Attributes
     ----------
@@ -135,7 +135,7 @@ def layer_map_check(x0: Any, controls: Controls, T: float, n_layers: int) -> Lay
 
 @dataclass
 class StackRates:
-    r"""The softmax stack against the exact layer map as N grows (:func:`stack_rates`).
+    r"""The softmax stack against the exact layer map as N grows (``stack_rates``).
 
     Attributes
     ----------
@@ -182,7 +182,7 @@ def stack_rates(mu0: Any, Sigma0: Any, controls: Controls, T: float, n_layers: i
 
 @dataclass
 class GaussianityStudy:
-    r"""The cloud's Gaussianity over time against the noise band (:func:`gaussianity_study`).
+    r"""The cloud's Gaussianity over time against the noise band (``gaussianity_study``).
 
     Attributes
     ----------
@@ -282,7 +282,7 @@ def gaussianity_study(x0: Any, mu0: Any, Sigma0: Any, heads: Mapping[str, Contro
 
 @dataclass
 class EnsembleStudy:
-    r"""The reduction and the invariance over two ensembles of general layers (:func:`ensemble_study`).
+    r"""The reduction and the invariance over two ensembles of general layers (``ensemble_study``).
 
     Attributes
     ----------

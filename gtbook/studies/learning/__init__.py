@@ -3,7 +3,7 @@ r"""Chapter 9 (reachability seen from learning): a Transformer trained by gradie
 * :mod:`~gtbook.studies.learning.harness`: seeded targets, cached trained runs on fresh test pairs, the
   noise floors of N tokens, the slack over the rank floor and its slope in N, the energy comparison with
   chapter 3's controls;
-* :mod:`~gtbook.studies.learning.grid`: every network of the chapter trained in one call (:func:`train_grid`),
+* :mod:`~gtbook.studies.learning.grid`: every network of the chapter trained in one call (``train_grid``),
   with the tables, figures and numbers the chapter reads from it;
 * :mod:`~gtbook.studies.learning.figures`: the chapter's figures, taking those results;
 * :mod:`~gtbook.studies.learning.statistics`: the measurements and noise floors, computed without the trainer's

@@ -1,7 +1,7 @@
 r"""Chapter 9's grid of trained networks, and what the chapter reads from it: one call trains (or reads back) every
 network, and the result carries the chapter's tables and figures.
 
-:func:`train_grid` runs :func:`gtbook.studies.learning.harness.run_for` and
+``train_grid`` runs :func:`gtbook.studies.learning.harness.run_for` and
 :func:`~gtbook.studies.learning.harness.null_losses` (both cached on disk) for
 
 * the ensemble: every full-rank target from the full-rank start and from the rank-:math:`r` start, every
@@ -9,7 +9,7 @@ network, and the result carries the chapter's tables and figures.
   floor of each (the target's own, or that of its nearest rank-:math:`r` Gaussian);
 * the :math:`N` ladder and the depth ladder on the first full-rank target.
 
-Training seed of a run: :func:`run_seed` (``seed + 1_000_000 group + 100_000 k + 100 N + L``, group 1: full-rank
+Training seed of a run: ``run_seed`` (``seed + 1_000_000 group + 100_000 k + 100 N + L``, group 1: full-rank
 start, 2: rank-:math:`r` start to a full-rank target, 3: rank-:math:`r` target), so no two runs share samples.
 Noise-floor seeds: ``seed + 50_000 + k`` (full-rank targets), ``+ 60_000 + k`` (their nearest rank-:math:`r`
 Gaussians), ``+ 70_000 + k`` (rank-:math:`r` targets), ``+ 80_000 + N`` and ``+ 90_000 + N`` on the ladder (the
@@ -145,7 +145,7 @@ class Escape:
 
 @dataclass
 class LearningGrid:
-    r"""Every trained network of the chapter and its noise floors (:func:`train_grid`).
+    r"""Every trained network of the chapter and its noise floors (``train_grid``).
 
     Attributes
     ----------

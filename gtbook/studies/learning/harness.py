@@ -193,7 +193,7 @@ def null_losses(mu1: np.ndarray, Sigma1: np.ndarray, *, n_tokens: int, rank: int
 # ------------------------------------------------------------------------------- trained runs
 @dataclass
 class LearningRun:
-    r"""One trained Transformer, tested on fresh pairs (:func:`learning_run`).
+    r"""One trained Transformer, tested on fresh pairs (``learning_run``).
 
     Attributes
     ----------
@@ -276,7 +276,7 @@ def learning_run(mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigma1: n
 
 @dataclass(frozen=True)
 class TrainingSettings:
-    """The optimisation's settings shared by every run of the chapter (see :func:`learning_run`)."""
+    """The optimisation's settings shared by every run of the chapter (see ``learning_run``)."""
 
     layers: int = 8
     T: float = 1.0
@@ -289,7 +289,7 @@ class TrainingSettings:
 
 def run_for(target: Target, start_rank: int, n_tokens: int, settings: TrainingSettings, *, seed: int,
             attention: bool = True, layers: int | None = None) -> LearningRun:
-    """:func:`learning_run` from :func:`standard_start` of ``start_rank`` to ``target`` (test pairs seeded by
+    """``learning_run`` from :func:`standard_start` of ``start_rank`` to ``target`` (test pairs seeded by
     ``seed + 7919``)."""
     mu0, Sigma0 = standard_start(target.mu.shape[0], start_rank)
     return learning_run(mu0, Sigma0, target.mu, target.Sigma, n_tokens=int(n_tokens),

@@ -14,7 +14,7 @@ With :math:`\mu = 0` the Gaussian predictions depend on :math:`V, B` only throug
 for every :math:`\beta`; the finite softmax sees :math:`\beta`: its sampling strength along the layer map is
 :math:`\kappa_\ell = \lambda_{\max}(B^\top\Sigma_\ell B\Sigma_\ell) \propto \beta^2`.
 
-Draw ``k`` runs on encoder ``families[k % 3]`` (:func:`gtcore.models.prescribed.prescribed_transformer`, no
+Draw ``k`` runs on encoder ``families[k % 3]`` (``gtcore.models.prescribed.prescribed_transformer``, no
 LayerNorm, the feed-forward sub-layer realising :math:`h(Ax)`), fed ``clouds`` antithetic Gaussian clouds
 and as many antithetic **uniform** clouds with the same two moments (coordinates uniform on
 :math:`[-\sqrt3, \sqrt3]`, then :math:`\Sigma_0^{1/2}`), all as one batch. Each cloud's prediction is the exact
@@ -259,7 +259,7 @@ def run_draw(regime: str, family: str, ctl: Controls, *, n_tokens: int, clouds: 
 
 @dataclass
 class GeneralRegimes:
-    """The draws of both regimes (:func:`general_regimes`)."""
+    """The draws of both regimes (``general_regimes``)."""
 
     draws: list[RegimeDraw] = field(default_factory=list)
 
@@ -306,7 +306,7 @@ class GeneralRegimes:
 def general_regimes(draws: int, *, beta: float, n_tokens: int, clouds: int, n_layers: int,
                     depth_over_tstar: float, stable_h: float, stable_t: float, seed: int,
                     families: Sequence[str] = FAMILIES, d: int = 3) -> GeneralRegimes:
-    r"""``draws`` layers of each regime (:func:`general_layer`), draw ``k`` on ``families[k % len(families)]``.
+    r"""``draws`` layers of each regime (``general_layer``), draw ``k`` on ``families[k % len(families)]``.
 
     Destabilising draw: ``n_layers`` layers of size :math:`h = \text{depth\_over\_tstar}\cdot t^*/L` (:math:`t^*`
     the moment ODE's blow-up time from :math:`\Sigma_0 = I`, :func:`gtcore.riccati.blowup_time`; a draw without

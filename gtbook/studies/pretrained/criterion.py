@@ -22,7 +22,7 @@ For each layer :math:`\ell`, input mode and statistic :math:`s` of
   lower end of :math:`\Delta_s(\mathrm{ref})`'s, for every :math:`s`;
 * the statement **holds for a model** iff it is close at every block output
   :math:`\ell = 1, \dots, \lceil L/2 \rceil` in both modes and the last block is not close
-  (:func:`model_verdict`, a :class:`Verdict`); the first block not close is reported per statistic
+  (``model_verdict``, a :class:`Verdict`); the first block not close is reported per statistic
   and mode.
 
 Readings this module had to make, fixed before any model was run
@@ -301,7 +301,7 @@ def model_verdict(results: Mapping[str, LayerEffects], references: Mapping[int, 
     results : dict mode -> LayerEffects
         One model at one sample size, every registered mode.
     references : dict rank -> EffectSizes
-        :func:`references_for` those results.
+        ``references_for`` those results.
     nu : float
         The references' degrees of freedom (recorded).
 
@@ -467,8 +467,8 @@ def study_model(model: Any, *, sizes: Sequence[int], seeds: Sequence[int], token
                 progress: bool = False) -> ModelStudy:
     r"""Run the criterion on one model at every size :math:`S` of ``sizes`` (with its seed), in every mode.
 
-    For each size: :func:`layer_effects` per mode, the references of every :math:`\nu` of ``nus`` at the
-    ranks used (:func:`references_for`), the verdicts (:func:`model_verdict`) and, with ``controls``, an
+    For each size: ``layer_effects`` per mode, the references of every :math:`\nu` of ``nus`` at the
+    ranks used (``references_for``), the verdicts (``model_verdict``) and, with ``controls``, an
     independent draw of the :math:`\nu = 20` reference law.
 
     Parameters

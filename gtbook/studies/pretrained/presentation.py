@@ -1,5 +1,5 @@
 r"""Chapter 5's results as objects with their own tables and figures: the registered criterion on every model
-(:class:`CriterionRun`), the two criteria across sample sizes (:class:`SizeSweep`), closeness next to clustering
+(:class:`CriterionRun`), the two criteria across sample sizes (``SizeSweep``), closeness next to clustering
 (:class:`ClusteringRun`), and the scope of a claim about a model (:func:`model_scope`).
 
 Everything here reads the results of :func:`~gtbook.studies.pretrained.criterion.study_model` and
@@ -170,7 +170,7 @@ class SizeSweep:
 
 
 def size_sweep(*studies: ModelStudy) -> SizeSweep:
-    """The :class:`SizeSweep` of one model over the sizes of every study given (each its own seed).
+    """The ``SizeSweep`` of one model over the sizes of every study given (each its own seed).
 
     Parameters
     ----------

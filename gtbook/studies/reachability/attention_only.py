@@ -133,7 +133,7 @@ def _antithetic(F0: np.ndarray, n: int, seed: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class AttentionOnlySteering:
-    r"""Per-draw results of :func:`attention_only_steering`.
+    r"""Per-draw results of ``attention_only_steering``.
 
     Attributes
     ----------
@@ -222,7 +222,7 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
     r"""Steer full-rank antithetic token clouds to random targets by the attention alone (module docstring).
 
     Draw ``k``: :func:`~gtbook.studies.reachability.steered_tokens.random_steering_draw` with ``r = d`` (the
-    start and the target; its head is not used) and :func:`random_rotation`; every draw kept. Cloud ``s`` at
+    start and the target; its head is not used) and ``random_rotation``; every draw kept. Cloud ``s`` at
     each N: seed ``seed + 1000 (k+1) + s``; perturbation ``j`` of the prediction: ``seed + 1000 (k+1) + 500 + j``.
 
     Parameters
@@ -235,7 +235,7 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
     steps : int
         RK4 steps of :func:`gtcore.particles.simulate` over :math:`[0, T + \tau]`.
     beta, theta : float
-        Logit scale and rotation angle of :class:`AttentionOnlyControls`.
+        Logit scale and rotation angle of ``AttentionOnlyControls``.
     T, translate : float
         The covariance stage and the translation stage.
     cut : float

@@ -20,7 +20,7 @@ def rank_figure(result: RankInvariance, tokens=None) -> plt.Figure:
     singular value :math:`\eta` against the solver tolerance (from
     :func:`gtbook.studies.reachability.harness.rank_invariance`); with ``tokens`` (a
     :class:`~gtbook.studies.reachability.sections.RankTokensStudy`) a third panel: the excess spread of token
-    clouds against N, Gaussian and uniform (as :func:`ensemble_vs_n_figure`)."""
+    clouds against N, Gaussian and uniform (as ``ensemble_vs_n_figure``)."""
     if tokens is not None:
         fig, (ax1, ax2, ax3) = figure(3, 1, width=3.3, height=3.0)
         g, u = tokens.gauss, tokens.uniform
@@ -257,7 +257,7 @@ def heads_figure(steered, measured) -> plt.Figure:
     Top: the paper's compensation (:class:`~gtbook.studies.reachability.sections.SteeredStudy`); bottom: the
     response measured on a pilot cloud (:class:`~gtbook.studies.reachability.measured.MeasuredSteering`). Left:
     the distance to the target :math:`D_N`; right: the distance to eq. (1.1) from the cloud's own moments
-    :math:`E_N`; with their controls (:math:`B^\top`), as in :func:`ensemble_vs_n_figure`."""
+    :math:`E_N`; with their controls (:math:`B^\top`), as in ``ensemble_vs_n_figure``."""
     fig, axes = figure(2, 2, width=4.2, height=2.7, squeeze=False)
     g, c, m = steered.gauss, steered.transposed, measured
     _bundles(axes[0, 0], "$D_N$", [("tokens", g.Ns, g.distance, g.slope)])
@@ -279,7 +279,7 @@ def heads_figure(steered, measured) -> plt.Figure:
 
 def measured_figure(result) -> plt.Figure:
     r"""Steering with a token-measured compensation (:class:`~gtbook.studies.reachability.measured.MeasuredSteering`):
-    per-draw :math:`D_N` and :math:`E_N` against N with their controls, via :func:`ensemble_vs_n_figure`."""
+    per-draw :math:`D_N` and :math:`E_N` against N with their controls, via ``ensemble_vs_n_figure``."""
     Ns = result.Ns
     return ensemble_vs_n_figure([
         ("distance to the target $D_N$", [

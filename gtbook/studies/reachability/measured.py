@@ -175,7 +175,7 @@ class MeasuredSteering:
     distance_transposed : (draws, n, control_seeds) array
         :math:`D_N` of clouds whose head is :math:`(V, B^\top)` (the control of :math:`D_N`).
     kappa : float
-        The sampling strength every draw's head was scaled to (module docstring of :func:`measured_steering`).
+        The sampling strength every draw's head was scaled to (module docstring of ``measured_steering``).
     traced : Sides
         The traced sides of :math:`E_N` (:mod:`gtbook.studies.traced`): the steering, the pilot's measured
         compensation and the token run (observed); eq. (1.1) under the same controls (predicted).
@@ -227,7 +227,7 @@ def measured_steering(d: int, Ns: Sequence[int], *, draws: int, seeds: int, cont
     :math:`B` scaled so that the largest sampling strength :math:`\kappa = \lambda_{\max}(B^\top\Sigma B\Sigma)`
     along the reference path (11 times) is ``kappa`` (the finite-variance regime is :math:`\kappa < 1/2`). For each
     N and seed ``s``: a pilot cloud (seed ``seed + 1000 (k+1) + 500 + s``) gives the compensation
-    (:func:`measured_compensation`, ``steps`` pieces), a fresh cloud (seed ``seed + 1000 (k+1) + s``) is
+    (``measured_compensation``, ``steps`` pieces), a fresh cloud (seed ``seed + 1000 (k+1) + s``) is
     moved by :func:`gtcore.particles.simulate` (RK4, one step per piece) and its :math:`D_N`, :math:`E_N` are
     recorded; the first ``control_seeds`` clouds are moved again with the head :math:`(V, B^\top)`.
 

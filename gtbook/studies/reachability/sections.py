@@ -153,7 +153,7 @@ def steering_examples(T: float, examples: dict[str, Any] | None = None) -> Steer
     T : float
     examples : dict, optional
         ``mu0_2d, Sigma0_2d, mu1_2d, Sigma1_2d`` and ``mu0_3d, u0_3d, mu1_3d, u1_3d`` (rank-1 covariances
-        :math:`uu^\top`); default :data:`EXAMPLES`.
+        :math:`uu^\top`); default ``EXAMPLES``.
 
     Returns
     -------
