@@ -213,7 +213,7 @@ grid.wall_clouds_figure(seed=seed);
 # %% mystnb={"figure": {"name": "fig-learning-ensemble", "caption": "Mean test loss of every trained network (filled: with attention; open: $V = 0$) against its noise floor (grey bar, 1–99%). Left: full-rank targets from the full-rank start. Middle: rank-2 targets from the rank-2 start. Right: the full-rank targets from the rank-2 start, with the rank floor $F_2$ (red)."}, "image": {"alt": "Three panels of dots on grey vertical bars, one bar per target. In the first two panels the dots lie inside the bars; in the right panel the bars lie above short red ticks, and the dots lie in the bars or below them."}}
 grid.ensemble_figure();
 
-# %%
+# %% tags=["hide-output"]
 grid.table(test_repeats)
 
 # %% tags=["hide-input"]
@@ -389,7 +389,7 @@ glue("depth_e_hi", float(depth_e.max()))
 escape = grid.escape(clouds=bend_clouds, repeats=null_repeats, seed=seed + 9)
 grid.escape_figure(escape);
 
-# %%
+# %% tags=["hide-output"]
 escape.table()
 
 # %% tags=["hide-input"]
