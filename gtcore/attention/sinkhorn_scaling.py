@@ -149,10 +149,19 @@ class _Anderson:
     """Type-II Anderson mixing of a fixed-point map :math:`g \\mapsto G(g)` with restarts: the next point is
     :math:`G(g_k) - \\Delta G\\,\\gamma` with :math:`\\gamma` the least-squares coefficients of the last ``depth``
     residual differences :math:`\\Delta R` against the current residual (the small normal equations solved in
-    NumPy; the differences kept as they come, so a step stacks them once)."""
+    NumPy; the differences kept as they come, so a step stacks them once).
 
-    def __init__(self, depth: int):
+    A mix that would move a potential by more than ``limit`` away from the plain image :math:`G(g_k)` is refused:
+    the step is the plain Sinkhorn step and the history restarts. That is a stalled secant: when the residuals
+    hardly change between iterates (a strong kernel, whose potentials drift by nearly the same amount at every
+    pass), the least-squares coefficients grow like the inverse of their difference, and the mix lands
+    thousands of units away in the log domain, where the kernel's column sums underflow to zero and the next pass
+    gives infinite potentials (then NaN averages). ``limit`` is :func:`_range_limit` of the dtype, the distance the
+    dense engine lets its potentials move before it absorbs them: a step within it is still computed exactly."""
+
+    def __init__(self, depth: int, limit: float = math.inf):
         self.depth = depth
+        self.limit = limit
         self.reset()
 
     def reset(self) -> None:
@@ -183,7 +192,11 @@ class _Anderson:
         if gamma is None or not np.all(np.isfinite(gamma)):
             self.reset()
             return Gg
-        return Gg - torch.stack(self.dG, 1) @ torch.as_tensor(gamma, dtype=Gg.dtype, device=Gg.device)
+        shift = torch.stack(self.dG, 1) @ torch.as_tensor(gamma, dtype=Gg.dtype, device=Gg.device)
+        if not float(shift.abs().max()) <= self.limit:  # a stalled secant (or a non-finite shift): a plain step
+            self.reset()
+            return Gg
+        return Gg - shift
 
 
 def _check_tensor(t: Any, name: str, shape: tuple, like: torch.Tensor | None) -> None:
@@ -432,14 +445,15 @@ def _solve(x, B, loga, g, tol, max_iter, method, block, want_average, anderson, 
     """The scaling from the column potential ``g``: the dense engine when asked (the log domain should it
     leave its exact range), else the log domain."""
     q = x @ B.T                               # q_i = B x_i, so that l_ij = q_i . x_j
-    mixer = _Anderson(int(anderson))
+    limit = _range_limit(x.dtype)
+    mixer = _Anderson(int(anderson), limit)
     if use_dense:
         engine = _iterate_symmetric if _symmetric_psd(B) else _iterate_dense
-        res, state = engine(q, x, g, loga, tol, max_iter, mixer, _range_limit(x.dtype))
+        res, state = engine(q, x, g, loga, tol, max_iter, mixer, limit)
         if res is not None:
             E, G = state
             return res, (_dense_average(E, G, x) if want_average else None)
-        g, mixer = state, _Anderson(int(anderson))   # left the exact range: the log domain from where it was
+        g, mixer = state, _Anderson(int(anderson), limit)   # left the exact range: the log domain from where it was
     return _iterate_lse(q, x, g, loga, tol, max_iter, method, block, x if want_average else None, mixer)
 
 

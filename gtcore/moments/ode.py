@@ -115,11 +115,17 @@ def _moment_field(mu: np.ndarray, Sigma: np.ndarray, A: np.ndarray, b: np.ndarra
 
 
 def _check_below_blowup(blowup_norm: float, **moments: np.ndarray) -> None:
-    """Refuse initial moments already at or beyond ``blowup_norm`` (the start would count as a blow-up)."""
+    """Refuse initial moments already at or beyond ``blowup_norm`` (the start would count as a blow-up).
+
+    The norm is taken of ``x / max|x|`` and scaled back, so finite entries near the largest float (``1e300``)
+    give their norm (or ``inf``) without an overflow in the sum of squares.
+    """
     for name, x in moments.items():
-        if np.linalg.norm(x) >= blowup_norm:
-            raise ValueError(f"{name} has norm {np.linalg.norm(x):.3g} >= blowup_norm = {blowup_norm:.3g}: "
-                             "raise blowup_norm")
+        scale = float(np.max(np.abs(x), initial=0.0))
+        with np.errstate(over="ignore"):
+            norm = scale * float(np.linalg.norm(x / scale)) if scale > 0 else 0.0
+        if norm >= blowup_norm:
+            raise ValueError(f"{name} has norm {norm:.3g} >= blowup_norm = {blowup_norm:.3g}: raise blowup_norm")
 
 
 @dataclass
@@ -203,7 +209,11 @@ def _flat_rhs(controls: Controls) -> _FlatRhs:
     return f
 
 
-def _piece_rhs(fn: Any, a: float, b: float, d: int, calls: list[int]) -> Callable[[float, np.ndarray], np.ndarray]:
+class _BudgetSpent(Exception):
+    """Raised by a right-hand side of :func:`_piece_rhs` asked for an evaluation beyond its limit ``calls[1]``."""
+
+
+def _piece_rhs(fn: Any, a: float, b: float, d: int, calls: list[float]) -> Callable[[float, np.ndarray], np.ndarray]:
     r"""The flat right-hand side ``rhs(t, y)`` on the piece ``[a, b]``, counting evaluations in ``calls[0]``.
 
     Constant controls take the fast path (:func:`_flat_rhs`, set up once); time-varying ones are read
@@ -211,6 +221,9 @@ def _piece_rhs(fn: Any, a: float, b: float, d: int, calls: list[int]) -> Callabl
     The state's :math:`\Sigma` is symmetrised first, as :math:`(\Sigma^\top + \Sigma)/2` (the bits of
     :math:`(\Sigma + \Sigma^\top)/2`, with a faster transpose: a gather of the flat state for small :math:`d`, a
     contiguous copy for larger).
+
+    ``calls[1]`` is a limit on ``calls[0]``: an evaluation that would start at or beyond it raises
+    :class:`_BudgetSpent` instead (set by :func:`_dop853` for the duration of one step; ``inf`` otherwise).
     """
     if isinstance(fn, Controls):
         flat = _flat_rhs(fn)
@@ -218,11 +231,15 @@ def _piece_rhs(fn: Any, a: float, b: float, d: int, calls: list[int]) -> Callabl
             transpose = np.arange(d * d).reshape(d, d).T.ravel()
 
             def rhs(t: float, y: np.ndarray) -> np.ndarray:
+                if calls[0] >= calls[1]:
+                    raise _BudgetSpent
                 calls[0] += 1
                 S = y[d:]
                 return flat(y[:d], ((S[transpose] + S) * 0.5).reshape(d, d))
         else:  # a contiguous copy of the transpose reads memory faster
             def rhs(t: float, y: np.ndarray) -> np.ndarray:
+                if calls[0] >= calls[1]:
+                    raise _BudgetSpent
                 calls[0] += 1
                 S = y[d:].reshape(d, d)
                 sym = S.T.copy()
@@ -240,6 +257,8 @@ def _piece_rhs(fn: Any, a: float, b: float, d: int, calls: list[int]) -> Callabl
     last: list[Any] = [None, None]  # the last Controls read and its right-hand side
 
     def varying(t: float, y: np.ndarray) -> np.ndarray:
+        if calls[0] >= calls[1]:
+            raise _BudgetSpent
         calls[0] += 1
         c = evaluate_controls(fn, min(max(t, a), inside), d=d)
         if c is not last[0]:
@@ -254,8 +273,12 @@ def _norm(x: np.ndarray) -> float:
     return math.sqrt(x.dot(x))
 
 
-def _stop_events(d: int, blowup_norm: float, max_nfev: int, calls: list[int]) -> list[Callable]:
-    """The two terminal events of :func:`integrate_moments`: the blow-up threshold, and the budget."""
+def _stop_events(d: int, blowup_norm: float, max_nfev: int, calls: list[float], t_end: float) -> list[Callable]:
+    """The two terminal events of :func:`integrate_moments`: the blow-up threshold, and the budget.
+
+    The budget fires at the end of the first accepted step that ends with ``max_nfev`` or more evaluations
+    spent, unless that step ends the integration (at ``t_end``): then it is complete, not out of budget.
+    """
 
     def blowup_event(t, y):
         return max(_norm(y[d:]), _norm(y[:d])) - blowup_norm
@@ -267,7 +290,7 @@ def _stop_events(d: int, blowup_norm: float, max_nfev: int, calls: list[int]) ->
 
     def budget_event(t, y):
         # called once per accepted step at its end: past the budget, a root exactly at this step's end
-        if budget["t_stop"] == np.inf and calls[0] >= max_nfev:
+        if budget["t_stop"] == np.inf and calls[0] >= max_nfev and t != t_end:
             budget["t_stop"] = t
         return budget["t_stop"] - t
 
@@ -296,7 +319,8 @@ class _Solution:
 
 
 def _dop853(fun: Callable, a: float, b: float, y0: np.ndarray, rtol: float, atol: float,
-            t_eval: np.ndarray | None, events: list[Callable]) -> _Solution:
+            t_eval: np.ndarray | None, events: list[Callable],
+            budget: tuple[list[float], int, int] | None = None) -> _Solution:
     r"""``solve_ivp(fun, (a, b), y0, method="DOP853", t_eval=t_eval, rtol=rtol, atol=atol, events=events)`` for
     terminal events, step for step and bit for bit, without its per-step generality.
 
@@ -306,6 +330,13 @@ def _dop853(fun: Callable, a: float, b: float, y0: np.ndarray, rtol: float, atol
     ``solve_ivp`` locates it (Brent's method with ``xtol = rtol = 4 eps`` on the interpolant); the earliest root
     ends the piece there. The points kept (every step, or the ``t_eval`` inside each step through the dense
     output) are ``solve_ivp``'s.
+
+    ``budget = (calls, max_nfev, k)`` (``fun`` from :func:`_piece_rhs`, counting in ``calls[0]``) bounds the work
+    within a step, which ``solve_ivp`` does not: a step whose trial is rejected tries again with a smaller one,
+    each trial ``n_stages`` evaluations, as often as it takes. No trial may start once ``max_nfev`` evaluations
+    are spent (``calls[1]`` is set to the first such trial's start): the trial running when the budget runs out
+    finishes, and if it is rejected the piece ends at the last accepted step, as if event ``k`` (the budget's)
+    had fired there. Runs that never start a trial past the budget are unchanged.
     """
     solver = DOP853(fun, a, y0, b, rtol=rtol, atol=atol)
     directions = [float(e.direction) for e in events]  # type: ignore[attr-defined]  # scipy's event attributes
@@ -318,7 +349,22 @@ def _dop853(fun: Callable, a: float, b: float, y0: np.ndarray, rtol: float, atol
     status = None
     message = ""
     while status is None:
-        message = solver.step()
+        if budget is not None:
+            calls, max_nfev, k_budget = budget
+            trial = solver.n_stages  # evaluations per trial step
+            calls[1] = calls[0] + trial * max(0, -((calls[0] - max_nfev) // trial))
+            try:
+                message = solver.step()
+            except _BudgetSpent:  # no trial left: stop at the last accepted step
+                solver.nfev -= 1  # the refused call evaluated nothing
+                t_events[k_budget].append(solver.t)
+                y_events[k_budget].append(solver.y)
+                status = 1
+                break
+            finally:
+                calls[1] = np.inf
+        else:
+            message = solver.step()
         if solver.status == "finished":
             status = 0
         elif solver.status == "failed":
@@ -428,7 +474,10 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     trajectory carries ``status="blowup"`` and ``crossing_time``. No NaN, no warnings.
 
     The work is bounded: after ``max_nfev`` evaluations of the right-hand side the integration
-    stops at the end of the current step with ``status="budget"`` (a long ``t_span`` on a decaying
+    stops at the end of the current step with ``status="budget"`` (or, when that step's trial is
+    rejected, at the end of the previous one: no trial step starts once the budget is spent, so at
+    most one trial and one dense output go beyond it; a last step that reaches ``t_span[1]`` completes
+    the integration, ``status="completed"``) (a long ``t_span`` on a decaying
     system is stiff for this explicit method: its steps stay near :math:`3/|\lambda|`, so
     ``(0, 1e8)`` at rate 0.1 would take millions of steps). Convergence to a fixed point is not
     guessed: shorten ``t_span`` or raise ``max_nfev``.
@@ -490,8 +539,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     max_nfev = check_count(max_nfev, "max_nfev")
     _check_below_blowup(blowup_norm, Sigma0=Sigma0, mu0=mu0)
 
-    calls = [0]  # right-hand-side evaluations, all pieces together
-    events = _stop_events(d, blowup_norm, max_nfev, calls)
+    calls: list[float] = [0, np.inf]  # right-hand-side evaluations, all pieces together, and their limit in a step
+    events = _stop_events(d, blowup_norm, max_nfev, calls, t1)
     pieces: list[_Piece] = []
     y = np.concatenate([mu0, Sigma0.ravel()])
     nfev = 0
@@ -504,7 +553,8 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             keep_eval = t_eval[mask]
             solve_eval = np.union1d(keep_eval, [b])  # b is always solved for, to go on from it
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow fails the step, no warning
-            sol = _dop853(_piece_rhs(fn, a, b, d, calls), a, b, y, rtol, atol, solve_eval, events)
+            sol = _dop853(_piece_rhs(fn, a, b, d, calls), a, b, y, rtol, atol, solve_eval, events,
+                          budget=(calls, max_nfev, 1))
         nfev += sol.nfev
         if sol.status == 0:
             y = sol.y[:, -1]

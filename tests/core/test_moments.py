@@ -1,5 +1,7 @@
 """The moment ODE against closed forms, its invariants, and the exact layer map."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -424,3 +426,100 @@ def test_an_event_located_at_a_control_break_keeps_the_times_strictly_increasing
     tr = integrate_moments(np.zeros(1), np.zeros((1, 1)), PiecewiseControls([5e299], [still, push]), (0.0, 1e300),
                            rtol=1e-13, atol=1e-13, max_nfev=5000)
     assert tr.status is Status.BLOWUP and np.all(np.diff(tr.t) > 0) and len(tr.t) == len(tr.mu) == len(tr.Sigma)
+
+
+# ------------------------------------------------ found by the fuzz test (test_fuzz_integrate_moments)
+def _fuzz_case(kind):
+    """The inputs of three failures of test_fuzz_integrate_moments in CI (shrunk by Hypothesis), written out."""
+    if kind == "budget":  # a step past the budget was rejected three times and retried: 448 evaluations of 400
+        mu0 = np.array([9.999999999999998, -9.651635915173639])
+        Sigma0 = np.array([[0.10656999043488531, 3.264505941714386e-301], [3.264505941714386e-301, 0.0]])
+        pieces = [
+            Controls(A=np.array([[-6.971832298090716e-15, 1.4881341186929573], [-0.6286599928531407, -2.0]]),
+                     b=np.array([0.8935762987572198, 0.8935762987572198]),
+                     V=np.array([[[-0.8464904546420884, 0.6161259998017745],
+                                  [-0.8197954939795806, -1.0228364627074382]]]),
+                     Q=np.array([[[3.328691252273566e-103, -0.4785143458116802]]]),
+                     K=np.array([[[-6.10452862630256e-90, -6.10452862630256e-90]]]), attention="l2"),
+            Controls(A=np.array([[2.6825729713291793e-142, 34.79647208131604],
+                                 [-25.773041459235774, 33.84043459972315]]),
+                     b=np.array([-1.9, -1.8065252194923112]),
+                     V=np.array([[[17.876941693482806, 0.3333333333333333],
+                                  [-8.650071895522649e-159, -2.2250738585e-313]]]),
+                     B=np.array([[[-22.112000787492107, -6.057416881482854e-139], [1e-05, 11.262126642908676]]]),
+                     attention="sinkhorn"),
+            Controls(A=np.array([[-0.0872103912410851, -0.676508711308992], [-1.1, -0.6720639215244295]]),
+                     b=np.array([-0.609301088015554, 0.23901904694145282]),
+                     V=np.array([[[1.0, 0.3781002007575478], [-1.357543383945246, 0.07372608753670695]]]),
+                     Q=np.array([[[-0.9259918971891752, 0.45], [0.8835648354403536, 0.3686467114146261]]]),
+                     K=np.array([[[4.4345128605134884e-98, 5e-05], [-0.527653224919168, 0.8939300697244468]]]),
+                     attention="l2"),
+        ]
+        return dict(mu0=mu0, Sigma0=Sigma0, controls=PiecewiseControls([2.783815264279112, 6.876227188940373], pieces),
+                    t_span=(-1.7633090964556235, 7.330939625013848),
+                    t_eval=np.array([-1.763309081123313, -1.457857442719183, 7.330939625013848]),
+                    rtol=1e-13, atol=0.00046262939940835, max_nfev=400)
+    # rank-1 Sigma0, two Sinkhorn pieces
+    zero = Controls(V=np.zeros((2, 2)), B=np.zeros((2, 2)))
+    if kind == "end":  # the last step reached t1 past the budget: status BUDGET at t1
+        second = Controls(A=np.array([[0.75, 0.0], [1.6, 0.0]]), V=np.array([[0.0, -1.7036903742014609], [0.0, 0.0]]),
+                          B=np.array([[0.0, 0.0], [-1.5285920663851993, 0.0]]), attention="sinkhorn")
+        third = Controls(V=np.array([[0.0, 0.0], [0.9862021044926359, 0.0]]),
+                         B=np.array([[0.0, 0.3947239773048783], [0.0, 0.3947239773048783]]), attention="sinkhorn")
+        rtol = 1e-13
+    else:  # "singular": a trial state far out made I + R in the Sinkhorn gain exactly singular (LinAlgError)
+        second = Controls(A=np.array([[0.75, 0.0], [1.6, 0.0]]), V=np.array([[-1.7036903742014609, 0.0], [0.0, 0.0]]),
+                          B=np.array([[0.0, 0.0], [-1.0, 0.0]]), attention="sinkhorn")
+        third = Controls(V=np.array([[0.0, 0.0], [1.0, 0.0]]), B=np.array([[1.0, -1.0], [0.0, 0.0]]),
+                         attention="sinkhorn")
+        rtol = 0.000582678105806683
+    return dict(mu0=np.zeros(2), Sigma0=np.array([[0.10656999043488531, 0.0], [0.0, 0.0]]),
+                controls=PiecewiseControls([4.547124360734736, 8.639536285395996], [zero, second, third]),
+                t_span=(0.0, 9.094248721469471), t_eval=None, rtol=rtol, atol=0.0005869703805178812, max_nfev=400)
+
+
+def _integrate_fuzz_case(kind):
+    case = _fuzz_case(kind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        return case, integrate_moments(case["mu0"], case["Sigma0"], case["controls"], case["t_span"],
+                                       t_eval=case["t_eval"], rtol=case["rtol"], atol=case["atol"],
+                                       max_nfev=case["max_nfev"])
+
+
+def test_the_budget_holds_to_one_trial_step_when_a_step_past_it_is_rejected():
+    """No trial step starts once max_nfev evaluations are spent: the one running then may finish (12
+    evaluations of DOP853) and the event's dense output costs 3; a rejected trial is not retried, and the
+    integration ends at the last accepted step."""
+    from gtcore.status import Status
+
+    case, tr = _integrate_fuzz_case("budget")
+    assert tr.status is Status.BUDGET and tr.nfev <= case["max_nfev"] + 12 + 3
+    assert tr.t[-1] < case["t_span"][1] and np.all(np.diff(tr.t) > 0)
+    np.testing.assert_array_equal(tr.t[:-1], case["t_eval"][:len(tr.t) - 1])
+
+
+def test_a_last_step_that_reaches_t1_past_the_budget_completes():
+    from gtcore.status import Status
+
+    case, tr = _integrate_fuzz_case("end")
+    assert tr.t[-1] == case["t_span"][1] and tr.status is Status.COMPLETED
+
+
+def test_a_rank_one_sigma0_under_sinkhorn_attention_integrates():
+    """Rank-deficient Sigma0 and B: a trial state of the solver far out (|Sigma| ~ 1e59) made I + R of the Sinkhorn
+    gain exactly singular in floating point; the gain now takes the closed-form inverse there."""
+    from gtcore._validation import check_covariance
+
+    _, tr = _integrate_fuzz_case("singular")
+    assert np.isfinite(tr.mu).all() and np.isfinite(tr.Sigma).all()
+    for S in tr.Sigma:
+        check_covariance(S, "Sigma")
+
+
+def test_initial_moments_near_the_largest_float_are_refused_without_an_overflow_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match=r"mu0 has norm 1e\+300 >= blowup_norm"):
+            integrate_moments(np.array([1e300, -735.0]), np.eye(2), Controls(A=-np.eye(2)), (0.0, 1.0),
+                              blowup_norm=1e12)

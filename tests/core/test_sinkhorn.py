@@ -233,3 +233,39 @@ def test_a_token_without_mass_is_no_key_and_the_others_converge(dense, rng):
     tiny = logw.clone()
     tiny[drop] = float(torch.logsumexp(logw[keep], 0)) - 800.0
     np.testing.assert_allclose(sinkhorn_average(x, B, tiny, dense=dense)[0].numpy(), avg.numpy(), atol=1e-9)
+
+
+def test_the_gain_takes_the_closed_form_inverse_where_i_plus_r_is_singular_in_floating_point():
+    """A trial state of the moment ODE (found by the fuzz test): |Sigma| ~ 1e59 with a rank-1 B, where I + R lost
+    its identity to round-off and np.linalg.solve raised; and the closed form agrees with the solve elsewhere."""
+    from gtcore._linalg import psd_sqrt
+    from gtcore.attention.sinkhorn_gaussian import _gain_where_ill_conditioned, gaussian_conditional_gain
+
+    S = np.array([[2.35966543e06, 2.19273887e59], [2.19273887e59, 4.42470107e59]])
+    M = gaussian_conditional_gain(S[None], np.array([[[1.0, -1.0], [0.0, 0.0]]]))
+    assert np.isfinite(M).all()
+    rng = np.random.default_rng(5)
+    F = rng.standard_normal((4, 3, 2))
+    Sigma = (F @ np.swapaxes(F, -1, -2))[None]   # rank 2 of 3, four lanes
+    B = 2.0 * rng.standard_normal((2, 1, 3, 3))   # two heads
+    Sh = psd_sqrt(Sigma)
+    T = Sh @ B @ Sigma @ np.swapaxes(B, -1, -2) @ Sh
+    R = psd_sqrt(np.eye(3) + 2.0 * (T + np.swapaxes(T, -1, -2)))
+    solved = gaussian_conditional_gain(Sigma, B)
+    np.testing.assert_allclose(_gain_where_ill_conditioned(Sh, B, R, np.zeros((2, 4), bool)), solved,
+                               rtol=0, atol=1e-12 * np.abs(solved).max())
+    well = np.arange(8).reshape(2, 4) % 3 == 0
+    np.testing.assert_array_equal(_gain_where_ill_conditioned(Sh, B, R, well)[well], solved[well])
+
+
+def test_an_anderson_mix_beyond_the_range_limit_is_a_plain_step():
+    """Residuals that hardly change (a stalled secant) give huge coefficients: the mix is refused."""
+    from gtcore.attention.sinkhorn_scaling import _Anderson
+
+    mixer = _Anderson(3, limit=70.0)
+    g0 = torch.zeros(3, dtype=torch.float64)
+    drift = torch.tensor([0.5, 0.6931, 0.6931], dtype=torch.float64)
+    G1 = mixer.step(g0, g0 + drift, False)
+    G2 = g0 + 2 * drift + 1e-7
+    assert torch.equal(mixer.step(G1, G2, False), G2)   # the plain image
+    assert not mixer.dR   # and the history restarts
