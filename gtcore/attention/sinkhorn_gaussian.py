@@ -94,16 +94,16 @@ def _gain_where_ill_conditioned(Sh: np.ndarray, B: np.ndarray, R: np.ndarray, we
 
     For a large :math:`\Sigma^{1/2}B\Sigma^{1/2}` (a covariance far out, as a trial step of the integrator may
     reach) the identity in :math:`I + R` is lost to the round-off of :math:`R`, and on a rank-deficient
-    :math:`G^	op G` (a singular :math:`\Sigma` or :math:`B`) the formed matrix can be exactly singular. There the
-    inverse is taken in closed form from the SVD :math:`G = U\operatorname{diag}(s)W^	op` of
-    :math:`G = \Sigma^{1/2}B^	op\Sigma^{1/2}` (:math:`G^	op G = \Sigma^{1/2}B\Sigma B^	op\Sigma^{1/2}`):
+    :math:`G^\top G` (a singular :math:`\Sigma` or :math:`B`) the formed matrix can be exactly singular. There the
+    inverse is taken in closed form from the SVD :math:`G = U\operatorname{diag}(s)W^\top` of
+    :math:`G = \Sigma^{1/2}B^\top\Sigma^{1/2}` (:math:`G^\top G = \Sigma^{1/2}B\Sigma B^\top\Sigma^{1/2}`):
 
     .. math::
 
-        (I + R)^{-1} = W\operatorname{diag}ig(1/(1 + \sqrt{1 + 4s^2})ig)W^	op ,
+        (I + R)^{-1} = W\operatorname{diag}\big(1/(1 + \sqrt{1 + 4s^2})\big)W^\top ,
 
     whose eigenvalues lie in :math:`(0, 1/2]` whatever the scale (a small :math:`s` is computed to an absolute
-    :math:`arepsilon\|G\|`, and enters squared). The well-conditioned entries of a stack keep the solve, bit for
+    :math:`\varepsilon\|G\|`, and enters squared). The well-conditioned entries of a stack keep the solve, bit for
     bit; a non-finite :math:`G` gives NaN (an integrator's trial step rejects it).
     """
     d = Sh.shape[-1]
