@@ -7,6 +7,7 @@ from scipy.stats import chi2
 from gtbook.studies.stability.kalman import (
     covariance_lrt,
     filter_ensemble,
+    filter_riccati,
     kalman_bucy_error,
     lrt_null_quantile,
     observation_matrix,
@@ -60,3 +61,40 @@ def test_ensemble_draws_satisfy_the_condition_and_are_general():
         assert np.linalg.eigvalsh(v * (B + B.T)).max() <= 1e-12
         assert np.abs(B - B.T).max() > 1e-3 and np.abs(A).max() > 0
     assert ens.threshold == pytest.approx(chi2.ppf(1 - 0.01 / 6, 6))
+
+
+def test_the_filters_own_riccati_equation_is_the_closed_form_and_runs_no_library_code():
+    # d = 1: p' = 2 a p - c^2 p^2, the logistic closed form; the observed side traces no gtcore.moments code
+    a, c, p0, T = 0.3, 0.9, 1.5, 1.0
+    t = np.linspace(0.0, T, 11)
+    P = filter_riccati([[a]], [[c]], [[p0]], t)[:, 0, 0]
+    exact = p0 * np.exp(2 * a * t) / (1 + p0 * c**2 * (np.exp(2 * a * t) - 1) / (2 * a))
+    np.testing.assert_allclose(P, exact, rtol=1e-9)
+    run = kalman_bucy_error([[a]], 0.8, [[-0.5]], [[p0]], T, paths=200, steps=100, records=4, seed=1)
+    observed_side, predicted_side = run.sides
+    assert not any(f.startswith("gtcore.moments") for f in observed_side.functions)
+    assert any(f.startswith("gtcore.moments") for f in predicted_side.functions)
+
+
+def test_the_filter_never_reads_the_prediction(monkeypatch):
+    # the same paths with eq. (1.1)'s Sigma replaced by a wrong one: the measured error is bit for bit the same
+    # (the filter's gain is its own), only the prediction moves
+    from types import SimpleNamespace
+
+    import gtbook.studies.stability.kalman as kalman
+
+    A = [[0.3, 0.2], [-0.1, 0.1]]
+    B = [[-0.6, 0.2], [0.0, -0.4]]
+    S0 = [[1.2, 0.1], [0.1, 0.8]]
+    right = kalman.kalman_bucy_error(A, 0.8, B, S0, 1.0, paths=500, steps=100, records=4, seed=3)
+    real = kalman.integrate_moments
+
+    def wrong(*args, **kwargs):
+        res = real(*args, **kwargs)
+        return SimpleNamespace(t=res.t, Sigma=1.5 * res.Sigma, status=res.status)
+
+    monkeypatch.setattr(kalman, "integrate_moments", wrong)
+    moved = kalman.kalman_bucy_error(A, 0.8, B, S0, 1.0, paths=500, steps=100, records=4, seed=3)
+    np.testing.assert_array_equal(moved.error_cov, right.error_cov)
+    assert np.all(moved.predicted[1:] != right.predicted[1:])
+    assert moved.lrt.max() > 10 * right.lrt.max()  # and the statistic sees the wrong prediction

@@ -19,15 +19,16 @@ Euler–Maruyama with step :math:`\delta = T/\text{steps}`
     X_{k+1} = X_k + \delta A X_k, \qquad \Delta Y_k = \delta C X_k + \sqrt\delta\, \xi_k, \qquad
     \hat x_{k+1} = \hat x_k + \delta A\hat x_k + K_k(\Delta Y_k - \delta C\hat x_k),
 
-with :math:`\xi_k \sim N(0, I)` and the gain :math:`K_k = \Sigma(t_k)\, C^\top`, where
-:math:`\Sigma(t)` is eq. (1.1) integrated by :func:`gtcore.moments.integrate_moments` with the controls
-:math:`(A, V = vI, B)`. Whatever the gain, the error :math:`e = X - \hat x` has zero mean and a
-covariance :math:`\Pi(t)` that solves the Lyapunov equation
-:math:`\Pi' = (A - KC)\Pi + \Pi(A - KC)^\top + KK^\top` from :math:`\Pi(0) = \Sigma_0`; substituting
-:math:`K = \Sigma C^\top` shows :math:`\Pi = \Sigma` **if and only if** :math:`\Sigma` solves the Riccati
-equation above. So if eq. (1.1) (or gtcore's integration of it) were not the filter's Riccati
-equation, the gain would be suboptimal and the measured error covariance would depart from
-:math:`\Sigma(t)`.
+with :math:`\xi_k \sim N(0, I)` and the filter's own gain :math:`K_k = P(t_k)\, C^\top`, where :math:`P(t)`
+solves the filter's Riccati equation :math:`P' = AP + PA^\top - PC^\top CP`, :math:`P(0) = \Sigma_0`, integrated
+here by SciPy (:func:`filter_riccati`: no code of ``gtcore``). With this gain the error
+:math:`e = X - \hat x` has zero mean and the covariance :math:`\Pi(t)` of the Lyapunov equation
+:math:`\Pi' = (A - KC)\Pi + \Pi(A - KC)^\top + KK^\top`, :math:`\Pi(0) = \Sigma_0`, which :math:`\Pi = P`
+solves: the filter measures :math:`P`. The statement predicts :math:`P = \Sigma`, the covariance of eq. (1.1)
+under :math:`(A, V = vI, B)` as :func:`gtcore.moments.integrate_moments` integrates it. So if eq. (1.1) (or
+gtcore's integration of it) were not the filter's Riccati equation, the measured error covariance would depart
+from :math:`\Sigma(t)`. The two sides are traced apart (:mod:`gtbook.studies.traced`): the filter, its
+Riccati equation and its paths (observed); eq. (1.1) (predicted).
 
 **The statistic.** At each recorded time the empirical covariance
 :math:`S = \frac1M\sum_m e_me_m^\top` of the :math:`M` errors (known mean 0) is compared with
@@ -45,11 +46,12 @@ which for :math:`M` i.i.d. :math:`N(0, \Sigma)` vectors is asymptotically :math:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore._linalg import psd_sqrt
 from gtcore._validation import check_covariance, check_matrix, check_positive
 from gtcore.controls import Controls
@@ -156,7 +158,7 @@ class FilterRun:
     error_cov : (n, d, d) array
         Empirical covariance of :math:`X - \\hat x` over the paths, about 0.
     predicted : (n, d, d) array
-        :math:`\\Sigma(t)` of eq. (1.1) (the covariance the gain was computed from).
+        :math:`\\Sigma(t)` of eq. (1.1) (the covariance the statement predicts for the error).
     lrt : (n,) array
         :func:`covariance_lrt` of ``error_cov`` against ``predicted`` at each time (time 0 excluded: 0.0).
     paths, steps : int
@@ -173,6 +175,7 @@ class FilterRun:
     paths: int
     steps: int
     gain_scale: float
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     def relative_gap(self) -> np.ndarray:
         r""":math:`\|S(t) - \Sigma(t)\|_F / \|\Sigma(t)\|_F` at each recorded time."""
@@ -182,6 +185,43 @@ class FilterRun:
     def __repr__(self) -> str:
         return (f"FilterRun(d={self.predicted.shape[-1]}, times={len(self.t)}, paths={self.paths}, steps={self.steps}, "
                 f"max lrt={self.lrt.max():.3g}, max relative gap={self.relative_gap().max():.3g})")
+
+
+def filter_riccati(A: Any, C: Any, Sigma0: Any, grid: Any) -> np.ndarray:
+    r"""The filter's Riccati equation, integrated here: :math:`P' = AP + PA^\top - PC^\top CP`,
+    :math:`P(0) = \Sigma_0`, by SciPy's ``DOP853`` (rtol :math:`10^{-11}`, atol :math:`10^{-13}`) on the
+    entries of :math:`P`, written out in this function and independent of :mod:`gtcore.moments`.
+
+    Parameters
+    ----------
+    A, C : (d, d) arrays
+        The state and observation matrices (noise covariances :math:`R = I`, no process noise).
+    Sigma0 : (d, d) array
+        The initial error covariance.
+    grid : (n,) array
+        Increasing times, from 0.
+
+    Returns
+    -------
+    (n, d, d) ndarray
+        :math:`P` at ``grid`` (symmetrised).
+    """
+    from scipy.integrate import solve_ivp
+
+    A, C, P0 = (np.asarray(x, dtype=float) for x in (A, C, Sigma0))
+    d = A.shape[0]
+    CtC = C.T @ C
+
+    def rhs(_t: float, y: np.ndarray) -> np.ndarray:
+        P = y.reshape(d, d)
+        return (A @ P + P @ A.T - P @ CtC @ P).ravel()
+
+    grid = np.asarray(grid, dtype=float)
+    sol = solve_ivp(rhs, (grid[0], grid[-1]), P0.ravel(), method="DOP853", t_eval=grid, rtol=1e-11, atol=1e-13)
+    if not sol.success or sol.y.shape[1] != grid.size:
+        raise ValueError(f"the filter's Riccati equation stopped at t = {sol.t[-1]:.4g}: {sol.message}")
+    P = sol.y.T.reshape(-1, d, d)
+    return 0.5 * (P + np.swapaxes(P, -1, -2))
 
 
 def kalman_bucy_error(A: Any, v: float, B: Any, Sigma0: Any, T: float, *, paths: int = 4000, steps: int = 1000,
@@ -232,28 +272,32 @@ def kalman_bucy_error(A: Any, v: float, B: Any, Sigma0: Any, T: float, *, paths:
     ctl = Controls(A=A, V=float(v) * np.eye(d), B=B)
     dt = T / steps
     grid = np.linspace(0.0, T, steps + 1)
-    ode = integrate_moments(np.zeros(d), Sigma0, ctl, (0.0, T), t_eval=grid, rtol=1e-11, atol=1e-13)
-    if len(ode.t) != steps + 1:
-        raise ValueError(f"eq. (1.1) stopped at t = {ode.t[-1]:.4g} ({ode.status}): choose T before the blow-up")
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((paths, d)) @ psd_sqrt(Sigma0)
-    xhat = np.zeros((paths, d))
-    every = steps // records
-    t_rec, covs, preds = [0.0], [X.T @ X / paths], [ode.Sigma[0]]
-    for k in range(steps):
-        K = ode.Sigma[k] @ C.T
-        dY = dt * X @ C.T + np.sqrt(dt) * rng.standard_normal((paths, d))
-        innovation = dY - dt * xhat @ C.T
-        X = X + dt * X @ A.T
-        xhat = xhat + dt * xhat @ A.T + innovation @ K.T
-        if (k + 1) % every == 0:
-            e = X - xhat
-            t_rec.append(grid[k + 1])
-            covs.append(e.T @ e / paths)
-            preds.append(ode.Sigma[k + 1])
+    with collect() as sides:
+        with predicted():
+            ode = integrate_moments(np.zeros(d), Sigma0, ctl, (0.0, T), t_eval=grid, rtol=1e-11, atol=1e-13)
+        if len(ode.t) != steps + 1:
+            raise ValueError(f"eq. (1.1) stopped at t = {ode.t[-1]:.4g} ({ode.status}): choose T before the blow-up")
+        with observed():
+            P = filter_riccati(A, C, Sigma0, grid)  # the filter's own gain, not eq. (1.1)
+            rng = np.random.default_rng(seed)
+            X = rng.standard_normal((paths, d)) @ psd_sqrt(Sigma0)
+            xhat = np.zeros((paths, d))
+            every = steps // records
+            t_rec, covs, preds = [0.0], [X.T @ X / paths], [ode.Sigma[0]]
+            for k in range(steps):
+                K = P[k] @ C.T
+                dY = dt * X @ C.T + np.sqrt(dt) * rng.standard_normal((paths, d))
+                innovation = dY - dt * xhat @ C.T
+                X = X + dt * X @ A.T
+                xhat = xhat + dt * xhat @ A.T + innovation @ K.T
+                if (k + 1) % every == 0:
+                    e = X - xhat
+                    t_rec.append(grid[k + 1])
+                    covs.append(e.T @ e / paths)
+                    preds.append(ode.Sigma[k + 1])
     covs_a, preds_a = np.array(covs), np.array(preds)
     lrt = np.array([0.0] + [covariance_lrt(S, P, paths) for S, P in zip(covs_a[1:], preds_a[1:], strict=True)])
-    return FilterRun(np.array(t_rec), covs_a, preds_a, lrt, int(paths), int(steps), float(gain_scale))
+    return FilterRun(np.array(t_rec), covs_a, preds_a, lrt, int(paths), int(steps), float(gain_scale), sides)
 
 
 @dataclass(frozen=True)
@@ -272,6 +316,9 @@ class FilterEnsemble:
         The :math:`\\chi^2_{d(d+1)/2}` quantile at :math:`1 - \\alpha/(\\text{draws}\\cdot\\text{records})`
         (Bonferroni over every draw and recorded time), fixed before any run.
     control_scale : float
+    sides : Sides
+        The traced sides of ``max_lrt`` (:mod:`gtbook.studies.traced`): the filters with their own Riccati
+        gain and paths (observed); eq. (1.1) (predicted).
     """
 
     runs: list
@@ -279,6 +326,7 @@ class FilterEnsemble:
     control_runs: list
     threshold: float
     control_scale: float
+    sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     @property
     def max_lrt(self) -> float:
@@ -353,10 +401,13 @@ def filter_ensemble(draws: int, d: int, T: float, *, paths: int, steps: int, rec
     rng = np.random.default_rng(seed)
     threshold = float(chi2.ppf(1 - alpha / (draws * records), d * (d + 1) // 2))
     runs, control_runs, ctls = [], [], []
-    for i in progress_bar(range(draws), desc="filters", enabled=progress):
-        A, v, B, S0 = random_filter_controls(d, rng)
-        ctls.append((A, v, B, S0))
+    with collect() as sides:  # the identification runs' sides (the control runs record their own)
+        for i in progress_bar(range(draws), desc="filters", enabled=progress):
+            A, v, B, S0 = random_filter_controls(d, rng)
+            ctls.append((A, v, B, S0))
+            kw = dict(paths=paths, steps=steps, records=records, seed=seed + 1 + i)
+            runs.append(kalman_bucy_error(A, v, B, S0, T, **kw))
+    for (A, v, B, S0), i in zip(ctls, range(draws), strict=True):
         kw = dict(paths=paths, steps=steps, records=records, seed=seed + 1 + i)
-        runs.append(kalman_bucy_error(A, v, B, S0, T, **kw))
         control_runs.append(kalman_bucy_error(A, v, B, S0, T, gain_scale=control_scale, **kw))
-    return FilterEnsemble(runs, ctls, control_runs, threshold, float(control_scale))
+    return FilterEnsemble(runs, ctls, control_runs, threshold, float(control_scale), sides)
