@@ -57,8 +57,8 @@ from gtcore._validation import check_covariance, check_matrix, check_positive
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 
-__all__ = ["FilterEnsemble", "FilterRun", "covariance_lrt", "filter_ensemble", "kalman_bucy_error", "lrt_null_quantile",
-           "observation_matrix", "random_filter_controls"]
+__all__ = ["FilterEnsemble", "FilterRun", "covariance_lrt", "filter_ensemble", "filter_riccati", "kalman_bucy_error",
+           "lrt_null_quantile", "observation_matrix", "random_filter_controls"]
 
 
 def observation_matrix(v: float, B: Any) -> np.ndarray:
