@@ -205,7 +205,7 @@ sweep = pretrained.study_model(minilm, sizes=sweep_sequences, seeds=seeds["sweep
 by_size = pretrained.size_sweep(sweep, studies["MiniLM"])
 fig_sizes = by_size.figure(title="all-MiniLM-L6-v2")
 
-# %%
+# %% tags=["hide-output"]
 print(by_size.table())
 
 # %% [markdown]
