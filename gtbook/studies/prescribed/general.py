@@ -202,8 +202,9 @@ def _ratios(hs: np.ndarray, x0: np.ndarray, ctl: Controls, h: float, layers: Seq
         if not all(np.isfinite(m[ell]).all() for m in maps):
             out.append(np.nan)
             continue
-        dev = [signed_deviation(np.zeros(d), empirical_moments(hs[ell, s])[1], np.zeros(d), maps[s][ell], mean=False)
-               for s in range(len(x0))]
+        with np.errstate(over="ignore"):  # a map past float range near the pole: its norm is inf, as below
+            dev = [signed_deviation(np.zeros(d), empirical_moments(hs[ell, s])[1], np.zeros(d), maps[s][ell],
+                                    mean=False) for s in range(len(x0))]
         try:
             out.append(hotelling_test(np.array(dev), level).ratio)
         except ValueError:  # a singular spread (deviations dominated by one direction): no test at this layer
