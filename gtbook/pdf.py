@@ -88,7 +88,12 @@ def _single_html(bk: Book, staging: Path) -> Path:
     if proc.returncode != 0 or not page.exists():
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
         raise BookError(f"jupyter-book could not render the book as one page:\n{tail}")
-    return page
+    # its links (_static/, _images/) are relative to the builder's folder, whatever folder the root doc is in
+    # (the book's is book/intro): the page is read from there, or MathJax, the styles and the figures are not found
+    flat = page.parents[len(Path(root_doc).parts) - 1] / page.name
+    if flat != page:
+        flat.write_text(page.read_text())
+    return flat
 
 
 def build_pdf(bk: Book | None = None, out: str | os.PathLike | None = None, *,
