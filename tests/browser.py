@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from gtbook.chromium import FLAGS, Browser, chromium_path
@@ -161,6 +162,18 @@ new Promise((resolve) => {
   wait();
 })
 """
+
+
+def chromium_or_skip() -> str:
+    """The Chromium executable; without one the test is skipped, or fails under CI (``.ci/run`` installs it)."""
+    import pytest
+
+    exe = chromium_path()
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (CI installs it in .ci/run)")
+        pytest.skip("chromium not installed: `apt-get install chromium` to run the browser test")
+    return exe
 
 
 def measure_pages(browser: Browser, pages: list[Path], widths=(1400, 420)) -> dict[str, dict]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from browser import PAGE_REPORT, Browser, chromium_path
+from browser import PAGE_REPORT, Browser, chromium_or_skip
 from gtbook import build as book_build
 from gtbook import chapters as book_chapters
 from gtbook import cli as book_cli
@@ -696,11 +696,7 @@ def test_a_docstring_edit_rebuilds_the_book():
 def test_rendered_pages_in_a_browser(built_book):
     tree, _ = built_book
     html = tree / "_build" / "html"
-    exe = chromium_path()
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (CI installs it in .ci/run)")
-        pytest.skip("chromium not installed: `apt-get install chromium` to run the browser test")
+    exe = chromium_or_skip()
     browser = Browser(exe)
     try:
         chapter = browser.open((html / "executed" / "01_gaussian_invariance.html").as_uri())

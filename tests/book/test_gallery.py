@@ -17,7 +17,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from browser import Browser, chromium_path
+from browser import Browser, chromium_or_skip
 from gtbook import gallery
 from gtbook.studies.animation import CloudPanel, animate_clouds
 
@@ -135,11 +135,7 @@ def html_dir(built_book) -> Path:
 
 @pytest.fixture(scope="module")
 def browser():
-    exe = chromium_path()
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (CI installs it in .ci/run)")
-        pytest.skip("chromium not installed: `apt-get install chromium` to run the browser test")
+    exe = chromium_or_skip()
     b = Browser(exe)
     yield b
     b.close()

@@ -7,11 +7,10 @@ dark theme. The measurements are written to ``_build/overflow.json`` of the test
 """
 
 import json
-import os
 
 import pytest
 
-from browser import Browser, budget_problems, chromium_path, measure_pages, overflow_problems
+from browser import Browser, budget_problems, chromium_or_skip, measure_pages, overflow_problems
 
 
 @pytest.mark.slow
@@ -20,11 +19,7 @@ def test_every_page_fits_at_1400_and_420_px(built_book):
     html = tree / "_build" / "html"
     pages = sorted([*(html / "executed").glob("*.html"), *(html / "book").glob("*.html")])
     assert len(pages) >= 9, pages
-    exe = chromium_path()
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (CI installs it in .ci/run)")
-        pytest.skip("chromium not installed: `apt-get install chromium` to run the browser test")
+    exe = chromium_or_skip()
     browser = Browser(exe)
     try:
         results = measure_pages(browser, pages)

@@ -1,12 +1,11 @@
 """The regime explorer: offline HTML, and in headless Chromium the sliders change the image, the pointer gives a
 readout, and nothing is fetched from the network."""
 
-import os
 
 import numpy as np
 import pytest
 
-from browser import Browser, chromium_path
+from browser import Browser, chromium_or_skip
 from gtbook.studies.atlas.explorer import map_png, regime_explorer
 from gtbook.studies.atlas.maps import AtlasMap
 from gtbook.studies.atlas.outcomes import OUTCOMES
@@ -73,11 +72,7 @@ new Promise((resolve) => {
 
 @pytest.mark.slow
 def test_explorer_works_offline_in_chromium(tmp_path):
-    exe = chromium_path()
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (CI installs it in .ci/run)")
-        pytest.skip("chromium not installed: `apt-get install chromium` to run the browser test")
+    exe = chromium_or_skip()
     atlas = _atlas()
     page = tmp_path / "explorer.html"
     page.write_text("<!doctype html><html><body>" + regime_explorer(atlas, caption="c", alt="map").data
