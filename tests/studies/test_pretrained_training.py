@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from gtbook.studies.pretrained import training as tr
+from gtbook.studies.pretrained import training_data as data
 from gtbook.studies.pretrained.side_by_side import train_side_by_side
 
 
 def test_digits_split_is_stratified_disjoint_and_standardised():
     from sklearn.datasets import load_digits
 
-    xtr, ytr, xte, yte = tr.digits_split(0)
+    xtr, ytr, xte, yte = data.digits_split(0)
     assert xtr.shape[1:] == (1, 8, 8) and len(ytr) + len(yte) == 1797
     counts = np.bincount(load_digits().target)
     np.testing.assert_array_equal(np.bincount(yte), np.round(0.2 * counts).astype(int))
@@ -27,9 +28,9 @@ def test_digits_split_is_stratified_disjoint_and_standardised():
 
 
 def test_corpus_vocabulary_and_held_out_topics():
-    train, held, vocab = tr.pydoc_corpus()
-    assert vocab[: len(tr.SPECIALS)] == list(tr.SPECIALS)
-    assert set(train) == set(vocab[len(tr.SPECIALS):])
+    train, held, vocab = data.pydoc_corpus()
+    assert vocab[: len(data.SPECIALS)] == list(data.SPECIALS)
+    assert set(train) == set(vocab[len(data.SPECIALS):])
     assert 0.09 < len(held) / (len(train) + len(held)) < 0.13
     from pydoc_data.topics import topics
 
@@ -40,17 +41,17 @@ def test_mask_tokens_rates():
     import torch
 
     V = 60
-    ids = torch.randint(len(tr.SPECIALS), V, (400, 250), generator=torch.Generator().manual_seed(0))
-    ids[:, 0] = tr.SPECIALS.index("[CLS]")
-    inputs, labels = tr.mask_tokens(ids, V, torch.Generator().manual_seed(1))
+    ids = torch.randint(len(data.SPECIALS), V, (400, 250), generator=torch.Generator().manual_seed(0))
+    ids[:, 0] = data.SPECIALS.index("[CLS]")
+    inputs, labels = data.mask_tokens(ids, V, torch.Generator().manual_seed(1))
     chosen = labels != -100
     assert not chosen[:, 0].any()  # specials are never chosen
     assert chosen[:, 1:].float().mean().item() == pytest.approx(0.15, abs=0.005)
-    mask = inputs[chosen] == tr.SPECIALS.index("[MASK]")
+    mask = inputs[chosen] == data.SPECIALS.index("[MASK]")
     kept = inputs[chosen] == ids[chosen]
     assert mask.float().mean().item() == pytest.approx(0.8, abs=0.01)
     # 10% kept, plus the random replacements that happen to draw the same character (1/55 of 10%)
-    assert kept.float().mean().item() == pytest.approx(0.1 + 0.1 / (V - len(tr.SPECIALS)), abs=0.01)
+    assert kept.float().mean().item() == pytest.approx(0.1 + 0.1 / (V - len(data.SPECIALS)), abs=0.01)
     assert torch.equal(labels[chosen], ids[chosen])
 
 
@@ -59,9 +60,9 @@ def test_unigram_cross_entropy_by_counting():
     targets = np.array([5, 7, 8])
     V = 9
     c = collections.Counter(train.tolist())
-    p = {k: (c.get(k, 0) + 1) / (len(train) + V - len(tr.SPECIALS)) for k in range(len(tr.SPECIALS), V)}
+    p = {k: (c.get(k, 0) + 1) / (len(train) + V - len(data.SPECIALS)) for k in range(len(data.SPECIALS), V)}
     want = -np.mean([math.log(p[t]) for t in targets])
-    assert tr.unigram_cross_entropy(train, targets, V) == pytest.approx(want, rel=1e-12)
+    assert data.unigram_cross_entropy(train, targets, V) == pytest.approx(want, rel=1e-12)
 
 
 def test_schedule_learning_rate_and_validation():
@@ -99,7 +100,7 @@ def test_training_is_cached_and_deterministic(tmp_path, monkeypatch):
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(s.seed)
-        fresh = ViTForImageClassification(tr.vit_digits_config())
+        fresh = ViTForImageClassification(data.vit_digits_config())
     assert torch.equal(fresh.vit.embeddings.patch_embeddings.projection.weight, w0)
     # retrained from scratch in a fresh cache: bitwise the same weights (seeded, fixed thread count)
     monkeypatch.setenv("GTBOOK_CACHE", str(tmp_path / "other"))
@@ -110,8 +111,8 @@ def test_training_is_cached_and_deterministic(tmp_path, monkeypatch):
         assert torch.equal(a, b), n
     # another schedule is another key
     other = tr.Schedule(steps=3, batch_size=16, learning_rate=2e-3, warmup=1, eval_every=3)
-    assert tr.training_key("vit-digits", tr.vit_digits_config(), other, b"") != \
-        tr.training_key("vit-digits", tr.vit_digits_config(), s, b"")
+    assert tr.training_key("vit-digits", data.vit_digits_config(), other, b"") != \
+        tr.training_key("vit-digits", data.vit_digits_config(), s, b"")
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ layer by layer.
   sequences, their Gaussian null, the bootstrap over sequences, the Student-t reference law);
 * :mod:`~gtbook.studies.pretrained.training`: the paper's two architectures trained here (a
   DeiT-tiny-configured ViT on scikit-learn's digits, a small ModernBERT with masked-language
-  modelling on the standard library's ``pydoc_data`` topics), cached as safetensors;
+  modelling on the standard library's ``pydoc_data`` topics), cached as safetensors; their data and
+  configurations in :mod:`~gtbook.studies.pretrained.training_data`;
 * :mod:`~gtbook.studies.pretrained.side_by_side`: the two trainings at once, one in a child process;
 * :mod:`~gtbook.studies.pretrained.clustering`: pairwise cosine similarities and cluster counts per layer;
 * :mod:`~gtbook.studies.pretrained.statistics` and :mod:`~gtbook.studies.pretrained.layer_criteria`: the
