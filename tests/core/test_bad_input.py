@@ -74,6 +74,12 @@ def _prescribed_module():
     return prescribed
 
 
+def _prescribed_moments():
+    from gtcore.models import prescribed_moments
+
+    return prescribed_moments
+
+
 def _prescribed(controls, **kw):
     return _prescribed_module().prescribed_transformer("vit", controls, 2, **{"h": 0.1, **kw})
 
@@ -168,12 +174,13 @@ BAD = [
      "layer_norm"),
     ("prescribed feed_forward=1", lambda mp: _prescribed(Controls(V=I2, B=I2), feed_forward=1), ValueError,
      "feed_forward"),
-    ("split_schedule n_layers=True", lambda mp: _prescribed_module().split_schedule(Controls(V=I2, B=I2), True, 0.1),
+    ("split_schedule n_layers=True", lambda mp: _prescribed_moments().split_schedule(Controls(V=I2, B=I2), True, 0.1),
      ValueError, "n_layers"),
-    ("split_schedule h=True", lambda mp: _prescribed_module().split_schedule(Controls(V=I2, B=I2), 2, True),
+    ("split_schedule h=True", lambda mp: _prescribed_moments().split_schedule(Controls(V=I2, B=I2), 2, True),
      ValueError, "h"),
-    ("layer_moments n_layers=True", lambda mp: _prescribed_module().layer_moments(np.zeros(2), I2, Controls(V=I2, B=I2),
-                                                                                 True, 0.1), ValueError, "n_layers"),
+    ("layer_moments n_layers=True",
+     lambda mp: _prescribed_moments().layer_moments(np.zeros(2), I2, Controls(V=I2, B=I2), True, 0.1),
+     ValueError, "n_layers"),
     # item 7: a step count known to be beyond the budget (max_step=1e-300 used to try 1e299 steps)
     ("simulate max_step=1e-300", lambda mp: _simulate(steps=None, max_step=1e-300), ValueError, "max_step"),
     ("simulate max_step=5e-324", lambda mp: _simulate(steps=None, max_step=5e-324), ValueError, "max_step"),
@@ -475,7 +482,7 @@ def test_a_t_eval_past_the_blowup_ends_at_the_crossing():
 def test_item2_the_split_layer_keeps_the_attention_type():
     # layer_moments / split_schedule split a block into its attention and feed-forward sub-layers: the
     # attention sub-layer of L2 controls is L2 (main: a dot-product layer from B = 2 K^T Q, silently)
-    prescribed = _prescribed_module()
+    prescribed = _prescribed_moments()
     ctl = Controls(A=0.2 * I2, b=[0.1, -0.1], V=0.5 * I2, Q=Q_L2, K=K_L2, attention="l2")
     att = Controls(V=0.5 * I2, Q=Q_L2, K=K_L2, attention="l2")  # by hand
     ff = Controls(A=0.2 * I2, b=[0.1, -0.1])

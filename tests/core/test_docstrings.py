@@ -114,7 +114,7 @@ def test_the_walk_finds_the_public_api():
                  "gtcore.controls.Controls", "gtcore.controls.Controls.attention_drift",
                  "gtcore.controls.PiecewiseControls.__call__", "gtcore.attention.AttentionType.tilt",
                  "gtcore.attention.DotProduct.tilt", "gtcore.stats.gaussianity.NoiseFloor.band",
-                 "gtcore.models.load_transformer", "gtcore.models.prescribed.layer_moments"):
+                 "gtcore.models.load_transformer", "gtcore.models.prescribed_moments.layer_moments"):
         assert name in API, name
     assert not any(q.startswith(("gtbook.studies", "gtbook", "gtcore._")) for q in API)
     assert len(API) > 150

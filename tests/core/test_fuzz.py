@@ -385,7 +385,8 @@ def prescribed_args(draw):
 @PRESCRIBED
 @given(args=prescribed_args())
 def test_fuzz_prescribed_builders(args):
-    from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer, split_schedule
+    from gtcore.models.prescribed import hidden_states, prescribed_transformer
+    from gtcore.models.prescribed_moments import layer_moments, split_schedule
 
     keys = ("n_layers", "h", "layer_norm", "feed_forward")
     model = outcome(lambda: prescribed_transformer(args["family"], args["controls"],

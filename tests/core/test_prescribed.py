@@ -12,10 +12,9 @@ from gtcore.models.prescribed import (  # noqa: E402
     FAMILIES,
     head_dim,
     hidden_states,
-    layer_moments,
     prescribed_transformer,
-    split_schedule,
 )
+from gtcore.models.prescribed_moments import layer_moments, split_schedule  # noqa: E402
 from gtcore.particles import simulate  # noqa: E402
 from gtcore.stats.gaussianity import empirical_moments  # noqa: E402
 

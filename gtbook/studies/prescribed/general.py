@@ -18,7 +18,7 @@ Draw ``k`` runs on encoder ``families[k % 3]`` (``gtcore.models.prescribed.presc
 LayerNorm, the feed-forward sub-layer realising :math:`h(Ax)`), fed ``clouds`` antithetic Gaussian clouds
 and as many antithetic **uniform** clouds with the same two moments (coordinates uniform on
 :math:`[-\sqrt3, \sqrt3]`, then :math:`\Sigma_0^{1/2}`), all as one batch. Each cloud's prediction is the exact
-layer map (:func:`gtcore.models.prescribed.layer_moments`' split map) from its own covariance, and the
+layer map (:func:`gtcore.models.prescribed_moments.layer_moments`' split map) from its own covariance, and the
 signed deviations of its covariance from it are tested layer by layer with Hotelling's test
 (:func:`gtcore.stats.inference.hotelling_test`):
 

@@ -12,11 +12,8 @@ import numpy as np
 
 from gtbook.studies.traced import Sides, collect, observed, predicted
 from gtcore.controls import Controls
-from gtcore.models.prescribed import (
-    hidden_states,
-    prescribed_transformer,
-    split_controls,
-)
+from gtcore.models.prescribed import hidden_states, prescribed_transformer
+from gtcore.models.prescribed_moments import split_controls
 from gtcore.moments import layer_map
 
 __all__ = ["BetaDependence", "BlowupDepth", "DepthConvergence", "PrescribedRun", "antithetic_gaussian_tokens",
@@ -59,8 +56,8 @@ def layer_map_blowup_depth(mu0: Any, Sigma0: Any, controls: Controls, h: float, 
                            feed_forward: bool | None = None) -> BlowupDepth:
     r"""Depth at which the exact layer map's covariance first exceeds ``factor`` times its start.
 
-    Iterates :func:`~gtcore.models.prescribed.layer_moments`' map one block at a time and stops at the crossing, so the
-    super-exponential growth past the ODE's :math:`t^*` never overflows. As :math:`h \to 0`,
+    Iterates :func:`~gtcore.models.prescribed_moments.layer_moments`' map one block at a time and stops at the
+    crossing, so the super-exponential growth past the ODE's :math:`t^*` never overflows. As :math:`h \to 0`,
     ``depth * h`` tends to the time at which the moment ODE's :math:`\|\Sigma\|_F` crosses
     ``factor`` :math:`\|\Sigma_0\|_F`, and to :math:`t^*` as ``factor`` grows.
     """
@@ -125,8 +122,8 @@ class PrescribedRun:
     ----------
     family, layer_norm, feed_forward, h : the model
     Sigma_model : (L + 1, d, d) empirical covariance of the hidden states after each layer
-    Sigma_map : (L + 1, d, d) the exact layer map (:func:`~gtcore.models.prescribed.layer_moments`) from the input's
-        empirical moments; ``inf`` once it overflows
+    Sigma_map : (L + 1, d, d) the exact layer map (:func:`~gtcore.models.prescribed_moments.layer_moments`) from the
+        input's empirical moments; ``inf`` once it overflows
     t_ode, Sigma_ode : the moment ODE (:func:`gtcore.moments.integrate_moments`) at the layer times
         :math:`\ell h` up to its blow-up event
     t_star : the ODE's blow-up time from the input's covariance (:func:`gtcore.riccati.blowup_time`)

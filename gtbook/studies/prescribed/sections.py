@@ -26,7 +26,8 @@ from gtbook.studies.prescribed.harness import (
 )
 from gtbook.studies.traced import Sides, collect
 from gtcore.controls import Controls
-from gtcore.models.prescribed import hidden_states, layer_moments, prescribed_transformer
+from gtcore.models.prescribed import hidden_states, prescribed_transformer
+from gtcore.models.prescribed_moments import layer_moments
 from gtcore.particles import simulate
 from gtcore.riccati import blowup_time
 from gtcore.stability import equilibrium
