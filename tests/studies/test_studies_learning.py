@@ -5,19 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gtbook.studies.learning import harness
+from gtbook.studies.learning import learned_clouds
 from gtbook.studies.learning.harness import (
     PairLosses,
     TrainingSettings,
     energy_comparison,
     haar_rotation,
-    mean_field_departure,
     null_losses,
-    off_subspace_ratio,
     random_targets,
     run_for,
     slack_slope,
     standard_start,
+)
+from gtbook.studies.learning.learned_clouds import (
+    mean_field_departure,
+    off_subspace_ratio,
     thickness_against_n,
 )
 from gtcore import bures_wasserstein, steer
@@ -125,10 +127,10 @@ def test_energy_comparison_behind_the_wall_steers_to_the_nearest_gaussian():
 def test_attended_tokens_is_n_for_uniform_attention_and_one_for_hard_attention():
     t = random_targets(1, 3, 3, seed=5)[0]
     run = run_for(t, 3, 40, SMALL, seed=4, attention=False)
-    assert np.all(np.isinf(harness.attended_tokens(run, seed=0)))
+    assert np.all(np.isinf(learned_clouds.attended_tokens(run, seed=0)))
     from gtcore import Controls
 
     run.training.controls = (Controls(A=np.zeros((3, 3)), V=np.eye(3), B=np.zeros((3, 3))),
                              Controls(A=np.zeros((3, 3)), V=np.eye(3), B=200.0 * np.eye(3)))
-    ess = harness.attended_tokens(run, seed=0)
+    ess = learned_clouds.attended_tokens(run, seed=0)
     assert ess[0] == pytest.approx(40.0) and ess[1] < 1.5

@@ -13,6 +13,8 @@ from gtbook.studies.learning.harness import (
     PairLosses,
     SlackSlope,
     Target,
+)
+from gtbook.studies.learning.learned_clouds import (
     Thickness,
 )
 from gtbook.studies.style import COLORS, figure

@@ -28,20 +28,22 @@ from gtbook.studies.learning import figures as figs
 from gtbook.studies.learning.harness import (
     EnergyComparison,
     LearningRun,
-    MeanFieldDeparture,
     PairLosses,
     SlackSlope,
     Target,
-    Thickness,
     TrainingSettings,
-    attended_tokens,
     energy_comparison,
-    mean_field_departure,
     null_losses,
-    off_subspace_ratio,
     output_tokens,
     run_for,
     slack_slope,
+)
+from gtbook.studies.learning.learned_clouds import (
+    MeanFieldDeparture,
+    Thickness,
+    attended_tokens,
+    mean_field_departure,
+    off_subspace_ratio,
     thickness_against_n,
 )
 from gtbook.studies.traced import Sides, merge
@@ -297,7 +299,7 @@ class LearningGrid:
         return same, wall
 
     def escape(self, *, clouds: int, repeats: int, seed: int) -> Escape:
-        r""":func:`gtbook.studies.learning.harness.mean_field_departure` of every network of :attr:`behind` (seed
+        r""":func:`gtbook.studies.learning.learned_clouds.mean_field_departure` of every network of :attr:`behind` (seed
         ``seed + i`` for the i-th)."""
         return Escape([(name, run, t, nl, mean_field_departure(run, t.mu, t.Sigma, clouds=clouds, repeats=repeats,
                                                                seed=seed + i))
@@ -405,12 +407,12 @@ class LearningGrid:
         return figs.energy_figure(labels, [energies[n] for n in labels])
 
     def bending(self, escape: Escape, ns: Sequence[int], *, clouds: int, seed: int) -> Thickness:
-        """:func:`gtbook.studies.learning.harness.thickness_against_n` of the deepest network of ``escape``."""
+        """:func:`gtbook.studies.learning.learned_clouds.thickness_against_n` of the deepest network of ``escape``."""
         _, run, t, *_ = escape.deepest
         return thickness_against_n(run, ns, clouds=clouds, seed=seed, target=t)
 
     def attended(self, escape: Escape, *, seed: int) -> np.ndarray:
-        """:func:`gtbook.studies.learning.harness.attended_tokens` of the deepest network of ``escape``."""
+        """:func:`gtbook.studies.learning.learned_clouds.attended_tokens` of the deepest network of ``escape``."""
         return attended_tokens(escape.deepest[1], seed=seed)
 
 
