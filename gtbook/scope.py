@@ -234,7 +234,8 @@ def widest(scopes: Iterable[Scope]) -> list[Scope]:
 
 
 def describe(scope: Scope, stated: StatedScope) -> str:
-    """Where ``scope`` falls short of ``stated``, in a few words (``"V = vI, d ≤ 3"``); "" when it covers it."""
+    """Where ``scope`` falls short of ``stated``, in a few words (``"V = vI, d ≤ 3"``), with the system and family it
+    was shown on in parentheses (``"A = 0, V = vI (Transformer code)"``); "" when it covers it."""
     if covers(scope, stated):
         return ""
     parts = [_WORDS[(p, getattr(scope, p))] for p in CLASSES
@@ -249,11 +250,14 @@ def describe(scope: Scope, stated: StatedScope) -> str:
         parts.append(f"{scope.heads} head" + ("s" if scope.heads > 1 else ""))
     if not set(stated.attention) <= set(scope.attention):
         parts.append("/".join(scope.attention) + " attention")
-    if scope.family:
-        parts.append(scope.family)
+    # where the evidence comes from, in parentheses after the classes: "A = 0, V = vI (bert code, Transformer code)"
+    where = [scope.family] if scope.family else []
     if scope.system is not System.TOKENS and scope.independent:
-        parts.append(scope.system.value)
-    return ", ".join(parts)
+        where.append(scope.system.value)
+    if not parts and where:  # the family alone falls short: it leads, the system in parentheses
+        parts, where = where[:1], where[1:]
+    text = ", ".join(parts)
+    return f"{text} ({', '.join(where)})" if where else text
 
 
 def stated_from_toml(entry: Mapping[str, Any] | None, where: str) -> StatedScope:

@@ -49,7 +49,10 @@ def test_describe_names_each_axis_that_falls_short():
     assert describe(tokens(V="scalar", d=(2, 3)), GENERAL) == "V = vI"
     assert describe(tokens(V="scalar", B="symmetric", d=(2,)), GENERAL) == "symmetric B, V = vI, d ≤ 2"
     assert describe(Scope(system=System.MODEL_CODE, d=(3,), A="zero", V="scalar"), GENERAL) == (
-        "A = 0, V = vI, Transformer code")
+        "A = 0, V = vI (Transformer code)")
+    assert describe(Scope(system=System.MODEL_CODE, d=(3,), A="zero", V="scalar", family="bert code"), GENERAL) == (
+        "A = 0, V = vI (bert code, Transformer code)")
+    assert describe(Scope(system=System.TRAINED_MODEL, d=(8,), family="a model"), GENERAL) == "a model (trained model)"
 
 
 def test_widest_keeps_the_incomparable_scopes():
