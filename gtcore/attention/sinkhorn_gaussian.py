@@ -72,8 +72,12 @@ def gaussian_conditional_gain(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
     """
     Sh = psd_sqrt(0.5 * (Sigma + np.swapaxes(Sigma, -1, -2)))
     d = Sh.shape[-1]
-    T = Sh @ B @ Sigma @ np.swapaxes(B, -1, -2) @ Sh
-    R = psd_sqrt(np.eye(d) + 2.0 * (T + np.swapaxes(T, -1, -2)))
+    # Far out (a float32 covariance near 1e19, as an integrator's trial step may reach) G^T G overflows: R is then
+    # non-finite, not "well", and the closed form below takes over from G itself, which is still finite. The overflow
+    # is expected there, so it is not reported.
+    with np.errstate(over="ignore", invalid="ignore"):
+        T = Sh @ B @ Sigma @ np.swapaxes(B, -1, -2) @ Sh
+        R = psd_sqrt(np.eye(d) + 2.0 * (T + np.swapaxes(T, -1, -2)))
     well = np.trace(R, axis1=-2, axis2=-1) <= _solve_max(R.dtype)  # False for a non-finite R too
     if np.all(well):
         return 2.0 * Sh @ np.linalg.solve(np.eye(d) + R, Sh @ B)

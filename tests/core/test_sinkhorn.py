@@ -258,6 +258,23 @@ def test_the_gain_takes_the_closed_form_inverse_where_i_plus_r_is_singular_in_fl
     np.testing.assert_array_equal(_gain_where_ill_conditioned(Sh, B, R, well)[well], solved[well])
 
 
+def test_a_float32_gain_far_out_takes_the_closed_form_without_an_overflow_warning():
+    """A float32 trial state near 1.6e19 (found by the fuzz test of simulate): G^T G overflows float32, the closed
+    form takes over from G, and the gain is the float64 gain to float32 precision, with no RuntimeWarning."""
+    import warnings
+
+    from gtcore.attention.sinkhorn_gaussian import gaussian_conditional_gain
+
+    S = np.diag([1.6e19, 1.0, 2.0])
+    B = np.array([[1.0, 0.2, 0.0], [0.0, 1.0, 0.3], [0.1, 0.0, 1.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        M32 = gaussian_conditional_gain(S.astype(np.float32), B.astype(np.float32))
+    assert M32.dtype == np.float32
+    M64 = gaussian_conditional_gain(S, B)   # float64: the solve, no closed form
+    np.testing.assert_allclose(M32, M64, rtol=0, atol=1e-6)
+
+
 def test_an_anderson_mix_beyond_the_range_limit_is_a_plain_step():
     """Residuals that hardly change (a stalled secant) give huge coefficients: the mix is refused."""
     from gtcore.attention.sinkhorn_scaling import _Anderson
