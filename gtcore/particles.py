@@ -34,8 +34,6 @@ Explicit Euler with step :math:`h` and ``steps = L`` *is* an L-layer residual Tr
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +56,8 @@ from gtcore._particle_plan import (
 )
 from gtcore._progress import progress as progress_bar
 from gtcore._repr import short_repr
+from gtcore._torch_controls import _ControlCache, _torch_controls, _TorchControls
 from gtcore._validation import as_float_array, check_count, check_positive, check_span, check_tokens, show
-from gtcore.attention import AttentionType, attention_of
 from gtcore.attention.sinkhorn_warm import warm_starts
 from gtcore.controls import Controls, ControlsLike, as_control_function, control_breaks, evaluate_controls
 from gtcore.status import Status
@@ -71,62 +69,6 @@ AVERAGES = ("empirical", "gaussian")
 
 __all__ = ["ACTIVATIONS", "AVERAGES", "MAX_STEPS", "PROGRESS_AFTER_S", "RK4", "SERIAL_WORK", "SOLVERS", "Euler",
            "FixedStepMethod", "Midpoint", "ParticleTrajectory", "simulate", "simulate_batch", "velocity"]
-
-
-# ------------------------------------------------------------------ torch helpers
-@dataclass
-class _TorchControls:
-    A: torch.Tensor
-    b: torch.Tensor
-    V: torch.Tensor
-    params: Any  # the attention type's head parameters (dot: B, shape (H, d, d))
-    U: torch.Tensor | None
-    W: torch.Tensor | None
-    c: torch.Tensor | None
-    attention: AttentionType
-    attention_on: bool
-    kernel_dtype: Any = None  # the softmax kernel's dtype when it differs from the state's
-    kernel_params: Any = None  # ``params`` in that dtype
-
-
-#: converted controls, per Controls object (immutable) and (dtype, device, kernel dtype); entries go
-#: with their Controls
-_CONVERTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_CONVERTING = threading.Lock()  # simulate_batch converts from several threads
-
-
-def _torch_controls(ctl: Controls, dtype: torch.dtype, device: torch.device,
-                    kernel_dtype: torch.dtype | None = None) -> _TorchControls:
-    """``ctl`` as tensors of ``dtype`` on ``device``, converted once per Controls (controls are immutable)."""
-    kernel_dtype = None if kernel_dtype in (None, dtype) else kernel_dtype
-    with _CONVERTING:
-        per_ctl = _CONVERTED.setdefault(ctl, {})
-    key = (dtype, str(device), kernel_dtype)
-    tc = per_ctl.get(key)
-    if tc is not None:
-        return tc
-
-    def t(a):
-        return None if a is None else torch.as_tensor(np.array(a), dtype=dtype, device=device)
-
-    att = attention_of(ctl)
-    tc = _TorchControls(t(ctl.A), t(ctl.b), t(ctl.V), att.torch_params(ctl, dtype, device),
-                        t(ctl.U), t(ctl.W), t(ctl.c), attention=att, attention_on=bool(np.any(ctl.V)))
-    if kernel_dtype is not None:
-        tc.kernel_dtype = kernel_dtype
-        tc.kernel_params = att.torch_params(ctl, kernel_dtype, device)
-    per_ctl[key] = tc
-    return tc
-
-
-class _ControlCache:
-    """:func:`_torch_controls` for one dtype, device and kernel dtype (what :func:`simulate` steps in)."""
-
-    def __init__(self, dtype: torch.dtype, device: torch.device, kernel_dtype: torch.dtype | None = None) -> None:
-        self.dtype, self.device, self.kernel_dtype = dtype, device, kernel_dtype
-
-    def __call__(self, ctl: Controls) -> _TorchControls:
-        return _torch_controls(ctl, self.dtype, self.device, self.kernel_dtype)
 
 
 def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> torch.Tensor:
