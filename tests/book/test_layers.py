@@ -142,3 +142,13 @@ def test_every_lazy_name_resolves():
     for pkg in (gtcore, gtbook, gtcore.models):
         for name, owner in pkg._LAZY.items():
             assert hasattr(importlib.import_module(owner), name), f"{pkg.__name__}.{name} -> {owner}"
+
+
+#: CONTRIBUTING's limit on a module of either package (lines, as ruff formats them)
+MAX_MODULE_LINES = 650
+
+
+def test_no_module_is_over_the_size_limit():
+    long = {str(p.relative_to(ROOT)): n for pkg in ("gtcore", "gtbook") for p in sorted((ROOT / pkg).rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split by what they hold): {long}"
