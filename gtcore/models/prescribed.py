@@ -79,6 +79,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gtcore._validation import as_float_array
 from gtcore.controls import Controls
 from gtcore.models.prescribed_moments import _check_flag, _check_h, _check_layers
 
@@ -482,12 +483,17 @@ def hidden_states(model: PrescribedTransformer, tokens: Any) -> np.ndarray:
     Raises
     ------
     ValueError
-        ``model`` is not a :class:`PrescribedTransformer`, or tokens of the wrong shape or not finite.
+        ``model`` is not a :class:`PrescribedTransformer`, or tokens that are not real numbers, of the wrong shape
+        or not finite.
     """
     if not isinstance(model, PrescribedTransformer):
         raise ValueError(f"model must be a PrescribedTransformer, got {type(model).__name__}")
-    x = (tokens.detach() if torch.is_tensor(tokens)
-         else torch.as_tensor(np.ascontiguousarray(np.asarray(tokens, float))))  # a negative-stride view is copied
+    if torch.is_tensor(tokens):
+        if tokens.is_complex():
+            raise ValueError(f"tokens must be real, got a complex tensor ({tokens.dtype})")
+        x = tokens.detach()
+    else:  # a negative-stride view is copied
+        x = torch.as_tensor(np.ascontiguousarray(as_float_array(tokens, "tokens")))
     d = model.controls.d
     if x.ndim not in (2, 3) or x.shape[-1] != d or x.shape[-2] < 1:
         raise ValueError(f"tokens must have shape (N, {d}) or (S, N, {d}), got {tuple(x.shape)}")

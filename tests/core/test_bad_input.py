@@ -666,3 +666,14 @@ def test_item5_hidden_states_of_a_negative_stride_view():
     np.testing.assert_array_equal(hidden_states(model, view), hidden_states(model, np.ascontiguousarray(view)))
     grad = torch.tensor(X0, requires_grad=True)  # item 6: a tensor that requires grad
     np.testing.assert_array_equal(hidden_states(model, grad), hidden_states(model, X0))
+
+
+@pytest.mark.parametrize("tokens", [1j, X0 + 0j, torch.tensor(X0 + 0j), "abc"],
+                         ids=["scalar", "array", "tensor", "str"])
+def test_hidden_states_refuses_tokens_that_are_not_real_numbers_by_name(tokens):
+    # found by the fuzz test: a complex scalar gave numpy's TypeError, naming no argument
+    from gtcore.models.prescribed import hidden_states, prescribed_transformer
+
+    model = prescribed_transformer("bert", Controls(V=0.5 * I2, B=I2), 2, h=0.1)
+    with pytest.raises(ValueError, match="tokens"):
+        hidden_states(model, tokens)
