@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "03_rank_and_reachability"
