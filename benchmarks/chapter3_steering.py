@@ -1,13 +1,14 @@
-r"""Wall time of chapter 3's two slowest study calls, ``steered_study`` and ``attention_only_steering``.
+r"""Wall time of chapter 3's slowest study calls: ``steered_study`` and ``measured_steering`` (one notebook cell),
+and ``attention_only_steering``.
 
-Runs both with a profile's parameters (``notebooks/profiles.toml`` over the chapter's parameters cell, the
-chapter's seeds), prints each call's seconds, and with ``--save PATH`` writes every array the chapter's claims
-read (the distances, the dynamic errors, the bootstrap standard errors, the amplifications) to an ``.npz``, so
-two versions of the code can be compared number for number (``--compare OLD.npz``: the largest relative
-difference of each array, 0 where bit-identical).
+Runs them with a profile's parameters (``notebooks/profiles.toml`` over the chapter's parameters cell, the
+chapter's seeds), prints each call's wall and CPU seconds, and with ``--save PATH`` writes every array the
+chapter's claims read (the distances, the dynamic errors, the bootstrap standard errors, the amplifications)
+to an ``.npz``, so two versions of the code can be compared number for number (``--compare OLD.npz``: the
+largest relative difference of each array, 0 where bit-identical).
 
 Run:  ``PYTHONPATH=. OPENBLAS_NUM_THREADS=1 python benchmarks/chapter3_steering.py [--profile quick]
-[--only steered|attention] [--save out.npz] [--compare old.npz]``
+[--only steered|measured|attention] [--save out.npz] [--compare old.npz]``
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def parameters(profile: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="quick")
-    ap.add_argument("--only", choices=("steered", "attention"))
+    ap.add_argument("--only", choices=("steered", "measured", "attention"))
     ap.add_argument("--save", type=Path)
     ap.add_argument("--compare", type=Path)
     args = ap.parse_args()
@@ -53,6 +54,12 @@ def main() -> None:
             out.update({f"st_{name}_distance": res.distance, f"st_{name}_dynamic": res.dynamic,
                         f"st_{name}_slopes": np.array([res.slope, res.dynamic_slope, res.ode_error, res.kappa_max])})
         out["st_se"] = np.array([st.se_distance, st.se_dynamic])
+    if args.only in (None, "measured"):  # the same notebook cell as steered_study
+        t0, c0 = time.perf_counter(), time.process_time()
+        meas = study.measured_steering(**p["measured"], seed=p["ms_seed"])
+        print(f"measured_steering       {time.perf_counter() - t0:8.1f} s wall {time.process_time() - c0:8.1f} s CPU")
+        out.update(ms_distance=meas.distance, ms_dynamic=meas.dynamic, ms_dynamic_transposed=meas.dynamic_transposed,
+                   ms_distance_transposed=meas.distance_transposed)
     if args.only in (None, "attention"):
         t0, c0 = time.perf_counter(), time.process_time()
         ao = study.attention_only_steering(**p["attention_only"], seed=p["ao_seed"])
