@@ -28,8 +28,11 @@ def parameters(profile: str) -> dict:
     """The chapter's parameters cell, with ``profile``'s overrides."""
     from gtbook.chapters import parameters_cell
 
+    source = parameters_cell((ROOT / "notebooks" / f"{CHAPTER}.py").read_text())
+    if source is None:
+        raise SystemExit(f"{CHAPTER}: no parameters cell")
     values: dict = {}
-    exec(parameters_cell((ROOT / "notebooks" / f"{CHAPTER}.py").read_text()), {}, values)  # literals only
+    exec(source, {}, values)  # literals only
     with open(ROOT / "notebooks" / "profiles.toml", "rb") as fh:
         values.update(tomllib.load(fh).get(profile, {}).get(CHAPTER, {}))
     return values
@@ -67,7 +70,7 @@ def main() -> None:
         out.update(ao_distance=ao.distance, ao_free=ao.free, ao_control=ao.control, ao_predicted=ao.predicted,
                    ao_extra=np.array([ao.ode_error, *ao.cond0, *ao.cond1, *ao.log_norm]))
     if args.save:
-        np.savez(args.save, **out)
+        np.savez(args.save, **out)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
     if args.compare:
         old = np.load(args.compare)
         for key, new in out.items():
