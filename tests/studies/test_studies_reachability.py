@@ -106,3 +106,34 @@ def test_table_renders_rows_compactly_and_escapes():
     assert text[2].split() == ["<a>", "0.123", "yes", "∞"] and text[3].split() == ["b", "–", "no"]
     html = t._repr_html_()
     assert "&lt;a&gt;" in html and "c &amp; d" in html and html.count("<tr>") == 3
+
+
+def test_attention_only_batched_runs_match_one_cloud_at_a_time():
+    """The study's D_N, D^A_N and B^T control for its first draw, against simulate() of each cloud by hand."""
+    from gtbook.studies.reachability.attention_only import _antithetic, attention_only_steering
+    from gtbook.studies.reachability.measured import affine_flow
+    from gtbook.studies.reachability.steered_tokens import random_steering_draw
+    from gtcore.particles import simulate
+    from gtcore.reachability import steer
+    from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
+
+    d, Ns, seed = 3, [40, 80], 7
+    res = attention_only_steering(d, Ns, draws=2, seeds=2, perturbations=1, steps=5, seed=seed)
+    rng = np.random.default_rng(seed)
+    for k in range(2):
+        _, F0, mu1, F1, _, _ = random_steering_draw(d, d, rng)
+        rot = random_rotation(d, 0.6, rng)
+        S1 = F1 @ F1.T
+        base = steer(np.zeros(d), F0 @ F0.T, np.zeros(d), S1, 1.0)
+        scale, F = np.sqrt(np.trace(S1)), affine_flow(base, 1.0)[0]
+        for i, N in enumerate(Ns):
+            for s in range(2):
+                x0 = _antithetic(F0, N, seed + 1000 * (k + 1) + s)
+                for transposed in ((False, True) if s == 0 else (False,)):
+                    c = AttentionOnlyControls(base, mu1, 0.5, rot, 0.25, transposed=transposed)
+                    run = simulate(x0, c, c.span, 5, record_every=5, device="cpu")
+                    dist = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
+                    got = res.control[k, i] if transposed else res.distance[k, i, s]
+                    np.testing.assert_allclose(got, dist, rtol=1e-12, atol=0)
+                free = bures_wasserstein(mu1, F @ empirical_moments(x0)[1] @ F.T, mu1, S1) / scale
+                np.testing.assert_allclose(res.free[k, i, s], free, rtol=1e-12, atol=0)

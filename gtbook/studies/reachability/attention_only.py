@@ -41,7 +41,6 @@ These controls are **open loop**: :math:`B(t)` whitens the *reference* covarianc
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +52,7 @@ from gtbook.studies.traced import Sides, collect, merge, observed
 from gtbook.studies.traced import predicted as predicted_side
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
-from gtcore.particles import simulate
+from gtcore.particles import simulate_batch
 from gtcore.reachability import SteeringControls, steer
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 
@@ -246,6 +245,7 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
     -------
     AttentionOnlySteering
     """
+    from gtbook.studies.reachability.harness import RememberedControls
     from gtbook.studies.reachability.measured import affine_flow
     from gtbook.studies.reachability.steered_tokens import random_steering_draw
 
@@ -257,6 +257,7 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
     D, DA = np.empty((draws, len(Ns), seeds)), np.empty((draws, len(Ns), seeds))
     Dc, pred, extra, ode_error = np.empty((draws, len(Ns))), np.empty(draws), np.empty((draws, 3)), 0.0
     traced: list[Sides] = []
+    problems = []  # per draw: F0, mu1, S1, scale, the attention-free flow F, the controls, the B^T controls
     for k in range(draws):
         _, F0, mu1, F1, _, _ = random_steering_draw(d, d, rng)
         rot = random_rotation(d, theta, rng)
@@ -272,18 +273,39 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
             ref = integrate_moments(zero, S0, ctl, ctl.span, rtol=1e-11, atol=1e-13)
             ode_error = max(ode_error, np.inf if ref.status != "completed"
                             else float(bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale))
-            for i, N in enumerate(Ns):
-                for s in range(seeds):
-                    x0 = _antithetic(F0, int(N), seed + 1000 * (k + 1) + s)
-                    DA[k, i, s] = bures_wasserstein(mu1, F @ empirical_moments(x0)[1] @ F.T, mu1, S1) / scale
-                    for c in ((ctl, wrong) if s == 0 else (ctl,)):
-                        with observed() if c is ctl else nullcontext():
-                            run = simulate(x0, c, c.span, steps, record_every=steps, device="cpu")
-                        dist = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
-                        if c is ctl:
-                            D[k, i, s] = dist
-                        else:
-                            Dc[k, i] = dist
+        w0, w1 = np.linalg.eigvalsh(S0), np.linalg.eigvalsh(S1)
+        extra[k] = (w0[-1] / w0[0], w1[-1] / w1[0], np.linalg.norm(base.stages[0].A) * T)
+        problems.append((F0, mu1, S1, scale, F, ctl, wrong))
+    # every cloud (draw, N, seed) at once: the clouds of one draw share the step times, so each draw's controls
+    # are evaluated once per time (RememberedControls); the B^T control clouds (seed 0) in a batch of their own
+    jobs = [(k, i, s) for k in range(draws) for i in range(len(Ns)) for s in range(seeds)]
+    x0s = {job: _antithetic(problems[job[0]][0], int(Ns[job[1]]), seed + 1000 * (job[0] + 1) + job[2]) for job in jobs}
+    remembered = [(RememberedControls(p[5]), RememberedControls(p[6])) for p in problems]
+
+    def run_batch(batch: list[tuple[int, int, int]], which: int) -> list:
+        """simulate_batch of ``batch``'s clouds, grouped by their controls' span (each draw's (0, T + tau))."""
+        out: dict[tuple[int, int, int], object] = {}
+        for span in dict.fromkeys(problems[job[0]][5].span for job in batch):
+            group = [job for job in batch if problems[job[0]][5].span == span]
+            runs = simulate_batch([x0s[job] for job in group], [remembered[job[0]][which] for job in group], span,
+                                  steps, record_every=steps, device="cpu")
+            out.update(zip(group, runs, strict=True))
+        return [out[job] for job in batch]
+
+    with collect() as run_sides, observed():  # the token runs under the controls
+        runs = run_batch(jobs, 0)
+    traced.append(run_sides)
+    control_jobs = [job for job in jobs if job[2] == 0]
+    control_runs = run_batch(control_jobs, 1)  # the B^T control: neither side
+    for job, run in zip(jobs, runs, strict=True):
+        k, i, s = job
+        _, mu1, S1, scale, F, _, _ = problems[k]
+        DA[k, i, s] = bures_wasserstein(mu1, F @ empirical_moments(x0s[job])[1] @ F.T, mu1, S1) / scale
+        D[k, i, s] = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
+    for (k, i, _), run in zip(control_jobs, control_runs, strict=True):
+        _, mu1, S1, scale, _, _, _ = problems[k]
+        Dc[k, i] = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
+    for k, (F0, mu1, S1, _, F, ctl, _) in enumerate(problems):
         ratios = []
         for j in range(perturbations):
             S_start = empirical_moments(_antithetic(F0, int(Ns[-1]), seed + 1000 * (k + 1) + 500 + j))[1]
@@ -291,8 +313,6 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
             free = bures_wasserstein(mu1, F @ S_start @ F.T, mu1, S1)
             ratios.append(bures_wasserstein(own.mu[-1], own.Sigma[-1], mu1, S1) / free
                           if own.status == "completed" else np.inf)
-        w0, w1 = np.linalg.eigvalsh(S0), np.linalg.eigvalsh(S1)
         pred[k] = np.median(ratios)
-        extra[k] = (w0[-1] / w0[0], w1[-1] / w1[0], np.linalg.norm(base.stages[0].A) * T)
     return AttentionOnlySteering(Ns, D, DA, Dc, pred, float(ode_error), extra[:, 0], extra[:, 1], extra[:, 2],
                                  float(cut), merge(*traced))

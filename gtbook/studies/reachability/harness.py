@@ -2,7 +2,7 @@ r"""Chapter 3 (rank and reachability): rank invariance along the moment ODE, and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from gtcore._progress import progress as progress_bar
 from gtcore._validation import check_moments, check_positive
-from gtcore.controls import ControlsLike
+from gtcore.controls import Controls, ControlsLike
 from gtcore.moments import integrate_moments
 from gtcore.particles import simulate
 from gtcore.reachability import covariance_rank, singular_values
@@ -83,6 +83,36 @@ def rank_invariance(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, *, 
                           rtols=np.array(list(rtols), float), eta=np.array(etas), status=traj.status)
 
 
+class RememberedControls:
+    r"""``controls`` evaluated once per time: :math:`t \mapsto` ``controls(t)``, each value kept and returned again.
+
+    Token clouds moved by :func:`gtcore.particles.simulate` over one span with one step count evaluate their
+    controls at the same times (the RK4 stage times of the same step schedule); with this wrapper every cloud
+    after the first reuses the first's :class:`~gtcore.controls.Controls` objects (and their converted tensors),
+    the same numbers as evaluating again (``controls`` must be a deterministic function of ``t``). Keeps
+    ``controls``' ``d``, ``breaks`` and ``span``.
+
+    Parameters
+    ----------
+    controls : callable ``t -> Controls``
+        Deterministic controls (a :class:`~gtcore.reachability.SteeringControls`, say).
+    """
+
+    def __init__(self, controls: Callable[[float], Controls]) -> None:
+        self.controls = controls
+        self._values: dict[float, Controls] = {}
+        for name in ("d", "breaks", "span"):
+            if hasattr(controls, name):
+                setattr(self, name, getattr(controls, name))
+
+    def __call__(self, t: float) -> Controls:
+        t = float(t)
+        value = self._values.get(t)
+        if value is None:
+            value = self._values[t] = self.controls(t)
+        return value
+
+
 def token_distances(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float,
                     ns: Sequence[int], repeats: int, steps: int, *, seed: int = 0,
                     progress: bool = True, **simulate_kwargs) -> np.ndarray:
@@ -122,4 +152,4 @@ def token_distances(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sig
     return out
 
 
-__all__ = ["RankInvariance", "rank_invariance", "token_distances"]
+__all__ = ["RankInvariance", "RememberedControls", "rank_invariance", "token_distances"]

@@ -42,7 +42,7 @@ from scipy.linalg import expm
 from gtbook.studies.traced import Sides, collect, no_prediction, observed, predicted
 from gtcore.controls import Controls, PiecewiseControls
 from gtcore.moments import integrate_moments
-from gtcore.particles import simulate
+from gtcore.particles import simulate_batch
 from gtcore.reachability import SteeringControls, steer
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
@@ -273,23 +273,32 @@ def measured_steering(d: int, Ns: Sequence[int], *, draws: int, seeds: int, cont
             path = max(float(np.max(np.linalg.eigvals(B.T @ S @ B @ S).real))
                        for S in (base.reference(float(t))[1] for t in np.linspace(0.0, T, 11)))
             B = B * np.sqrt(kappa / path)  # kappa is quadratic in B
-            for i, N in enumerate(sizes):
-                for s in range(seeds):
-                    g_pilot = np.random.default_rng(seed + 1000 * (k + 1) + 500 + s)
-                    pilot = mu0 + g_pilot.standard_normal((N, d)) @ F0.T
-                    x0 = mu0 + np.random.default_rng(seed + 1000 * (k + 1) + s).standard_normal((N, d)) @ F0.T
-                    with observed():  # the compensation measured on the pilot, and the tokens it steers
-                        ctl = measured_compensation(base, V, B, pilot, steps)
-                        run = simulate(x0, ctl, (0.0, T), steps, record_every=steps, device="cpu")
-                    m, S = empirical_moments(run.final_tokens)
-                    D[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
-                    own0 = empirical_moments(x0)
-                    with predicted():  # eq. (1.1) under the same controls, from the cloud's own moments
-                        own = integrate_moments(*own0, ctl, (0.0, T), rtol=1e-10, atol=1e-12)
-                    E[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
-                    own = integrate_moments(*own0, _transposed(ctl), (0.0, T), rtol=1e-10, atol=1e-12)
-                    Et[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
-                    if s < control_seeds:
-                        run = simulate(x0, _transposed(ctl), (0.0, T), steps, record_every=steps, device="cpu")
-                        Dt[k, i, s] = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
+            jobs = [(i, s) for i in range(len(sizes)) for s in range(seeds)]
+            x0s, ctls = {}, {}
+            for i, s in jobs:
+                N = int(sizes[i])
+                g_pilot = np.random.default_rng(seed + 1000 * (k + 1) + 500 + s)
+                pilot = mu0 + g_pilot.standard_normal((N, d)) @ F0.T
+                x0s[i, s] = mu0 + np.random.default_rng(seed + 1000 * (k + 1) + s).standard_normal((N, d)) @ F0.T
+                with observed():  # the compensation measured on the pilot
+                    ctls[i, s] = measured_compensation(base, V, B, pilot, steps)
+            # the draw's clouds advance together (simulate_batch: the numbers of one simulate() per cloud)
+            with observed():  # the tokens the compensation steers
+                runs = simulate_batch([x0s[job] for job in jobs], [ctls[job] for job in jobs], (0.0, T), steps,
+                                      record_every=steps, device="cpu")
+            controls = [(i, s) for i, s in jobs if s < control_seeds]
+            control_runs = simulate_batch([x0s[job] for job in controls], [_transposed(ctls[job]) for job in controls],
+                                          (0.0, T), steps, record_every=steps, device="cpu")
+            for (i, s), run in zip(jobs, runs, strict=True):
+                ctl = ctls[i, s]
+                m, S = empirical_moments(run.final_tokens)
+                D[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
+                own0 = empirical_moments(x0s[i, s])
+                with predicted():  # eq. (1.1) under the same controls, from the cloud's own moments
+                    own = integrate_moments(*own0, ctl, (0.0, T), rtol=1e-10, atol=1e-12)
+                E[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
+                own = integrate_moments(*own0, _transposed(ctl), (0.0, T), rtol=1e-10, atol=1e-12)
+                Et[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
+            for (i, s), run in zip(controls, control_runs, strict=True):
+                Dt[k, i, s] = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale
     return MeasuredSteering(sizes, D, E, Et, Dt, float(kappa), traced)

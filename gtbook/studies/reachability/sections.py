@@ -16,7 +16,7 @@ import numpy as np
 from gtbook.studies.reachability import figures as figs
 from gtbook.studies.reachability.harness import RankInvariance, rank_invariance, token_distances
 from gtbook.studies.reachability.rank_tokens import RankOnTokens, rank_on_tokens
-from gtbook.studies.reachability.steered_tokens import SteeredTokens, steered_tokens
+from gtbook.studies.reachability.steered_tokens import SteeredTokens, steered_tokens_and_control
 from gtbook.studies.tables import Table
 from gtcore.controls import Controls, PiecewiseControls
 from gtcore.moments import integrate_moments
@@ -317,9 +317,10 @@ class SteeredStudy:
 def steered_study(*, d: int, r: int, Ns: list, draws: int, seeds: int, control_seeds: int, steps: int,
                   head_scale: float, seed: int, boot_seed: int, n_boot: int) -> SteeredStudy:
     """:func:`~gtbook.studies.reachability.steered_tokens.steered_tokens` for Gaussian clouds and the
-    transposed-head control, and the bootstrap standard errors of both Gaussian slopes."""
-    gauss = steered_tokens(d, r, Ns, draws=draws, seeds=seeds, steps=steps, seed=seed, head_scale=head_scale)
-    transposed = steered_tokens(d, r, Ns, draws=draws, seeds=control_seeds, steps=steps, seed=seed,
-                                head_scale=head_scale, transposed=True)
+    transposed-head control (computed together:
+    :func:`~gtbook.studies.reachability.steered_tokens.steered_tokens_and_control`), and the bootstrap standard
+    errors of both Gaussian slopes."""
+    gauss, transposed = steered_tokens_and_control(d, r, Ns, draws=draws, seeds=seeds, control_seeds=control_seeds,
+                                                   steps=steps, seed=seed, head_scale=head_scale)
     return SteeredStudy(gauss, transposed, gauss.slope_standard_error("distance", n_boot=n_boot, seed=boot_seed),
                         gauss.slope_standard_error("dynamic", n_boot=n_boot, seed=boot_seed + 1))

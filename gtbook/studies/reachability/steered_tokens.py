@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gtbook.studies.reachability.harness import RememberedControls
 from gtbook.studies.traced import Sides, collect, no_prediction, observed, predicted
 from gtcore.attention import max_sampling_strength
 from gtcore.controls import Controls, as_control_function
@@ -43,7 +44,7 @@ from gtcore.reachability import steer
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 
-__all__ = ["SteeredTokens", "random_steering_draw", "steered_tokens"]
+__all__ = ["SteeredTokens", "random_steering_draw", "steered_tokens", "steered_tokens_and_control"]
 
 
 def random_steering_draw(d: int, r: int, rng: np.random.Generator, *, head_scale: float = 0.5):
@@ -179,12 +180,52 @@ def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
     -------
     SteeredTokens
     """
+    counts = {bool(transposed): int(seeds)}
+    return _steered(d, r, Ns, counts, steps=steps, T=T, law=law, seed=seed, draws=draws, head_scale=head_scale,
+                    kappa_cap=kappa_cap, max_tries=max_tries)[bool(transposed)]
+
+
+def steered_tokens_and_control(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int, seeds: int,
+                               control_seeds: int, steps: int, T: float = 1.0, law: str = "gaussian", seed: int = 0,
+                               head_scale: float = 0.5, kappa_cap: float = 0.45,
+                               max_tries: int = 100) -> tuple[SteeredTokens, SteeredTokens]:
+    r"""``steered_tokens(..., seeds=seeds)`` and its control ``steered_tokens(..., seeds=control_seeds,
+    transposed=True)`` with the same draws, computed together: the same numbers as the two calls.
+
+    The two share everything but the tokens' head: the draws (their steering controls and the reference check
+    along eq. (1.1)), the clouds (cloud ``s`` of draw ``k`` has seed ``seed + 1000 (k+1) + s`` in both) and so
+    eq. (1.1) from each cloud's own moments under the controls, which the dynamic error :math:`E_N` compares
+    with. Each of those is computed once here; the token runs of both, each N in one
+    :func:`gtcore.particles.simulate_batch`.
+
+    Parameters
+    ----------
+    d, r, Ns, draws, steps, T, law, seed, head_scale, kappa_cap, max_tries
+        As :func:`steered_tokens`.
+    seeds, control_seeds : int
+        Clouds per draw and N with the head :math:`(V, B)`, and with :math:`(V, B^\top)` (the control).
+
+    Returns
+    -------
+    (SteeredTokens, SteeredTokens)
+        The clouds with the compensated head, and the control (``transposed=True``).
+    """
+    out = _steered(d, r, Ns, {False: int(seeds), True: int(control_seeds)}, steps=steps, T=T, law=law, seed=seed,
+                   draws=draws, head_scale=head_scale, kappa_cap=kappa_cap, max_tries=max_tries)
+    return out[False], out[True]
+
+
+def _steered(d: int, r: int, Ns: Sequence[int] | np.ndarray, counts: dict[bool, int], *, draws: int, steps: int,
+             T: float, law: str, seed: int, head_scale: float, kappa_cap: float,
+             max_tries: int) -> dict[bool, SteeredTokens]:
+    """:func:`steered_tokens` for each head in ``counts`` (False: :math:`B`, True: :math:`B^\top`), with
+    ``counts[head]`` clouds per draw and N; the draws, the clouds and eq. (1.1) from their moments shared."""
     if law not in ("gaussian", "uniform"):
         raise ValueError(f"law must be 'gaussian' or 'uniform', got {law!r}")
     rng = np.random.default_rng(seed)
     Ns = np.asarray(Ns, int)
-    out = np.empty((draws, len(Ns), seeds))
-    dyn = np.empty_like(out)
+    out = {head: np.empty((draws, len(Ns), n)) for head, n in counts.items()}
+    dyn = {head: np.empty_like(v) for head, v in out.items()}
     ode_error, kappa_max, tries = 0.0, 0.0, 0
     kept = []
     with collect() as traced:  # the draws' check along eq. (1.1) (kappa, exactness) runs on neither side
@@ -205,25 +246,33 @@ def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
             kappa_max = max(kappa_max, k_path)
             scale = np.sqrt(np.trace(S1))
             ode_error = max(ode_error, bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale)
-            kept.append((mu0, F0, mu1, S1, ctl, _TransposedHead(ctl) if transposed else ctl, scale))
-        for i, N in enumerate(Ns):  # the clouds of one N, every draw and seed, advance together
-            jobs = [(k, s) for k in range(draws) for s in range(seeds)]
-            x0s = []
-            for k, s in jobs:
-                mu0, F0 = kept[k][0], kept[k][1]
-                g = np.random.default_rng(seed + 1000 * (k + 1) + s)
-                z = g.standard_normal((N, r)) if law == "gaussian" else g.uniform(-np.sqrt(3), np.sqrt(3), (N, r))
-                x0s.append(mu0 + z @ F0.T)
+            # the clouds of a draw step at the same times: its controls evaluated once per time, for both heads
+            moving = RememberedControls(ctl)
+            kept.append((mu0, F0, mu1, S1, ctl, {False: moving, True: RememberedControls(_TransposedHead(moving))},
+                         scale))
+        for i, N in enumerate(Ns):  # the clouds of one N, every draw, seed and head, advance together
+            x0s = {}
+            for k in range(draws):
+                for s in range(max(counts.values())):
+                    mu0, F0 = kept[k][0], kept[k][1]
+                    g = np.random.default_rng(seed + 1000 * (k + 1) + s)
+                    z = g.standard_normal((N, r)) if law == "gaussian" else g.uniform(-np.sqrt(3), np.sqrt(3), (N, r))
+                    x0s[k, s] = mu0 + z @ F0.T
+            jobs = [(head, k, s) for head, n in counts.items() for k in range(draws) for s in range(n)]
             with observed():
-                runs = simulate_batch(x0s, [kept[k][5] for k, _ in jobs], (0.0, T), steps, record_every=steps,
-                                      device="cpu")
-            for (k, s), x0, run in zip(jobs, x0s, runs, strict=True):
+                runs = simulate_batch([x0s[k, s] for _, k, s in jobs], [kept[k][5][head] for head, k, _ in jobs],
+                                      (0.0, T), steps, record_every=steps, device="cpu")
+            own: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # eq. (1.1) from cloud (k, s), once
+            for (head, k, s), run in zip(jobs, runs, strict=True):
                 _, _, mu1, S1, ctl, _, scale = kept[k]
                 m, S = empirical_moments(run.final_tokens)
-                out[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
-                own0 = empirical_moments(x0)
-                with predicted():  # eq. (1.1) under the same controls, from the cloud's own moments
-                    own = integrate_moments(*own0, ctl, (0.0, T), rtol=1e-10, atol=1e-12)
-                dyn[k, i, s] = bures_wasserstein(m, S, own.mu[-1], own.Sigma[-1]) / scale
-    return SteeredTokens(Ns, out, dyn, law, bool(transposed), float(ode_error), float(kappa_max),
-                         pooled_loglog_slope(Ns, out), pooled_loglog_slope(Ns, dyn), traced)
+                out[head][k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale
+                if (k, s) not in own:
+                    own0 = empirical_moments(x0s[k, s])
+                    with predicted():  # eq. (1.1) under the same controls, from the cloud's own moments
+                        sol = integrate_moments(*own0, ctl, (0.0, T), rtol=1e-10, atol=1e-12)
+                    own[k, s] = (sol.mu[-1], sol.Sigma[-1])
+                dyn[head][k, i, s] = bures_wasserstein(m, S, *own[k, s]) / scale
+    return {head: SteeredTokens(Ns, out[head], dyn[head], law, head, float(ode_error), float(kappa_max),
+                                pooled_loglog_slope(Ns, out[head]), pooled_loglog_slope(Ns, dyn[head]), traced)
+            for head in counts}
