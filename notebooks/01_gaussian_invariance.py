@@ -110,10 +110,10 @@ figures.cloud_with_ellipses(cloud.tokens[show], cloud.t[show], ode.mu[show], ode
 
 # %% [markdown]
 # *What to look at* in {numref}`fig-cloud`: the cloud rotates, stretches and drifts, and the ellipses of the ODE
-# move with it at every time. {numref}`anim-cloud` plays the same run at every one of its `steps` integrator
-# steps (press play or drag the slider).
+# move with it at every time. {numref}`anim-cloud`, in the collapsed output below, plays the same run at every one
+# of its `steps` integrator steps (press play or drag the slider).
 
-# %% mystnb={"figure": {"name": "anim-cloud", "caption": "The tokens (dots, a fixed subset) moved by the softmax Transformer, integrator step by integrator step, and the $2\\sigma$ ellipse of the Gaussian whose moments solve eq. (1.1)."}}
+# %% tags=["hide-output"] mystnb={"figure": {"name": "anim-cloud", "caption": "The tokens (dots, a fixed subset) moved by the softmax Transformer, integrator step by integrator step, and the $2\\sigma$ ellipse of the Gaussian whose moments solve eq. (1.1)."}}
 figures.ode_animation(cloud, ode, alt="Animation of a two-dimensional token cloud over time: the cloud turns, "
                       "stretches and drifts, and an ellipse computed from the moment ODE moves with it, "
                       "covering it at every frame.")
@@ -129,6 +129,7 @@ figures.ode_animation(cloud, ode, alt="Animation of a two-dimensional token clou
 # trajectory, the central limit theorem gives errors of order $N^{-1/2}$; above it, rare tokens in the
 # tail dominate their softmax and the error decays more slowly at any practical $N$.
 #
+# ```{dropdown} What is measured, and the thresholds
 # *What is measured.* For each $N$ and seed, the tokens' moments at $T$ are compared with the moment
 # ODE started from **that cloud's own moments** $(\hat\mu(0), \hat\Sigma(0))$: the initial sampling
 # error (which shrinks like $N^{-1/2}$ for any law and would make the rate hold by construction)
@@ -141,6 +142,7 @@ figures.ode_animation(cloud, ode, alt="Animation of a two-dimensional token clou
 # slower when its slope exceeds the weak one's by more than three standard errors of the difference
 # (the two settings move the same seeded samples, so the difference is bootstrapped with one set of
 # resampled seeds for both).
+# ```
 
 # %% mystnb={"figure": {"name": "fig-error-n", "caption": "Relative moment error of the token cloud against the number of tokens $N$, for weak and strong attention, with the $N^{-1/2}$ reference line. Error bars: standard errors over the seeds."}, "image": {"alt": "Log-log plot of moment error against the number of tokens: the weak-attention curve falls parallel to a reference line of slope minus one half; the strong-attention curve falls more slowly."}}
 rates = finite_n_rates(mu0, Sigma0, weak, strong, T, Ns, n_seeds, study_steps, seed=seed)
@@ -172,6 +174,9 @@ claim("strong_is_slower", rates.strong.slope - rates.weak.slope, gt=3 * rates.se
       statement="beyond_finite_n", kind="reproduces", scope=S2, sides=rates.sides)
 
 # %% [markdown]
+# A derivation check of $\kappa$ itself, against the supremum it stands for, is in the collapsed output below.
+#
+# ```{dropdown} What the check of $\kappa$ does, and its threshold
 # The threshold's derivation says what $\kappa$ *is*: the weights $e^{y^\top Bx}$ have relative second moment
 # $e^{x^\top B^\top\Sigma Bx}$ over the tokens, and its average over Gaussian queries is finite iff
 # $\sup_x x^\top B^\top\Sigma Bx / x^\top\Sigma^{-1}x < \tfrac12$. So the closed form the library uses is checked
@@ -180,8 +185,9 @@ claim("strong_is_slower", rates.strong.slope - rates.weak.slope, gt=3 * rates.se
 # $B$ and a random $\Sigma$. *Threshold*: $10^{-8}$ relative, the accuracy of a smooth maximum found by BFGS to
 # gradient tolerance $10^{-13}$ (the error in the value is quadratic in the error in the maximiser). A
 # derivation check.
+# ```
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 strength = strength_draws(10, 3, seed=seeds["strength"])
 glue("strength_err", strength.max_relative_error)
 claim("kappa = lambda_max(B^T Sigma B Sigma) is the sup of the weights' variance exponent (non-symmetric B; "
@@ -192,8 +198,11 @@ claim("kappa = lambda_max(B^T Sigma B Sigma) is the sup of the weights' variance
 # ## (c) A 12-layer Transformer and the exact layer map
 #
 # A residual layer $x \mapsto x + h\,v(x)$ maps $N(\mu, \Sigma)$ to $N(\mu + h\mu', M\Sigma M^\top)$ with
-# $M = I + h(A + V\Sigma B)$. Two checks of different nature.
+# $M = I + h(A + V\Sigma B)$. Two checks of different nature: a consistency check that stacking 12 such layers
+# with the Gaussian attention average is `layer_stack` to round-off, and a reproduction that the softmax stack
+# approaches it like $N^{-1/2}$, against a moment-matched uniform control.
 #
+# ```{dropdown} The two checks, the control and the threshold
 # *Consistency.* Stacking 12 such layers on the tokens with the attention average evaluated against the
 # Gaussian with the cloud's moments is the same affine algebra as `layer_stack`: it must agree to
 # round-off. This checks the code, not the paper.
@@ -213,8 +222,11 @@ claim("kappa = lambda_max(B^T Sigma B Sigma) is the sup of the weights' variance
 # *Threshold.* The fitted slope must lie within $3\,\mathrm{SE}$ of $-\tfrac12$, where SE is the bootstrap
 # standard error of the fitted slope (seeds resampled within each $N$, 2000 resamples): a 99.7%
 # band set by the seed-to-seed scatter. The control's slope must lie above that band's upper edge.
+# ```
+#
+# {numref}`fig-layers`, the layer-by-layer discrepancy, is in the collapsed output below.
 
-# %% mystnb={"figure": {"name": "fig-layers", "caption": "Moment discrepancy, layer by layer, between 12 residual layers applied to the tokens and the exact layer map `layer_stack`."}, "image": {"alt": "Two curves of relative moment discrepancy over 12 layers on a log scale: Gaussian attention on the tokens stays at round-off, softmax attention over the tokens sits at the sampling error."}}
+# %% tags=["hide-output"] mystnb={"figure": {"name": "fig-layers", "caption": "Moment discrepancy, layer by layer, between 12 residual layers applied to the tokens and the exact layer map `layer_stack`."}, "image": {"alt": "Two curves of relative moment discrepancy over 12 layers on a log scale: Gaussian attention on the tokens stays at round-off, softmax attention over the tokens sits at the sampling error."}}
 layers = layer_map_check(x0, weak, T, n_layers)
 layers.figure();
 
@@ -231,13 +243,13 @@ claim("discrete_layers_exact", layers.gaussian.max(), lt=1e-10, statement="reduc
 stacks = stack_rates(mu0, Sigma0, weak, T, n_layers, stack_Ns, stack_seeds, seed=seed)
 stacks.figure();
 
-# %%
+# %% tags=["hide-output"]
 stacks.table()
 
 # %% [markdown]
 # *What to look at* in {numref}`fig-stack-n`: the Gaussian cloud's error runs parallel to the $N^{-1/2}$ line; the
 # uniform cloud's error stays flat: the softmax over it estimates its own tilted mean, which is not
-# $\mu + \Sigma Bx$.
+# $\mu + \Sigma Bx$. The fitted slopes, their standard errors and the band are in the collapsed output above.
 
 # %% tags=["hide-input"]
 claim("softmax 12-layer stack vs layer_stack: log-log slope in N", stacks.gaussian.slope,
@@ -254,6 +266,7 @@ claim("uniform tokens (same moments): softmax stack slope above the band", stack
 # The grey band is the central 99% of each statistic over `noise_repeats` true Gaussian samples of
 # the same size and dimension: the noise floor. A cloud that stays Gaussian stays in the band.
 #
+# ```{dropdown} Why strong attention, the control, the checks of the statistics and the thresholds
 # Because both statistics are affine invariant, a nearly affine flow cannot move them: the test only
 # has power where the attention field is far from affine on any law but a Gaussian. We therefore use
 # attention as strong as the finite-variance regime allows, $B_{\rm mid}$ with $\kappa \approx 0.44$
@@ -279,13 +292,17 @@ claim("uniform tokens (same moments): softmax stack slope above the band", stack
 # band at every recorded time (claim value: the largest excursion outside the band, negative when
 # inside); the control and the checks of the statistics pass when their excursion is positive. Mardia's
 # kurtosis is shown, not claimed for the flow: no flow that it is shown to detect accompanies it here.
+# ```
+#
+# The claims' outcomes, and both statistics at $T$ for every flow and law with the band, are in the collapsed
+# outputs below the figure.
 
 # %% mystnb={"figure": {"name": "fig-gaussianity", "caption": "Sliced W2 and Mardia kurtosis of the token cloud over time, inside the 99% noise band of true Gaussian samples, with moment-matched non-Gaussian samples marked as controls."}, "image": {"alt": "Panels of two Gaussianity statistics against time: the cloud's curves stay inside a grey band while the non-Gaussian control markers lie outside it."}}
 gauss = gaussianity_study(x0, mu0, Sigma0, {"B_mid": mid, "B_strong": strong}, T, steps, noise_repeats=noise_repeats,
                           seed=seed)
 gauss.figure();
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 S2_mid = dict(S2, B="symmetric")  # B_mid is symmetric
 mid, mid_stats = next(iter(gauss.flows.items()))
 claim("B_mid: sliced W2 inside the noise band at every time", excursion(mid_stats["sliced W2"], gauss.bands["sliced W2"]),
@@ -298,40 +315,39 @@ for name, band in gauss.bands.items():
         claim(f"{law}, same moments: {name} outside the noise band", excursion(vals[name], band), gt=0.0,
               statement=None, kind="instrument", scope="instrument")
 
-# %%
+# %% tags=["hide-output"]
 gauss.table()
 
 # %% [markdown]
-# *What to look at* in {numref}`fig-gaussianity`: under $B_{\rm mid}$ the sliced $W_2$ stays inside the band at
-# every recorded time (and so, unclaimed, does Mardia's kurtosis), although the attention tilts each query's
-# average by two thirds of a standard deviation per standard deviation; the three moment-matched non-Gaussian
-# clouds lie far outside it at this $N$, and so does the same flow with the ReLU block (the table above), so the
-# band is not too wide to see a non-Gaussian law or a flow that breaks Gaussianity. Under $B_{\rm strong}$
-# ($\kappa > \tfrac12$) the finite cloud's sliced $W_2$ drifts out of the band as time goes on (the table above
-# gives both statistics at $T$; Mardia's kurtosis, which weighs the far tail differently, moves up but need not
-# leave): at this $N$ the softmax of the queries far out is dominated by a handful of tokens, and the cloud is no
-# longer a Gaussian sample. That is a finite-$N$ effect (the attention average it estimates has infinite
-# variance), not a failure of the mean-field statement, and it is why (b) sees the error decay more slowly than
-# $N^{-1/2}$ in that regime. We record it as a finding, not a claim: we did not predict at which $N$ it would
-# show.
+# *What to look at* in {numref}`fig-gaussianity`: under $B_{\rm mid}$ the sliced $W_2$ stays inside the band at every
+# recorded time (and so, unclaimed, does Mardia's kurtosis), although the attention tilts each query's average by two
+# thirds of a standard deviation per standard deviation; the three moment-matched non-Gaussian clouds lie far outside
+# it at this $N$, and so does the same flow with the ReLU block (the collapsed table above), so the band is not too
+# wide to see a non-Gaussian law or a flow that breaks Gaussianity. Under $B_{\rm strong}$ ($\kappa > \tfrac12$) the
+# finite cloud's sliced $W_2$ drifts out of the band as time goes on (the collapsed table above gives both statistics
+# at $T$; Mardia's kurtosis, which weighs the far tail differently, moves up but need not leave): at this $N$ the
+# softmax of the queries far out is dominated by a handful of tokens, and the cloud is no longer a Gaussian sample.
+# That is a finite-$N$ effect (the attention average it estimates has infinite variance), not a failure of the
+# mean-field statement, and it is why (b) sees the error decay more slowly than $N^{-1/2}$ in that regime. We record
+# it as a finding, not a claim: we did not predict at which $N$ it would show.
 
 # %% [markdown]
 # ## (e) Over general parameters
 #
-# The worked examples above have $d = 2$ and $V = vI$. The reduction and the invariance are statements
-# about every layer, so we test them again over seeded ensembles of `ens_draws` layers in $d = 3$
-# ({py:func}`~gtbook.studies.invariance.ensemble.general_draws`): $A, V, B$ with i.i.d. Gaussian entries (a
-# non-zero $A$, a non-scalar $V$, a non-symmetric $B$: a transposed tilt $\Sigma B^\top x$ or a value map
-# applied as $V^\top$ would change every result), a random mean and an anisotropic full-rank $\Sigma_0$
-# scaled to a chosen sampling strength $\kappa$ at $t = 0$. The $N^{-1/2}$ rate is predicted only while the
-# softmax weights have finite variance, so a draw is used only if $\kappa$ stays below a cap along its moment
-# ODE on $[0, T]$: a property of the layer and its Gaussian input, decided before any token moves, never of a
-# claim's outcome. Every draw the generator made is counted in the census below (kept, or $\kappa$ above the
-# cap, or the moment ODE did not complete). The 12-layer softmax stack of (c) runs on each draw, for $N$ in
-# `ens_Ns`, `ens_seeds` samples per $N$; a statistic's rate is one log–log slope pooled over the draws
-# (one intercept per draw), and SE its bootstrap standard error (seeds resampled within each draw and
-# $N$) ({py:func}`~gtbook.studies.invariance.ensemble_study`).
+# The worked examples above have $d = 2$ and $V = vI$. The reduction and the invariance are statements about every
+# layer, so we test them again over seeded ensembles of `ens_draws` layers in $d = 3$
+# ({py:func}`~gtbook.studies.invariance.ensemble.general_draws`): $A, V, B$ with i.i.d. Gaussian entries (a non-zero
+# $A$, a non-scalar $V$, a non-symmetric $B$: a transposed tilt $\Sigma B^\top x$ or a value map applied as $V^\top$
+# would change every result), a random mean and an anisotropic full-rank $\Sigma_0$ scaled to a chosen sampling
+# strength $\kappa$ at $t = 0$. The $N^{-1/2}$ rate is predicted only while the softmax weights have finite variance,
+# so a draw is used only if $\kappa$ stays below a cap along its moment ODE on $[0, T]$: a property of the layer and
+# its Gaussian input, decided before any token moves, never of a claim's outcome. Every draw the generator made is
+# counted in the census, collapsed below the figure (kept, or $\kappa$ above the cap, or the moment ODE did not
+# complete). The 12-layer softmax stack of (c) runs on each draw, for $N$ in `ens_Ns`, `ens_seeds` samples per $N$; a
+# statistic's rate is one log–log slope pooled over the draws (one intercept per draw), and SE its bootstrap standard
+# error (seeds resampled within each draw and $N$) ({py:func}`~gtbook.studies.invariance.ensemble_study`).
 #
+# ```{dropdown} The two ensembles: statistics, thresholds and controls
 # * **Reduction** (the ensemble at $\kappa = 0.25$, cap $0.45$). The stack's moment error against
 #   the exact layer map from each sample's own moments, as in (c). *Threshold, fixed before the run*: the
 #   slope within $3\,\mathrm{SE}$ of $-\tfrac12$; control: the same draws with tokens uniform on a box,
@@ -346,6 +362,7 @@ gauss.table()
 #   $-\tfrac12$; control: uniform tokens, slope above the band's upper edge. The cap is lower here because the
 #   residual is a mean of *squared* per-token errors, whose spread needs the fourth moment of the softmax
 #   weights, finite only while $\kappa < \tfrac14$.
+# ```
 #
 # The right panel of {numref}`fig-ensemble` is a finding, not a claim: the sliced $W_2$ of each first-ensemble
 # draw's cloud of `ens_tokens` tokens after the flow to $T$, beside the null of Gaussian samples of that size
@@ -355,7 +372,7 @@ gauss.table()
 ens = ensemble_study(ens_draws, 3, T, n_layers, ens_Ns, ens_seeds, ens_tokens, seeds_of=seeds)
 ens.figure();
 
-# %%
+# %% tags=["hide-output"]
 {"first ensemble (kappa cap 0.45)": ens.census.table(), "second ensemble (kappa cap 0.2)": ens.weak_census.table()}
 
 # %% tags=["hide-input"]
@@ -378,19 +395,19 @@ claim("second ensemble, uniform tokens (same moments): non-affine residual slope
 # %% [markdown]
 # In {numref}`fig-ensemble`, left, the pooled slope of the moment error over the first ensemble is
 # {glue:text}`ens_slope:.2f` (SE {glue:text}`ens_se:.2f`; the largest $\kappa$ along a path
-# {glue:text}`ens_kappa_max:.2f`), the uniform control's {glue:text}`ens_uniform_slope:.2f`. Middle: the
-# non-affine residual's slope over the second ensemble is {glue:text}`aff_slope:.2f`
-# (SE {glue:text}`aff_se:.2f`; largest $\kappa$ {glue:text}`aff_kappa_max:.2f`), the uniform control's
-# {glue:text}`aff_uniform_slope:.2f`. The census above counts every draw: the first ensemble's ten layers are the
-# first ten of {glue:text}`ens_tries` draws, the others reaching the cap on $\kappa$ along their moment ODE; the
-# second's, of {glue:text}`aff_tries`. The rejected draws are general layers at an input scale where the softmax
-# weights have infinite variance, where (b) shows the rate to be slower than $N^{-1/2}$; they are not
-# counterexamples to the mean-field statement, and the claims say nothing about them. On the first ensemble the
-# residual's slope is {glue:text}`ens_affine_slope:.2f` (a bootstrap SE of {glue:text}`ens_affine_se:.2f`, which
-# the heavy tail makes unreliable); right, the flow's mean sliced $W_2$ over the draws is
-# {glue:text}`ens_flow_mean:.4f` against the null's 99% quantile {glue:text}`ens_q:.4f` (null mean
-# {glue:text}`ens_null_mean:.4f`, standard deviation of one value {glue:text}`ens_null_sd:.4f`; the largest
-# single draw {glue:text}`ens_worst_draw:.4f`), and with the ReLU block {glue:text}`ens_relu_mean:.4f`.
+# {glue:text}`ens_kappa_max:.2f`), the uniform control's {glue:text}`ens_uniform_slope:.2f`. Middle: the non-affine
+# residual's slope over the second ensemble is {glue:text}`aff_slope:.2f` (SE {glue:text}`aff_se:.2f`; largest
+# $\kappa$ {glue:text}`aff_kappa_max:.2f`), the uniform control's {glue:text}`aff_uniform_slope:.2f`. The census
+# (collapsed above) counts every draw: the first ensemble's ten layers are the first ten of {glue:text}`ens_tries`
+# draws, the others reaching the cap on $\kappa$ along their moment ODE; the second's, of {glue:text}`aff_tries`. The
+# rejected draws are general layers at an input scale where the softmax weights have infinite variance, where (b)
+# shows the rate to be slower than $N^{-1/2}$; they are not counterexamples to the mean-field statement, and the
+# claims say nothing about them. On the first ensemble the residual's slope is {glue:text}`ens_affine_slope:.2f` (a
+# bootstrap SE of {glue:text}`ens_affine_se:.2f`, which the heavy tail makes unreliable); right, the flow's mean
+# sliced $W_2$ over the draws is {glue:text}`ens_flow_mean:.4f` against the null's 99% quantile
+# {glue:text}`ens_q:.4f` (null mean {glue:text}`ens_null_mean:.4f`, standard deviation of one value
+# {glue:text}`ens_null_sd:.4f`; the largest single draw {glue:text}`ens_worst_draw:.4f`), and with the ReLU block
+# {glue:text}`ens_relu_mean:.4f`.
 #
 # ## What we saw
 #

@@ -148,13 +148,20 @@ sweep.prediction_figure();
 # %% [markdown]
 # The measured numbers of each run at the final time $T$, the last recorded time at which its sliced
 # $W_2$ is still below the band's top, and the last recorded time at which the Gaussian prediction is
-# within the reference level (the whole horizon when it never leaves).
+# within the reference level (the whole horizon when it never leaves), are in the collapsed output below.
 
-# %%
+# %% tags=["hide-output"]
 sweep.table()
 
 # %% [markdown]
-# **Claims (a), invariance and the prediction.** Thresholds, fixed before the runs: the edges of the 99%
+# **Claims (a), invariance and the prediction**: the identity-activation run stays in the sliced-$W_2$ noise band
+# and its clouds follow their own moment ODE; the ReLU runs with the kink at the mean or one standard deviation
+# out, and a prediction with a 10% gain error in its attention term, are rejected (controls). The prediction's
+# null (independent clouds moved by each layer, and each set's $T^2$ against the ODE it is tested on) is in a
+# collapsed output below.
+#
+# ```{dropdown} Claims (a): the thresholds, the prediction's null and the controls
+# Thresholds, fixed before the runs: the edges of the 99%
 # noise-floor band at this profile's $N$ (`n_tokens`), from `noise_repeats` Gaussian samples (a sliced
 # $W_2$ *below* the band is not a departure, so only its upper edge counts), and, for the prediction, the
 # 99% quantile of the null of the test described in 2.
@@ -178,6 +185,7 @@ sweep.table()
 #    attention term `gain_error` $= 1.1$ times too large ($V \to 1.1V$: a 10% gain error), and ReLU clouds with
 #    $c_0 = 0$ and $c_0 = 1$ (16% of each coordinate's mass beyond the kink) against the identity-activation
 #    ODE. $c_0 = 2, 3$ are reported, not claimed.
+# ```
 
 # %% tags=["hide-input"]
 S2 = dict(system="tokens", d=2, A="general", B="scalar", V="scalar")  # W_ff folds into A; V = -vI, B = beta I
@@ -188,7 +196,7 @@ claim("identity: max sliced W2 over time below the band's top", float(ident.stat
 claim("ReLU c0=0: sliced W2 at the final time above the band", float(bulk.statistics["sliced_w2"][-1]),
       statement="invariance", kind="control", gt=sweep.band_top, scope=S2)
 
-# %%
+# %% tags=["hide-output"]
 null = prediction_null(layer, offsets, T_relu, n_tokens=null_tokens, clouds=null_seeds, steps=null_steps,
                        gain_error=gain_error, seed=seeds["null"], level=band_level)
 null.table()
@@ -209,6 +217,12 @@ for c0 in (0.0, 1.0):
 # %% [markdown]
 # ### How fast a ReLU layer leaves the Gaussian evolution
 #
+# The relative departure $D(t)$ of a ReLU cloud from the identity-activation cloud started from the same tokens
+# is first order in $t$, $D(t) = r(c_0)\,t + O(t^2)$, with a rate in closed form
+# ({py:func}`~gtcore.relu.relu_departure_rate`): {glue:text}`rate_c0_0:.2f` at $c_0 = 0$, falling like the
+# Gaussian tail $\Phi(-c_0)$ beyond. {numref}`fig-relu-rates` compares it with the measured rates.
+#
+# ```{dropdown} The derivation, the measured rate and the three kinds of claim
 # The ReLU velocity differs from the identity-activation one only where a pre-activation is negative:
 # $W\,\mathrm{relu}(z) - Wz = W\,\mathrm{relu}(-z)$, $z = Ux + c$. Started from the same tokens (and
 # with the same attention, which at $t = 0$ is the same function of the same cloud), the two clouds'
@@ -257,13 +271,14 @@ for c0 in (0.0, 1.0):
 #   box ends at $\sqrt3 < 2$ standard deviations, no token is beyond the kink, and the ratio must fall outside
 #   the band: the closed form is a statement about the Gaussian mass beyond the kink, not about any law with
 #   these moments.
+# ```
 
 # %% mystnb={"figure": {"name": "fig-relu-rates", "caption": "Short-time departure of ReLU clouds from the identity-activation cloud. Left: $D(t)$ for each $c_0$ (solid) against $r(c_0)\\,t$ from the closed form (dashed). Right: measured rate over closed-form rate at each $c_0$, with the 99% sampling band."}, "image": {"alt": "Left: log-log curves of departure against time, each lying on a dashed straight line at short times and bending later. Right: ratio markers near one inside vertical bands that widen with the kink offset."}}
 rates = departure_rates(layer, sweep, offsets, repeats=rate_repeats, seed=seed + 7, max_step=max_step,
                         level=band_level)
 rates.figure();
 
-# %%
+# %% tags=["hide-output"]
 rates.table()
 
 # %% [markdown]
@@ -272,9 +287,11 @@ rates.table()
 # sampling band. The band widens with $c_0$: few tokens of the sample lie beyond a distant kink. The mean
 # sample rate is within $\max|z| =$ {glue:text}`relu_closed_z:.2f` standard errors of the closed form (the
 # table's last line per offset); a common sign of $z$ across offsets points to the upward bias of the sample
-# rate (a $W_2$ of noisy moments) rather than to an error of the closed form.
+# rate (a $W_2$ of noisy moments) rather than to an error of the closed form. The measured and closed-form rates
+# at each offset, with their sampling band, are in the collapsed output above, the claims' outcomes in the one
+# below.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 S2_relu = dict(S2, family="ReLU block W relu(x + c0 1), kink c0 from the mean")
 glue("rate_c0_0", float(rates.rates[0.0]["closed"]))
 glue("c0_far", max(rates.rates))
@@ -320,9 +337,9 @@ mix.figure();
 # is the straight line $\mu + \Sigma B x$; against the mixture it is the gated blend
 # $\sum_k \pi_k(x)(\mu_k + \Sigma_k Bx)$, which bends between the component means (dotted).
 # Inside each component the attention term of the velocity is therefore not affine in $x$, and an
-# affine image of a Gaussian is the only thing that stays Gaussian.
+# affine image of a Gaussian is the only thing that stays Gaussian (the figure is in the collapsed output below).
 
-# %% mystnb={"figure": {"name": "fig-mixture-attention", "caption": "The first coordinate of the attention average at queries $x = (s, 0)$, against the moment-matched Gaussian (a straight line) and against the mixture (a gated blend), with the component means dotted."}, "image": {"alt": "A straight line and an S-shaped curve of the attention average against the query coordinate, the curve bending between two dotted vertical lines at the component means."}}
+# %% tags=["hide-output"] mystnb={"figure": {"name": "fig-mixture-attention", "caption": "The first coordinate of the attention average at queries $x = (s, 0)$, against the moment-matched Gaussian (a straight line) and against the mixture (a gated blend), with the component means dotted."}, "image": {"alt": "A straight line and an S-shaped curve of the attention average against the query coordinate, the curve bending between two dotted vertical lines at the component means."}}
 mix.attention_figure(layer(0.0).B[0]);
 
 # %% [markdown]
@@ -352,7 +369,11 @@ claim("single-Gaussian control: max over times and labels of sliced W2 / band to
 #
 # which no run above exercises with $U \ne I$ and $c$ doing anything but cancel the bias. So the test of the
 # prediction is repeated through one general layer in $d = 3$
-# ({py:func}`~gtbook.studies.beyond.general.general_feedforward_layer`): $A, V, B, U, W$ with i.i.d. Gaussian
+# ({py:func}`~gtbook.studies.beyond.general.general_feedforward_layer`), and the mixture sampler is checked with
+# full covariances.
+#
+# ```{dropdown} The general layer, the mixture sampler and their thresholds
+# $A, V, B, U, W$ with i.i.d. Gaussian
 # entries (non-symmetric $B$, non-scalar $V$, $U$ neither the identity nor symmetric), non-zero $b$ and $c$, an
 # anisotropic input whose scale is set so that $\kappa \le 0.2$ along the path. The tokens are moved by
 # $W(Ux_i + c)$ evaluated token by token; the moment ODE uses the fold: the two sides share no code for the
@@ -367,8 +388,11 @@ claim("single-Gaussian control: max over times and labels of sliced W2 / band to
 # sample mean and covariance against $(\mu_k, \Sigma_k)$, the label counts against the weights, and the whole
 # sample against the mixture's closed-form moments, each entry as a $z$-score (39 of them). *Threshold, fixed
 # before the run*: $\max|z| < 4$ (**consistency**: the sampler against the law it says it samples).
+# ```
+#
+# The tests' numbers, the layer's largest $\kappa$ and the sampler's check are in the collapsed output.
 
-# %%
+# %% tags=["hide-output"]
 fold = feedforward_fold_check(3, T=T_relu, seed=seeds["fold"])
 sampled = mixture_sample_check(general_mixture(3, seed=seeds["mixture"]), 20000, seed=seeds["sample"])
 fold.table() | {"kappa_max along the path": round(fold.layer.kappa_max, 3), "mixture sample": repr(sampled)}
@@ -390,7 +414,7 @@ claim("mixture sampler, three components with full covariances in d=3: max |z| o
 # %% [markdown]
 # Through the general layer the clouds' deviations from their own moment ODE are consistent with zero mean
 # ($T^2$ at {glue:text}`fold_T2_ratio:.2f` of its 99% quantile), and both wrong folds are rejected by orders of
-# magnitude (the table above); the mixture's sample agrees with its law to $\max|z| =$
+# magnitude (the collapsed table above); the mixture's sample agrees with its law to $\max|z| =$
 # {glue:text}`sample_max_z:.2f`.
 #
 # ## (d) The statistics and the mixture tilt, against exact values
@@ -403,6 +427,7 @@ claim("mixture sampler, three components with full covariances in d=3: max |z| o
 # {py:mod}`gtbook.studies.beyond.exact_statistics`). Checks 1–3b test the book's instruments, not the paper:
 # they count for no statement (kind `instrument`); check 4 is a derivation of the mixture tilt.
 #
+# ```{dropdown} The five checks and their thresholds
 # 1. *Mardia's excess* of the multivariate Student $t_\nu$ ($\nu = 12$) is $2/(\nu - 4)$ in every dimension (the
 #    whitened $\mathbb{E}\|y\|^4 = r(r+2)(\nu-2)/(\nu-4)$); mean over 20 samples of 20,000 tokens, standard error
 #    from their spread.
@@ -428,8 +453,9 @@ claim("mixture sampler, three components with full covariances in d=3: max |z| o
 #
 # *Thresholds*, fixed before the run: $|z| < 4$ for 1–3b (a normal $z$ beyond 4 has probability $6 \cdot 10^{-5}$,
 # a $t_{19}$ one $8 \cdot 10^{-4}$), $10^{-10}$ for 4.
+# ```
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 ex = statistic_checks(mix.sample.labels, separation=mixture_separation, seed=seeds["exact"], level=band_level)
 for key, check in {"t": ex.mardia, "sw": ex.sliced_worst, "cover": ex.coverage}.items():
     glue(f"exact_{key}_value", check.measured)

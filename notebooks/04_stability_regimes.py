@@ -125,7 +125,10 @@ display(Markdown(markdown_table(list(ens.values()))))
 # %% mystnb={"figure": {"name": "fig-outcomes", "caption": "Every draw of each ensemble, by outcome. Left: fractions (bars: the Wilson 95 % interval of the predicted outcome). Middle: $\\lambda_{\\min}/\\lambda_{\\max}$ along each lower-rank counterexample, library (lines) and LSODA with the log-determinant (dots). Right: $\\|\\Sigma(t)\\|_F$ of each blow-up counterexample, with the Taylor integrator's pole (dotted)."}, "image": {"alt": "Left: horizontal stacked bars, all green for V = vI stabilising and all red for the destabilising rows, with blue and red parts in the general-V stabilising rows. Middle: curves of an eigenvalue ratio falling along straight lines on a log scale to 1e-16, with dots on them. Right: norms shooting up at dotted vertical lines."}}
 outcomes_figure(list(ens.values()));
 
-# %% tags=["hide-input"]
+# %% [markdown]
+# Every counterexample, one line each, and the claims on these ensembles are in the collapsed output below.
+
+# %% tags=["hide-input", "hide-output"]
 E = ens
 general = [E[("stabilising", "symmetric")], E[("stabilising", "general")]]
 n_general = sum(e.n for e in general)
@@ -310,7 +313,10 @@ sc = scalar_section(scalar["a"], scalar["q"], scalar["sigma0"])
 pl = planar_section(planar["a"], planar["v"], planar["B"], planar["omega"], planar["Sigma0"],
                        planar["t_converge"], planar["mu_target"])
 
-# %% tags=["hide-input"]
+# %% [markdown]
+# The claims of the scalar, planar and closed-form checks are in the collapsed output below.
+
+# %% tags=["hide-input", "hide-output"]
 claim("scalar Riccati solution matches the integrator", sc.error, lt=1e-8, statement="riccati", kind="derivation",
       scope=dict(system="moment ODE", d=1, A="scalar", B="scalar", V="scalar"))
 ode2 = dict(system="moment ODE", d=2, A="normal", B="general", V="scalar")

@@ -211,14 +211,14 @@ print(by_size.table())
 # %% [markdown]
 # ## After "early and intermediate": clustering
 #
-# The mean-field analyses of self-attention predict that tokens cluster at depth. {numref}`fig-clustering`
-# shows, in the pure mode and on one depth axis, the criterion's ratio (close below 1), the histogram of the
-# pairwise cosine similarities of the tokens of a sequence, and a cluster count: the connected components of
-# the graph joining two tokens whose cosine similarity is at least {glue:text}`cluster_threshold`, averaged
-# over {glue:text}`cluster_sequences` sequences (512 for independent Gaussian tokens, 1 for tokens that all
-# point the same way).
+# The mean-field analyses of self-attention predict that tokens cluster at depth. {numref}`fig-clustering`, in the
+# collapsed output below, shows, in the pure mode and on one depth axis, the criterion's ratio (close below 1),
+# the histogram of the pairwise cosine similarities of the tokens of a sequence, and a cluster count: the
+# connected components of the graph joining two tokens whose cosine similarity is at least
+# {glue:text}`cluster_threshold`, averaged over {glue:text}`cluster_sequences` sequences (512 for independent
+# Gaussian tokens, 1 for tokens that all point the same way).
 
-# %% mystnb={"figure": {"name": "fig-clustering", "caption": "Closeness to Gaussian and clustering on one depth axis, pure mode: top, the largest ratio of an upper end of the effect size to the Student-t reference's lower end (close below 1; dashed grey: the random initialisation, when run); middle, the histogram of pairwise cosine similarities of the tokens of a sequence per layer (white: the mean); bottom, the number of clusters."}, "image": {"alt": "Three columns of three panels against relative depth: a closeness ratio, a heat map of cosine similarities and a cluster count, for MiniLM and the two models trained here."}}
+# %% tags=["hide-output"] mystnb={"figure": {"name": "fig-clustering", "caption": "Closeness to Gaussian and clustering on one depth axis, pure mode: top, the largest ratio of an upper end of the effect size to the Student-t reference's lower end (close below 1; dashed grey: the random initialisation, when run); middle, the histogram of pairwise cosine similarities of the tokens of a sequence per layer (white: the mean); bottom, the number of clusters."}, "image": {"alt": "Three columns of three panels against relative depth: a closeness ratio, a heat map of cosine similarities and a cluster count, for MiniLM and the two models trained here."}}
 here = pretrained.TRAINED_HERE
 titles = {"MiniLM": "all-MiniLM-L6-v2 (pretrained)", "ViT": f"DeiT-tiny-configured ViT\n({here})",
           "ModernBERT": f"small ModernBERT\n({here})"}

@@ -33,6 +33,11 @@
 # second holds exactly for networks without attention; with softmax attention at finite $N$ it need not, and
 # section (f) shows what training does with that.
 #
+# The network is $L$ residual layers with softmax attention and learned controls; its loss is the $W_2^2$
+# between its output tokens and a sample of the target, measured on fresh tokens and compared with the noise
+# floor of $N$ tokens, the loss two independent samples leave.
+#
+# ```{dropdown} The network, the loss and the noise floor
 # **The network.** Layer $l = 0, \dots, L-1$ has its own controls $(A_l, b_l, V_l, B_l)$ and step $h = T/L$:
 #
 # $$
@@ -61,9 +66,19 @@
 # the same Gaussian are at a positive $W_2^2$. The floor is therefore *computed*: the distribution of
 # $\ell(X', Y')$ over independent pairs, $X'$ drawn from the best distribution the network can reach and
 # $Y'$ from the target ({py:func}`gtbook.studies.learning.harness.null_losses`).
+# ```
 #
 # ## The rank floor
 #
+# Any distribution carried by an $r$-dimensional affine subspace is at a squared $W_2$ distance of at least
+# $F_r(\Sigma_1) = \sum_{k>r}\lambda_k$ (the sum of the $d - r$ smallest eigenvalues of $\Sigma_1$) from the target
+# $N(\mu_1, \Sigma_1)$, with equality at the **nearest reachable Gaussian** $N(\mu_1, P_E\Sigma_1P_E)$. Without
+# attention the network is affine, so from a rank-$r$ start its $N$ tokens obey the exact finite-$N$ floor
+# $\ell(X, Y) \ge F_r(\hat\Sigma_Y)$; with softmax attention at finite $N$ the cloud can bend out of its
+# subspace and could, in principle, do better than that floor by an amount that vanishes as $N \to \infty$. The
+# **slack** is $s = \ell(X, Y) - F_r(\hat\Sigma_Y)$.
+#
+# ```{dropdown} The derivation, why the network meets the floor, and what the slack is
 # Let $\nu$ be any probability measure carried by an affine subspace $m + E$ of dimension $r$, and
 # $\lambda_1 \ge \dots \ge \lambda_d$ the eigenvalues of $\Sigma_1$. For any coupling of $X \sim \nu$ and
 # $Y \sim N(\mu_1, \Sigma_1)$, $X$ lies in $m + E$, so $\lVert X - Y\rVert \ge \lVert (I - P_E)(Y - m)\rVert$
@@ -118,6 +133,7 @@
 # $r \le 2$ (and like $N^{-2/r}$ for $r \ge 3$). Rather than trust the constants and logarithms, the chapter
 # measures the slack's rate for that nearest Gaussian with the same statistic and compares the trained
 # network's with it.
+# ```
 
 # %% tags=["parameters"]
 seed = 0
@@ -143,7 +159,7 @@ bend_clouds = 4
 energy_pieces = 8
 n_boot = 2000
 
-# %%
+# %% tags=["hide-output"]
 import numpy as np
 
 from gtbook import claim
@@ -159,11 +175,17 @@ low_targets = random_targets(n_low, d, low_rank, seed=seed + 2, eigenvalue_range
 full_targets, low_targets
 
 # %% [markdown]
-# The targets are general: Haar-random orientations (no eigenvector along an axis), means of size about
-# one, eigenvalues log-uniform in $[0.4, 2.5]$. The full-rank start is $N(0, I_3)$, the rank-2 start
-# $N(0, \operatorname{diag}(1, 1, 0))$ (a plane, which the network must turn onto each rank-2 target's plane).
+# The targets (drawn in the collapsed output above) are general: Haar-random orientations (no eigenvector along an
+# axis), means of size about one, eigenvalues log-uniform in $[0.4, 2.5]$. The full-rank start is $N(0, I_3)$, the
+# rank-2 start $N(0, \operatorname{diag}(1, 1, 0))$ (a plane, which the network must turn onto each rank-2 target's
+# plane).
 #
-# **Thresholds, fixed before the run.** For every run the statistic is the mean test loss $\bar\ell$ over
+# **Thresholds, fixed before the run.** A run **reaches** its target when its mean test loss $\bar\ell$ is below
+# the 99% quantile of its noise floor, and **stops at the wall** when $\bar\ell$ lies between the floor's 1% and
+# 99% quantiles.
+#
+# ```{dropdown} The statistic, the noise floor and why these thresholds
+# For every run the statistic is the mean test loss $\bar\ell$ over
 # `test_repeats` fresh pairs, and its noise floor is the distribution of $\ell$ over `null_repeats`
 # independent pairs from the nearest reachable Gaussian and the target. A run **reaches** its target when
 # $\bar\ell$ is below the floor's 99% quantile $q_{99}$; a run **stops at the wall** when $\bar\ell$ lies
@@ -173,6 +195,7 @@ full_targets, low_targets
 # these claims are very unlikely to fail by chance (the quantiles themselves are estimated from
 # `null_repeats` draws), and they fail when training leaves an excess of more than about $2\sigma$ of the
 # floor. They say "as close to the target as two independent samples of it", not "exact".
+# ```
 
 # %% [markdown]
 # ## (a) Training curves
@@ -196,11 +219,11 @@ grid.training_figure();
 # ends inside the noise floor of two independent target samples, below the dashed rank floor; from the
 # rank-2 start it levels off above $F_2$, in the floor of the nearest rank-2 Gaussian. On the right, the
 # Gaussian part of the loss of the rank-2 runs settles near $F_2$ itself, and the rest of their loss is the
-# slack of $N$ tokens. {numref}`fig-wall-clouds` shows the wall in the target's own coordinates: along the
-# direction of its smallest variance the target sample spreads, the attention-free output from the rank-2
-# start cannot.
+# slack of $N$ tokens. {numref}`fig-wall-clouds` (in the collapsed output below) shows the wall in the target's
+# own coordinates: along the direction of its smallest variance the target sample spreads, the attention-free
+# output from the rank-2 start cannot.
 
-# %% mystnb={"figure": {"name": "fig-wall-clouds", "caption": "Output tokens (blue) of trained networks on fresh inputs and a target sample (green), in the target's eigen-coordinates: largest variance horizontally, smallest vertically. Left: from the rank-2 start with $V = 0$: no spread along the smallest direction. Middle: from the full-rank start, covering the target. Right: of all the networks this chapter trains from the rank-2 start with attention, the one with the lowest test loss relative to the wall."}, "image": {"alt": "Three scatter plots. Left: the green target cloud is an ellipse, the blue output lies on a horizontal segment through it. Middle: the blue and green clouds overlap as ellipses of the same shape. Right: the output of the deepest attention network behind the wall, which is either a segment like the left panel or spreads vertically as well."}}
+# %% tags=["hide-output"] mystnb={"figure": {"name": "fig-wall-clouds", "caption": "Output tokens (blue) of trained networks on fresh inputs and a target sample (green), in the target's eigen-coordinates: largest variance horizontally, smallest vertically. Left: from the rank-2 start with $V = 0$: no spread along the smallest direction. Middle: from the full-rank start, covering the target. Right: of all the networks this chapter trains from the rank-2 start with attention, the one with the lowest test loss relative to the wall."}, "image": {"alt": "Three scatter plots. Left: the green target cloud is an ellipse, the blue output lies on a horizontal segment through it. Middle: the blue and green clouds overlap as ellipses of the same shape. Right: the output of the deepest attention network behind the wall, which is either a segment like the left panel or spreads vertically as well."}}
 grid.wall_clouds_figure(seed=seed);
 
 # %% [markdown]
@@ -208,7 +231,8 @@ grid.wall_clouds_figure(seed=seed);
 #
 # Every full-rank target from the full-rank start, and every rank-2 target from the rank-2 start, trained
 # with attention and, in section (e), without. Claims (statement `reachability`): $\bar\ell < q_{99}$ of
-# the target's own noise floor.
+# the target's own noise floor. The table of every run and the claims' outcomes are in the collapsed outputs
+# below the figure.
 
 # %% mystnb={"figure": {"name": "fig-learning-ensemble", "caption": "Mean test loss of every trained network (filled: with attention; open: $V = 0$) against its noise floor (grey bar, 1–99%). Left: full-rank targets from the full-rank start. Middle: rank-2 targets from the rank-2 start. Right: the full-rank targets from the rank-2 start, with the rank floor $F_2$ (red)."}, "image": {"alt": "Three panels of dots on grey vertical bars, one bar per target. In the first two panels the dots lie inside the bars; in the right panel the bars lie above short red ticks, and the dots lie in the bars or below them."}}
 grid.ensemble_figure();
@@ -216,7 +240,7 @@ grid.ensemble_figure();
 # %% tags=["hide-output"]
 grid.table(test_repeats)
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 TM = dict(system="trained model", d=d)  # learned A, b, V, B: general
 TM0 = dict(TM, V="zero")  # trained with V = 0 (attention off)
 t0 = grid.t0
@@ -237,6 +261,7 @@ for name, run in grid.low.items():
 # floor (left and middle); behind the wall (right) the grey bars of the nearest rank-2 Gaussian lie above
 # $F_2$, and the networks are discussed in sections (c) and (f).
 #
+# ```{dropdown} The table's "z of the mean", and runs below the floor's mean
 # The column "z of the mean" puts $\bar\ell$ on the scale of its own noise, $(\bar\ell - \text{floor mean})$
 # over $\sigma/\sqrt{32}$: negative values are runs that end *below* the floor's mean. That is not a flaw of
 # the floor. At finite $N$ the expected $W_2^2$ between two samples is not smallest when both come from the
@@ -245,21 +270,26 @@ for name, run in grid.low.items():
 # average, against {glue:text}`floor_mean:.3f` for samples of the target itself. A network trained on this loss
 # can learn that (its output moments sit a little off the target's in {numref}`fig-learning-curves`, right).
 # The claims ask for the upper side only.
+# ```
 #
 # ## (c) The rank wall without attention
 #
 # The same full-rank targets from the rank-2 start, first with $V = 0$: the network is then affine, the cloud
 # stays in its plane by construction and the finite-$N$ floor is exact. These claims test the training, not the
 # paper's rank invariance (which an affine network cannot fail): they count for this book's learning statement
-# (`beyond_learning`), fixed before the run: (1) **reproduces**: $\bar\ell$ within $[q_1, q_{99}]$ of the floor of
+# (`beyond_learning`). The claims' outcomes are in the collapsed output below.
+#
+# ```{dropdown} The three kinds of claim, fixed before the run
+# (1) **reproduces**: $\bar\ell$ within $[q_1, q_{99}]$ of the floor of
 # the nearest rank-2 Gaussian, for every target: training neither stops above the wall nor gets below it;
 # (2) **consistency**: every test pair obeys $\ell \ge F_2(\hat\Sigma_Y)$ and the output is planar (the relative
 # third singular value $\sigma_3/\sigma_1$ of the centred cloud below $10^{-10}$): theorems for the attention-free
 # network, so they test the code; (3) **control**: the full-rank start, trained in the same way with $V = 0$,
 # ends below $q_1$ of the wall's floor: the statistic separates the wall from reaching, and the wall is the
 # rank's, not the training's.
+# ```
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 for name, run in grid.wall0.items():
     lo, hi = band(grid.null_wall[name])
     claim(f"V = 0: target {name} from rank 2: mean test W2^2 inside the wall's noise floor [q01, q99]",
@@ -287,12 +317,16 @@ for name, run in grid.runs0.items():
 # from the rank-2 start (with $V = 0$, where the floor is exact, and with attention, for section f). The slack
 # of a pair is $\ell - F_2(\hat\Sigma_Y)$; its mean over the test pairs is fitted on log–log axes, for the
 # attention-free networks and for the nearest rank-2 Gaussian (the prediction, computed with the same
-# statistic), with bootstrap standard errors (pairs resampled within each $N$). Claims, fixed before the run:
+# statistic).
+#
+# ```{dropdown} The fit's standard errors and the claims, fixed before the run
+# Bootstrap standard errors: pairs resampled within each $N$. Claims, fixed before the run:
 # at every $N$ the full-rank start reaches the target ($\bar\ell < q_{99}$, `reachability`) and the
 # attention-free rank-2 start stops at the wall ($[q_1, q_{99}]$, `beyond_learning`); the trained slope agrees
 # with the prediction within four standard errors of their difference, and lies more than four standard
 # errors below zero (`beyond_learning`): a training that stops short of the wall by a fixed amount would
 # flatten it towards 0.
+# ```
 
 # %% mystnb={"figure": {"name": "fig-slack", "caption": "Left: the mean test loss against $N$ from the full-rank start (blue, attention on) and from the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with the noise floors (bands, 1–99%) and the rank floor $F_2$ (dashed). Right: the slack $W_2^2 - F_2(\\hat\\Sigma_Y)$ of the attention-free rank-2 networks against $N$ (orange) and of the nearest rank-2 Gaussian (grey band and dashed mean), with fitted slopes and bootstrap standard errors."}, "image": {"alt": "Left: falling lines on log-log axes, the blue one inside its band, the orange ones levelling off towards a dashed horizontal line. Right: a falling orange line of dots lying on a grey band with a dashed line, both straight on log-log axes."}}
 trained_slope, null_slope = grid.slack_slopes(n_boot=n_boot, seed=seed + 6)
@@ -303,8 +337,9 @@ grid.slack_figure((trained_slope, null_slope));
 # floor, while the loss from the rank-2 start approaches $F_2$ from above. On the right, the slack of the
 # attention-free networks falls with slope {glue:text}`trained_slope:.2f` ± {glue:text}`trained_slope_se:.2f`,
 # beside that of the nearest rank-2 Gaussian ({glue:text}`null_slope:.2f` ± {glue:text}`null_slope_se:.2f`).
+# The claims' outcomes are in the collapsed output below.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 slope_se = float(np.hypot(trained_slope.se, null_slope.se))
 glue("trained_slope", trained_slope.slope)
 glue("trained_slope_se", trained_slope.se)
@@ -331,16 +366,18 @@ claim("V = 0: trained slack shrinks with N: (slope + 4 SE)", trained_slope.slope
 # targets are reachable by the affine feed-forward part alone, so training with $V = 0$ should reach the same
 # targets. Claims (`beyond_learning`, fixed before the run): at every depth the full-rank start (attention on)
 # reaches the target and the attention-free rank-2 start stops at the wall; every $V = 0$ network reaches its
-# same-rank target ($\bar\ell < q_{99}$).
+# same-rank target ($\bar\ell < q_{99}$). {numref}`fig-learning-depth`, the differences of the test losses with
+# and without attention with the depth ladder's numbers, and the claims' outcomes are in the collapsed outputs
+# below.
 
-# %% mystnb={"figure": {"name": "fig-learning-depth", "caption": "Left: the mean test loss against the number of layers $L$ at fixed $T$, from the full-rank start (blue) and the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with their noise floors (1–99%) and $F_2$ (dashed). Right: the energy of the learned controls from the full-rank start against $L$: the feed-forward part $h\\sum_l \\lVert A_l\\rVert_F^2 + \\lVert b_l\\rVert^2$ and the energy of the affine velocity the layers apply to the Gaussian (attention folded in), with chapter 3's constructive and minimum-energy controls."}, "image": {"alt": "Left: nearly flat lines of dots against the number of layers, each in its own band, the lowest one below a dashed line. Right: energy curves against the number of layers with two horizontal reference lines."}}
+# %% tags=["hide-output"] mystnb={"figure": {"name": "fig-learning-depth", "caption": "Left: the mean test loss against the number of layers $L$ at fixed $T$, from the full-rank start (blue) and the rank-2 start (orange: $V = 0$, solid; attention on, open squares), with their noise floors (1–99%) and $F_2$ (dashed). Right: the energy of the learned controls from the full-rank start against $L$: the feed-forward part $h\\sum_l \\lVert A_l\\rVert_F^2 + \\lVert b_l\\rVert^2$ and the energy of the affine velocity the layers apply to the Gaussian (attention folded in), with chapter 3's constructive and minimum-energy controls."}, "image": {"alt": "Left: nearly flat lines of dots against the number of layers, each in its own band, the lowest one below a dashed line. Right: energy curves against the number of layers with two horizontal reference lines."}}
 energies, wall_energies = grid.energies(pieces=energy_pieces)
 grid.depth_figure(energies);
 
-# %%
+# %% tags=["hide-output"]
 {"mean test loss, attention on minus V = 0 (same-rank targets)": grid.attention_gap(), "depth": grid.depth_table()}
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 claim("every depth L: full start reaches the target, V = 0 rank-2 start stops at the wall", grid.depths_ok(),
       statement="beyond_learning", kind="reproduces", scope=TM0, sides=grid.depths_sides())
 claim("V = 0: every same-rank target reached (mean test W2^2 < q99)", grid.attention_free_reached(),
@@ -371,8 +408,11 @@ glue("depth_e_hi", float(depth_e.max()))
 # least $F_2$ from the target (claim 2 below).
 #
 # The claims, over **every** network trained from the rank-2 start with attention in this chapter (the ensemble,
-# the $N$ ladder and the depth ladder):
+# the $N$ ladder and the depth ladder): each stays at or above the wall or its tokens have left their own
+# Gaussian dynamics; the exact layer maps of every learned set of controls keep rank 2 and end at least $F_2$
+# from the target; and the planarity statistic sees the finite-$N$ bending (a control).
 #
+# ```{dropdown} The three claims in full
 # 1. (**reproduces**, `rank_invariance`) each either stays at or above the wall ($\bar\ell > q_1$ of the
 #    wall's floor) or its tokens have left its own Gaussian dynamics: the moments of its output cloud are
 #    farther from the exact layer maps' endpoint $N(\mu_L, \Sigma_L)$ than $N$ i.i.d. samples of that endpoint
@@ -384,6 +424,7 @@ glue("depth_e_hi", float(depth_e.max()))
 #    roots of the round-off eigenvalues of a rank-2 product, an error of about $10^{-7}$).
 # 3. (**control**, `rank_invariance`) with attention, the planarity statistic does see the finite-$N$ bending
 #    of every such network ($\sigma_3/\sigma_1 > 10^{-6}$, where $V = 0$ gave round-off).
+# ```
 
 # %% mystnb={"figure": {"name": "fig-escape", "caption": "Every network trained from the rank-2 start to a full-rank target: its mean test loss over the lower edge $q_1$ of the wall's noise floor (below 1: through the wall), against the largest $\\kappa$ of its layers along the Gaussian's path. Filled: its tokens left its own Gaussian dynamics; open: they follow them; crosses: $V = 0$."}, "image": {"alt": "Scatter plot on a logarithmic kappa axis: crosses at the left edge and open or filled circles, most of them above a dashed horizontal line at one; any point below the line is a filled circle far to the right of a dotted vertical line at one half."}}
 escape = grid.escape(clouds=bend_clouds, repeats=null_repeats, seed=seed + 9)
@@ -415,14 +456,15 @@ claim("attention on: the planarity statistic sees the finite-N bending, least si
 # the sharpest attention lets a query attend to {glue:text}`deep_attended:.1f` of its
 # {glue:text}`deep_n` tokens (the median of $1/\sum_j P_{ij}^2$). Does the loophole close as $N$ grows? The derivation says it must
 # in the limit, where the softmax average becomes the Gaussian tilt; but for weights of infinite variance the
-# approach can be slow. {numref}`fig-bending` runs the network of {numref}`fig-escape` with the lowest ratio
-# on fresh clouds of other sizes (its controls unchanged).
+# approach can be slow. {numref}`fig-bending` (in the collapsed output below) runs the network of
+# {numref}`fig-escape` with the lowest ratio on fresh clouds of other sizes (its controls unchanged), and the next
+# output, also collapsed, gives its numbers.
 
-# %% mystnb={"figure": {"name": "fig-bending", "caption": "The network trained with attention from the rank-2 start that got lowest relative to the wall, run on fresh clouds of several sizes $N$ with its controls unchanged. Left: how far its output bends out of the plane, $\\sigma_3/\\sigma_1$ (dots: clouds; line: their mean; dashed: $N^{-1/2}$). Right: its loss against a fresh target sample of the same size, with $F_2$ (dashed) and the samples' floors $F_2(\\hat\\Sigma_Y)$."}, "image": {"alt": "Left: the bending of one network's output against the number of tokens on log-log axes, beside a dashed falling reference line. Right: its loss against the number of tokens beside a dashed horizontal line and a dotted line of floors."}}
+# %% tags=["hide-output"] mystnb={"figure": {"name": "fig-bending", "caption": "The network trained with attention from the rank-2 start that got lowest relative to the wall, run on fresh clouds of several sizes $N$ with its controls unchanged. Left: how far its output bends out of the plane, $\\sigma_3/\\sigma_1$ (dots: clouds; line: their mean; dashed: $N^{-1/2}$). Right: its loss against a fresh target sample of the same size, with $F_2$ (dashed) and the samples' floors $F_2(\\hat\\Sigma_Y)$."}, "image": {"alt": "Left: the bending of one network's output against the number of tokens on log-log axes, beside a dashed falling reference line. Right: its loss against the number of tokens beside a dashed horizontal line and a dotted line of floors."}}
 bending = grid.bending(escape, bend_ns, clouds=bend_clouds, seed=seed + 8)
 grid.bending_figure(bending);
 
-# %%
+# %% tags=["hide-output"]
 bend_floor = grid.floors[escape.deepest[2].name]
 {"N": bending.n_tokens.tolist(), "mean sigma_3/sigma_1": np.round(bending.ratios.mean(axis=1), 4).tolist(),
  "mean loss": np.round(bending.losses.mean(axis=1), 4).tolist(), "F_2": round(bend_floor, 4)}
@@ -452,7 +494,10 @@ glue("bend_floor", bend_floor)
 # For each same-rank target, the energy $\int_0^T\lVert A\rVert_F^2 + \lVert b\rVert^2\,dt$ of the learned
 # controls (the Riemann sum $h\sum_l$, constant on each layer) beside chapter 3's constructive controls
 # (`steer`) and minimum-energy controls (`steer_min_energy`, `energy_pieces` equal pieces, one per layer)
-# for the same start and target. With attention on, part of the motion is done by attention, so we also
+# for the same start and target ({numref}`fig-learning-energy` and the table after it, both in collapsed outputs).
+#
+# ```{dropdown} The two energies of attention, the wall and what differs by $O(h)$
+# With attention on, part of the motion is done by attention, so we also
 # give the energy of the affine velocity the layers apply to the Gaussian,
 # $h\sum_l \lVert A_l + V_l\Sigma_lB_l\rVert_F^2 + \lVert b_l + V_l\mu_l\rVert^2$ along the exact layer maps:
 # what attention-free controls moving the Gaussian in the same way would cost. Behind the wall (table only),
@@ -460,11 +505,12 @@ glue("bend_floor", bend_floor)
 # are Euler layers, chapter 3's are exact flows on pieces of the same length, so the numbers differ by $O(h)$
 # even for the same motion. No claim is made on these numbers; the minimum-energy controls, used as a
 # reference, must hit their targets (endpoint error below $10^{-6}$, **consistency**).
+# ```
 
-# %% mystnb={"figure": {"name": "fig-learning-energy", "caption": "Energies per same-rank target: the learned controls with attention (their feed-forward part, and the affine velocity they apply to the Gaussian, hatched) and with $V = 0$, beside chapter 3's constructive and minimum-energy controls for the same start and target."}, "image": {"alt": "Grouped bar chart, five bars per target: three shades of blue for the learned controls, orange for the constructive and red for the minimum-energy controls."}}
+# %% tags=["hide-output"] mystnb={"figure": {"name": "fig-learning-energy", "caption": "Energies per same-rank target: the learned controls with attention (their feed-forward part, and the affine velocity they apply to the Gaussian, hatched) and with $V = 0$, beside chapter 3's constructive and minimum-energy controls for the same start and target."}, "image": {"alt": "Grouped bar chart, five bars per target: three shades of blue for the learned controls, orange for the constructive and red for the minimum-energy controls."}}
 grid.energy_figure(energies);
 
-# %%
+# %% tags=["hide-output"]
 {n: {k: round(float(v), 3) for k, v in vars(e).items() if k != "min_energy_error"}
  for n, e in [*energies.items(), *((f"{n} (wall)", e) for n, e in wall_energies.items())]}
 
