@@ -365,7 +365,8 @@ def test_each_random_start_is_its_own_documented_draw():
     runs = steer_min_energy_starts(*args, pieces=K, starts=3, scale=scale, seed=seed, maxiter=1)
 
     def pieces(res):
-        return np.concatenate([np.ravel([c.A for c in res.controls.pieces]), np.ravel([c.b for c in res.controls.pieces])])
+        ctl = res.controls.pieces
+        return np.concatenate([np.ravel([c.A for c in ctl]), np.ravel([c.b for c in ctl])])
 
     for k, run in enumerate(runs):
         start = scale * np.random.default_rng(seed + k).standard_normal(K * d * d + K * d)
