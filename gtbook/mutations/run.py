@@ -66,6 +66,7 @@ __all__ = [
     "ChapterRun",
     "check_registry",
     "mutations_named",
+    "planned_in_tree",
     "run_baseline",
     "run_chapters",
     "run_check",
@@ -140,6 +141,23 @@ def _end(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def planned_in_tree(tree: Path, profile: str, names: list[str], jobs: int = 1) -> dict[str, Any]:
+    """The jobs of ``names`` in the book at ``tree``, keyed as that tree's workers will check them.
+
+    Their keys hold the threads the kernels get (``execute.kernel_threads``) and the hash of the library in
+    ``tree`` (the workers import ``gtcore`` and ``gtbook`` from it, ``PYTHONPATH``): a key computed from this
+    process's packages (the unmutated ones) would make a worker refuse to publish a chapter that passed under
+    a mutation, its key having "changed while it ran (library)", and the check would record an exception
+    instead of a pass.
+    """
+    bk = open_book(tree)
+    todo = {j.chapter.name: j for j in plan(bk, profile, names, [], jobs=jobs)}
+    for j in todo.values():
+        j.components["library"] = provenance.library_hash(j.source if j.source is not None else j.chapter.source,
+                                                          tree)
+    return todo
+
+
 def run_chapters(
     tree: Path,
     names: list[str],
@@ -164,9 +182,7 @@ def run_chapters(
         return [], []
     bk = open_book(tree)
     jobs = max(1, min(jobs, len(names)))
-    # the jobs' keys hold the threads their kernels get (execute.kernel_threads): a worker given another
-    # count would refuse to publish, its key "changed while it ran"
-    todo = {j.chapter.name: j for j in plan(bk, profile, names, [], jobs=jobs)}
+    todo = planned_in_tree(tree, profile, names, jobs)
     bk.running.mkdir(parents=True, exist_ok=True)
     pending, runs = list(names), []
     active: dict[str, Any] = {}

@@ -122,6 +122,31 @@ def test_the_probe_sees_a_real_change_and_not_an_equivalent_one(tmp_path):
         assert probe_changed(before, run_probe(tree, m.probe)) is changed
 
 
+def test_a_mutated_trees_jobs_carry_the_key_its_workers_check(tmp_path):
+    """The jobs run in a mutated tree are keyed with that tree's library, the one its workers import
+    (PYTHONPATH): keyed with this process's (unmutated) library, a worker refused to publish a chapter that
+    passed every claim ('changed while it ran (library)'), and a surviving mutation was recorded as an
+    exception."""
+    import subprocess
+    import sys
+
+    from gtbook import provenance
+    from gtbook.mutations.run import copy_tree, planned_in_tree
+    from gtbook.mutations.trees import _env
+
+    m = load_registry()["trace_certificate_rate_doubled"]
+    chapter = "04_stability_regimes"
+    tree = copy_tree(ROOT, tmp_path / "tree")
+    m.apply(tree)
+    job = planned_in_tree(tree, "quick", [chapter])[chapter]
+    code = ("import sys; from gtbook import provenance; "
+            "print(provenance.library_hash(open(sys.argv[1]).read()))")
+    worker = subprocess.run([sys.executable, "-c", code, str(job.chapter.path)], cwd=tree, env=_env(tree),
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert job.components["library"] == worker
+    assert provenance.library_hash(job.source) != worker  # this process's library: the mutation is not in it
+
+
 def test_probe_comparison():
     assert not probe_changed({"numbers": [1.0, 2.0]}, {"numbers": [1.0, 2.0 + 1e-13]})
     assert probe_changed({"numbers": [1.0, 2.0]}, {"numbers": [1.0, 2.001]})

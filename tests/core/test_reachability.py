@@ -351,3 +351,27 @@ def test_min_energy_from_random_starts_hits_the_target_and_rejects_bad_starts():
     assert min(r.energy for r in feasible) <= ref.constructive_energy
     with pytest.raises(ValueError, match="start"):
         steer_min_energy(*args, pieces=2, start=np.zeros(3))
+
+
+def test_each_random_start_is_its_own_documented_draw():
+    """Start k begins at scale * N(0, I) from numpy.random.default_rng(seed + k) (its docstring), drawn here
+    independently of the library: the starts are distinct points, so several of them agreeing on a minimum
+    (chapter 3's claim) is evidence from several starts, not one start repeated."""
+    from gtcore.reachability import steer_min_energy, steer_min_energy_starts
+
+    u0, u1 = np.array([1.0, 0.0]), np.array([0.6, 0.8])
+    args = (np.zeros(2), np.outer(u0, u0), np.array([1.0, 0.5]), np.outer(u1, u1), 1.0)
+    K, d, seed, scale = 2, 2, 7, 0.5
+    runs = steer_min_energy_starts(*args, pieces=K, starts=3, scale=scale, seed=seed, maxiter=1)
+
+    def pieces(res):
+        ctl = res.controls.pieces
+        return np.concatenate([np.ravel([c.A for c in ctl]), np.ravel([c.b for c in ctl])])
+
+    for k, run in enumerate(runs):
+        start = scale * np.random.default_rng(seed + k).standard_normal(K * d * d + K * d)
+        assert np.allclose(pieces(run), pieces(steer_min_energy(*args, pieces=K, start=start, maxiter=1)),
+                           rtol=1e-12, atol=1e-12)
+    for i in range(3):
+        for j in range(i):
+            assert not np.allclose(pieces(runs[i]), pieces(runs[j]))
