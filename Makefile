@@ -112,6 +112,7 @@ lock:
 # Lint (ruff) and type check (mypy, on gtcore/ and gtbook/), both configured in pyproject.toml; CI runs this before the tests.
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 clean:

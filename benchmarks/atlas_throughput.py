@@ -48,15 +48,19 @@ def main(draws: int, ds: list[int], workers: int, lanes: int) -> dict:
     finally:
         client.close()
         cluster.close()
-    print(f"{draws} draws per attention type and d ({len(ATTENTIONS)} types), chunks of {lanes}; "
-          f"LocalCluster({workers} workers) start-up {startup:.1f} s (not counted)")
+    print(
+        f"{draws} draws per attention type and d ({len(ATTENTIONS)} types), chunks of {lanes}; "
+        f"LocalCluster({workers} workers) start-up {startup:.1f} s (not counted)"
+    )
     print(f"{'d':>3} {'draws':>6} {'in-process s':>13} {'draws/s':>8} {'cluster s':>10} {'draws/s':>8} {'equal':>6}")
     for d, n, a, b, same in rows:
         print(f"{d:>3} {n:>6} {a:13.2f} {n / a:8.1f} {b:10.2f} {n / b:8.1f} {same!s:>6}")
     n_all = sum(r[1] for r in rows)
     a_all, b_all = sum(r[2] for r in rows), sum(r[3] for r in rows)
-    print(f"all {n_all:>6} {a_all:13.2f} {n_all / a_all:8.1f} {b_all:10.2f} {n_all / b_all:8.1f} "
-          f"{all(r[4] for r in rows)!s:>6}")
+    print(
+        f"all {n_all:>6} {a_all:13.2f} {n_all / a_all:8.1f} {b_all:10.2f} {n_all / b_all:8.1f} "
+        f"{all(r[4] for r in rows)!s:>6}"
+    )
     names = sorted({o for c in outcomes.values() for o in c})
     print("\noutcomes per attention type (all d):")
     for att, c in outcomes.items():

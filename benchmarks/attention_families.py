@@ -85,8 +85,12 @@ def _peak_child(name: str, n: int, d: int) -> None:
 
 
 def peak_memory(name: str, n: int, d: int) -> float:
-    proc = subprocess.run([sys.executable, __file__, "--child", name, "--n", str(n), "--d", str(d)],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", name, "--n", str(n), "--d", str(d)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])["peak_mb"]
 
 
@@ -105,8 +109,11 @@ def main(n: int = 4096, d: int = 16, repeats: int = 3) -> list[dict]:
     for r in rows:
         it = "" if r["iterations"] is None else str(r["iterations"])
         print(f"{r['kernel']:<34}{1e3 * r['seconds']:>11.1f}{r['ratio']:>8.1f}{it:>13}")
-    print("\npeak resident-set increase of one call [MB] (dense N x N float64: "
-          + ", ".join(f"N={m}: {m * m * 8 / 1e6:.0f} MB" for m in (n, 4 * n)) + ")")
+    print(
+        "\npeak resident-set increase of one call [MB] (dense N x N float64: "
+        + ", ".join(f"N={m}: {m * m * 8 / 1e6:.0f} MB" for m in (n, 4 * n))
+        + ")"
+    )
     for name in ("dot", "sinkhorn sdpa tol=1e-09", "sinkhorn blocked tol=1e-09"):
         mems = [peak_memory(name, m, d) for m in (n, 4 * n)]
         print(f"{name:<34}" + "".join(f"{m:>12.1f}" for m in mems))

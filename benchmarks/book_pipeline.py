@@ -41,11 +41,20 @@ def cell_profile(executed: Path, top: int = 4) -> dict:
     out = {}
     for path in sorted(executed.glob("[0-9][0-9]_*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        cells = [(round(c.metadata.get("papermill", {}).get("duration") or 0.0, 1),
-                  (c.source.strip().splitlines() or [""])[0][:70]) for c in nb.cells if c.cell_type == "code"]
+        cells = [
+            (
+                round(c.metadata.get("papermill", {}).get("duration") or 0.0, 1),
+                (c.source.strip().splitlines() or [""])[0][:70],
+            )
+            for c in nb.cells
+            if c.cell_type == "code"
+        ]
         meta = nb.metadata.get("gtbook", {})
-        out[path.stem] = {"profile": meta.get("profile"), "runtime_s": meta.get("runtime_s"),
-                          "slowest_cells": sorted(cells, reverse=True)[:top]}
+        out[path.stem] = {
+            "profile": meta.get("profile"),
+            "runtime_s": meta.get("runtime_s"),
+            "slowest_cells": sorted(cells, reverse=True)[:top],
+        }
     return out
 
 
@@ -79,11 +88,13 @@ def main() -> None:
             src.write_text(src.read_text().replace("# %% [markdown]\n", "# %% [markdown]\n# (edited)\n#\n", 1))
             before = {p.name: p.stat().st_mtime_ns for p in (tree / "executed").glob("*.ipynb")}
             results["prose_edit_all_s"] = round(gtbook(tree, "all", "--profile", args.profile), 1)
-            results["prose_edit_reran"] = sorted(p.stem for p in (tree / "executed").glob("*.ipynb")
-                                                 if p.stat().st_mtime_ns != before[p.name])
+            results["prose_edit_reran"] = sorted(
+                p.stem for p in (tree / "executed").glob("*.ipynb") if p.stat().st_mtime_ns != before[p.name]
+            )
             for n in args.jobs:
-                results[f"force_j{n}_s"] = round(gtbook(tree, "run", "--profile", args.profile, "--force",
-                                                        "-j", str(n)), 1)
+                results[f"force_j{n}_s"] = round(
+                    gtbook(tree, "run", "--profile", args.profile, "--force", "-j", str(n)), 1
+                )
     text = json.dumps(results, indent=1)
     print(text)
     out = ROOT / "benchmarks" / "out"

@@ -39,20 +39,34 @@ def read_runs(root: Path) -> list[dict[str, Any]]:
             if cell.get("cell_type") == "code" and isinstance(duration, (int, float)):
                 src = "".join(cell.get("source", "")).strip().splitlines()
                 cells.append((float(duration), src[0][:80] if src else ""))
-        out.append({"root": str(root), "chapter": meta.get("chapter", path.stem), "profile": meta.get("profile", "?"),
-                    "seconds": float(meta["runtime_s"]), "threads": meta.get("threads"),
-                    "date": meta.get("date", "?"), "commit": str((meta.get("git") or {}).get("commit", "?"))[:10],
-                    "cells": sorted(cells, reverse=True)})
+        out.append(
+            {
+                "root": str(root),
+                "chapter": meta.get("chapter", path.stem),
+                "profile": meta.get("profile", "?"),
+                "seconds": float(meta["runtime_s"]),
+                "threads": meta.get("threads"),
+                "date": meta.get("date", "?"),
+                "commit": str((meta.get("git") or {}).get("commit", "?"))[:10],
+                "cells": sorted(cells, reverse=True),
+            }
+        )
     return out
 
 
 def table(runs: list[dict[str, Any]], n_cells: int) -> str:
     """Chapters as rows; a column per (book folder, profile) found; the totals; the longest cells."""
-    columns = [(root, p) for root in dict.fromkeys(r["root"] for r in runs) for p in PROFILES
-               if any(r["root"] == root and r["profile"] == p for r in runs)]
+    columns = [
+        (root, p)
+        for root in dict.fromkeys(r["root"] for r in runs)
+        for p in PROFILES
+        if any(r["root"] == root and r["profile"] == p for r in runs)
+    ]
     width = max(14, *(len(p) + 8 for _, p in columns))
-    lines = ["columns: " + "; ".join(f"[{i + 1}] {p} profile in {root}" for i, (root, p) in enumerate(columns)),
-             f"{'chapter':<30}" + "".join(f"{f'[{i + 1}] {p} s':>{width}}" for i, (_, p) in enumerate(columns))]
+    lines = [
+        "columns: " + "; ".join(f"[{i + 1}] {p} profile in {root}" for i, (root, p) in enumerate(columns)),
+        f"{'chapter':<30}" + "".join(f"{f'[{i + 1}] {p} s':>{width}}" for i, (_, p) in enumerate(columns)),
+    ]
     totals = [0.0] * len(columns)
     for ch in sorted({r["chapter"] for r in runs}):
         row = f"{ch:<30}"
@@ -63,8 +77,10 @@ def table(runs: list[dict[str, Any]], n_cells: int) -> str:
         lines.append(row)
     lines.append(f"{'total':<30}" + "".join(f"{t:>{width}.1f}" for t in totals))
     for r in runs:
-        lines.append(f"{r['chapter']} ({r['profile']}, {r['root']}): {r['seconds']:.1f} s, {r['threads']} thread(s), "
-                     f"{r['date']}, commit {r['commit']}")
+        lines.append(
+            f"{r['chapter']} ({r['profile']}, {r['root']}): {r['seconds']:.1f} s, {r['threads']} thread(s), "
+            f"{r['date']}, commit {r['commit']}"
+        )
         lines += [f"  {d:8.1f} s  {src}" for d, src in r["cells"][:n_cells]]
     return "\n".join(lines)
 

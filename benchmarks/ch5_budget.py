@@ -30,12 +30,13 @@ import time
 from pathlib import Path
 
 MODELS = ("MiniLM", "ViT", "ModernBERT")
-SIZES = ((8, 8231), (32, 32771))     # the chapter's confirmatory sizes and seeds
-SWEEP = (4, 4127)                    # the quick profile's sweep size and seed
+SIZES = ((8, 8231), (32, 32771))  # the chapter's confirmatory sizes and seeds
+SWEEP = (4, 4127)  # the quick profile's sweep size and seed
 
 
-def evaluations(layers: int, boot: int, repeats: int, pool: int, modes: int = 2, groups: int = 1,
-                controls: bool = True) -> int:
+def evaluations(
+    layers: int, boot: int, repeats: int, pool: int, modes: int = 2, groups: int = 1, controls: bool = True
+) -> int:
     """Evaluations of the three statistics for one model at one size (see the module docstring)."""
     return modes * layers * (1 + boot) + groups * (repeats + pool * boot) + groups * (2 if controls else 1) * (1 + boot)
 
@@ -74,8 +75,10 @@ def main() -> None:
     vit, w_vit, _ = timed(tr.train_vit_digits, tr.vit_schedule(100, 2311))
     mlm, w_mlm, _ = timed(tr.train_modernbert_mlm, tr.mlm_schedule(150, 2311))
     cached = {k: bool(t.record.loaded_from_cache) for k, t in (("vit", vit), ("modernbert", mlm))}
-    print(f"training (quick schedules): ViT {w_vit:.1f} s, ModernBERT {w_mlm:.1f} s "
-          f"(from the cache: {cached})", flush=True)
+    print(
+        f"training (quick schedules): ViT {w_vit:.1f} s, ModernBERT {w_mlm:.1f} s (from the cache: {cached})",
+        flush=True,
+    )
     models = dict(zip(MODELS, (load_transformer("minilm", device="cpu"), vit.model, mlm.model), strict=True))
     for boot, pool in zip(args.boot, pools, strict=True):
         st = Settings(n_projections=128, n_boot=boot, null_repeats=args.repeats, null_pool=pool)
@@ -84,22 +87,57 @@ def main() -> None:
         for name, model in models.items():
             for S, seed in (*SIZES, *((SWEEP,) if name == "MiniLM" else ())):
                 sweep = (S, seed) == SWEEP
-                study, w, c = timed(study_model, model, sizes=[S], seeds=[seed], tokens=512, settings=st,
-                                    nus=(REFERENCE_NU,), controls=not sweep)
+                study, w, c = timed(
+                    study_model,
+                    model,
+                    sizes=[S],
+                    seeds=[seed],
+                    tokens=512,
+                    settings=st,
+                    nus=(REFERENCE_NU,),
+                    controls=not sweep,
+                )
                 groups = len({int(q) for res in study.effects[S].values() for q in res.null_rank})
                 n = evaluations(model.n_layers + 1, boot, args.repeats, pool, groups=groups, controls=not sweep)
                 total_w, total_c, n_eval = total_w + w, total_c + c, n_eval + n
-                rows.append(dict(boot=boot, pool=pool, model=name, sequences=S, wall_s=round(w, 2), cpu_s=round(c, 2),
-                                 evaluations=n))
-                print(f"B={boot:3d} P={pool} {name:<11} S={S:2d}: wall {w:6.1f} s  cpu {c:6.1f} s  "
-                      f"({n} evaluations)", flush=True)
-        print(f"B={boot:3d} P={pool} criterion: wall {total_w:.1f} s, cpu {total_c:.1f} s, {n_eval} evaluations",
-              flush=True)
-        rows.append(dict(boot=boot, pool=pool, model="criterion", wall_s=round(total_w, 2), cpu_s=round(total_c, 2),
-                         evaluations=n_eval))
-    out = dict(machine=f"{platform.machine()}, {os.cpu_count()} cores", threads=args.threads, warm=args.warm,
-               training_s=dict(vit=round(w_vit, 2), modernbert=round(w_mlm, 2)), from_cache=cached, rows=rows,
-               load=os.getloadavg()[0])
+                rows.append(
+                    dict(
+                        boot=boot,
+                        pool=pool,
+                        model=name,
+                        sequences=S,
+                        wall_s=round(w, 2),
+                        cpu_s=round(c, 2),
+                        evaluations=n,
+                    )
+                )
+                print(
+                    f"B={boot:3d} P={pool} {name:<11} S={S:2d}: wall {w:6.1f} s  cpu {c:6.1f} s  ({n} evaluations)",
+                    flush=True,
+                )
+        print(
+            f"B={boot:3d} P={pool} criterion: wall {total_w:.1f} s, cpu {total_c:.1f} s, {n_eval} evaluations",
+            flush=True,
+        )
+        rows.append(
+            dict(
+                boot=boot,
+                pool=pool,
+                model="criterion",
+                wall_s=round(total_w, 2),
+                cpu_s=round(total_c, 2),
+                evaluations=n_eval,
+            )
+        )
+    out = dict(
+        machine=f"{platform.machine()}, {os.cpu_count()} cores",
+        threads=args.threads,
+        warm=args.warm,
+        training_s=dict(vit=round(w_vit, 2), modernbert=round(w_mlm, 2)),
+        from_cache=cached,
+        rows=rows,
+        load=os.getloadavg()[0],
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -65,8 +65,10 @@ def main() -> None:
     seed = 977  # a benchmark seed, not one of the chapter's
     r = model.d - (1 if args.model == "minilm" else 0)
     timed(f"null S={args.S} r={r}", lambda: E.null_moments(args.S, 512, model.d, seed=seed, settings=st))
-    timed(f"layers ({model.n_layers + 1}), pure", lambda: C.layer_effects(model, mode="pure", sequences=args.S,
-                                                                       tokens=512, seed=seed, settings=st))
+    timed(
+        f"layers ({model.n_layers + 1}), pure",
+        lambda: C.layer_effects(model, mode="pure", sequences=args.S, tokens=512, seed=seed, settings=st),
+    )
     timed("reference nu=20", lambda: E.reference_effect_sizes(20.0, args.S, 512, model.d, seed=seed, settings=st))
     for fn in (E.null_moments, E.reference_effect_sizes):
         fn.cache_clear()  # as a new process would start
@@ -85,8 +87,11 @@ def main() -> None:
                     c0 = time.process_time()
                     E._values(cl, c)
                     cpu.append(time.process_time() - c0)
-            print(f"one statistic evaluation S={S:<3d} r={r:<4d}       cpu {1e3 * float(np.median(cpu)):7.1f} ms "
-                  "(one BLAS thread)", flush=True)
+            print(
+                f"one statistic evaluation S={S:<3d} r={r:<4d}       cpu {1e3 * float(np.median(cpu)):7.1f} ms "
+                "(one BLAS thread)",
+                flush=True,
+            )
     if args.train:
         timed(f"train-vit {args.steps} steps", lambda: tr.train_vit_digits(tr.vit_schedule(args.steps, 5)))
         timed(f"train-mlm {args.steps} steps", lambda: tr.train_modernbert_mlm(tr.mlm_schedule(args.steps, 5)))

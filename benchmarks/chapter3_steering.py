@@ -54,21 +54,35 @@ def main() -> None:
         st = study.steered_study(**p["steered"], seed=p["st_seed"], boot_seed=p["st_boot_seed"], n_boot=p["n_boot"])
         print(f"steered_study           {time.perf_counter() - t0:8.1f} s wall {time.process_time() - c0:8.1f} s CPU")
         for name, res in (("gauss", st.gauss), ("transposed", st.transposed)):
-            out.update({f"st_{name}_distance": res.distance, f"st_{name}_dynamic": res.dynamic,
-                        f"st_{name}_slopes": np.array([res.slope, res.dynamic_slope, res.ode_error, res.kappa_max])})
+            out.update(
+                {
+                    f"st_{name}_distance": res.distance,
+                    f"st_{name}_dynamic": res.dynamic,
+                    f"st_{name}_slopes": np.array([res.slope, res.dynamic_slope, res.ode_error, res.kappa_max]),
+                }
+            )
         out["st_se"] = np.array([st.se_distance, st.se_dynamic])
     if args.only in (None, "measured"):  # the same notebook cell as steered_study
         t0, c0 = time.perf_counter(), time.process_time()
         meas = study.measured_steering(**p["measured"], seed=p["ms_seed"])
         print(f"measured_steering       {time.perf_counter() - t0:8.1f} s wall {time.process_time() - c0:8.1f} s CPU")
-        out.update(ms_distance=meas.distance, ms_dynamic=meas.dynamic, ms_dynamic_transposed=meas.dynamic_transposed,
-                   ms_distance_transposed=meas.distance_transposed)
+        out.update(
+            ms_distance=meas.distance,
+            ms_dynamic=meas.dynamic,
+            ms_dynamic_transposed=meas.dynamic_transposed,
+            ms_distance_transposed=meas.distance_transposed,
+        )
     if args.only in (None, "attention"):
         t0, c0 = time.perf_counter(), time.process_time()
         ao = study.attention_only_steering(**p["attention_only"], seed=p["ao_seed"])
         print(f"attention_only_steering {time.perf_counter() - t0:8.1f} s wall {time.process_time() - c0:8.1f} s CPU")
-        out.update(ao_distance=ao.distance, ao_free=ao.free, ao_control=ao.control, ao_predicted=ao.predicted,
-                   ao_extra=np.array([ao.ode_error, *ao.cond0, *ao.cond1, *ao.log_norm]))
+        out.update(
+            ao_distance=ao.distance,
+            ao_free=ao.free,
+            ao_control=ao.control,
+            ao_predicted=ao.predicted,
+            ao_extra=np.array([ao.ode_error, *ao.cond0, *ao.cond1, *ao.log_norm]),
+        )
     if args.save:
         np.savez(args.save, **out)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
     if args.compare:

@@ -59,14 +59,28 @@ def main() -> None:
             codes[name] = done.returncode  # claims --failed may exit non-zero on purpose; recorded, not fatal
     load_after = os.getloadavg()
     width = max(len(k) for k in cmds)
-    print(f"load average before {load_before[0]:.2f} (5 min {load_before[1]:.2f}), "
-          f"after {load_after[0]:.2f} (5 min {load_after[1]:.2f}); {os.cpu_count()} cores; book {args.root}")
+    print(
+        f"load average before {load_before[0]:.2f} (5 min {load_before[1]:.2f}), "
+        f"after {load_after[0]:.2f} (5 min {load_after[1]:.2f}); {os.cpu_count()} cores; book {args.root}"
+    )
     for name, ts in times.items():
-        print(f"{name.ljust(width)}  median {statistics.median(ts):6.3f} s  (min {min(ts):.3f}, max {max(ts):.3f})"
-              f"  exit {codes[name]}")
+        print(
+            f"{name.ljust(width)}  median {statistics.median(ts):6.3f} s  (min {min(ts):.3f}, max {max(ts):.3f})"
+            f"  exit {codes[name]}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"load_before": load_before, "load_after": load_after, "rounds": args.rounds,
-                                         "exit": codes, "seconds": times}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "rounds": args.rounds,
+                    "exit": codes,
+                    "seconds": times,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -42,12 +42,21 @@ def _children_cpu() -> float:
 
 
 def run_chapter(tree: Path, chapter: str, profile: str, cache: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-           "GTBOOK_CACHE": str(cache)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+        "GTBOOK_CACHE": str(cache),
+    }
     env.pop("GTBOOK_ROOT", None)
     cpu0, start = _children_cpu(), time.perf_counter()
-    subprocess.run([*GTBOOK, "run", "--profile", profile, "--only", chapter, "--force"], cwd=tree, env=env,
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [*GTBOOK, "run", "--profile", profile, "--only", chapter, "--force"],
+        cwd=tree,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     wall, cpu = time.perf_counter() - start, _children_cpu() - cpu0
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
 
@@ -66,10 +75,15 @@ def main() -> None:
             timing = run_chapter(tree, chapter, args.profile, Path(tmp) / "cache")
             cells = cell_profile(tree / "executed")
             name = next(k for k in cells if k.startswith(chapter))
-            results["chapters"][name] = {**timing, "chapter_s": cells[name]["runtime_s"],
-                                         "slowest_cells": cells[name]["slowest_cells"]}
-            print(f"{name}: chapter {cells[name]['runtime_s']} s, command {timing['wall_s']} s, "
-                  f"CPU {timing['cpu_s']} s", flush=True)
+            results["chapters"][name] = {
+                **timing,
+                "chapter_s": cells[name]["runtime_s"],
+                "slowest_cells": cells[name]["slowest_cells"],
+            }
+            print(
+                f"{name}: chapter {cells[name]['runtime_s']} s, command {timing['wall_s']} s, CPU {timing['cpu_s']} s",
+                flush=True,
+            )
         if args.keep_executed:
             shutil.copytree(tree / "executed", args.keep_executed, dirs_exist_ok=True)
     chapters = results["chapters"].values()

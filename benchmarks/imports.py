@@ -44,8 +44,13 @@ def main() -> None:
     width = max(len(k) for k in COMMANDS)
     for name, ts in times.items():
         print(f"{name.ljust(width)}  median {statistics.median(ts):6.3f} s  (min {min(ts):.3f}, max {max(ts):.3f})")
-    torch = subprocess.run([PY, "-c", "import gtcore, sys; print('torch' in sys.modules)"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.strip()
+    torch = subprocess.run(
+        [PY, "-c", "import gtcore, sys; print('torch' in sys.modules)"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     print(f"import gtcore loads torch: {torch}")
 
 

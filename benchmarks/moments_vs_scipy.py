@@ -60,7 +60,7 @@ def paired(f, g, rounds, clock=None):
     clock = clock or CLOCK
     tf, tg = [], []
     for r in range(rounds):
-        for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+        for which in (0, 1) if r % 2 == 0 else (1, 0):
             t = clock()
             (f if which == 0 else g)()
             (tf if which == 0 else tg).append(clock() - t)
@@ -81,10 +81,15 @@ def main() -> None:
         a = integrate_moments(mu0, S0, ctl, (0, args.t1))
         b = hand_written(mu0, S0, ctl, args.t1)
         diff = float(np.abs(a.Sigma[-1] - b.y[d:, -1].reshape(d, d)).max())
-        ta, tb, ratio = paired(lambda mu0=mu0, S0=S0, ctl=ctl: integrate_moments(mu0, S0, ctl, (0, args.t1)),
-                               lambda mu0=mu0, S0=S0, ctl=ctl: hand_written(mu0, S0, ctl, args.t1), args.rounds)
-        print(f"{d:>4} {a.nfev:>6} {1e3 * ta:10.2f} {1e3 * tb:9.2f} {ratio:13.3f} {diff:10.1e}"
-              + ("" if a.nfev == b.nfev else f"  (nfev differ: scipy {b.nfev})"))
+        ta, tb, ratio = paired(
+            lambda mu0=mu0, S0=S0, ctl=ctl: integrate_moments(mu0, S0, ctl, (0, args.t1)),
+            lambda mu0=mu0, S0=S0, ctl=ctl: hand_written(mu0, S0, ctl, args.t1),
+            args.rounds,
+        )
+        print(
+            f"{d:>4} {a.nfev:>6} {1e3 * ta:10.2f} {1e3 * tb:9.2f} {ratio:13.3f} {diff:10.1e}"
+            + ("" if a.nfev == b.nfev else f"  (nfev differ: scipy {b.nfev})")
+        )
 
 
 if __name__ == "__main__":

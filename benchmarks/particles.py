@@ -59,8 +59,12 @@ def _child(variant: str, N: int, d: int, repeats: int) -> dict:
 
 
 def measure(variant: str, N: int, d: int, repeats: int = 3) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", variant, str(N), str(d), str(repeats)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", variant, str(N), str(d), str(repeats)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -83,8 +87,10 @@ def main() -> None:
     for d in (2, 16):
         rows = [measure(v, 4096, d) for v in ("naive", "gtcore64", "gtcore32")]
         for r in rows:
-            print(f"{r['N']:>6} {d:>3} {r['variant']:>9} {r['seconds']:9.4f} "
-                  f"{rows[0]['seconds'] / r['seconds']:9.1f}x {r['extra_mib']:10.1f}")
+            print(
+                f"{r['N']:>6} {d:>3} {r['variant']:>9} {r['seconds']:9.4f} "
+                f"{rows[0]['seconds'] / r['seconds']:9.1f}x {r['extra_mib']:10.1f}"
+            )
         print(f"       memory ratio gtcore64 / naive at d={d}: {rows[1]['extra_mib'] / rows[0]['extra_mib']:.3f}")
     largest = 0
     for N in (10_000, 20_000, 40_000, 50_000, 60_000, 80_000, 100_000):

@@ -37,8 +37,14 @@ from gtcore import Controls, integrate_moments, moment_rhs  # noqa: E402
 from gtcore.riccati import blowup_time  # noqa: E402
 
 
-def projected_euler(Sigma0: np.ndarray, controls: Controls, h: float = 0.01, t_max: float = 100.0,
-                    tol_converged: float = 1e-5, trace_explode: float = 1e3):
+def projected_euler(
+    Sigma0: np.ndarray,
+    controls: Controls,
+    h: float = 0.01,
+    t_max: float = 100.0,
+    tol_converged: float = 1e-5,
+    trace_explode: float = 1e3,
+):
     """The baseline: Euler step, PSD projection, stop on ||Sigma'|| < tol or trace > 1e3."""
     d = Sigma0.shape[0]
     S, t, mu = Sigma0.copy(), 0.0, np.zeros(d)
@@ -61,10 +67,16 @@ def cases():
     out = [
         ("d=1, a=0.5", Controls(A=[[0.5]], V=[[1.0]], B=[[1.0]]), np.array([[0.5]])),
         ("d=1, a=-0.3", Controls(A=[[-0.3]], V=[[2.0]], B=[[0.5]]), np.array([[1.0]])),
-        ("d=2, anti-stable", Controls(A=0.5 * np.eye(2) + 0.7 * J, V=np.eye(2),
-                                      B=[[1.0, 0.4], [-0.2, 0.6]]), np.array([[1.0, 0.3], [0.3, 0.5]])),
-        ("d=2, Hurwitz", Controls(A=-0.5 * np.eye(2) + 0.7 * J, V=np.eye(2),
-                                  B=[[1.0, 0.4], [-0.2, 0.6]]), np.array([[1.0, 0.3], [0.3, 0.5]])),
+        (
+            "d=2, anti-stable",
+            Controls(A=0.5 * np.eye(2) + 0.7 * J, V=np.eye(2), B=[[1.0, 0.4], [-0.2, 0.6]]),
+            np.array([[1.0, 0.3], [0.3, 0.5]]),
+        ),
+        (
+            "d=2, Hurwitz",
+            Controls(A=-0.5 * np.eye(2) + 0.7 * J, V=np.eye(2), B=[[1.0, 0.4], [-0.2, 0.6]]),
+            np.array([[1.0, 0.3], [0.3, 0.5]]),
+        ),
     ]
     for d in (3, 5):
         G = rng.standard_normal((d, d))
@@ -103,30 +115,52 @@ def main(save: bool = False) -> list[dict]:
         else:
             ref = cf.t_star
         rel = partial(_relative_error, ref=ref)
-        rows.append(dict(case=name, t_star=ref, method_cf=cf.method,
-                         err_cf=rel(cf.t_star) if d == 1 else abs(cf.t_star - num.t_star) / ref,
-                         time_cf=t_cf, err_num=rel(num.t_star), time_num=t_num,
-                         err_int=rel(traj.crossing_time), time_int=t_int,
-                         err_euler=rel(t_euler) if status == "exploded" else math.inf,
-                         time_euler=t_eul, euler_status=status))
-    head = (f"{'case':<18}{'t*':>9} | {'closed form':>21} | {'numerical+pole':>21} | "
-            f"{'integrate_moments':>21} | {'projected Euler':>21}")
+        rows.append(
+            dict(
+                case=name,
+                t_star=ref,
+                method_cf=cf.method,
+                err_cf=rel(cf.t_star) if d == 1 else abs(cf.t_star - num.t_star) / ref,
+                time_cf=t_cf,
+                err_num=rel(num.t_star),
+                time_num=t_num,
+                err_int=rel(traj.crossing_time),
+                time_int=t_int,
+                err_euler=rel(t_euler) if status == "exploded" else math.inf,
+                time_euler=t_eul,
+                euler_status=status,
+            )
+        )
+    head = (
+        f"{'case':<18}{'t*':>9} | {'closed form':>21} | {'numerical+pole':>21} | "
+        f"{'integrate_moments':>21} | {'projected Euler':>21}"
+    )
     print(head)
     print(f"{'':<18}{'':>9} | " + " | ".join([f"{'rel.err':>10} {'ms':>10}"] * 4))
     print("-" * len(head))
     for r in rows:
-        print(f"{r['case']:<18}{r['t_star']:>9.5f} | "
-              f"{r['err_cf']:>10.1e} {1e3 * r['time_cf']:>10.2f} | "
-              f"{r['err_num']:>10.1e} {1e3 * r['time_num']:>10.2f} | "
-              f"{r['err_int']:>10.1e} {1e3 * r['time_int']:>10.2f} | "
-              f"{r['err_euler']:>10.1e} {1e3 * r['time_euler']:>10.2f}")
+        print(
+            f"{r['case']:<18}{r['t_star']:>9.5f} | "
+            f"{r['err_cf']:>10.1e} {1e3 * r['time_cf']:>10.2f} | "
+            f"{r['err_num']:>10.1e} {1e3 * r['time_num']:>10.2f} | "
+            f"{r['err_int']:>10.1e} {1e3 * r['time_int']:>10.2f} | "
+            f"{r['err_euler']:>10.1e} {1e3 * r['time_euler']:>10.2f}"
+        )
     fallbacks = [r["case"] for r in rows if not r["method_cf"].startswith("closed form")]
-    print("closed-form column: " + ("every number from the closed form" if not fallbacks else
-                                    f"NOT a closed form (numerical fallback) for {', '.join(fallbacks)}"))
+    print(
+        "closed-form column: "
+        + (
+            "every number from the closed form"
+            if not fallbacks
+            else f"NOT a closed form (numerical fallback) for {', '.join(fallbacks)}"
+        )
+    )
     ratio_err = min(r["err_euler"] / max(r["err_cf"], 1e-16) for r in rows)
     ratio_time = min(r["time_euler"] / r["time_cf"] for r in rows)
-    print(f"\nclosed form vs projected Euler: error at least {ratio_err:.2e}x smaller "
-          f"(error floored at 1e-16), at least {ratio_time:.1f}x faster, on every case")
+    print(
+        f"\nclosed form vs projected Euler: error at least {ratio_err:.2e}x smaller "
+        f"(error floored at 1e-16), at least {ratio_time:.1f}x faster, on every case"
+    )
     if save:
         _figure(rows)
     return rows
@@ -137,10 +171,12 @@ def _figure(rows) -> None:
 
     fig, (ax0, ax1) = figure(2, 1, width=5.0, height=3.6)
     x = np.arange(len(rows))
-    methods = [("cf", "blowup_time (closed form)", COLORS["theory"]),
-               ("num", "blowup_time (numerical)", COLORS["alt"]),
-               ("int", "integrate_moments event", COLORS["target"]),
-               ("euler", "projected Euler (baseline)", COLORS["floor"])]
+    methods = [
+        ("cf", "blowup_time (closed form)", COLORS["theory"]),
+        ("num", "blowup_time (numerical)", COLORS["alt"]),
+        ("int", "integrate_moments event", COLORS["target"]),
+        ("euler", "projected Euler (baseline)", COLORS["floor"]),
+    ]
     w = 0.2
     for k, (key, label, color) in enumerate(methods):
         ax0.bar(x + (k - 1.5) * w, [max(r[f"err_{key}"], 1e-16) for r in rows], w, color=color, label=label)

@@ -41,22 +41,42 @@ def _cases() -> dict[str, Callable[[], Any]]:
     t = random_targets(1, 3, 3, seed=1)[0]
     m2, s2 = standard_start(3, 2)
     return {
-        "ch1 mean_field_study (N 250..2000, 8 seeds, 4 RK4 steps)":
-            lambda: mean_field_study(mu0, S0, weak, (0, 1.0), [250, 500, 1000, 2000], 8, 4, progress=False).errors,
-        "ch1 softmax_stack_study (12 layers, N 125..1000, 8 seeds)":
-            lambda: softmax_stack_study(mu0, S0, weak, 1.0, 12, [125, 250, 500, 1000], 8).errors,
-        "ch2 track_gaussianity (N 1500, 13 times)":
-            lambda: track_gaussianity(x0, layer(0.0), np.geomspace(1e-3, 1.0, 13),
-                                      max_step=0.1).statistics["sliced_w2"],
-        "ch2 prediction_null (2000 tokens, 12 clouds, one offset)":
-            lambda: prediction_null(layer, [0.0], 1.0, n_tokens=2000, clouds=12, steps=10, gain_error=1.1,
-                                    seed=2221).tests["identity ODE"].ratio,
-        "ch9 learning_run (N 128, 8 layers, 150 Adam steps)":
-            lambda: learning_run(m2, s2, t.mu, t.Sigma, n_tokens=128, layers=8, T=1.0, attention=True, steps=150,
-                                 lr=0.05, final_lr=5e-4, init_scale=0.1, seed=1, test_repeats=32,
-                                 test_seed=2).test.losses,
-        "ch9 null_losses (N 128, 100 pairs)":
-            lambda: null_losses(t.mu, t.Sigma, n_tokens=128, rank=2, repeats=100, seed=3).losses,
+        "ch1 mean_field_study (N 250..2000, 8 seeds, 4 RK4 steps)": lambda: (
+            mean_field_study(mu0, S0, weak, (0, 1.0), [250, 500, 1000, 2000], 8, 4, progress=False).errors
+        ),
+        "ch1 softmax_stack_study (12 layers, N 125..1000, 8 seeds)": lambda: (
+            softmax_stack_study(mu0, S0, weak, 1.0, 12, [125, 250, 500, 1000], 8).errors
+        ),
+        "ch2 track_gaussianity (N 1500, 13 times)": lambda: track_gaussianity(
+            x0, layer(0.0), np.geomspace(1e-3, 1.0, 13), max_step=0.1
+        ).statistics["sliced_w2"],
+        "ch2 prediction_null (2000 tokens, 12 clouds, one offset)": lambda: (
+            prediction_null(layer, [0.0], 1.0, n_tokens=2000, clouds=12, steps=10, gain_error=1.1, seed=2221)
+            .tests["identity ODE"]
+            .ratio
+        ),
+        "ch9 learning_run (N 128, 8 layers, 150 Adam steps)": lambda: (
+            learning_run(
+                m2,
+                s2,
+                t.mu,
+                t.Sigma,
+                n_tokens=128,
+                layers=8,
+                T=1.0,
+                attention=True,
+                steps=150,
+                lr=0.05,
+                final_lr=5e-4,
+                init_scale=0.1,
+                seed=1,
+                test_repeats=32,
+                test_seed=2,
+            ).test.losses
+        ),
+        "ch9 null_losses (N 128, 100 pairs)": lambda: (
+            null_losses(t.mu, t.Sigma, n_tokens=128, rank=2, repeats=100, seed=3).losses
+        ),
     }
 
 
@@ -85,8 +105,10 @@ def main(repeats: int) -> None:
             off.append(dt)
         traced._record = traced_record
         same = bool(np.array_equal(np.asarray(values["on"]), np.asarray(values["off"])))
-        print(f"{name}: traced {min(on):.2f} s, untraced {min(off):.2f} s, ratio {min(on) / min(off):.3f}, "
-              f"same numbers: {same}")
+        print(
+            f"{name}: traced {min(on):.2f} s, untraced {min(off):.2f} s, ratio {min(on) / min(off):.3f}, "
+            f"same numbers: {same}"
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,7 @@ def main() -> None:
 
     draws = general_draws(args.draws, 3, T=1.0, seed=2211, kappa=0.25)
     jobs = [(k, N, s) for N in args.Ns for k in range(len(draws)) for s in range(args.seeds)]
-    x0s = [moment_matched_tokens("gaussian", N, draws[k].mu0, draws[k].Sigma0, 2212 + 1000 * k + s)
-           for k, N, s in jobs]
+    x0s = [moment_matched_tokens("gaussian", N, draws[k].mu0, draws[k].Sigma0, 2212 + 1000 * k + s) for k, N, s in jobs]
     opts = dict(method="euler", record_every=12, device="cpu", kernel_dtype=STUDY_KERNEL_DTYPE, keep_tokens=True)
 
     def loop():
@@ -55,8 +54,14 @@ def main() -> None:
         out = []
         for N in args.Ns:
             idx = [i for i, (_, n, _) in enumerate(jobs) if n == N]
-            out += simulate_batch([x0s[i] for i in idx], [draws[jobs[i][0]].controls for i in idx], (0.0, 1.0), 12,
-                                  workers=args.threads, **opts)
+            out += simulate_batch(
+                [x0s[i] for i in idx],
+                [draws[jobs[i][0]].controls for i in idx],
+                (0.0, 1.0),
+                12,
+                workers=args.threads,
+                **opts,
+            )
         return out
 
     results = {}
@@ -65,8 +70,11 @@ def main() -> None:
         w, c = time.perf_counter(), time.process_time()
         results[name] = fn()
         wall, cpu = time.perf_counter() - w, time.process_time() - c
-        print(f"{name:<6} {len(jobs)} clouds: wall {wall:7.2f} s   cpu {cpu:7.2f} s"
-              f"   (load average {load:.1f} on {os.cpu_count()} cores, {args.threads} threads)", flush=True)
+        print(
+            f"{name:<6} {len(jobs)} clouds: wall {wall:7.2f} s   cpu {cpu:7.2f} s"
+            f"   (load average {load:.1f} on {os.cpu_count()} cores, {args.threads} threads)",
+            flush=True,
+        )
     same = all(np.array_equal(a.tokens, b.tokens) for a, b in zip(results["loop"], results["batch"], strict=True))
     print(f"the same tokens: {same}")
 

@@ -105,18 +105,20 @@ def rows(n: int, tol: float, repeats: int, with_pot: bool) -> None:
 
     def warm():
         with warm_starts():
-            ATTENTION_TYPES["sinkhorn"].kernel(x_prev, B[None])   # the scaling half a step earlier
+            ATTENTION_TYPES["sinkhorn"].kernel(x_prev, B[None])  # the scaling half a step earlier
             return sinkhorn_average(x, B, tol=tol)
 
-    B_asym = B + torch.tensor([[0.0, 1e-15], [0.0, 0.0]], dtype=x.dtype)   # not symmetric: the alternating engine
+    B_asym = B + torch.tensor([[0.0, 1e-15], [0.0, 0.0]], dtype=x.dtype)  # not symmetric: the alternating engine
     cases = {
         "gtcore log-domain (previous default)": lambda: sinkhorn_average(x, B, tol=tol, dense=False),
         "gtcore dense": lambda: sinkhorn_average(x, B, tol=tol),
         "gtcore dense, warm start (+ the earlier call)": warm,
         "gtcore dense, alternating (B + 1e-15 e1e2')": lambda: sinkhorn_average(x, B_asym, tol=tol),
     }
-    print(f"chapter 7 (b) at 1.5 t*: N = {n}, B = Q (symmetric positive definite), tol = {tol:g}, float64, "
-          f"1 thread, best of {repeats}")
+    print(
+        f"chapter 7 (b) at 1.5 t*: N = {n}, B = Q (symmetric positive definite), tol = {tol:g}, float64, "
+        f"1 thread, best of {repeats}"
+    )
     print(f"{'solver':<44}{'time [ms]':>11}{'POT / this':>11}{'updates':>9}{'certified err':>15}{'|avg - ref|':>13}")
     ref = None
     results = []
@@ -162,9 +164,11 @@ def whole_run(n: int) -> None:
         finally:
             particles.warm_starts, scaling.DENSE_MAX_N = saved
     diff = float(np.abs(out["new"][1].Sigma[-1] - out["previous"][1].Sigma[-1]).max())
-    print(f"\nsimulate, N = {n}, 20 RK4 steps to 1.5 t*: new kernel {out['new'][0]:.2f} s CPU, previous "
-          f"{out['previous'][0]:.2f} s CPU ({out['previous'][0] / out['new'][0]:.1f}x); largest difference of "
-          f"the final covariance {diff:.1e}")
+    print(
+        f"\nsimulate, N = {n}, 20 RK4 steps to 1.5 t*: new kernel {out['new'][0]:.2f} s CPU, previous "
+        f"{out['previous'][0]:.2f} s CPU ({out['previous'][0] / out['new'][0]:.1f}x); largest difference of "
+        f"the final covariance {diff:.1e}"
+    )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def paired(f, g, rounds, clock=None):
     clock = clock or CLOCK
     tf, tg = [], []
     for r in range(rounds):
-        for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+        for which in (0, 1) if r % 2 == 0 else (1, 0):
             t = clock()
             (f if which == 0 else g)()
             (tf if which == 0 else tg).append(clock() - t)
@@ -44,8 +44,12 @@ def paired(f, g, rounds, clock=None):
 def problem(N, d, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((N, d)) / np.sqrt(d)
-    ctl = Controls(A=0.1 * np.eye(d), b=0.1 * np.ones(d), V=np.eye(d) + 0.1 * rng.standard_normal((d, d)),
-                   B=-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d)))
+    ctl = Controls(
+        A=0.1 * np.eye(d),
+        b=0.1 * np.ones(d),
+        V=np.eye(d) + 0.1 * rng.standard_normal((d, d)),
+        B=-0.5 * np.eye(d) + 0.1 * rng.standard_normal((d, d)),
+    )
     return x, ctl
 
 
@@ -96,8 +100,11 @@ def main() -> None:
     x, ctl = problem(1024, 2)
     xt = torch.as_tensor(x)
     v = plain_velocity(ctl)
-    ta, tb, ratio = paired(lambda: simulate(xt, ctl, (0.0, 1.0), 20, device="cpu"),
-                           lambda: plain_rk4(xt, v, 1.0, 20), max(5, args.rounds // 4))
+    ta, tb, ratio = paired(
+        lambda: simulate(xt, ctl, (0.0, 1.0), 20, device="cpu"),
+        lambda: plain_rk4(xt, v, 1.0, 20),
+        max(5, args.rounds // 4),
+    )
     print(f"simulate {1e3 * ta:.1f} ms, plain {1e3 * tb:.1f} ms, simulate/plain {ratio:.3f}")
     print("(c) simulate at 1 and 2 torch threads (N = 1024, d = 2, 20 steps)")
 
@@ -105,6 +112,7 @@ def main() -> None:
         def run():
             torch.set_num_threads(threads)
             simulate(xt, ctl, (0.0, 1.0), 20, device="cpu")
+
         return run
 
     t1, t2, ratio = paired(at(1), at(2), max(5, args.rounds // 4), clock=time.perf_counter)  # wall: 2 threads

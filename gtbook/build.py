@@ -32,8 +32,17 @@ from gtbook.chapters import Book, BookError, _book
 from gtbook.mutations import page as mutations_page
 from gtbook.processes import process_tag, tag_alive, tag_in_name
 
-__all__ = ["STAMP", "build", "build_inputs", "build_key", "built_state", "chapter_profiles", "check_buildable",
-           "toc_chapters", "write_generated_pages"]
+__all__ = [
+    "STAMP",
+    "build",
+    "build_inputs",
+    "build_key",
+    "built_state",
+    "chapter_profiles",
+    "check_buildable",
+    "toc_chapters",
+    "write_generated_pages",
+]
 
 #: the file inside ``_build/html`` that holds the key of the inputs the pages were built from
 STAMP = ".gtbook-build"
@@ -46,8 +55,7 @@ def toc_chapters(bk: Book | None = None) -> list[str]:
 
     toc = yaml.safe_load((_book(bk).root / "_toc.yml").read_text())
     files = [entry["file"] for part in toc.get("parts", []) for entry in part.get("chapters", [])]
-    generated = ("executed/report", "executed/gallery", "executed/mutations", "executed/paper_map",
-                 "executed/status")
+    generated = ("executed/report", "executed/gallery", "executed/mutations", "executed/paper_map", "executed/status")
     return [f.split("/", 1)[1] for f in files if f.startswith("executed/") and f not in generated]
 
 
@@ -58,9 +66,15 @@ def build_inputs(bk: Book) -> list[Path]:
     import gtcore
 
     files = [bk.root / "_config.yml", bk.root / "_toc.yml"]
-    files += [*sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")), bk.executed / "report.md", bk.executed / "mutations.md",
-              bk.executed / "statuses.md", bk.executed / "paper_map.md", bk.executed / "status.md",
-              *sorted((bk.executed / "openings").glob("*.md"))]
+    files += [
+        *sorted(bk.executed.glob("[0-9][0-9]_*.ipynb")),
+        bk.executed / "report.md",
+        bk.executed / "mutations.md",
+        bk.executed / "statuses.md",
+        bk.executed / "paper_map.md",
+        bk.executed / "status.md",
+        *sorted((bk.executed / "openings").glob("*.md")),
+    ]
     for folder in ("book", "_static"):
         files += sorted(p for p in (bk.root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for package in (gtcore, gtbook):
@@ -181,8 +195,11 @@ def write_generated_pages(bk: Book, names: list[str]) -> None:
     except report.ReportError as exc:
         raise BookError(str(exc)) from None
     gallery.write_gallery(bk.executed, chapters=names)
-    paper_map.write_paper_map(bk.executed, names,  # after the gallery: it shows the gallery's thumbnails
-                              api=(bk.root / "book" / "api").is_dir())
+    paper_map.write_paper_map(
+        bk.executed,
+        names,  # after the gallery: it shows the gallery's thumbnails
+        api=(bk.root / "book" / "api").is_dir(),
+    )
     status_page.write_status_page(bk)
     mutations_page.write_page(bk.executed)  # "What the claims can catch", from book/mutations.json
 
@@ -195,14 +212,19 @@ def check_buildable(bk: Book, names: list[str], *, mixed_profiles: bool = False)
         raise BookError(f"not executed yet: {', '.join(missing)}; run `gtbook run` first")
     profiles = chapter_profiles(bk, names)
     if len(profiles) > 1 and not mixed_profiles:
-        raise BookError("the chapters were run with different profiles ("
-                        + "; ".join(f"{p}: {', '.join(c)}" for p, c in profiles.items())
-                        + "); rerun them with one (`gtbook run --profile full`), or pass --mixed-profiles "
-                        "to build a book that mixes them")
+        raise BookError(
+            "the chapters were run with different profiles ("
+            + "; ".join(f"{p}: {', '.join(c)}" for p, c in profiles.items())
+            + "); rerun them with one (`gtbook run --profile full`), or pass --mixed-profiles "
+            "to build a book that mixes them"
+        )
     edited = _edited_chapters(bk, names)
     if edited:
-        raise BookError("executed chapters changed after their run: " + "; ".join(edited)
-                        + "; rerun them (`gtbook run`) before building")
+        raise BookError(
+            "executed chapters changed after their run: "
+            + "; ".join(edited)
+            + "; rerun them (`gtbook run`) before building"
+        )
 
 
 def build(bk: Book | None = None, *, force: bool = False, mixed_profiles: bool = False) -> Path:
@@ -237,12 +259,24 @@ def build(bk: Book | None = None, *, force: bool = False, mixed_profiles: bool =
         if doctrees.is_dir():  # Sphinx rereads only the pages that changed
             shutil.copytree(doctrees, staging / "_build" / ".doctrees", symlinks=True)
         jb = Path(sys.executable).with_name("jupyter-book")
-        cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(bk.root), "--builder", "html", "-W", "-n",
-               "--keep-going", "--path-output", str(staging)]
+        cmd = [
+            str(jb) if jb.exists() else "jupyter-book",
+            "build",
+            str(bk.root),
+            "--builder",
+            "html",
+            "-W",
+            "-n",
+            "--keep-going",
+            "--path-output",
+            str(staging),
+        ]
         proc = subprocess.run(children.command_dying_with_parent(cmd), cwd=bk.root)
         if proc.returncode != 0:
-            raise BookError("jupyter-book build failed (warnings count as errors); see the log above; "
-                            f"the previous build in {bk.shown(html)} is untouched")
+            raise BookError(
+                "jupyter-book build failed (warnings count as errors); see the log above; "
+                f"the previous build in {bk.shown(html)} is untouched"
+            )
         new = staging / "_build" / "html"
         _files.atomic_write_text(new / STAMP, key)
         _put_in_place(new, html)

@@ -27,8 +27,21 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 from gtbook.root import RootNotFound, find_root
 
-__all__ = ["MAX_DEPTH", "Book", "BookError", "Chapter", "broken", "chapter_defaults", "discover_chapters",
-           "load_profiles", "open_book", "parse_sets", "parse_value", "resolve_parameters", "select"]
+__all__ = [
+    "MAX_DEPTH",
+    "Book",
+    "BookError",
+    "Chapter",
+    "broken",
+    "chapter_defaults",
+    "discover_chapters",
+    "load_profiles",
+    "open_book",
+    "parse_sets",
+    "parse_value",
+    "resolve_parameters",
+    "select",
+]
 
 #: how deeply a value may nest (brackets, operators): deeper is refused in one line, never a RecursionError
 MAX_DEPTH = 100
@@ -131,7 +144,7 @@ def parameters_cell(text: str) -> str | None:
     for i, line in enumerate(lines):
         if _PARAMETERS_MARKER.match(line):
             end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("# %%")), len(lines))
-            return "\n".join(lines[i + 1:end])
+            return "\n".join(lines[i + 1 : end])
     return None
 
 
@@ -139,9 +152,15 @@ class _NotAValue(ValueError):
     """A node that is neither a literal nor arithmetic of number literals (its message says why)."""
 
 
-_BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-           ast.Pow: lambda a, b: a ** b}
+_BINARY = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a**b,
+}
 
 
 def _is_number(v: Any) -> bool:
@@ -152,7 +171,7 @@ def _power(a: Any, b: Any) -> Any:
     """``a ** b`` unless the result would be a huge integer (``10 ** 10 ** 10`` would take forever)."""
     if isinstance(a, int) and isinstance(b, int) and abs(a) > 1 and b > 0 and b * abs(a).bit_length() > 4096:
         raise _NotAValue("an integer power above 2**4096")
-    return a ** b
+    return a**b
 
 
 def _evaluate(node: ast.AST, depth: int = 0) -> Any:
@@ -222,8 +241,7 @@ def chapter_defaults(path: Path) -> dict[str, Any]:
     text = path.read_text()
     source = parameters_cell(text)
     if source is None:
-        raise BookError(f"{path.name}: no code cell tagged 'parameters' "
-                        f"(write it as `# %% tags=[\"parameters\"]`)")
+        raise BookError(f"{path.name}: no code cell tagged 'parameters' (write it as `# %% tags=[\"parameters\"]`)")
     first = next(i for i, line in enumerate(text.splitlines(), 1) if _PARAMETERS_MARKER.match(line))
     try:
         body = ast.parse(source).body
@@ -236,14 +254,17 @@ def chapter_defaults(path: Path) -> dict[str, Any]:
     for node in body:
         pairs = assigned(node)
         if pairs is None and isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple):
-            raise BookError(f"{path.name} line {first + node.lineno}: unpack parameters from a literal tuple of "
-                            f"as many values as names (`a, b = 1, 2`)")
+            raise BookError(
+                f"{path.name} line {first + node.lineno}: unpack parameters from a literal tuple of "
+                f"as many values as names (`a, b = 1, 2`)"
+            )
         for name, expr in pairs or ():
             try:
                 values[name] = _evaluate(expr)
             except _NotAValue as exc:
-                raise BookError(f"{path.name} line {first + node.lineno}: the default of "
-                                f"{name} is not a value ({exc})") from None
+                raise BookError(
+                    f"{path.name} line {first + node.lineno}: the default of {name} is not a value ({exc})"
+                ) from None
     return values
 
 
@@ -256,8 +277,12 @@ def assigned(node: ast.stmt) -> list[tuple[str, ast.expr]] | None:
     target, value = node.targets[0], node.value
     if isinstance(target, ast.Name):
         return [(target.id, value)]
-    if (isinstance(target, ast.Tuple) and all(isinstance(t, ast.Name) for t in target.elts)
-            and isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts)):
+    if (
+        isinstance(target, ast.Tuple)
+        and all(isinstance(t, ast.Name) for t in target.elts)
+        and isinstance(value, ast.Tuple)
+        and len(value.elts) == len(target.elts)
+    ):
         return [(t.id, v) for t, v in zip(target.elts, value.elts, strict=True)]  # type: ignore[attr-defined]
     return None
 
@@ -294,8 +319,15 @@ def load_profiles(bk: Book | None = None) -> dict[str, dict[str, dict[str, Any]]
 
 
 def _type_name(v: Any) -> str:
-    return {bool: "a bool", int: "an int", float: "a float", str: "a string", list: "a list",
-            dict: "a dict", tuple: "a tuple"}.get(type(v), type(v).__name__)
+    return {
+        bool: "a bool",
+        int: "an int",
+        float: "a float",
+        str: "a string",
+        list: "a list",
+        dict: "a dict",
+        tuple: "a tuple",
+    }.get(type(v), type(v).__name__)
 
 
 def _finite(v: Any) -> bool:
@@ -335,8 +367,10 @@ def _coerce(chapter: Chapter, key: str, parsed: Any, text: str, where: str | Non
     else:
         ok = isinstance(parsed, type(default))
     if not ok:
-        raise BookError(f"{where}: {key} of {chapter.name} is {_type_name(default)} "
-                        f"(default {default!r}), got {_type_name(parsed)} {parsed!r}")
+        raise BookError(
+            f"{where}: {key} of {chapter.name} is {_type_name(default)} "
+            f"(default {default!r}), got {_type_name(parsed)} {parsed!r}"
+        )
     if _finite(default) and not _finite(parsed):
         raise BookError(f"{where}: {key} of {chapter.name} must be finite (default {default!r}), got {parsed!r}")
     return parsed
@@ -352,16 +386,21 @@ def parse_sets(chapters: dict[str, Chapter], sets: list[str]) -> dict[str, dict[
         targets = [c for c in chapters.values() if key in c.defaults]
         if not targets:
             valid = sorted({p for c in chapters.values() for p in c.defaults})
-            raise BookError(f"unknown parameter(s) {key} for {', '.join(chapters)}; valid parameters: "
-                            f"{', '.join(valid)}")
+            raise BookError(
+                f"unknown parameter(s) {key} for {', '.join(chapters)}; valid parameters: {', '.join(valid)}"
+            )
         for chap in targets:
             out[chap.name][key] = _coerce(chap, key, parse_value(value), value)
     return out
 
 
-def resolve_parameters(chapters: dict[str, Chapter], profile: str, sets: list[str],
-                       known: dict[str, Chapter] | None = None, bk: Book | None = None
-                       ) -> dict[str, dict[str, Any]]:
+def resolve_parameters(
+    chapters: dict[str, Chapter],
+    profile: str,
+    sets: list[str],
+    known: dict[str, Chapter] | None = None,
+    bk: Book | None = None,
+) -> dict[str, dict[str, Any]]:
     """The parameters injected into each selected chapter: profile overrides, then ``--set`` values.
 
     A ``--set name=value`` goes to every selected chapter whose parameters cell defines ``name``.
@@ -378,16 +417,19 @@ def resolve_parameters(chapters: dict[str, Chapter], profile: str, sets: list[st
         raise BookError(f"unknown profile {profile!r}; valid profiles: {', '.join(sorted(profiles))}")
     stray = sorted(set(profiles[profile]) - set(known))
     if stray:
-        raise BookError(f"notebooks/profiles.toml: [{profile}.{stray[0]}] names no chapter; valid chapters: "
-                        f"{', '.join(known)}")
+        raise BookError(
+            f"notebooks/profiles.toml: [{profile}.{stray[0]}] names no chapter; valid chapters: {', '.join(known)}"
+        )
     injected: dict[str, dict[str, Any]] = {c: dict(profiles[profile].get(c, {})) for c in chapters}
     for chap, params in injected.items():
         if chapters[chap].problem is not None:
             continue  # a broken chapter does not run; its profile values are checked once it parses
         unknown = sorted(set(params) - set(chapters[chap].defaults))
         if unknown:
-            raise BookError(f"{chap}: unknown parameter(s) {', '.join(unknown)} in profile {profile!r}; "
-                            f"valid parameters: {', '.join(sorted(chapters[chap].defaults))}")
+            raise BookError(
+                f"{chap}: unknown parameter(s) {', '.join(unknown)} in profile {profile!r}; "
+                f"valid parameters: {', '.join(sorted(chapters[chap].defaults))}"
+            )
         for key, value in params.items():
             where = f"{bk.shown(bk.profiles_file) if bk else 'notebooks/profiles.toml'} [{profile}.{chap}] {key}"
             params[key] = _coerce(chapters[chap], key, value, repr(value), where=where)
@@ -402,8 +444,11 @@ def select(chapters: dict[str, Chapter], only: list[str] | None) -> list[Chapter
         return list(chapters.values())
     picked: list[Chapter] = []
     for name in only:
-        matches = [c for c in chapters.values() if c.name == name or c.name.split("_", 1)[-1] == name
-                   or c.name.startswith(name + "_")]
+        matches = [
+            c
+            for c in chapters.values()
+            if c.name == name or c.name.split("_", 1)[-1] == name or c.name.startswith(name + "_")
+        ]
         if len(matches) != 1:
             raise BookError(f"unknown chapter {name!r}; valid chapters: {', '.join(chapters)}")
         if matches[0] not in picked:

@@ -46,12 +46,24 @@ class TorchFile:
             raise ValueError(f"checkpoint {str(self.path)!r} is not a file")
         try:
             state = torch.load(self.path, weights_only=True, map_location="cpu")
-        except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError,
-                TypeError, AttributeError, ImportError, UnicodeDecodeError) as exc:
+        except (
+            pickle.UnpicklingError,
+            RuntimeError,
+            EOFError,
+            OSError,
+            zipfile.BadZipFile,
+            ValueError,
+            TypeError,
+            AttributeError,
+            ImportError,
+            UnicodeDecodeError,
+        ) as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ValueError(f"checkpoint {str(self.path)!r} is not a training checkpoint that loads safely "
-                             f"(torch.load with weights_only=True: {reason[:200]}); remove it or give another "
-                             "path") from None
+            raise ValueError(
+                f"checkpoint {str(self.path)!r} is not a training checkpoint that loads safely "
+                f"(torch.load with weights_only=True: {reason[:200]}); remove it or give another "
+                "path"
+            ) from None
         if not isinstance(state, dict):
             raise ValueError(f"checkpoint {str(self.path)!r} holds a {type(state).__name__}, not a training state")
         return state

@@ -32,8 +32,9 @@ def parent_alive(parent: int) -> bool:
     return os.getppid() == parent
 
 
-def watch_parent(parent: int, sig: int = signal.SIGTERM, *, every: float = 0.5,
-                 grace: float = 20.0) -> threading.Thread:
+def watch_parent(
+    parent: int, sig: int = signal.SIGTERM, *, every: float = 0.5, grace: float = 20.0
+) -> threading.Thread:
     """Stop this process when ``parent`` is no longer its parent (a daemon thread; returns it).
 
     The process gets ``sig`` (its handler unwinds: kernels shut down, scratch files removed); if it is

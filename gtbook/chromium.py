@@ -20,9 +20,18 @@ from pathlib import Path
 
 __all__ = ["FLAGS", "Browser", "chromium_path"]
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-         "--remote-debugging-pipe", "--window-size=1200,1600"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--remote-debugging-pipe",
+    "--window-size=1200,1600",
+]
 
 
 def chromium_path() -> str | None:
@@ -45,9 +54,13 @@ class Browser:
             os.dup2(high_r, 3)
             os.dup2(high_w, 4)
 
-        self.proc = subprocess.Popen([executable, *FLAGS, f"--user-data-dir={self._profile}", "about:blank"],
-                                     close_fds=False, preexec_fn=wire,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [executable, *FLAGS, f"--user-data-dir={self._profile}", "about:blank"],
+            close_fds=False,
+            preexec_fn=wire,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(cmd_r)
         os.close(out_w)
         self._w = os.fdopen(cmd_w, "wb")
@@ -82,9 +95,11 @@ class Browser:
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         if width is not None:
-            self.send("Emulation.setDeviceMetricsOverride", {"width": int(width), "height": int(height),
-                                                             "deviceScaleFactor": 1, "mobile": width < 600},
-                      session)
+            self.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": int(width), "height": int(height), "deviceScaleFactor": 1, "mobile": width < 600},
+                session,
+            )
         nav = self.send("Page.navigate", {"url": url}, session)
         if nav.get("errorText"):
             raise RuntimeError(f"could not open {url}: {nav['errorText']}")
@@ -97,18 +112,32 @@ class Browser:
             self.send("Target.closeTarget", {"targetId": target})
 
     def evaluate(self, session: str, expression: str, timeout_ms: int = 30000):
-        res = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                             "returnByValue": True, "timeout": timeout_ms}, session)
+        res = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "awaitPromise": True, "returnByValue": True, "timeout": timeout_ms},
+            session,
+        )
         if "exceptionDetails" in res:
             raise RuntimeError(f"page script failed: {res['exceptionDetails']}")
         return res["result"].get("value")
 
     def print_pdf(self, session: str, path: Path) -> None:
         """Print the page of ``session`` to ``path`` (A4, backgrounds, no header or footer)."""
-        data = self.send("Page.printToPDF", {"printBackground": True, "paperWidth": 8.27, "paperHeight": 11.69,
-                                             "marginTop": 0.5, "marginBottom": 0.5, "marginLeft": 0.5,
-                                             "marginRight": 0.5, "displayHeaderFooter": False,
-                                             "preferCSSPageSize": False}, session)
+        data = self.send(
+            "Page.printToPDF",
+            {
+                "printBackground": True,
+                "paperWidth": 8.27,
+                "paperHeight": 11.69,
+                "marginTop": 0.5,
+                "marginBottom": 0.5,
+                "marginLeft": 0.5,
+                "marginRight": 0.5,
+                "displayHeaderFooter": False,
+                "preferCSSPageSize": False,
+            },
+            session,
+        )
         path.write_bytes(base64.b64decode(data["data"]))
 
     def screenshot(self, session: str, path: Path) -> None:

@@ -86,8 +86,7 @@ class Claim:
     def line(self) -> str:
         status = "PASS" if self.passed else "FAIL"
         about = self.statement or "the book's statistics"
-        return (f"{status}  {self.name} [{self.kind}: {about}]: {_fmt(self.value)}  "
-                f"({self.threshold})")
+        return f"{status}  {self.name} [{self.kind}: {about}]: {_fmt(self.value)}  ({self.threshold})"
 
 
 def _fmt(x: Any) -> str:
@@ -122,8 +121,7 @@ def check_label(name: str, statement: str | None, kind: str) -> None:
     except StatementError as exc:
         raise ValueError(f"claim {name!r}: {exc}") from None
     if statement not in known:
-        raise ValueError(f"claim {name!r}: unknown statement {statement!r}; known statements: "
-                         f"{', '.join(known)}")
+        raise ValueError(f"claim {name!r}: unknown statement {statement!r}; known statements: {', '.join(known)}")
 
 
 def check_scope(name: str, kind: str, scope: Any) -> dict | None:
@@ -138,9 +136,11 @@ def check_scope(name: str, kind: str, scope: Any) -> dict | None:
     except (ValueError, TypeError) as exc:
         raise ValueError(f"claim {name!r}: {exc}") from None
     if kind in EMPIRICAL and not parsed.independent:
-        raise ValueError(f"claim {name!r}: a {kind} claim needs a system independent of eq. (1.1) (finite-N "
-                         f"tokens, Transformer code, a trained model, a stochastic process); its scope says "
-                         f"{parsed.system.value!r}: it is a derivation or a consistency check")
+        raise ValueError(
+            f"claim {name!r}: a {kind} claim needs a system independent of eq. (1.1) (finite-N "
+            f"tokens, Transformer code, a trained model, a stochastic process); its scope says "
+            f"{parsed.system.value!r}: it is a derivation or a consistency check"
+        )
     if kind == "instrument" and parsed.system is not System.INSTRUMENT:
         raise ValueError(f"claim {name!r}: an instrument claim's system is the book's statistics")
     return parsed.as_dict()
@@ -158,15 +158,27 @@ def check_sides(name: str, kind: str, sides: Any) -> dict | None:
     observed, predicted = sides
     shared = shared_code(observed, predicted)
     if shared and kind in EMPIRICAL:
-        raise ValueError(f"claim {name!r}: both sides of a {kind} claim run {', '.join(shared)}: the prediction "
-                         "is computed by the code path it is compared with, so the claim shows nothing")
+        raise ValueError(
+            f"claim {name!r}: both sides of a {kind} claim run {', '.join(shared)}: the prediction "
+            "is computed by the code path it is compared with, so the claim shows nothing"
+        )
     return {"observed": sorted(observed.model_functions()), "predicted": sorted(predicted.model_functions())}
 
 
-def evaluate_claim(name: str, value: Any, *, statement: str | None, kind: str, lt: float | None = None,
-                   gt: float | None = None, close_to: float | None = None,
-                   rtol: float | None = None, atol: float | None = None, scope: Any = None,
-                   sides: Any = None) -> Claim:
+def evaluate_claim(
+    name: str,
+    value: Any,
+    *,
+    statement: str | None,
+    kind: str,
+    lt: float | None = None,
+    gt: float | None = None,
+    close_to: float | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    scope: Any = None,
+    sides: Any = None,
+) -> Claim:
     """Evaluate a criterion without displaying or raising (see :func:`claim`)."""
     if not name:
         raise ValueError("claim name must be a non-empty string")
@@ -198,8 +210,9 @@ def evaluate_claim(name: str, value: Any, *, statement: str | None, kind: str, l
         tol = a + r * abs(float(close_to))
         passed = math.isfinite(v) and abs(v - float(close_to)) <= tol
         threshold = f"|value - {_fmt(float(close_to))}| <= {_fmt(tol)}"
-        return Claim(name, *label, v, threshold, passed,
-                     {"close_to": float(close_to), "rtol": r, "atol": a}, record, traced)
+        return Claim(
+            name, *label, v, threshold, passed, {"close_to": float(close_to), "rtol": r, "atol": a}, record, traced
+        )
     parts, passed = [], math.isfinite(v)
     if gt is not None:
         parts.append(f"> {_fmt(float(gt))}")
@@ -207,13 +220,32 @@ def evaluate_claim(name: str, value: Any, *, statement: str | None, kind: str, l
     if lt is not None:
         parts.append(f"< {_fmt(float(lt))}")
         passed = passed and v < float(lt)
-    return Claim(name, *label, v, "value " + " and ".join(parts), passed,
-                 {"gt": None if gt is None else float(gt), "lt": None if lt is None else float(lt)}, record, traced)
+    return Claim(
+        name,
+        *label,
+        v,
+        "value " + " and ".join(parts),
+        passed,
+        {"gt": None if gt is None else float(gt), "lt": None if lt is None else float(lt)},
+        record,
+        traced,
+    )
 
 
-def claim(name: str, value: Any, *, statement: str | None, kind: str, lt: float | None = None,
-          gt: float | None = None, close_to: float | None = None, rtol: float | None = None,
-          atol: float | None = None, scope: Any = None, sides: Any = None) -> None:
+def claim(
+    name: str,
+    value: Any,
+    *,
+    statement: str | None,
+    kind: str,
+    lt: float | None = None,
+    gt: float | None = None,
+    close_to: float | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    scope: Any = None,
+    sides: Any = None,
+) -> None:
     """Check a paper's statement numerically, show PASS/FAIL, record it, raise on failure.
 
     Parameters
@@ -250,8 +282,19 @@ def claim(name: str, value: Any, *, statement: str | None, kind: str, lt: float 
         When the criterion does not hold (after the FAIL line has been shown and recorded), unless
         :data:`KEEP_GOING_ENV` is set.
     """
-    c = evaluate_claim(name, value, statement=statement, kind=kind, lt=lt, gt=gt, close_to=close_to,
-                       rtol=rtol, atol=atol, scope=scope, sides=sides)
+    c = evaluate_claim(
+        name,
+        value,
+        statement=statement,
+        kind=kind,
+        lt=lt,
+        gt=gt,
+        close_to=close_to,
+        rtol=rtol,
+        atol=atol,
+        scope=scope,
+        sides=sides,
+    )
     _note_standalone()
     _show(c)
     if not c.passed and not os.environ.get(KEEP_GOING_ENV):
@@ -269,8 +312,10 @@ def _note_standalone() -> None:
     if _noted or os.environ.get(ROOT_ENV):
         return
     _noted = True
-    print("gtbook: not building a book (this kernel was not started by `gtbook run`): claims are checked "
-          "and recorded in this notebook only")
+    print(
+        "gtbook: not building a book (this kernel was not started by `gtbook run`): claims are checked "
+        "and recorded in this notebook only"
+    )
 
 
 def _show(c: Claim) -> None:
@@ -291,10 +336,11 @@ def _show(c: Claim) -> None:
         return
     mark = "✔" if c.passed else "✘"
     about = f"statement `{c.statement}`" if c.statement else "the book's statistics"
-    md = (f"{mark} **{'PASS' if c.passed else 'FAIL'}** `{c.name}` ({c.kind}, {about}): "
-          f"value {_fmt(c.value)}, {c.threshold}")
-    display({"text/plain": c.line(), "text/markdown": md, CLAIM_MIME: json.loads(json.dumps(record))},
-            raw=True)
+    md = (
+        f"{mark} **{'PASS' if c.passed else 'FAIL'}** `{c.name}` ({c.kind}, {about}): "
+        f"value {_fmt(c.value)}, {c.threshold}"
+    )
+    display({"text/plain": c.line(), "text/markdown": md, CLAIM_MIME: json.loads(json.dumps(record))}, raw=True)
 
 
 def claims_in_notebook(nb: Any) -> list[dict]:

@@ -70,64 +70,98 @@ def _version() -> str:
 
 
 _COMMANDS = {
-    "run": ("execute the chapters that are not fresh, with papermill",
-            "Execute the selected chapters whose executed notebook is not fresh (source, parameters, "
-            "library, package versions or thread count changed), each in its own kernel, and publish "
-            "each one that succeeds to executed/. Without --profile, each chapter reruns with the profile "
-            "it was last run with. A failing claim stops the run (exit 2)."),
-    "status": ("each chapter: fresh, stale (and why), failed or missing",
-               "Say, for each chapter, what `gtbook run` with the same options would do: fresh (nothing), "
-               "stale (and which part of its key changed, or that its outputs were edited), failed or "
-               "missing; then whether the HTML is up to date."),
-    "build": ("render the executed chapters with Jupyter Book (if anything changed)",
-              "Render the executed chapters, the prose and the report into _build/html with Jupyter Book "
-              "(warnings are errors). Skipped when no input changed; a book whose chapters ran with "
-              "different profiles is refused unless --mixed-profiles."),
-    "pdf": ("print the whole book to one PDF (offline, headless Chromium)",
-            "Render every chapter and prose page (not the API reference) into one HTML page with Jupyter Book, "
-            "open it in headless Chromium, wait for MathJax and the figures, and print it to "
-            "_build/pdf/gtbook.pdf (or --out). Needs the chapters executed (`gtbook run`) and Chromium."),
-    "all": ("run, then build",
-            "`gtbook run`, then `gtbook build`. Without --profile, every chapter runs with the book's "
-            "profile (the one its executed chapters share)."),
-    "claims": ("print the claims of the executed chapters",
-               "Print every claim recorded in the executed chapters, each evaluated again from its value "
-               "and criterion: a table (chapter, claim, kind, value, result; --wide for every column) "
-               "with a summary line, or JSON (--json, with numeric lower/upper bounds)."),
-    "mutations": ("what the claims can catch: the quick book under each registered mutation of gtcore",
-                  "Apply each plausible error of gtbook/mutations/registry.toml alone to a temporary copy "
-                  "of the tree, run the chapters that import the mutated module and its unit tests, and record "
-                  "which claim (if any) caught it in book/mutations.json, the source of the page 'What the "
-                  "claims can catch'. Takes about a minute per mutation per chapter run; --verify only checks "
-                  "that each entry applies once, compiles and changes its probe. The results file is checked "
-                  "before the first mutation and saved as each one finishes: a stopped run resumes."),
-    "clean": ("remove executed notebooks whose chapter source is gone (--orphans)",
-              "With --orphans: remove every executed notebook (and failed notebook) whose source "
-              "notebooks/NN_name.py no longer exists, e.g. after a chapter was renamed; they are not counted "
-              "by `gtbook claims` or the report, and `gtbook status` lists them as orphan."),
-    "probe": ("per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens",
-              "Feed N(0, I) tokens to a pretrained model found on this machine (no download) and print "
-              "per-layer Gaussianity statistics."),
-    "atlas": ("the regime atlas sweep (chapter 8) on Dask: in-process, local, or a cluster",
-              "Sweep the condition ensembles of chapter 8 (draws per attention type and dimension), classify "
-              "each draw's regime, write the results as parquet chunks to --out (a rerun resumes) and print "
-              "the regime fractions with Wilson 95 % intervals. Runs in this process, on a local Dask "
-              "cluster (--scheduler local) or on a dask.distributed scheduler."),
+    "run": (
+        "execute the chapters that are not fresh, with papermill",
+        "Execute the selected chapters whose executed notebook is not fresh (source, parameters, "
+        "library, package versions or thread count changed), each in its own kernel, and publish "
+        "each one that succeeds to executed/. Without --profile, each chapter reruns with the profile "
+        "it was last run with. A failing claim stops the run (exit 2).",
+    ),
+    "status": (
+        "each chapter: fresh, stale (and why), failed or missing",
+        "Say, for each chapter, what `gtbook run` with the same options would do: fresh (nothing), "
+        "stale (and which part of its key changed, or that its outputs were edited), failed or "
+        "missing; then whether the HTML is up to date.",
+    ),
+    "build": (
+        "render the executed chapters with Jupyter Book (if anything changed)",
+        "Render the executed chapters, the prose and the report into _build/html with Jupyter Book "
+        "(warnings are errors). Skipped when no input changed; a book whose chapters ran with "
+        "different profiles is refused unless --mixed-profiles.",
+    ),
+    "pdf": (
+        "print the whole book to one PDF (offline, headless Chromium)",
+        "Render every chapter and prose page (not the API reference) into one HTML page with Jupyter Book, "
+        "open it in headless Chromium, wait for MathJax and the figures, and print it to "
+        "_build/pdf/gtbook.pdf (or --out). Needs the chapters executed (`gtbook run`) and Chromium.",
+    ),
+    "all": (
+        "run, then build",
+        "`gtbook run`, then `gtbook build`. Without --profile, every chapter runs with the book's "
+        "profile (the one its executed chapters share).",
+    ),
+    "claims": (
+        "print the claims of the executed chapters",
+        "Print every claim recorded in the executed chapters, each evaluated again from its value "
+        "and criterion: a table (chapter, claim, kind, value, result; --wide for every column) "
+        "with a summary line, or JSON (--json, with numeric lower/upper bounds).",
+    ),
+    "mutations": (
+        "what the claims can catch: the quick book under each registered mutation of gtcore",
+        "Apply each plausible error of gtbook/mutations/registry.toml alone to a temporary copy "
+        "of the tree, run the chapters that import the mutated module and its unit tests, and record "
+        "which claim (if any) caught it in book/mutations.json, the source of the page 'What the "
+        "claims can catch'. Takes about a minute per mutation per chapter run; --verify only checks "
+        "that each entry applies once, compiles and changes its probe. The results file is checked "
+        "before the first mutation and saved as each one finishes: a stopped run resumes.",
+    ),
+    "clean": (
+        "remove executed notebooks whose chapter source is gone (--orphans)",
+        "With --orphans: remove every executed notebook (and failed notebook) whose source "
+        "notebooks/NN_name.py no longer exists, e.g. after a chapter was renamed; they are not counted "
+        "by `gtbook claims` or the report, and `gtbook status` lists them as orphan.",
+    ),
+    "probe": (
+        "per-layer Gaussianity of a pretrained Transformer fed Gaussian tokens",
+        "Feed N(0, I) tokens to a pretrained model found on this machine (no download) and print "
+        "per-layer Gaussianity statistics.",
+    ),
+    "atlas": (
+        "the regime atlas sweep (chapter 8) on Dask: in-process, local, or a cluster",
+        "Sweep the condition ensembles of chapter 8 (draws per attention type and dimension), classify "
+        "each draw's regime, write the results as parquet chunks to --out (a rerun resumes) and print "
+        "the regime fractions with Wilson 95 % intervals. Runs in this process, on a local Dask "
+        "cluster (--scheduler local) or on a dask.distributed scheduler.",
+    ),
 }
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gtbook", description="gtbook: execute the book's chapters under a profile, "
-                                "collect their claims, build the book (the executable companion to arXiv:2606.07600).",
-                                epilog="`gtbook COMMAND --help` describes each command.")
-    p.add_argument("--version", action="version", version=f"gtbook {_version()}",
-                   help="print the version of the installed distribution and exit")
-    p.add_argument("--root", default=None, metavar="PATH",
-                   help="the book's folder (default: the working directory or the first one above it "
-                        "holding _config.yml)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                           help="run, status, build, pdf, all, claims, clean, mutations, probe or atlas "
-                                "(`gtbook COMMAND --help` for its options)")
+    p = argparse.ArgumentParser(
+        prog="gtbook",
+        description="gtbook: execute the book's chapters under a profile, "
+        "collect their claims, build the book (the executable companion to arXiv:2606.07600).",
+        epilog="`gtbook COMMAND --help` describes each command.",
+    )
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"gtbook {_version()}",
+        help="print the version of the installed distribution and exit",
+    )
+    p.add_argument(
+        "--root",
+        default=None,
+        metavar="PATH",
+        help="the book's folder (default: the working directory or the first one above it holding _config.yml)",
+    )
+    sub = p.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        help="run, status, build, pdf, all, claims, clean, mutations, probe or atlas "
+        "(`gtbook COMMAND --help` for its options)",
+    )
 
     def add_book_parser(name):  # `--root` also after the command (`gtbook status --root PATH`)
         short, long = _COMMANDS[name]
@@ -136,34 +170,60 @@ def _parser() -> argparse.ArgumentParser:
         return sp
 
     def add_select_args(sp):
-        sp.add_argument("--only", nargs="+", action="extend", metavar="NAME",
-                        help="chapters (file stem, or without NN_); repeatable")
-        sp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a parameter of the selected chapters (repeatable; the value has the "
-                             "type of the parameter's default)")
+        sp.add_argument(
+            "--only",
+            nargs="+",
+            action="extend",
+            metavar="NAME",
+            help="chapters (file stem, or without NN_); repeatable",
+        )
+        sp.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="override a parameter of the selected chapters (repeatable; the value has the "
+            "type of the parameter's default)",
+        )
 
     def add_profile_arg(sp):
-        sp.add_argument("--profile", default=None,
-                        help="quick (CI) or full (paper scale); default: the profile each chapter was last "
-                             "run with (a chapter never run: the book's, else quick)")
+        sp.add_argument(
+            "--profile",
+            default=None,
+            help="quick (CI) or full (paper scale); default: the profile each chapter was last "
+            "run with (a chapter never run: the book's, else quick)",
+        )
 
     def add_jobs_arg(sp):
-        sp.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                        help="chapters to run at once, each in its own kernel (threads divided among them), "
-                             "the longest last time first")
+        sp.add_argument(
+            "-j",
+            "--jobs",
+            type=int,
+            default=1,
+            metavar="N",
+            help="chapters to run at once, each in its own kernel (threads divided among them), "
+            "the longest last time first",
+        )
 
     def add_run_args(sp):
         add_profile_arg(sp)
         add_select_args(sp)
         add_jobs_arg(sp)
-        sp.add_argument("--force", action="store_true",
-                        help="rerun even fresh chapters (and clear the on-disk cache of pure functions)")
-        sp.add_argument("--no-wait", action="store_true",
-                        help="fail at once if another gtbook command is running on this book")
+        sp.add_argument(
+            "--force",
+            action="store_true",
+            help="rerun even fresh chapters (and clear the on-disk cache of pure functions)",
+        )
+        sp.add_argument(
+            "--no-wait", action="store_true", help="fail at once if another gtbook command is running on this book"
+        )
 
     def add_mixed_arg(sp):
-        sp.add_argument("--mixed-profiles", action="store_true",
-                        help="build even when the chapters were run with different profiles")
+        sp.add_argument(
+            "--mixed-profiles",
+            action="store_true",
+            help="build even when the chapters were run with different profiles",
+        )
 
     add_run_args(add_book_parser("run"))
     st = add_book_parser("status")
@@ -182,63 +242,119 @@ def _parser() -> argparse.ArgumentParser:
     add_run_args(al)
     add_mixed_arg(al)
     cl = add_book_parser("claims")
-    cl.add_argument("--json", action="store_true",
-                    help="print a JSON list (every field, numeric bounds; an infinite or NaN number as the string "
-                         "\"inf\", \"-inf\" or \"nan\")")
-    cl.add_argument("--wide", action="store_true",
-                    help="every column (statement, criterion, profile, seed, --set values)")
+    cl.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON list (every field, numeric bounds; an infinite or NaN number as the string "
+        '"inf", "-inf" or "nan")',
+    )
+    cl.add_argument(
+        "--wide", action="store_true", help="every column (statement, criterion, profile, seed, --set values)"
+    )
     cl.add_argument("--failed", action="store_true", help="only the claims that fail")
-    cl.add_argument("--only", nargs="+", action="extend", metavar="NAME",
-                    help="only these chapters (file stem, or without NN_); repeatable")
-    cl.add_argument("--statement", nargs="+", action="extend", metavar="ID",
-                    help="only the claims that check these statements (ids of the statement registry)")
+    cl.add_argument(
+        "--only",
+        nargs="+",
+        action="extend",
+        metavar="NAME",
+        help="only these chapters (file stem, or without NN_); repeatable",
+    )
+    cl.add_argument(
+        "--statement",
+        nargs="+",
+        action="extend",
+        metavar="ID",
+        help="only the claims that check these statements (ids of the statement registry)",
+    )
     cn = add_book_parser("clean")
-    cn.add_argument("--orphans", action="store_true", required=True,
-                    help="remove executed notebooks whose chapter source is gone")
+    cn.add_argument(
+        "--orphans", action="store_true", required=True, help="remove executed notebooks whose chapter source is gone"
+    )
     cn.add_argument("--no-wait", action="store_true", help="fail at once if another gtbook command is running")
     mu = add_book_parser("mutations")
     mu.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="these mutations (default: all)")
     mu.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="chapters to run at once (default 1)")
     mu.add_argument("--profile", default="quick", help="the chapters' profile (default quick)")
-    mu.add_argument("--chapters", nargs="+", action="extend", metavar="NAME",
-                    help="run only these chapters (default: every chapter that imports the mutated module)")
+    mu.add_argument(
+        "--chapters",
+        nargs="+",
+        action="extend",
+        metavar="NAME",
+        help="run only these chapters (default: every chapter that imports the mutated module)",
+    )
     mu.add_argument("--no-unit-tests", action="store_true", help="do not run the unit tests of each mutated file")
-    mu.add_argument("--no-baseline", action="store_true",
-                    help="do not run the unmutated chapters and tests first (they are then assumed to pass)")
-    mu.add_argument("--verify", action="store_true",
-                    help="only check that each mutation applies once, compiles and changes its probe")
-    mu.add_argument("--output", default=None, metavar="PATH",
-                    help="results file (default book/mutations.json; other mutations' entries are kept)")
+    mu.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="do not run the unmutated chapters and tests first (they are then assumed to pass)",
+    )
+    mu.add_argument(
+        "--verify",
+        action="store_true",
+        help="only check that each mutation applies once, compiles and changes its probe",
+    )
+    mu.add_argument(
+        "--output",
+        default=None,
+        metavar="PATH",
+        help="results file (default book/mutations.json; other mutations' entries are kept)",
+    )
     mu.add_argument("--keep", action="store_true", help="keep the temporary trees (for debugging)")
-    mu.add_argument("--restart", action="store_true",
-                    help="measure every mutation again, even those a stopped run of the same tree saved")
+    mu.add_argument(
+        "--restart",
+        action="store_true",
+        help="measure every mutation again, even those a stopped run of the same tree saved",
+    )
     short, long = _COMMANDS["probe"]
     pr = sub.add_parser("probe", help=short, description=long)
-    pr.add_argument("model", nargs="?", default="minilm",
-                    help="minilm, modernbert, deit-tiny, a local path or a hub id org/name (local cache only)")
-    pr.add_argument("--mode", default="pure", choices=["pure", "embedding"],
-                    help="pure: Gaussian tokens straight into the first layer; embedding: through the "
-                         "model's embedding layer (default pure)")
+    pr.add_argument(
+        "model",
+        nargs="?",
+        default="minilm",
+        help="minilm, modernbert, deit-tiny, a local path or a hub id org/name (local cache only)",
+    )
+    pr.add_argument(
+        "--mode",
+        default="pure",
+        choices=["pure", "embedding"],
+        help="pure: Gaussian tokens straight into the first layer; embedding: through the "
+        "model's embedding layer (default pure)",
+    )
     pr.add_argument("--tokens", type=int, default=256, help="tokens per sequence (default 256)")
     pr.add_argument("--sequences", type=int, default=16, help="number of sequences (default 16)")
     pr.add_argument("--seed", type=int, default=0, help="seed of the Gaussian tokens (default 0)")
     pr.add_argument("--figure", default=None, metavar="PATH", help="save the figure here")
     short, long = _COMMANDS["atlas"]
     at = sub.add_parser("atlas", help=short, description=long)
-    at.add_argument("--scheduler", default=None, metavar="ADDR",
-                    help="a dask.distributed scheduler (tcp://host:8786), or 'local' for a LocalCluster; "
-                         "default: in this process")
-    at.add_argument("--out", default="atlas", metavar="DIR",
-                    help="folder of the parquet chunks (resumes; default atlas)")
-    at.add_argument("--ds", type=int, nargs="+", default=[2, 3, 4, 5, 6, 7, 8], metavar="D",
-                    help="dimensions (default 2 3 4 5 6 7 8)")
+    at.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDR",
+        help="a dask.distributed scheduler (tcp://host:8786), or 'local' for a LocalCluster; default: in this process",
+    )
+    at.add_argument(
+        "--out", default="atlas", metavar="DIR", help="folder of the parquet chunks (resumes; default atlas)"
+    )
+    at.add_argument(
+        "--ds",
+        type=int,
+        nargs="+",
+        default=[2, 3, 4, 5, 6, 7, 8],
+        metavar="D",
+        help="dimensions (default 2 3 4 5 6 7 8)",
+    )
     at.add_argument("--draws", type=int, default=40, help="draws per (attention type, d) (default 40)")
     at.add_argument("--lanes", type=int, default=256, help="draws per chunk (default 256)")
     at.add_argument("--workers", type=int, default=2, help="workers of --scheduler local (default 2)")
     at.add_argument("--seed", type=int, default=0, help="seed of the condition draws (default 0)")
-    at.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                    help="seconds a --scheduler has to accept the connection, and to answer whenever no chunk "
-                         "finished for that long (default 30)")
+    at.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a --scheduler has to accept the connection, and to answer whenever no chunk "
+        "finished for that long (default 30)",
+    )
     return p
 
 
@@ -263,9 +379,11 @@ def _claims(bk: Book, args) -> str:
     from gtbook import report
 
     if not report.executed_notebooks(bk.executed):
-        raise BookError("nothing has run yet: no executed chapters in "
-                        f"{bk.shown(bk.executed)}/. Run `gtbook run` (quick profile, about a minute) or "
-                        "`make book` (full profile), then `gtbook claims`")
+        raise BookError(
+            "nothing has run yet: no executed chapters in "
+            f"{bk.shown(bk.executed)}/. Run `gtbook run` (quick profile, about a minute) or "
+            "`make book` (full profile), then `gtbook claims`"
+        )
     names = None
     if args.only:
         from gtbook.chapters import discover_chapters, select
@@ -288,8 +406,14 @@ def _claims(bk: Book, args) -> str:
         return json.dumps(_json_safe([r.as_dict() for r in shown]), indent=2, allow_nan=False)
     table = report.claims_table(shown, wide=args.wide) if shown else "no claims match"
     orphans = [p.stem for p in report.orphan_notebooks(bk.executed)]
-    note = (f"\nnot counted: executed notebooks without a source (orphans): {', '.join(orphans)}; "
-            "`gtbook clean --orphans` removes them") if orphans and not names else ""
+    note = (
+        (
+            f"\nnot counted: executed notebooks without a source (orphans): {', '.join(orphans)}; "
+            "`gtbook clean --orphans` removes them"
+        )
+        if orphans and not names
+        else ""
+    )
     return table + "\n" + report.claims_summary(rows, shown=len(shown)) + note
 
 
@@ -325,10 +449,19 @@ def _mutations(bk: Book, args: argparse.Namespace) -> int:
             from gtbook.chapters import discover_chapters, select
 
             chapters = [c.name for c in select(discover_chapters(bk), args.chapters)]
-        run, results = run_check(bk.root, args.only, profile=args.profile, jobs=args.jobs, chapters=chapters,
-                                 unit_tests=not args.no_unit_tests, baseline=not args.no_baseline, keep=args.keep,
-                                 results=out, writes=[bk.executed] if bk.executed.is_dir() else [],
-                                 resume=not args.restart)
+        run, results = run_check(
+            bk.root,
+            args.only,
+            profile=args.profile,
+            jobs=args.jobs,
+            chapters=chapters,
+            unit_tests=not args.no_unit_tests,
+            baseline=not args.no_baseline,
+            keep=args.keep,
+            results=out,
+            writes=[bk.executed] if bk.executed.is_dir() else [],
+            resume=not args.restart,
+        )
     except RegistryError as exc:
         raise BookError(str(exc)) from None
     except KeyboardInterrupt:
@@ -336,16 +469,21 @@ def _mutations(bk: Book, args: argparse.Namespace) -> int:
             done = load_results(out)[0].get("done", [])
         except ValueError:
             done = []
-        print(f"gtbook: interrupted; {len(done)} measured mutation(s) are saved in {bk.shown(out)}: the same "
-              "command resumes with the others", file=sys.stderr)
+        print(
+            f"gtbook: interrupted; {len(done)} measured mutation(s) are saved in {bk.shown(out)}: the same "
+            "command resumes with the others",
+            file=sys.stderr,
+        )
         return 130
     if bk.executed.is_dir():
         write_page(bk.executed, out)
     width = max(len(r.name) for r in results) if results else 8
     for r in results:
         ut = "-" if r.unit_tests is None or r.unit_tests.caught is None else ("y" if r.unit_tests.caught else "n")
-        print(f"{r.name.ljust(width)}  {r.outcome.value:<11}  tests {ut}  "
-              + (r.caught_by.describe() if r.caught_by else ""))
+        print(
+            f"{r.name.ljust(width)}  {r.outcome.value:<11}  tests {ut}  "
+            + (r.caught_by.describe() if r.caught_by else "")
+        )
     print(f"results: {bk.shown(out)} ({run['wall_s'] / 60:.1f} min)")
     return 0
 
@@ -387,8 +525,14 @@ def _main(argv: list[str] | None) -> int:
             from gtcore.models import ModelNotAvailable
 
             try:
-                result = probe(args.model, mode=args.mode, tokens=args.tokens, sequences=args.sequences,
-                               seed=args.seed, figure_path=args.figure)
+                result = probe(
+                    args.model,
+                    mode=args.mode,
+                    tokens=args.tokens,
+                    sequences=args.sequences,
+                    seed=args.seed,
+                    figure_path=args.figure,
+                )
             except (ModelNotAvailable, ValueError) as exc:
                 raise BookError(str(exc)) from None
             print(result.table())
@@ -399,13 +543,23 @@ def _main(argv: list[str] | None) -> int:
             from gtbook.studies.atlas.sweep import SchedulerError, atlas
 
             try:
-                res, table = atlas(args.out, ds=args.ds, draws=args.draws, seed=args.seed, lanes=args.lanes,
-                                   scheduler=args.scheduler, workers=args.workers, timeout=args.timeout)
+                res, table = atlas(
+                    args.out,
+                    ds=args.ds,
+                    draws=args.draws,
+                    seed=args.seed,
+                    lanes=args.lanes,
+                    scheduler=args.scheduler,
+                    workers=args.workers,
+                    timeout=args.timeout,
+                )
             except (ValueError, SchedulerError) as exc:
                 raise BookError(str(exc).replace("the same sweep", "the same gtbook atlas command")) from None
             except KeyboardInterrupt:
-                print(f"gtbook: interrupted; the finished chunks are kept in {args.out}: the same command resumes",
-                      file=sys.stderr)
+                print(
+                    f"gtbook: interrupted; the finished chunks are kept in {args.out}: the same command resumes",
+                    file=sys.stderr,
+                )
                 return 130
             print(table)
             print(res)
@@ -436,10 +590,11 @@ def _main(argv: list[str] | None) -> int:
                     profile = args.profile
                     if profile is None and args.command == "all" and not args.mixed_profiles:
                         profile = book_profile(bk, strict=True)  # the book's one profile (None: none ran)
-                    times = run(profile, args.only, args.set, jobs=args.jobs, force=args.force, bk=bk,
-                                token=lock.token)
-                    print("chapter times: " + (", ".join(f"{k} {v:.1f} s" for k, v in times.items())
-                                               or "none (every chapter is fresh)"))
+                    times = run(profile, args.only, args.set, jobs=args.jobs, force=args.force, bk=bk, token=lock.token)
+                    print(
+                        "chapter times: "
+                        + (", ".join(f"{k} {v:.1f} s" for k, v in times.items()) or "none (every chapter is fresh)")
+                    )
                 if args.command in ("build", "all"):
                     build(bk, force=args.force, mixed_profiles=args.mixed_profiles)
                 if args.command == "clean":
@@ -459,8 +614,9 @@ def _main(argv: list[str] | None) -> int:
         print(f"gtbook: error: {os_error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("gtbook: interrupted; finished chapters are kept, the others keep their last good output",
-              file=sys.stderr)
+        print(
+            "gtbook: interrupted; finished chapters are kept, the others keep their last good output", file=sys.stderr
+        )
         return 130
     return 0
 

@@ -50,8 +50,13 @@ __all__ = ["KERNEL_WARNINGS", "THREAD_ENVS", "clean_scratch", "longest_first", "
 
 
 #: thread-count variables set for each kernel under ``-j N`` (torch's intra-op pool follows OMP)
-THREAD_ENVS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-               "NUMEXPR_NUM_THREADS")
+THREAD_ENVS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
 
 #: silences the notebook-widget warning tqdm prints on import inside a kernel without ipywidgets
@@ -60,7 +65,6 @@ KERNEL_WARNINGS = "ignore:IProgress not found"
 # planning lives in gtbook.plan; these names stay importable from here
 DEFAULT_PROFILE, ChapterState, book_profile = _plan.DEFAULT_PROFILE, _plan.ChapterState, _plan.book_profile
 kernel_threads, status, status_table = _plan.kernel_threads, _plan.status, _plan.status_table
-
 
 
 # ------------------------------------------------------------------------------ run
@@ -77,10 +81,16 @@ def _kernel_env(bk: Book, profile: str, threads: int | None) -> dict[str, str]:
     ``threads`` BLAS/torch threads."""
     from gtbook.cache import CACHE_ENV
 
-    env = {"GTBOOK_PROFILE": profile, QUIET_ENV: "1", ROOT_ENV: str(bk.root), CACHE_ENV: str(cache_folder(bk)),
-           "PYTHONWARNINGS": ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), KERNEL_WARNINGS) if w),
-           "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
-           "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
+    env = {
+        "GTBOOK_PROFILE": profile,
+        QUIET_ENV: "1",
+        ROOT_ENV: str(bk.root),
+        CACHE_ENV: str(cache_folder(bk)),
+        "PYTHONWARNINGS": ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), KERNEL_WARNINGS) if w),
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "TRANSFORMERS_VERBOSITY": "error",
+        "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    }
     if threads is not None:
         env.update({k: str(threads) for k in THREAD_ENVS})
     return env
@@ -140,8 +150,9 @@ def clean_scratch(bk: Book) -> None:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
-def parameters_cell_that_ran(source: str, injected: dict[str, Any], overrides: dict[str, Any],
-                             defaults: dict[str, Any], profile: str) -> str:
+def parameters_cell_that_ran(
+    source: str, injected: dict[str, Any], overrides: dict[str, Any], defaults: dict[str, Any], profile: str
+) -> str:
     """A chapter's parameters cell rewritten to hold the values that ran, each changed one marked.
 
     Every top-level assignment of a name in ``injected`` gets the injected value, with a comment saying
@@ -159,23 +170,25 @@ def parameters_cell_that_ran(source: str, injected: dict[str, Any], overrides: d
         if not pairs or node.end_lineno is None:
             continue
         names = [name for name, _ in pairs]
-        changed = [n for n in names if n in injected
-                   and (injected[n] != defaults.get(n, object()) or n in overrides)]
+        changed = [n for n in names if n in injected and (injected[n] != defaults.get(n, object()) or n in overrides)]
         if not changed:
             continue
         values = [injected[n] if n in injected else defaults.get(n) for n in names]
-        tail = lines[node.end_lineno - 1][node.end_col_offset:].strip()
+        tail = lines[node.end_lineno - 1][node.end_col_offset :].strip()
         comment = tail[1:].strip() + "; " if tail.startswith("#") else ""
         notes = []
         for n in changed:
             origin = "--set" if n in overrides else f"{profile} profile"
             own = repr(defaults[n]) if n in defaults else "none"
-            notes.append(f"[{origin}] the chapter's own value: {own}" if len(names) == 1
-                         else f"{n}: [{origin}] the chapter's own value: {own}")
+            notes.append(
+                f"[{origin}] the chapter's own value: {own}"
+                if len(names) == 1
+                else f"{n}: [{origin}] the chapter's own value: {own}"
+            )
         left = ", ".join(names)
         right = repr(values[0]) if len(names) == 1 else ", ".join(repr(v) for v in values)
         new = f"{left} = {right}  # {comment}{'; '.join(notes)}"
-        lines[node.lineno - 1:node.end_lineno] = [new]
+        lines[node.lineno - 1 : node.end_lineno] = [new]
     return "\n".join(lines)
 
 
@@ -188,8 +201,9 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
         elif job is not None and cell.cell_type == "code" and "parameters" in tags:
-            cell.source = parameters_cell_that_ran(cell.source, job.injected, job.overrides,
-                                                   job.chapter.defaults, job.profile)
+            cell.source = parameters_cell_that_ran(
+                cell.source, job.injected, job.overrides, job.chapter.defaults, job.profile
+            )
     box = provenance.box_markdown(meta, claims)
     opening = f"```{{include}} {OPENINGS}/{job.chapter.name}.md\n```" if job is not None else ""
     for cell in nb.cells:
@@ -198,7 +212,7 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job
             head = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
             if head is not None:
                 top = [opening, ""] if opening else []
-                cell.source = "\n".join([*lines[:head + 1], "", *top, box, "", *lines[head + 1:]])
+                cell.source = "\n".join([*lines[: head + 1], "", *top, box, "", *lines[head + 1 :]])
                 return
             break
     import nbformat
@@ -208,15 +222,24 @@ def _fold_parameters(nb, meta: dict[str, Any], claims: list[dict[str, Any]], job
 
 def _key_guard(job: Job):
     """A publish guard: refuse when the chapter changed (source, library, versions) while it ran."""
+
     def guard() -> str | None:
         changed = _changed_since_planned(job)
-        return (f"{job.chapter.name} changed while it ran ({', '.join(changed)}): its cache key is no longer "
-                f"the one it was run for; rerun it") if changed else None
+        return (
+            (
+                f"{job.chapter.name} changed while it ran ({', '.join(changed)}): its cache key is no longer "
+                f"the one it was run for; rerun it"
+            )
+            if changed
+            else None
+        )
+
     return guard
 
 
-def _failure(bk: Book, name: str, exc: Exception, out: Path, kept: Path, kernel_log: Path, scratch: Path,
-             guard=None) -> BookError:
+def _failure(
+    bk: Book, name: str, exc: Exception, out: Path, kept: Path, kernel_log: Path, scratch: Path, guard=None
+) -> BookError:
     """Keep a failed run's notebook and kernel log in ``executed/failed/`` (published under ``guard``, as
     the chapter would be: a process that may no longer write the tree keeps nothing); the error that says
     where they are."""
@@ -262,9 +285,16 @@ def _run_metadata(bk: Book, chapter: Chapter, job: Job, elapsed: float) -> dict[
     }
 
 
-def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile: str = "quick", *,
-                job: Job | None = None, threads: int | None = None, progress: bool = True,
-                guard=None) -> float:
+def run_chapter(
+    chapter: Chapter,
+    params: dict[str, Any] | None = None,
+    profile: str = "quick",
+    *,
+    job: Job | None = None,
+    threads: int | None = None,
+    progress: bool = True,
+    guard=None,
+) -> float:
     """Execute one chapter with papermill and publish it; return its wall time. Raises BookError.
 
     ``params`` are the injected parameters (profile overrides and ``--set`` values); give ``job``
@@ -301,12 +331,18 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
         os.environ.update(env)  # inherited by the kernel
         start = time.perf_counter()
         try:
-            pm.execute_notebook(str(source), str(out), parameters=job.injected, kernel_name="python3",
-                                cwd=str(bk.notebooks),
-                                progress_bar={"desc": f"  cells of {chapter.name}", "leave": False,
-                                              "disable": None}
-                                if progress else False, report_mode=False,
-                                kernel_manager_class=_kernel_manager_class(kernel_log, env))
+            pm.execute_notebook(
+                str(source),
+                str(out),
+                parameters=job.injected,
+                kernel_name="python3",
+                cwd=str(bk.notebooks),
+                progress_bar={"desc": f"  cells of {chapter.name}", "leave": False, "disable": None}
+                if progress
+                else False,
+                report_mode=False,
+                kernel_manager_class=_kernel_manager_class(kernel_log, env),
+            )
         except Exception as exc:  # noqa: BLE001 - a failed cell, a dead kernel, a timeout, a missing kernel
             raise _failure(bk, chapter.name, exc, out, kept, kernel_log, scratch, guard) from None
         elapsed = time.perf_counter() - start
@@ -327,8 +363,9 @@ def run_chapter(chapter: Chapter, params: dict[str, Any] | None = None, profile:
     except OSError as exc:
         if exc.filename is None:  # a failed write names no file: it was this chapter's scratch folder
             exc = OSError(exc.errno, exc.strerror, bk.shown(scratch))
-        raise BookError(f"chapter {chapter.name}: {_files.os_error_line(exc)}; the last good output is "
-                        "untouched") from None
+        raise BookError(
+            f"chapter {chapter.name}: {_files.os_error_line(exc)}; the last good output is untouched"
+        ) from None
     finally:
         for k, v in env_before.items():
             if v is None:
@@ -361,9 +398,19 @@ def _run_serial(bk: Book, jobs: list[Job]) -> dict[str, float]:
 
 
 def _spec(bk: Book, job: Job, token: str | None) -> dict[str, Any]:
-    return {"root": str(bk.root), "chapter": job.chapter.name, "profile": job.profile, "injected": job.injected,
-            "overrides": job.overrides, "components": job.components, "threads": job.threads,
-            "source": job.source, "parent": os.getpid(), "lock": str(bk.lock_file), "token": token}
+    return {
+        "root": str(bk.root),
+        "chapter": job.chapter.name,
+        "profile": job.profile,
+        "injected": job.injected,
+        "overrides": job.overrides,
+        "components": job.components,
+        "threads": job.threads,
+        "source": job.source,
+        "parent": os.getpid(),
+        "lock": str(bk.lock_file),
+        "token": token,
+    }
 
 
 def _last_runtime(job: Job) -> float | None:
@@ -388,8 +435,9 @@ def longest_first(jobs: list[Job], times: dict[str, float | None] | None = None)
     if times is None:
         times = {job.chapter.name: _last_runtime(job) for job in jobs}
     unknown = [job for job in jobs if times[job.chapter.name] is None]
-    known = sorted((job for job in jobs if times[job.chapter.name] is not None),
-                   key=lambda job: -(times[job.chapter.name] or 0.0))  # sorted() is stable: ties keep book order
+    known = sorted(
+        (job for job in jobs if times[job.chapter.name] is not None), key=lambda job: -(times[job.chapter.name] or 0.0)
+    )  # sorted() is stable: ties keep book order
     return unknown + known
 
 
@@ -413,10 +461,13 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, token: str | None = None) -
     threads = jobs[0].threads
     print(f"running {len(jobs)} chapters, {n} at a time, {threads} thread(s) each", file=sys.stderr, flush=True)
     if any(t is not None for t in last.values()):
-        order = ", ".join(job.chapter.name if last[job.chapter.name] is None
-                          else f"{job.chapter.name} ({last[job.chapter.name]:.0f} s)" for job in pending)
-        print(f"  in this order (never run first, then by the last run's time): {order}", file=sys.stderr,
-              flush=True)
+        order = ", ".join(
+            job.chapter.name
+            if last[job.chapter.name] is None
+            else f"{job.chapter.name} ({last[job.chapter.name]:.0f} s)"
+            for job in pending
+        )
+        print(f"  in this order (never run first, then by the last run's time): {order}", file=sys.stderr, flush=True)
     try:
         while active or (pending and not errors):
             while pending and len(active) < n and not errors:
@@ -424,8 +475,12 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, token: str | None = None) -
                 spec = folder / f"{job.chapter.name}.job.json"
                 spec.write_text(json.dumps(_spec(bk, job, token)))
                 with open(spec.with_suffix(".log"), "w") as log:  # the worker holds its own descriptor
-                    proc = subprocess.Popen([sys.executable, "-m", "gtbook", "_worker", str(spec)],
-                                            cwd=bk.root, stdout=log, stderr=subprocess.STDOUT)
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "gtbook", "_worker", str(spec)],
+                        cwd=bk.root,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
                 active[job.chapter.name] = (proc, spec)
             time.sleep(0.2)
             for name, (proc, spec) in list(active.items()):
@@ -442,11 +497,17 @@ def _run_parallel(bk: Book, jobs: list[Job], n: int, token: str | None = None) -
                     print(f"  {name}: {result['elapsed']:.1f} s, {_claims_line(bk, name)}", file=sys.stderr, flush=True)
                 else:
                     tail = log_path.read_text()[-2000:] if log_path.exists() else ""
-                    errors.append(result["error"] if result else f"chapter {name}: the worker died "
-                                  f"(exit {proc.returncode})\n{tail}")
+                    errors.append(
+                        result["error"]
+                        if result
+                        else f"chapter {name}: the worker died (exit {proc.returncode})\n{tail}"
+                    )
                     if pending:
-                        print(f"  {name} failed: no more chapters start; waiting for "
-                              f"{', '.join(active) or 'none'}", file=sys.stderr, flush=True)
+                        print(
+                            f"  {name} failed: no more chapters start; waiting for {', '.join(active) or 'none'}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                 for p in (spec, result_path, log_path):
                     p.unlink(missing_ok=True)
     except KeyboardInterrupt:
@@ -477,6 +538,7 @@ def _worker_guard(spec: dict[str, Any]):
         if token and lock and not TreeLock.holds(lock, token):
             return "the gtbook run that started this worker no longer holds the tree's lock"
         return None
+
     return guard
 
 
@@ -498,8 +560,15 @@ def _worker(spec_path: str) -> int:
     try:
         bk = open_book(spec["root"])
         chap = discover_chapters(bk)[spec["chapter"]]
-        job = Job(chap, spec["profile"], spec["injected"], spec["overrides"], spec["components"],
-                  spec.get("source"), spec.get("threads"))
+        job = Job(
+            chap,
+            spec["profile"],
+            spec["injected"],
+            spec["overrides"],
+            spec["components"],
+            spec.get("source"),
+            spec.get("threads"),
+        )
         result = {"ok": True, "elapsed": run_chapter(chap, job=job, progress=False, guard=_worker_guard(spec))}
     except BookError as exc:
         result = {"ok": False, "error": str(exc)}
@@ -509,8 +578,16 @@ def _worker(spec_path: str) -> int:
     return 0
 
 
-def run(profile: str | None = None, only: list[str] | None = None, sets: list[str] | None = None, *,
-        jobs: int = 1, force: bool = False, bk: Book | None = None, token: str | None = None) -> dict[str, float]:
+def run(
+    profile: str | None = None,
+    only: list[str] | None = None,
+    sets: list[str] | None = None,
+    *,
+    jobs: int = 1,
+    force: bool = False,
+    bk: Book | None = None,
+    token: str | None = None,
+) -> dict[str, float]:
     """Execute the selected chapters that are not fresh; return their wall times.
 
     Without ``profile``, each chapter runs with the profile it was last run with (see ``plan``).
@@ -539,8 +616,12 @@ def run(profile: str | None = None, only: list[str] | None = None, sets: list[st
         by: dict[str, list[str]] = {}
         for job in todo:
             by.setdefault(job.profile, []).append(job.chapter.name)
-        print("profile: " + "; ".join(f"{p} ({', '.join(c)})" for p, c in by.items())
-              + " (each chapter's last; --profile chooses)", file=sys.stderr)
+        print(
+            "profile: "
+            + "; ".join(f"{p} ({', '.join(c)})" for p, c in by.items())
+            + " (each chapter's last; --profile chooses)",
+            file=sys.stderr,
+        )
     times: dict[str, float] = {}
     if todo:
         n = max(1, min(jobs, len(todo)))
@@ -551,8 +632,9 @@ def run(profile: str | None = None, only: list[str] | None = None, sets: list[st
     else:
         _write_report(bk)
     if bad:
-        raise BookError("; ".join(f"{c.name} not run: {c.problem}" for c in bad)
-                        + (" (the other chapters ran)" if todo else ""))
+        raise BookError(
+            "; ".join(f"{c.name} not run: {c.problem}" for c in bad) + (" (the other chapters ran)" if todo else "")
+        )
     return times
 
 

@@ -97,9 +97,17 @@ def _parse_sections(markdown: str) -> list[tuple[str, str]]:
     from myst_parser.parsers.docutils_ import Parser
 
     doc = docutils.core.publish_doctree(
-        markdown, parser=Parser(),
-        settings_overrides={"myst_enable_extensions": set(MYST_EXTENSIONS), "doctitle_xform": False,
-                            "auto_id_prefix": "id", "report_level": 5, "halt_level": 5})
+        markdown,
+        parser=Parser(),
+        settings_overrides={
+            "myst_enable_extensions": set(MYST_EXTENSIONS),
+            "doctitle_xform": False,
+            "auto_id_prefix": "id",
+            "report_level": 5,
+            "halt_level": 5,
+        },
+    )
+
     def title(node) -> str:  # the title's text, inline math kept as $...$
         return "".join(f"${n.astext()}$" if isinstance(n, nodes.math) else n.astext() for n in node.children)
 
@@ -135,8 +143,13 @@ def first_sentence(markdown: str, limit: int = CAPTION_CHARS) -> str:
     for i, ch in enumerate(text):
         if ch == "$":
             in_math = not in_math
-        elif (ch == "." and not in_math and (i + 1 == len(text) or text[i + 1] == " ") and i > 20
-              and not re.search(r"(\b(e\.g|i\.e|cf|vs|eq|eqs|Fig|resp))$", text[:i])):
+        elif (
+            ch == "."
+            and not in_math
+            and (i + 1 == len(text) or text[i + 1] == " ")
+            and i > 20
+            and not re.search(r"(\b(e\.g|i\.e|cf|vs|eq|eqs|Fig|resp))$", text[:i])
+        ):
             end = i + 1
             break
     sentence = text[:end].rstrip()
@@ -214,16 +227,18 @@ def collect_entries(notebook: Path) -> list[GalleryEntry]:
                 png = _animation_frame(html)
                 if png is None:
                     continue
-                caption = (cell_caption or meta.get("caption") or first_sentence(_caption_cell(cells, i))
-                           or section)
+                caption = cell_caption or meta.get("caption") or first_sentence(_caption_cell(cells, i)) or section
                 alt = cell_alt or " ".join(str(meta.get("alt", "")).split())
                 out.append(GalleryEntry(notebook.stem, "animation", anchor, section, caption, png, alt, label))
             elif "image/png" in data:
                 raw = data["image/png"]
                 raw = "".join(raw) if isinstance(raw, list) else raw
                 caption = cell_caption or first_sentence(_caption_cell(cells, i)) or section
-                out.append(GalleryEntry(notebook.stem, "figure", anchor, section, caption,
-                                        base64.b64decode(raw), cell_alt, label))
+                out.append(
+                    GalleryEntry(
+                        notebook.stem, "figure", anchor, section, caption, base64.b64decode(raw), cell_alt, label
+                    )
+                )
     return out
 
 
@@ -256,14 +271,16 @@ def _card(entry: GalleryEntry, image: str) -> str:
     title = no_raw_html(_one_line(entry.section or entry.chapter))
     alt = _one_line(entry.alt or f"{entry.kind} in {entry.chapter}, section {entry.section or entry.chapter}")
     caption = no_raw_html(entry.caption)
-    return (f":::{{grid-item-card}} {title}\n"
-            f":img-top: {image}\n"
-            f":img-alt: {alt}\n"
-            f":link: {entry.href}\n"
-            f":link-type: url\n"
-            f":class-card: gtbook-gallery-card\n\n"
-            f"{badge}{caption}\n"
-            f":::\n")
+    return (
+        f":::{{grid-item-card}} {title}\n"
+        f":img-top: {image}\n"
+        f":img-alt: {alt}\n"
+        f":link: {entry.href}\n"
+        f":link-type: url\n"
+        f":class-card: gtbook-gallery-card\n\n"
+        f"{badge}{caption}\n"
+        f":::\n"
+    )
 
 
 def write_gallery(executed: Path, *, chapters: list[str] | None = None, title: str = "Gallery") -> Path:
@@ -286,9 +303,13 @@ def write_gallery(executed: Path, *, chapters: list[str] | None = None, title: s
         thumbs.unlink()  # never write through a link
     shutil.rmtree(thumbs, ignore_errors=True)
     thumbs.mkdir(parents=True)
-    lines = [f"# {title}", "",
-             "Every figure and animation of the book, chapter by chapter. Each card links to the section "
-             "that explains it; animations play on their chapter's page.", ""]
+    lines = [
+        f"# {title}",
+        "",
+        "Every figure and animation of the book, chapter by chapter. Each card links to the section "
+        "that explains it; animations play on their chapter's page.",
+        "",
+    ]
     total = 0
     for name in names:
         path = executed / f"{name}.ipynb"
@@ -297,8 +318,15 @@ def write_gallery(executed: Path, *, chapters: list[str] | None = None, title: s
         entries = collect_entries(path)
         if not entries:
             continue
-        lines += [f"## {no_raw_html(_one_line(_chapter_title(path)))}", "", f"{{doc}}`Open the chapter <{name}>`", "",
-                  "::::{grid} 1 2 2 2", ":gutter: 3", ""]
+        lines += [
+            f"## {no_raw_html(_one_line(_chapter_title(path)))}",
+            "",
+            f"{{doc}}`Open the chapter <{name}>`",
+            "",
+            "::::{grid} 1 2 2 2",
+            ":gutter: 3",
+            "",
+        ]
         for k, entry in enumerate(entries, 1):
             image = f"gallery/{thumbnail_name(name, k)}"
             (executed / image).write_bytes(entry.png)  # a fresh folder: nothing to follow

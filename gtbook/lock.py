@@ -45,8 +45,9 @@ def _refuse_link(path: Path) -> None:
     except OSError as exc:
         raise LockFailed(_files.os_error_line(exc)) from None
     if stat.S_ISLNK(st.st_mode):
-        raise LockFailed(f"{path} is a symlink; gtbook never follows a link for its lock. Remove it "
-                         f"(`rm {path}`) and rerun")
+        raise LockFailed(
+            f"{path} is a symlink; gtbook never follows a link for its lock. Remove it (`rm {path}`) and rerun"
+        )
     if not stat.S_ISREG(st.st_mode):
         raise LockFailed(f"{path} is not a regular file; remove it and rerun")
 
@@ -98,8 +99,10 @@ class TreeLock:
             except Timeout:
                 who = self.holder()
                 if not self.wait:
-                    raise LockBusy(f"{who} is already running on this book ({self.path}); wait for it to "
-                                   "finish, or drop --no-wait to queue behind it") from None
+                    raise LockBusy(
+                        f"{who} is already running on this book ({self.path}); wait for it to "
+                        "finish, or drop --no-wait to queue behind it"
+                    ) from None
                 print(f"gtbook: waiting for {who} to finish ...", file=sys.stderr, flush=True)
                 lock.acquire()
         except OSError as exc:
@@ -107,9 +110,12 @@ class TreeLock:
         try:
             _refuse_link(self.path)  # replaced by a link while we waited
             _refuse_link(self.info_path)
-            _files.atomic_write_text(self.info_path, json.dumps({
-                "pid": os.getpid(), "command": self.what, "since": time.strftime("%H:%M:%S"),
-                "token": self.token}))
+            _files.atomic_write_text(
+                self.info_path,
+                json.dumps(
+                    {"pid": os.getpid(), "command": self.what, "since": time.strftime("%H:%M:%S"), "token": self.token}
+                ),
+            )
         except OSError as exc:
             lock.release()
             raise LockFailed(_files.os_error_line(exc)) from None

@@ -30,8 +30,11 @@ def write_pages(executed: Path | str, chapters: Sequence[str]) -> list[Path]:
     statuses = statement_statuses(collect_claims(executed))
     pages = {executed / OPENINGS / f"{c}.md": chapter_opening_markdown(c, statuses) for c in chapters}
     pages[executed / STATUS_LISTS] = (
-        "**Statements of the paper**\n\n" + status_list_markdown(statuses, origin="paper")
-        + "\n**Beyond the paper**\n\n" + status_list_markdown(statuses, origin="beyond"))
+        "**Statements of the paper**\n\n"
+        + status_list_markdown(statuses, origin="paper")
+        + "\n**Beyond the paper**\n\n"
+        + status_list_markdown(statuses, origin="beyond")
+    )
     for path, text in pages.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:

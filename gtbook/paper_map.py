@@ -45,8 +45,9 @@ def claim_sections(notebook: Path) -> dict[str, str]:
     return out
 
 
-def _figures(s: StatementStatus, sections: dict[str, dict[str, str]],
-             entries: dict[str, list[GalleryEntry]]) -> list[tuple[GalleryEntry, str]]:
+def _figures(
+    s: StatementStatus, sections: dict[str, dict[str, str]], entries: dict[str, list[GalleryEntry]]
+) -> list[tuple[GalleryEntry, str]]:
     """The figures (with their thumbnail's file name) drawn in the sections where ``s``'s claims are made."""
     wanted = {(c.chapter, sections.get(c.chapter, {}).get(c.name)) for c in s.claims}
     out = []
@@ -57,14 +58,19 @@ def _figures(s: StatementStatus, sections: dict[str, dict[str, str]],
     return out[:MAX_FIGURES]
 
 
-def _node(s: StatementStatus, sections: dict[str, dict[str, str]],
-          entries: dict[str, list[GalleryEntry]], api: bool) -> list[str]:
+def _node(
+    s: StatementStatus, sections: dict[str, dict[str, str]], entries: dict[str, list[GalleryEntry]], api: bool
+) -> list[str]:
     st = s.statement
     origin = "beyond the paper" if st.origin == "beyond" else st.where
-    lines = [f"### {no_raw_html(st.title)}", "",
-             f"*{no_raw_html(st.paraphrase)}* ({no_raw_html(origin)}.)", "",
-             f"- **Status:** {no_raw_html(s.text)}.",
-             f"- **Stated for:** {no_raw_html(st.stated.text())}."]
+    lines = [
+        f"### {no_raw_html(st.title)}",
+        "",
+        f"*{no_raw_html(st.paraphrase)}* ({no_raw_html(origin)}.)",
+        "",
+        f"- **Status:** {no_raw_html(s.text)}.",
+        f"- **Stated for:** {no_raw_html(st.stated.text())}.",
+    ]
     if st.reason:
         lines.append(f"- **Not reproducible here:** {no_raw_html(st.reason)}")
     by_chapter: dict[str, dict[str, int]] = {}
@@ -72,8 +78,10 @@ def _node(s: StatementStatus, sections: dict[str, dict[str, str]],
         by_chapter.setdefault(c.chapter, {}).setdefault(c.kind, 0)
         by_chapter[c.chapter][c.kind] += 1
     if by_chapter:
-        parts = [f"{{doc}}`{ch} <{ch}>`: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in kinds.items())
-                 for ch, kinds in by_chapter.items()]
+        parts = [
+            f"{{doc}}`{ch} <{ch}>`: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in kinds.items())
+            for ch, kinds in by_chapter.items()
+        ]
         lines.append("- **Claims:** " + "; ".join(parts) + ".")
     else:
         lines.append("- **Claims:** none.")
@@ -86,9 +94,18 @@ def _node(s: StatementStatus, sections: dict[str, dict[str, str]],
         lines += ["::::{grid} 2 4 4 4", ":gutter: 2", ""]
         for e, image in figs:
             alt = " ".join((e.alt or f"figure in {e.chapter}").split())
-            lines += [":::{grid-item-card}", f":img-top: gallery/{image}", f":img-alt: {no_raw_html(alt)}",
-                      f":link: {e.href}", ":link-type: url", ":class-card: gtbook-map-card", "",
-                      f"{no_raw_html(e.section or e.chapter)}", ":::", ""]
+            lines += [
+                ":::{grid-item-card}",
+                f":img-top: gallery/{image}",
+                f":img-alt: {no_raw_html(alt)}",
+                f":link: {e.href}",
+                ":link-type: url",
+                ":class-card: gtbook-map-card",
+                "",
+                f"{no_raw_html(e.section or e.chapter)}",
+                ":::",
+                "",
+            ]
         lines += ["::::", ""]
     return lines
 
@@ -107,11 +124,15 @@ def paper_map_markdown(executed: Path, chapters: Sequence[str], *, api: bool = T
         if path.exists():
             sections[name] = claim_sections(path)
             entries[name] = collect_entries(path)
-    lines = ["# Paper map", "",
-             "Every statement of the paper (arXiv:2606.07600), in this book's words, and every result the book "
-             "adds beyond it: what its status is and for which parameters it holds, the claims that decide it, "
-             "the figures that show it and the library functions its checks rest on. Generated from the "
-             "statement registry and the executed chapters, like the {doc}`reproducibility report <report>`.", ""]
+    lines = [
+        "# Paper map",
+        "",
+        "Every statement of the paper (arXiv:2606.07600), in this book's words, and every result the book "
+        "adds beyond it: what its status is and for which parameters it holds, the claims that decide it, "
+        "the figures that show it and the library functions its checks rest on. Generated from the "
+        "statement registry and the executed chapters, like the {doc}`reproducibility report <report>`.",
+        "",
+    ]
     for heading, origin in (("Statements of the paper", "paper"), ("Beyond the paper", "beyond")):
         lines += [f"## {heading}", ""]
         for s in statuses:

@@ -78,8 +78,18 @@ def _single_html(bk: Book, staging: Path) -> Path:
     toc = staging / "_toc.yml"
     toc.write_text(reading_toc(bk))
     jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(bk.root), "--builder", "singlehtml",
-           "--toc", str(toc), "--keep-going", "--path-output", str(staging)]
+    cmd = [
+        str(jb) if jb.exists() else "jupyter-book",
+        "build",
+        str(bk.root),
+        "--builder",
+        "singlehtml",
+        "--toc",
+        str(toc),
+        "--keep-going",
+        "--path-output",
+        str(staging),
+    ]
     proc = subprocess.run(children.command_dying_with_parent(cmd), cwd=bk.root, capture_output=True, text=True)
     import yaml
 
@@ -96,8 +106,7 @@ def _single_html(bk: Book, staging: Path) -> Path:
     return flat
 
 
-def build_pdf(bk: Book | None = None, out: str | os.PathLike | None = None, *,
-              mixed_profiles: bool = False) -> Path:
+def build_pdf(bk: Book | None = None, out: str | os.PathLike | None = None, *, mixed_profiles: bool = False) -> Path:
     """Print the book to one PDF (see the module docstring); return its path.
 
     Parameters

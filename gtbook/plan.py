@@ -28,8 +28,19 @@ from gtbook.chapters import (
     select,
 )
 
-__all__ = ["DEFAULT_PROFILE", "ChapterState", "Job", "book_profile", "chapter_state", "kernel_threads", "make_job",
-           "plan", "read_meta", "status", "status_table"]
+__all__ = [
+    "DEFAULT_PROFILE",
+    "ChapterState",
+    "Job",
+    "book_profile",
+    "chapter_state",
+    "kernel_threads",
+    "make_job",
+    "plan",
+    "read_meta",
+    "status",
+    "status_table",
+]
 
 #: the profile of a chapter never run, in a book none of whose chapters ran
 DEFAULT_PROFILE = "quick"
@@ -87,14 +98,20 @@ def kernel_threads(jobs: int = 1) -> int:
     return n if n > 0 else _cores()
 
 
-def make_job(chapter: Chapter, profile: str, injected: dict[str, Any], overrides: dict[str, Any], *,
-             library: str | None = None, versions: dict[str, str] | None = None,
-             threads: int | None = None) -> Job:
+def make_job(
+    chapter: Chapter,
+    profile: str,
+    injected: dict[str, Any],
+    overrides: dict[str, Any],
+    *,
+    library: str | None = None,
+    versions: dict[str, str] | None = None,
+    threads: int | None = None,
+) -> Job:
     threads = kernel_threads(1) if threads is None else int(threads)
     source = chapter.source
     merged = {k: v for k, v in {**chapter.defaults, **injected}.items() if _jsonable(v)}
-    comps = provenance.key_components(source, profile, merged, library=library, versions=versions,
-                                      threads=threads)
+    comps = provenance.key_components(source, profile, merged, library=library, versions=versions, threads=threads)
     return Job(chapter, profile, dict(injected), dict(sorted(overrides.items())), comps, source, threads)
 
 
@@ -130,9 +147,11 @@ def book_profile(bk: Book, *, strict: bool = False) -> str | None:
     if len(seen) == 1:
         return next(iter(seen))
     if strict:
-        raise BookError("the executed chapters were run with different profiles ("
-                        + "; ".join(f"{p}: {', '.join(c)}" for p, c in seen.items())
-                        + "): pass --profile to choose one")
+        raise BookError(
+            "the executed chapters were run with different profiles ("
+            + "; ".join(f"{p}: {', '.join(c)}" for p, c in seen.items())
+            + "): pass --profile to choose one"
+        )
     return DEFAULT_PROFILE
 
 
@@ -160,8 +179,10 @@ def plan(bk: Book, profile: str | None, only: list[str] | None, sets: list[str],
         params.update(resolve_parameters(group, prof, mine, known=chapters, bk=bk))
     versions = provenance.key_versions()
     threads = kernel_threads(jobs)
-    return [make_job(c, profiles[c.name], params.get(c.name, {}), overrides[c.name], versions=versions,
-                     threads=threads) for c in picked]
+    return [
+        make_job(c, profiles[c.name], params.get(c.name, {}), overrides[c.name], versions=versions, threads=threads)
+        for c in picked
+    ]
 
 
 def _read_notebook_json(path: Path) -> dict[str, Any] | None:
@@ -205,8 +226,12 @@ def chapter_state(job: Job) -> ChapterState:
     bk = _book(chap.book)
     failed = (bk.failed / f"{chap.name}.ipynb").exists()
     if not chap.executed.exists():
-        return ChapterState(chap.name, "failed" if failed else "missing", [],
-                            "latest run failed; no good output" if failed else "not run yet")
+        return ChapterState(
+            chap.name,
+            "failed" if failed else "missing",
+            [],
+            "latest run failed; no good output" if failed else "not run yet",
+        )
     nb = _read_notebook_json(chap.executed)
     meta = read_meta(chap.executed) if nb is not None else None
     recorded = (meta or {}).get("cache", {}).get("components") if isinstance((meta or {}).get("cache"), dict) else None
@@ -233,8 +258,9 @@ def chapter_state(job: Job) -> ChapterState:
     return ChapterState(chap.name, "fresh", [], where)
 
 
-def status(bk: Book, profile: str | None = None, only: list[str] | None = None,
-           sets: list[str] | None = None, *, jobs: int = 1) -> list[ChapterState]:
+def status(
+    bk: Book, profile: str | None = None, only: list[str] | None = None, sets: list[str] | None = None, *, jobs: int = 1
+) -> list[ChapterState]:
     """Each selected chapter's state, against exactly what ``gtbook run`` with the same ``--profile``,
     ``--only``, ``--set`` and ``-j`` would run (so *fresh* means: that command would not rerun it).
     Without ``profile``, each chapter is compared with the profile it was last run with. A chapter whose
@@ -247,9 +273,16 @@ def status(bk: Book, profile: str | None = None, only: list[str] | None = None,
     if not only:
         from gtbook.report import orphan_notebooks
 
-        ordered += [ChapterState(p.stem, "orphan", [], "executed notebook without a source: not counted by "
-                                 "`gtbook claims` or the report; `gtbook clean --orphans` removes it")
-                    for p in orphan_notebooks(bk.executed)]
+        ordered += [
+            ChapterState(
+                p.stem,
+                "orphan",
+                [],
+                "executed notebook without a source: not counted by "
+                "`gtbook claims` or the report; `gtbook clean --orphans` removes it",
+            )
+            for p in orphan_notebooks(bk.executed)
+        ]
     return ordered
 
 

@@ -57,9 +57,15 @@ def library_hash(source: str, root: str | os.PathLike | Mapping[str, str | os.Pa
     return imports.modules_hash(imports.chapter_modules(source, root), root)
 
 
-def key_components(source: str, profile: str, parameters: dict[str, Any], *,
-                   library: str | None = None, versions: dict[str, str] | None = None,
-                   threads: int | None = None) -> dict[str, str]:
+def key_components(
+    source: str,
+    profile: str,
+    parameters: dict[str, Any],
+    *,
+    library: str | None = None,
+    versions: dict[str, str] | None = None,
+    threads: int | None = None,
+) -> dict[str, str]:
     """The components of a chapter's cache key (see the module docstring); ``threads`` is kept as the
     number itself (``"2"``), so ``gtbook status`` can say what it was."""
     return {
@@ -99,8 +105,9 @@ def _gpus() -> list[str]:
     if not smi:
         return []
     try:
-        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(
+            [smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
@@ -131,12 +138,15 @@ def git_state(root: str | os.PathLike) -> dict[str, Any]:
     if not git:
         return {"commit": None, "dirty": None}
     try:
-        head = subprocess.run([git, "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
+        head = subprocess.run([git, "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return {"commit": None, "dirty": None}
-        status = subprocess.run([git, "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=30)
+        status = subprocess.run(
+            [git, "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None}
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}

@@ -48,5 +48,7 @@ def find_root(explicit: str | os.PathLike | None = None, *, cwd: str | os.PathLi
     for folder in (here, *here.parents):
         if _is_root(folder):
             return folder
-    raise RootNotFound(f"no {MARKER} at or above {here}: run gtbook inside the book's folder "
-                       f"(the clone), or pass --root PATH (or set ${ROOT_ENV})")
+    raise RootNotFound(
+        f"no {MARKER} at or above {here}: run gtbook inside the book's folder "
+        f"(the clone), or pass --root PATH (or set ${ROOT_ENV})"
+    )

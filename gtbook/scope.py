@@ -29,8 +29,18 @@ from typing import Any
 
 from gtcore.status import Vocabulary
 
-__all__ = ["CLASSES", "INDEPENDENT", "Scope", "StatedScope", "System", "covers", "describe", "parse_scope",
-           "stated_from_toml", "widest"]
+__all__ = [
+    "CLASSES",
+    "INDEPENDENT",
+    "Scope",
+    "StatedScope",
+    "System",
+    "covers",
+    "describe",
+    "parse_scope",
+    "stated_from_toml",
+    "widest",
+]
 
 
 class System(Vocabulary):
@@ -56,10 +66,17 @@ CLASSES: dict[str, tuple[str, ...]] = {
 }
 #: how a class reads in a verdict, per parameter
 _WORDS = {
-    ("A", "zero"): "A = 0", ("A", "scalar"): "A = aI", ("A", "normal"): "normal A", ("A", "general"): "general A",
-    ("B", "zero"): "B = 0", ("B", "scalar"): "B = bI", ("B", "symmetric"): "symmetric B",
+    ("A", "zero"): "A = 0",
+    ("A", "scalar"): "A = aI",
+    ("A", "normal"): "normal A",
+    ("A", "general"): "general A",
+    ("B", "zero"): "B = 0",
+    ("B", "scalar"): "B = bI",
+    ("B", "symmetric"): "symmetric B",
     ("B", "general"): "general B",
-    ("V", "zero"): "V = 0", ("V", "scalar"): "V = vI", ("V", "symmetric"): "symmetric V",
+    ("V", "zero"): "V = 0",
+    ("V", "scalar"): "V = vI",
+    ("V", "symmetric"): "symmetric V",
     ("V", "general"): "general V",
 }
 #: the least dimension at which a claim counts for "any d" (in d <= 2 many structures degenerate)
@@ -128,8 +145,18 @@ class Scope:
 
     def text(self) -> str:
         """One line: the system, then every axis (``"finite-N tokens; d = 3; general A, B, V; dot"``)."""
-        return "; ".join(p for p in (self.system.value, _d_text(self.d), _classes_text(self), _heads_text(self),
-                                     "/".join(self.attention), self.family) if p)
+        return "; ".join(
+            p
+            for p in (
+                self.system.value,
+                _d_text(self.d),
+                _classes_text(self),
+                _heads_text(self),
+                "/".join(self.attention),
+                self.family,
+            )
+            if p
+        )
 
 
 @dataclass(frozen=True)
@@ -154,8 +181,9 @@ class StatedScope:
     def text(self) -> str:
         """One line (``"any d; general A, B, V; dot"`` and the hypothesis)."""
         d = _d_text(self.d) if self.d else "any d"
-        return "; ".join(p for p in (d, _classes_text(self), _heads_text(self), "/".join(self.attention),
-                                     self.hypothesis) if p)
+        return "; ".join(
+            p for p in (d, _classes_text(self), _heads_text(self), "/".join(self.attention), self.hypothesis) if p
+        )
 
 
 def _d_text(d: tuple[int, ...]) -> str:
@@ -184,12 +212,21 @@ def parse_scope(value: Scope | Mapping[str, Any] | str) -> Scope:
         return value
     if isinstance(value, str):
         key = value.strip().lower().replace("-", "_").replace(" ", "_")
-        aliases = {"instrument": System.INSTRUMENT, "moment_ode": System.MOMENT_ODE, "ode": System.MOMENT_ODE,
-                   "closed_form": System.CLOSED_FORM, "tokens": System.TOKENS, "model_code": System.MODEL_CODE,
-                   "trained_model": System.TRAINED_MODEL, "stochastic": System.STOCHASTIC}
+        aliases = {
+            "instrument": System.INSTRUMENT,
+            "moment_ode": System.MOMENT_ODE,
+            "ode": System.MOMENT_ODE,
+            "closed_form": System.CLOSED_FORM,
+            "tokens": System.TOKENS,
+            "model_code": System.MODEL_CODE,
+            "trained_model": System.TRAINED_MODEL,
+            "stochastic": System.STOCHASTIC,
+        }
         if key not in aliases:
-            raise ValueError(f"scope: unknown system {value!r}; one of {', '.join(sorted(aliases))}, or a "
-                             "mapping of the Scope fields")
+            raise ValueError(
+                f"scope: unknown system {value!r}; one of {', '.join(sorted(aliases))}, or a "
+                "mapping of the Scope fields"
+            )
         return Scope(system=aliases[key])
     if isinstance(value, Mapping):
         fields = dict(value)
@@ -222,9 +259,13 @@ def covers(scope: Scope, stated: StatedScope) -> bool:
 
 def _at_least(a: Scope, b: Scope) -> bool:
     """``a`` reaches at least as far as ``b`` on every axis (and is the same family, or none)."""
-    return (all(_rank(p, getattr(a, p)) >= _rank(p, getattr(b, p)) for p in CLASSES)
-            and (max(a.d, default=0) >= max(b.d, default=0)) and a.heads >= b.heads
-            and set(b.attention) <= set(a.attention) and (not a.family or a.family == b.family))
+    return (
+        all(_rank(p, getattr(a, p)) >= _rank(p, getattr(b, p)) for p in CLASSES)
+        and (max(a.d, default=0) >= max(b.d, default=0))
+        and a.heads >= b.heads
+        and set(b.attention) <= set(a.attention)
+        and (not a.family or a.family == b.family)
+    )
 
 
 def widest(scopes: Iterable[Scope]) -> list[Scope]:
@@ -238,8 +279,9 @@ def describe(scope: Scope, stated: StatedScope) -> str:
     was shown on in parentheses (``"A = 0, V = vI (Transformer code)"``); "" when it covers it."""
     if covers(scope, stated):
         return ""
-    parts = [_WORDS[(p, getattr(scope, p))] for p in CLASSES
-             if _rank(p, getattr(scope, p)) < _rank(p, getattr(stated, p))]
+    parts = [
+        _WORDS[(p, getattr(scope, p))] for p in CLASSES if _rank(p, getattr(scope, p)) < _rank(p, getattr(stated, p))
+    ]
     if stated.d:
         missing = sorted(set(stated.d) - set(scope.d))
         if missing:
@@ -268,4 +310,3 @@ def stated_from_toml(entry: Mapping[str, Any] | None, where: str) -> StatedScope
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} in its stated scope")
     return StatedScope(**dict(entry))
-

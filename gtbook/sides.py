@@ -34,9 +34,20 @@ from typing import Any
 __all__ = ["SHARED_OK", "SHARED_OK_METHODS", "Side", "shared_code", "side"]
 
 #: modules whose functions both sides of a claim may call: plumbing, not the code path a claim checks
-SHARED_OK = ("gtcore._validation", "gtcore._linalg", "gtcore._repr", "gtcore._keys", "gtcore._progress",
-             "gtcore.status", "gtcore.controls", "gtcore.stats.sampling", "gtcore.attention.__init__",
-             "gtcore.attention", "gtcore.__init__", "gtcore")
+SHARED_OK = (
+    "gtcore._validation",
+    "gtcore._linalg",
+    "gtcore._repr",
+    "gtcore._keys",
+    "gtcore._progress",
+    "gtcore.status",
+    "gtcore.controls",
+    "gtcore.stats.sampling",
+    "gtcore.attention.__init__",
+    "gtcore.attention",
+    "gtcore.__init__",
+    "gtcore",
+)
 
 #: methods any attention type has that only read its parameters out of the controls (the same on both sides)
 SHARED_OK_METHODS = ("params", "torch_params")
@@ -44,8 +55,9 @@ SHARED_OK_METHODS = ("params", "torch_params")
 
 def _plumbing(function: str) -> bool:
     module, qualname = function.split(":", 1)
-    return module in SHARED_OK or (module.startswith("gtcore.attention") and
-                                   qualname.rsplit(".", 1)[-1] in SHARED_OK_METHODS)
+    return module in SHARED_OK or (
+        module.startswith("gtcore.attention") and qualname.rsplit(".", 1)[-1] in SHARED_OK_METHODS
+    )
 
 
 @dataclass

@@ -29,8 +29,14 @@ from gtbook.scope import Scope, StatedScope, covers, describe, parse_scope, wide
 from gtbook.statements import Statement, load_statements
 from gtcore.status import Vocabulary
 
-__all__ = ["Evidence", "StatementStatus", "chapter_opening_markdown", "statement_status", "statement_statuses",
-           "status_list_markdown"]
+__all__ = [
+    "Evidence",
+    "StatementStatus",
+    "chapter_opening_markdown",
+    "statement_status",
+    "statement_statuses",
+    "status_list_markdown",
+]
 
 
 class Evidence(Vocabulary):
@@ -154,8 +160,9 @@ def _doc(chapter: str, prefix: str = "") -> str:
     return f"{{doc}}`{chapter[:2].lstrip('0')} <{prefix}{chapter}>`" if chapter[:2].isdigit() else chapter
 
 
-def status_list_markdown(statuses: Sequence[StatementStatus], *, origin: str = "paper",
-                         prefix: str = "/executed/") -> str:
+def status_list_markdown(
+    statuses: Sequence[StatementStatus], *, origin: str = "paper", prefix: str = "/executed/"
+) -> str:
     """A Markdown list of the statements of one origin (``"paper"`` or ``"beyond"``): title, status with
     its scope, the chapters that test it (the intro's list; ``prefix`` places the chapter links)."""
     lines = []
@@ -168,8 +175,9 @@ def status_list_markdown(statuses: Sequence[StatementStatus], *, origin: str = "
     return "\n".join(lines) + "\n"
 
 
-def chapter_opening_markdown(chapter: str, statuses: Sequence[StatementStatus], *, figure: str | None = None,
-                             summary: str | None = None) -> str:
+def chapter_opening_markdown(
+    chapter: str, statuses: Sequence[StatementStatus], *, figure: str | None = None, summary: str | None = None
+) -> str:
     """A chapter's opening: the statements its claims name, each with its status and scope (this chapter's
     share of the claims, and the book's verdict), then the figure that carries the result and the chapter's
     own two sentences, when given."""
@@ -188,7 +196,11 @@ def chapter_opening_markdown(chapter: str, statuses: Sequence[StatementStatus], 
         lines += ["", summary]
     if figure:
         lines += ["", f"Its main figure is {{numref}}`{figure}`."]
-    lines += ["", "Each status comes from the claims of every chapter "
-              "({doc}`reproducibility report </executed/report>`); a claim's scope is the system and the "
-              "parameters it covers.", ":::"]
+    lines += [
+        "",
+        "Each status comes from the claims of every chapter "
+        "({doc}`reproducibility report </executed/report>`); a claim's scope is the system and the "
+        "parameters it covers.",
+        ":::",
+    ]
     return "\n".join(lines) + "\n"

@@ -23,8 +23,16 @@ import math
 import re
 from typing import Any
 
-__all__ = ["bounds", "criterion_of", "criterion_text", "digest_problem", "notebook_digest", "outputs_digest",
-           "parse_threshold", "recheck"]
+__all__ = [
+    "bounds",
+    "criterion_of",
+    "criterion_text",
+    "digest_problem",
+    "notebook_digest",
+    "outputs_digest",
+    "parse_threshold",
+    "recheck",
+]
 
 
 def _fmt(x: float) -> str:

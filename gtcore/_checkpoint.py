@@ -36,8 +36,7 @@ class Checkpoint(Protocol):
 
 
 #: the entries of a saved state, and what each must be
-_STATE = {"key": str, "step": int, "params": list, "optimizer": dict, "rng": dict, "loss": list,
-          "moment_w2sq": list}
+_STATE = {"key": str, "step": int, "params": list, "optimizer": dict, "rng": dict, "loss": list, "moment_w2sq": list}
 
 
 def _checkpoint_key(*parts: Any) -> str:
@@ -45,8 +44,10 @@ def _checkpoint_key(*parts: Any) -> str:
     try:
         return digest("gtcore.training.train_transformer", *parts)
     except Undescribable as exc:
-        raise ValueError(f"checkpoint: the inputs cannot be described faithfully ({exc}); pass arrays, or "
-                         "samplers that are module-level functions or functools.partial of them") from None
+        raise ValueError(
+            f"checkpoint: the inputs cannot be described faithfully ({exc}); pass arrays, or "
+            "samplers that are module-level functions or functools.partial of them"
+        ) from None
 
 
 def _checked_state(state: Any, checkpoint: Any, key: str, params: list[torch.Tensor]) -> dict[str, Any]:
@@ -60,7 +61,8 @@ def _checked_state(state: Any, checkpoint: Any, key: str, params: list[torch.Ten
     if state["key"] != key:
         raise ValueError(f"{where} belongs to another problem or other settings; remove it or give another one")
     saved = state["params"]
-    if len(saved) != len(params) or any(not isinstance(t, torch.Tensor) or t.shape != p.shape
-                                        for t, p in zip(saved, params, strict=False)):
+    if len(saved) != len(params) or any(
+        not isinstance(t, torch.Tensor) or t.shape != p.shape for t, p in zip(saved, params, strict=False)
+    ):
         raise ValueError(f"{where}: its parameters do not have this network's shapes")
     return state

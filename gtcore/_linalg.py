@@ -54,7 +54,7 @@ def psd_power(S: np.ndarray, p: float) -> np.ndarray:
     w, U = np.linalg.eigh(S)
     if p > 0:
         w = np.clip(w, 0.0, None)
-    return (U * (w ** p)[..., None, :]) @ np.swapaxes(U, -1, -2)
+    return (U * (w**p)[..., None, :]) @ np.swapaxes(U, -1, -2)
 
 
 def psd_project(S: np.ndarray) -> np.ndarray:
@@ -198,13 +198,13 @@ def resolve_device(device: Any = "auto", name: str = "device"):
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise ValueError(f"{name} must be 'auto', 'cpu', 'cuda' (or 'cuda:N') or a torch.device, "
-                         f"got {show(device)}") from None
+        raise ValueError(
+            f"{name} must be 'auto', 'cpu', 'cuda' (or 'cuda:N') or a torch.device, got {show(device)}"
+        ) from None
     if dev.type not in ("cpu", "cuda", "mps"):
         raise ValueError(f"{name} must be 'auto', 'cpu' or 'cuda' (a device holding data), got {show(device)}")
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{name}={show(device)}: CUDA is not available on this machine; "
-                         "use device='cpu' or 'auto'")
+        raise ValueError(f"{name}={show(device)}: CUDA is not available on this machine; use device='cpu' or 'auto'")
     try:
         torch.empty(0, device=dev)
     except (RuntimeError, AssertionError) as exc:
@@ -226,11 +226,11 @@ def resolve_dtype(dtype: Any, name: str = "dtype"):
         label = str(dtype).removeprefix("torch.")
     else:
         try:
-            label = np.dtype(dtype).name if dtype is not None and not isinstance(dtype, (bool, int, float)) \
-                else repr(dtype)
+            label = (
+                np.dtype(dtype).name if dtype is not None and not isinstance(dtype, (bool, int, float)) else repr(dtype)
+            )
         except TypeError:
             label = repr(dtype)
     if label not in TORCH_DTYPES:
-        raise ValueError(f"{name} must be torch.float32 or torch.float64 (or 'float32', 'float64'), "
-                         f"got {show(dtype)}")
+        raise ValueError(f"{name} must be torch.float32 or torch.float64 (or 'float32', 'float64'), got {show(dtype)}")
     return getattr(torch, label)

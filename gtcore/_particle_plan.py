@@ -14,8 +14,9 @@ import numpy as np
 import torch
 
 
-def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None, max_step: float | None,
-            max_steps: int | None = None) -> list[tuple[float, float, int]]:
+def _pieces(
+    t0: float, t1: float, nodes: np.ndarray, steps: int | None, max_step: float | None, max_steps: int | None = None
+) -> list[tuple[float, float, int]]:
     """Intervals between consecutive nodes, each with its number of uniform steps.
 
     With ``max_steps``, a total beyond it is refused (``ValueError`` naming ``max_step`` or ``steps``)
@@ -34,8 +35,10 @@ def _pieces(t0: float, t1: float, nodes: np.ndarray, steps: int | None, max_step
         total += n
         if max_steps is not None and not total <= max_steps:
             name = "max_step" if max_step is not None else "steps"
-            raise ValueError(f"{name}: t_span = ({t0:.6g}, {t1:.6g}) would take {total:.3g} steps or more, beyond "
-                             f"max_steps = {max_steps}; use a larger max_step, fewer steps, or raise max_steps")
+            raise ValueError(
+                f"{name}: t_span = ({t0:.6g}, {t1:.6g}) would take {total:.3g} steps or more, beyond "
+                f"max_steps = {max_steps}; use a larger max_step, fewer steps, or raise max_steps"
+            )
         out.append((a, b, int(n)))
     return out
 
@@ -77,8 +80,9 @@ def _torch_threads(n: int):
         torch.set_num_threads(before)
 
 
-def _record_count(pieces: list[tuple[float, float, int]], record_every: int, t_eval: np.ndarray | None,
-                  t0: float) -> int:
+def _record_count(
+    pieces: list[tuple[float, float, int]], record_every: int, t_eval: np.ndarray | None, t0: float
+) -> int:
     """How many times :func:`simulate` may record: the start, the scheduled records, and the state before a
     blow-up (recorded when the schedule had not)."""
     if t_eval is not None:
@@ -113,28 +117,41 @@ def _available_bytes() -> float:
     return avail
 
 
-def _check_memory(N: int, d: int, heads: int, records: int, keep_tokens: bool, dtype: torch.dtype,
-                  device: torch.device) -> None:
+def _check_memory(
+    N: int, d: int, heads: int, records: int, keep_tokens: bool, dtype: torch.dtype, device: torch.device
+) -> None:
     """Refuse, with the numbers, a run whose kept tokens and working arrays cannot fit in memory."""
     item = torch.finfo(dtype).bits // 8
     kept = records * N * d * 8 if keep_tokens else 0  # float64 numpy copies
     working = (12 + 4 * heads) * N * d * item  # the state, the RK stages, the heads' averages and temporaries
-    gib = 2.0 ** 30
+    gib = 2.0**30
     if device.type == "cuda":
         free = float(torch.cuda.mem_get_info(device)[0])
         if working > free:
-            raise ValueError(f"x0: N = {N} tokens of d = {d} need about {working / gib:.2g} GiB of device memory "
-                             f"to integrate, but {free / gib:.2g} GiB is free on {device}")
+            raise ValueError(
+                f"x0: N = {N} tokens of d = {d} need about {working / gib:.2g} GiB of device memory "
+                f"to integrate, but {free / gib:.2g} GiB is free on {device}"
+            )
         working = 0
     need = kept + working
     avail = _available_bytes()
     if need > avail:
-        what = (f"keep_tokens=True keeps {records} records x N = {N} x d = {d} float64 tokens "
-                f"({kept / gib:.3g} GiB) and " if keep_tokens else "")
-        raise ValueError(f"{what}the integration needs about {working / gib:.3g} GiB: {need / gib:.3g} GiB in "
-                         f"all, but about {max(avail, 0.0) / gib:.3g} GiB is available; "
-                         + ("record fewer times (record_every, t_eval) or set keep_tokens=False"
-                            if keep_tokens else "use fewer tokens x0"))
+        what = (
+            f"keep_tokens=True keeps {records} records x N = {N} x d = {d} float64 tokens ({kept / gib:.3g} GiB) and "
+            if keep_tokens
+            else ""
+        )
+        raise ValueError(
+            f"{what}the integration needs about {working / gib:.3g} GiB: {need / gib:.3g} GiB in "
+            f"all, but about {max(avail, 0.0) / gib:.3g} GiB is available; "
+            + (
+                "record fewer times (record_every, t_eval) or set keep_tokens=False"
+                if keep_tokens
+                else "use fewer tokens x0"
+            )
+        )
+
+
 _STAGES = {"euler": 1, "midpoint": 2, "rk4": 4}
 
 

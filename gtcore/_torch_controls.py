@@ -37,8 +37,9 @@ _CONVERTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _CONVERTING = threading.Lock()  # simulate_batch converts from several threads
 
 
-def _torch_controls(ctl: Controls, dtype: torch.dtype, device: torch.device,
-                    kernel_dtype: torch.dtype | None = None) -> _TorchControls:
+def _torch_controls(
+    ctl: Controls, dtype: torch.dtype, device: torch.device, kernel_dtype: torch.dtype | None = None
+) -> _TorchControls:
     """``ctl`` as tensors of ``dtype`` on ``device``, converted once per Controls (controls are immutable)."""
     kernel_dtype = None if kernel_dtype in (None, dtype) else kernel_dtype
     with _CONVERTING:
@@ -52,8 +53,17 @@ def _torch_controls(ctl: Controls, dtype: torch.dtype, device: torch.device,
         return None if a is None else torch.as_tensor(np.array(a), dtype=dtype, device=device)
 
     att = attention_of(ctl)
-    tc = _TorchControls(t(ctl.A), t(ctl.b), t(ctl.V), att.torch_params(ctl, dtype, device),
-                        t(ctl.U), t(ctl.W), t(ctl.c), attention=att, attention_on=bool(np.any(ctl.V)))
+    tc = _TorchControls(
+        t(ctl.A),
+        t(ctl.b),
+        t(ctl.V),
+        att.torch_params(ctl, dtype, device),
+        t(ctl.U),
+        t(ctl.W),
+        t(ctl.c),
+        attention=att,
+        attention_on=bool(np.any(ctl.V)),
+    )
     if kernel_dtype is not None:
         tc.kernel_dtype = kernel_dtype
         tc.kernel_params = att.torch_params(ctl, kernel_dtype, device)

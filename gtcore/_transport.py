@@ -126,8 +126,8 @@ def best_rank_approximation(mu: Any, Sigma: Any, r: int) -> tuple[np.ndarray, np
     d = m.shape[0]
     r = check_integer(r, "r", 0, d)
     w, U = np.linalg.eigh(S)
-    top = U[:, d - int(r):]
-    Sr = (top * np.clip(w[d - int(r):], 0.0, None)) @ top.T
+    top = U[:, d - int(r) :]
+    Sr = (top * np.clip(w[d - int(r) :], 0.0, None)) @ top.T
     return m.copy(), 0.5 * (Sr + Sr.T)
 
 

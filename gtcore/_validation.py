@@ -113,8 +113,9 @@ def check_covariance(x: Any, name: str, d: int | None = None) -> np.ndarray:
     return arr
 
 
-def check_moments(mu: Any, Sigma: Any, mu_name: str = "mu0", Sigma_name: str = "Sigma0",
-                  d: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def check_moments(
+    mu: Any, Sigma: Any, mu_name: str = "mu0", Sigma_name: str = "Sigma0", d: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Validate a Gaussian's mean and covariance together (matching dimension ``d``)."""
     mu_arr = check_vector(mu, mu_name, d)
     Sigma_arr = check_covariance(Sigma, Sigma_name, mu_arr.shape[0])
@@ -153,10 +154,17 @@ def check_count(value: Any, name: str, minimum: int = 1) -> int:
 def check_integer(value: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer in ``[minimum, maximum]``: a Python or NumPy integer, or a float with an integer value (not a
     bool, not NaN or inf, not a string)."""
-    bounds = (f" >= {minimum}" if maximum is None else f" in [{minimum}, {maximum}]") if minimum is not None \
+    bounds = (
+        (f" >= {minimum}" if maximum is None else f" in [{minimum}, {maximum}]")
+        if minimum is not None
         else (f" <= {maximum}" if maximum is not None else "")
-    ok = (not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, np.integer, float, np.floating))
-          and bool(np.isfinite(value)) and int(value) == value)
+    )
+    ok = (
+        not isinstance(value, (bool, np.bool_))
+        and isinstance(value, (int, np.integer, float, np.floating))
+        and bool(np.isfinite(value))
+        and int(value) == value
+    )
     if not ok or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         raise ValueError(f"{name} must be an integer{bounds}, got {show(value)}")
     return int(value)
@@ -183,8 +191,13 @@ def check_seed(seed: Any, name: str = "seed") -> int | list[int]:
         return int(seed)
     if isinstance(seed, (list, tuple, np.ndarray)):
         arr = np.asarray(seed)
-        if (arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iu"
-                or any(isinstance(s, (bool, np.bool_)) for s in arr.tolist()) or np.any(arr < 0)):
+        if (
+            arr.ndim != 1
+            or arr.size == 0
+            or arr.dtype.kind not in "iu"
+            or any(isinstance(s, (bool, np.bool_)) for s in arr.tolist())
+            or np.any(arr < 0)
+        ):
             raise ValueError(f"{name} must be a non-negative integer or a sequence of them, got {show(seed)}")
         return [int(s) for s in arr]
     raise ValueError(f"{name} must be a non-negative integer, got {show(seed)}")

@@ -168,12 +168,24 @@ class Controls:
     K: np.ndarray | None = None
     d: int = field(init=False)
 
-    def __init__(self, A: Any = None, b: Any = None, V: Any = None, B: Any = None,
-                 *, U: Any = None, W: Any = None, c: Any = None, attention: str = "dot",
-                 Q: Any = None, K: Any = None) -> None:
+    def __init__(
+        self,
+        A: Any = None,
+        b: Any = None,
+        V: Any = None,
+        B: Any = None,
+        *,
+        U: Any = None,
+        W: Any = None,
+        c: Any = None,
+        attention: str = "dot",
+        Q: Any = None,
+        K: Any = None,
+    ) -> None:
         if not isinstance(attention, str):
-            raise ValueError(f"attention must be one name (mixing types per head is not supported), "
-                             f"got {type(attention).__name__}")
+            raise ValueError(
+                f"attention must be one name (mixing types per head is not supported), got {type(attention).__name__}"
+            )
         if attention not in ATTENTION_TYPES:
             raise ValueError(f"unknown attention {attention!r}; valid: {', '.join(sorted(ATTENTION_TYPES))}")
         object.__setattr__(self, "attention", attention)
@@ -203,8 +215,7 @@ class Controls:
             B_arr = np.zeros_like(V_arr)
         if V_arr.shape[0] != B_arr.shape[0]:
             raise ValueError(
-                f"V and B must have the same number of heads, got V with {V_arr.shape[0]} "
-                f"and B with {B_arr.shape[0]}"
+                f"V and B must have the same number of heads, got V with {V_arr.shape[0]} and B with {B_arr.shape[0]}"
             )
         ff = {"U": U, "W": W, "c": c}
         given = [k for k, v in ff.items() if v is not None]
@@ -228,10 +239,21 @@ class Controls:
             for name, arr in (("U", U_arr), ("W", W_arr), ("c", c_arr)):
                 check_finite(arr, name)
         if Q_arr is not None and Q_arr.shape[0] != V_arr.shape[0]:
-            raise ValueError(f"V and Q, K must have the same number of heads, got V with {V_arr.shape[0]} "
-                             f"and Q with {Q_arr.shape[0]}")
-        for name, value in (("A", A_arr), ("b", b_arr), ("V", V_arr), ("B", B_arr),
-                            ("U", U_arr), ("W", W_arr), ("c", c_arr), ("Q", Q_arr), ("K", K_arr)):
+            raise ValueError(
+                f"V and Q, K must have the same number of heads, got V with {V_arr.shape[0]} "
+                f"and Q with {Q_arr.shape[0]}"
+            )
+        for name, value in (
+            ("A", A_arr),
+            ("b", b_arr),
+            ("V", V_arr),
+            ("B", B_arr),
+            ("U", U_arr),
+            ("W", W_arr),
+            ("c", c_arr),
+            ("Q", Q_arr),
+            ("K", K_arr),
+        ):
             if value is not None:
                 value.setflags(write=False)
             object.__setattr__(self, name, value)
@@ -419,8 +441,9 @@ def control_breaks(controls: ControlsLike) -> tuple[float, ...]:
     return tuple(float(t) for t in getattr(controls, "breaks", ()))
 
 
-def as_control_function(controls: ControlsLike, d: int | None = None, name: str = "controls",
-                        state_name: str = "the state") -> Callable[[float], Controls]:
+def as_control_function(
+    controls: ControlsLike, d: int | None = None, name: str = "controls", state_name: str = "the state"
+) -> Callable[[float], Controls]:
     """Return ``t -> Controls`` for constant, piecewise or callable controls, checking ``d``.
 
     Parameters
@@ -450,8 +473,7 @@ def as_control_function(controls: ControlsLike, d: int | None = None, name: str 
         return controls
     if not callable(controls):
         raise ValueError(
-            f"{name} must be a Controls, a PiecewiseControls or a callable t -> Controls, "
-            f"got {type(controls).__name__}"
+            f"{name} must be a Controls, a PiecewiseControls or a callable t -> Controls, got {type(controls).__name__}"
         )
     cd = getattr(controls, "d", None)
     if d is not None and cd is not None and cd != d:
@@ -459,8 +481,9 @@ def as_control_function(controls: ControlsLike, d: int | None = None, name: str 
     return controls
 
 
-def evaluate_controls(fn: Callable[[float], Controls], t: float, name: str = "controls",
-                      d: int | None = None) -> Controls:
+def evaluate_controls(
+    fn: Callable[[float], Controls], t: float, name: str = "controls", d: int | None = None
+) -> Controls:
     """Call a control function and check that it returned a :class:`Controls` (of dimension ``d``).
 
     Parameters

@@ -67,8 +67,22 @@ ACTIVATIONS = ("identity", "relu")
 AVERAGES = ("empirical", "gaussian")
 
 
-__all__ = ["ACTIVATIONS", "AVERAGES", "MAX_STEPS", "PROGRESS_AFTER_S", "RK4", "SERIAL_WORK", "SOLVERS", "Euler",
-           "FixedStepMethod", "Midpoint", "ParticleTrajectory", "simulate", "simulate_batch", "velocity"]
+__all__ = [
+    "ACTIVATIONS",
+    "AVERAGES",
+    "MAX_STEPS",
+    "PROGRESS_AFTER_S",
+    "RK4",
+    "SERIAL_WORK",
+    "SOLVERS",
+    "Euler",
+    "FixedStepMethod",
+    "Midpoint",
+    "ParticleTrajectory",
+    "simulate",
+    "simulate_batch",
+    "velocity",
+]
 
 
 def _velocity(x: torch.Tensor, tc: _TorchControls, ff: str, average: str) -> torch.Tensor:
@@ -120,8 +134,15 @@ def _as_tokens(x0: Any, name: str = "x0") -> np.ndarray | torch.Tensor:
     return x0
 
 
-def velocity(x: Any, controls: Controls, *, ff: str = "identity", average: str = "empirical",
-             dtype: torch.dtype = torch.float64, device: str | torch.device = "auto") -> np.ndarray | torch.Tensor:
+def velocity(
+    x: Any,
+    controls: Controls,
+    *,
+    ff: str = "identity",
+    average: str = "empirical",
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "auto",
+) -> np.ndarray | torch.Tensor:
     r"""The particle velocity :math:`v_i` of every token (module docstring's equation).
 
     Parameters
@@ -226,13 +247,26 @@ class ParticleTrajectory:
 PROGRESS_AFTER_S = 5.0
 
 
-def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps: int | None = None, *,
-             method: str = "rk4", ff: str = "identity", record_every: int = 1, t_eval: Any = None,
-             max_step: float | None = None, max_steps: int = MAX_STEPS,
-             dtype: torch.dtype = torch.float64,
-             device: str | torch.device = "auto", average: str = "empirical", keep_tokens: bool = False,
-             blowup_norm: float = 1e8, progress: bool | None = None,
-             kernel_dtype: torch.dtype | None = None) -> ParticleTrajectory:
+def simulate(
+    x0: Any,
+    controls: ControlsLike,
+    t_span: tuple[float, float],
+    steps: int | None = None,
+    *,
+    method: str = "rk4",
+    ff: str = "identity",
+    record_every: int = 1,
+    t_eval: Any = None,
+    max_step: float | None = None,
+    max_steps: int = MAX_STEPS,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "auto",
+    average: str = "empirical",
+    keep_tokens: bool = False,
+    blowup_norm: float = 1e8,
+    progress: bool | None = None,
+    kernel_dtype: torch.dtype | None = None,
+) -> ParticleTrajectory:
     r"""Move N tokens with the particle velocity, by a fixed-step integrator.
 
     The integrator steps exactly to every break of the controls (``controls.breaks``) and every
@@ -304,18 +338,39 @@ def simulate(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps
     negative-stride array copied. Small problems run torch on one thread (``_thread_count``), the
     caller's thread setting is restored after.
     """
-    plan = _plan(x0, controls, t_span, steps, method=method, ff=ff, record_every=record_every, t_eval=t_eval,
-                 max_step=max_step, max_steps=max_steps, dtype=dtype, device=device, average=average,
-                 keep_tokens=keep_tokens, blowup_norm=blowup_norm, kernel_dtype=kernel_dtype)
+    plan = _plan(
+        x0,
+        controls,
+        t_span,
+        steps,
+        method=method,
+        ff=ff,
+        record_every=record_every,
+        t_eval=t_eval,
+        max_step=max_step,
+        max_steps=max_steps,
+        dtype=dtype,
+        device=device,
+        average=average,
+        keep_tokens=keep_tokens,
+        blowup_norm=blowup_norm,
+        kernel_dtype=kernel_dtype,
+    )
     # each Sinkhorn scaling starts where the last one of its head ended (the same certified answer, in fewer
     # iterations: gtcore.attention.sinkhorn_scaling.WarmStarts)
     with _torch_threads(plan.threads), torch.no_grad(), warm_starts():
         return _run(plan, progress)
 
 
-def simulate_batch(x0s: Sequence[Any], controls: ControlsLike | Sequence[ControlsLike],
-                   t_span: tuple[float, float], steps: int | None = None, *, workers: int | None = None,
-                   **options: Any) -> list[ParticleTrajectory]:
+def simulate_batch(
+    x0s: Sequence[Any],
+    controls: ControlsLike | Sequence[ControlsLike],
+    t_span: tuple[float, float],
+    steps: int | None = None,
+    *,
+    workers: int | None = None,
+    **options: Any,
+) -> list[ParticleTrajectory]:
     r""":func:`simulate` of several clouds (seeds, draws, sizes), several at a time: ``[simulate(x0s[c],
     controls[c], t_span, steps, **options) for c ...]``, the same numbers.
 
@@ -356,8 +411,7 @@ def simulate_batch(x0s: Sequence[Any], controls: ControlsLike | Sequence[Control
     if "progress" in options:
         raise ValueError("simulate_batch: progress is not accepted (no bar per cloud)")
     x0s = list(x0s)
-    ctls: list[ControlsLike] = (list(controls) if isinstance(controls, (list, tuple))
-                                else [controls] * len(x0s))  # type: ignore[list-item]  # one layer for every cloud
+    ctls: list[ControlsLike] = list(controls) if isinstance(controls, (list, tuple)) else [controls] * len(x0s)  # type: ignore[list-item]  # one layer for every cloud
     if len(ctls) != len(x0s):
         raise ValueError(f"controls: {len(ctls)} given for {len(x0s)} clouds (give one, or one per cloud)")
     n_workers = torch.get_num_threads() if workers is None else check_count(workers, "workers")
@@ -392,16 +446,28 @@ def simulate_batch(x0s: Sequence[Any], controls: ControlsLike | Sequence[Control
 
 
 #: :func:`simulate`'s keyword defaults, for :func:`simulate_batch`
-_PLAN_DEFAULTS: dict[str, Any] = dict(method="rk4", ff="identity", record_every=1, t_eval=None, max_step=None,
-                                      max_steps=MAX_STEPS, dtype=torch.float64, device="auto", average="empirical",
-                                      keep_tokens=False, blowup_norm=1e8, kernel_dtype=None)
+_PLAN_DEFAULTS: dict[str, Any] = dict(
+    method="rk4",
+    ff="identity",
+    record_every=1,
+    t_eval=None,
+    max_step=None,
+    max_steps=MAX_STEPS,
+    dtype=torch.float64,
+    device="auto",
+    average="empirical",
+    keep_tokens=False,
+    blowup_norm=1e8,
+    kernel_dtype=None,
+)
 
 
 def _known(options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - set(_PLAN_DEFAULTS))
     if unknown:
-        raise ValueError(f"simulate_batch: unknown option(s) {', '.join(unknown)}; valid: "
-                         f"{', '.join(sorted(_PLAN_DEFAULTS))}")
+        raise ValueError(
+            f"simulate_batch: unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(_PLAN_DEFAULTS))}"
+        )
     return options
 
 
@@ -425,9 +491,25 @@ class _Plan:
     threads: int
 
 
-def _plan(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps: int | None, *, method: str,
-          ff: str, record_every: int, t_eval: Any, max_step: float | None, max_steps: int, dtype: Any,
-          device: Any, average: str, keep_tokens: bool, blowup_norm: float, kernel_dtype: Any) -> _Plan:
+def _plan(
+    x0: Any,
+    controls: ControlsLike,
+    t_span: tuple[float, float],
+    steps: int | None,
+    *,
+    method: str,
+    ff: str,
+    record_every: int,
+    t_eval: Any,
+    max_step: float | None,
+    max_steps: int,
+    dtype: Any,
+    device: Any,
+    average: str,
+    keep_tokens: bool,
+    blowup_norm: float,
+    kernel_dtype: Any,
+) -> _Plan:
     """Every check of :func:`simulate`, made once, before any step."""
     arr = _as_tokens(x0)
     N, d = arr.shape
@@ -446,8 +528,14 @@ def _plan(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps: i
     nodes = np.array(control_breaks(controls), dtype=float)
     if t_eval is not None:
         t_eval = as_float_array(t_eval, "t_eval")
-        if (t_eval.ndim != 1 or t_eval.size < 1 or not np.all(np.isfinite(t_eval))
-                or np.any(np.diff(t_eval) <= 0) or t_eval[0] < t0 or t_eval[-1] > t1):
+        if (
+            t_eval.ndim != 1
+            or t_eval.size < 1
+            or not np.all(np.isfinite(t_eval))
+            or np.any(np.diff(t_eval) <= 0)
+            or t_eval[0] < t0
+            or t_eval[-1] > t1
+        ):
             raise ValueError("t_eval must be a non-empty, finite, strictly increasing sequence inside t_span")
         nodes = np.concatenate([nodes, t_eval])
     first = evaluate_controls(fn, t0)
@@ -461,11 +549,22 @@ def _plan(x0: Any, controls: ControlsLike, t_span: tuple[float, float], steps: i
     records = _record_count(pieces, record_every, t_eval, t0)
     _check_memory(N, d, first.heads, records, bool(keep_tokens), dtype, dev)
     src = arr.detach() if isinstance(arr, torch.Tensor) else torch.as_tensor(arr)
-    return _Plan(x=src.to(dtype=dtype, device=dev).clone(), fn=fn, pieces=pieces, solver=SOLVERS[method](),
-                 method=method, cache=_ControlCache(dtype, dev, kernel_dtype), ff=ff, average=average,
-                 record_at=None if t_eval is None else set(float(t) for t in t_eval),
-                 record_every=record_every, records=records, keep_tokens=bool(keep_tokens),
-                 blowup_norm=blowup_norm, threads=_thread_count(N, d, first.heads))
+    return _Plan(
+        x=src.to(dtype=dtype, device=dev).clone(),
+        fn=fn,
+        pieces=pieces,
+        solver=SOLVERS[method](),
+        method=method,
+        cache=_ControlCache(dtype, dev, kernel_dtype),
+        ff=ff,
+        average=average,
+        record_at=None if t_eval is None else set(float(t) for t in t_eval),
+        record_every=record_every,
+        records=records,
+        keep_tokens=bool(keep_tokens),
+        blowup_norm=blowup_norm,
+        threads=_thread_count(N, d, first.heads),
+    )
 
 
 class _Recorder:
@@ -506,8 +605,11 @@ def _run(plan: _Plan, progress: bool | None) -> ParticleTrajectory:
     record(plan.pieces[0][0], x, mu, S)
     status, crossed = Status.COMPLETED, None
     heads = evaluate_controls(fn, plan.pieces[0][0]).heads
-    show = progress if progress is not None else (
-        _expected_seconds(x.shape[0], d, total, plan.method, heads, average) > PROGRESS_AFTER_S)
+    show = (
+        progress
+        if progress is not None
+        else (_expected_seconds(x.shape[0], d, total, plan.method, heads, average) > PROGRESS_AFTER_S)
+    )
     bar = progress_bar(_schedule(plan.pieces), f"{plan.method} N={x.shape[0]}", enabled=bool(show), total=total)
     for k, (t, t_next, h) in enumerate(bar):
         y = plan.solver.step(velocity_on_step(t, t_next), t, x, h)
@@ -522,9 +624,16 @@ def _run(plan: _Plan, progress: bool | None) -> ParticleTrajectory:
         last = k == total - 1
         if (t_next in plan.record_at) if plan.record_at is not None else ((k + 1) % plan.record_every == 0 or last):
             record(t_next, x, mu, S)
-    tokens = None if record.tokens is None else record.tokens[:len(record.ts)]
+    tokens = None if record.tokens is None else record.tokens[: len(record.ts)]
     return ParticleTrajectory(
-        t=np.array(record.ts), mu=np.stack(record.mus), Sigma=psd_project(np.stack(record.Sigmas)),
-        tokens=tokens, final_tokens=x.double().cpu().numpy(), status=status, threshold_time=crossed,
-        method=plan.method, steps=total, h=max((b - a) / n for a, b, n in plan.pieces),
+        t=np.array(record.ts),
+        mu=np.stack(record.mus),
+        Sigma=psd_project(np.stack(record.Sigmas)),
+        tokens=tokens,
+        final_tokens=x.double().cpu().numpy(),
+        status=status,
+        threshold_time=crossed,
+        method=plan.method,
+        steps=total,
+        h=max((b - a) / n for a, b, n in plan.pieces),
     )

@@ -29,8 +29,14 @@ from gtcore._validation import as_float_array, check_nonnegative, show
 from gtcore.attention import DotProduct, attention_of
 from gtcore.controls import Controls
 
-__all__ = ["comparison_time", "covariance_only", "left_eigen_certificate", "no_pole_rate", "particle_radius_bound",
-           "trace_certificate"]
+__all__ = [
+    "comparison_time",
+    "covariance_only",
+    "left_eigen_certificate",
+    "no_pole_rate",
+    "particle_radius_bound",
+    "trace_certificate",
+]
 
 
 def covariance_only(controls: Controls) -> Controls:
@@ -171,8 +177,10 @@ def trace_certificate(controls: Controls, S: np.ndarray) -> tuple[float, str] | 
     T_inf = comparison_time(c, beta, delta, float(np.trace(S)))
     if T_inf is None:
         return None
-    return T_inf, (f"tr Sigma >= psi with psi' = {c:.3g} (psi + {beta:.3g})^2 - {delta:.3g} (the quadratic form "
-                   f"sum_h tr(V_h X B_h X) is positive definite), which diverges within {T_inf:.3g}")
+    return T_inf, (
+        f"tr Sigma >= psi with psi' = {c:.3g} (psi + {beta:.3g})^2 - {delta:.3g} (the quadratic form "
+        f"sum_h tr(V_h X B_h X) is positive definite), which diverges within {T_inf:.3g}"
+    )
 
 
 def left_eigen_certificate(controls: Controls, S: np.ndarray) -> tuple[float, str] | None:
@@ -234,13 +242,16 @@ def left_eigen_certificate(controls: Controls, S: np.ndarray) -> tuple[float, st
         alpha = float(u @ A @ u)
         g_perp = A.T @ u - alpha * u
         # p(phi) = c phi^2 + 2 alpha phi - |g_perp|^2 / c = c (phi + alpha / c)^2 - (alpha^2 + |g_perp|^2) / c
-        T = comparison_time(c, alpha / c, (alpha ** 2 + float(g_perp @ g_perp)) / c, float(u @ S @ u))
+        T = comparison_time(c, alpha / c, (alpha**2 + float(g_perp @ g_perp)) / c, float(u @ S @ u))
         if T is None:
             continue
         if best is None or T < best[0]:
-            best = (T, f"u^T Sigma u >= psi with psi' = {c:.3g} psi^2 + {2 * alpha:.3g} psi - "
-                       f"{float(g_perp @ g_perp) / c:.3g} along the left eigenvector u of V (lambda = "
-                       f"{lams[0]:.3g}), which diverges within {T:.3g}")
+            best = (
+                T,
+                f"u^T Sigma u >= psi with psi' = {c:.3g} psi^2 + {2 * alpha:.3g} psi - "
+                f"{float(g_perp @ g_perp) / c:.3g} along the left eigenvector u of V (lambda = "
+                f"{lams[0]:.3g}), which diverges within {T:.3g}",
+            )
     return best
 
 

@@ -140,8 +140,16 @@ def relu_departure_rate_tokens(x: Any, controls: Controls) -> float:
     return first_order_w2(dv.mean(axis=0), C + C.T, Sigma) / float(np.sqrt(np.trace(Sigma)))
 
 
-def relu_departure_rate_spread(controls: Any, n: int, repeats: int, *, mu: Any = None, Sigma: Any = None,
-                               seed: int | np.random.Generator | None = 0, chunk: int = 64) -> np.ndarray:
+def relu_departure_rate_spread(
+    controls: Any,
+    n: int,
+    repeats: int,
+    *,
+    mu: Any = None,
+    Sigma: Any = None,
+    seed: int | np.random.Generator | None = 0,
+    chunk: int = 64,
+) -> np.ndarray:
     r""":func:`relu_departure_rate_tokens` on ``repeats`` Gaussian samples of size ``n``, for each layer.
 
     Vectorised over the samples (``chunk`` at a time); every layer of ``controls`` (one
@@ -216,9 +224,18 @@ def moment_departure(mu_a: Any, Sigma_a: Any, mu_b: Any, Sigma_b: Any) -> np.nda
     mu_a, Sigma_a, mu_b, Sigma_b = (np.asarray(z, float) for z in (mu_a, Sigma_a, mu_b, Sigma_b))
     if not (mu_a.shape == mu_b.shape and Sigma_a.shape == Sigma_b.shape and mu_a.ndim == 2):
         raise ValueError("mu_a, mu_b must be (T, d) and Sigma_a, Sigma_b (T, d, d) of matching shapes")
-    return np.array([bures_wasserstein(ma, Sa, mb, Sb) / np.sqrt(np.trace(Sb))
-                     for ma, Sa, mb, Sb in zip(mu_a, Sigma_a, mu_b, Sigma_b, strict=True)])
+    return np.array(
+        [
+            bures_wasserstein(ma, Sa, mb, Sb) / np.sqrt(np.trace(Sb))
+            for ma, Sa, mb, Sb in zip(mu_a, Sigma_a, mu_b, Sigma_b, strict=True)
+        ]
+    )
 
 
-__all__ = ["first_order_w2", "moment_departure", "relu_departure_rate", "relu_departure_rate_spread",
-           "relu_departure_rate_tokens"]
+__all__ = [
+    "first_order_w2",
+    "moment_departure",
+    "relu_departure_rate",
+    "relu_departure_rate_spread",
+    "relu_departure_rate_tokens",
+]

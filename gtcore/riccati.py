@@ -89,6 +89,7 @@ __all__ = [
     "riccati_quadratic",
 ]
 
+
 # ------------------------------------------------------------------------------ blow-up
 @dataclass(frozen=True)
 class BlowupTime:
@@ -136,12 +137,19 @@ class BlowupTime:
 
     def __post_init__(self) -> None:
         if self.verdict is None:
-            verdict = (Verdict.BLOWS_UP if math.isfinite(self.t_star)
-                       else Verdict.NO_BLOWUP if self.proved else Verdict.UNDETERMINED)
+            verdict = (
+                Verdict.BLOWS_UP
+                if math.isfinite(self.t_star)
+                else Verdict.NO_BLOWUP
+                if self.proved
+                else Verdict.UNDETERMINED
+            )
             object.__setattr__(self, "verdict", verdict)
         if math.isfinite(self.t_star) != (self.verdict is Verdict.BLOWS_UP):
-            raise ValueError(f"BlowupTime: a finite t_star goes with the verdict 'blows up' only "
-                             f"(got t_star = {self.t_star}, verdict {self.verdict!r})")
+            raise ValueError(
+                f"BlowupTime: a finite t_star goes with the verdict 'blows up' only "
+                f"(got t_star = {self.t_star}, verdict {self.verdict!r})"
+            )
         if self.proved == (self.verdict is Verdict.UNDETERMINED):
             raise ValueError(f"BlowupTime: proved={self.proved} contradicts the verdict {self.verdict!r}")
 
@@ -151,8 +159,7 @@ class BlowupTime:
         return float(self.t_star)
 
 
-def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
-                        t_max: float | None) -> BlowupTime:
+def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray, t_max: float | None) -> BlowupTime:
     A = controls.affine_A
     d = controls.d
     qdef = _definiteness(Q)
@@ -161,39 +168,52 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
         a, q, s0 = float(A[0, 0]), float(Q[0, 0]), float(Sigma0[0, 0])
         method = "closed form (d = 1)"
         if s0 == 0 or q <= 0:
-            return BlowupTime(math.inf, method, f"sigma' = 2a sigma + q sigma^2 with q = {q:.3g} <= 0 "
-                              "or sigma0 = 0: P = 1/sigma never reaches 0")
+            return BlowupTime(
+                math.inf,
+                method,
+                f"sigma' = 2a sigma + q sigma^2 with q = {q:.3g} <= 0 or sigma0 = 0: P = 1/sigma never reaches 0",
+            )
         if a == 0:
             return BlowupTime(1.0 / (q * s0), method, "a = 0: t* = 1/(q sigma0)")
         x = 2.0 * a / (q * s0)
         if x <= -1.0:
-            return BlowupTime(math.inf, method, f"a = {a:.3g} < 0 and q sigma0 = {q * s0:.3g} <= -2a: "
-                              "the decay wins, sigma -> 0")
-        return BlowupTime(math.log1p(x) / (2.0 * a), method,
-                          "t* = log(1 + 2a/(q sigma0)) / (2a), q = 2 sum_h v_h beta_h > 0")
+            return BlowupTime(
+                math.inf, method, f"a = {a:.3g} < 0 and q sigma0 = {q * s0:.3g} <= -2a: the decay wins, sigma -> 0"
+            )
+        return BlowupTime(
+            math.log1p(x) / (2.0 * a), method, "t* = log(1 + 2a/(q sigma0)) / (2a), q = 2 sum_h v_h beta_h > 0"
+        )
     method = "closed form (V = vI)"
     ker = _RiccatiKernel(A, Q, Sigma0)
     if qdef in ("negative definite", "negative semidefinite", "zero"):
-        return BlowupTime(math.inf, method, f"Q = sum_h v_h(B_h + B_h^T) is {qdef}: "
-                          "I - K Y(t) K >= I for all t, P = Sigma^-1 stays positive definite")
+        return BlowupTime(
+            math.inf,
+            method,
+            f"Q = sum_h v_h(B_h + B_h^T) is {qdef}: I - K Y(t) K >= I for all t, P = Sigma^-1 stays positive definite",
+        )
     if cls == "Hurwitz" and qdef in ("positive definite", "positive semidefinite"):
         # g is non-increasing with limit 1 - lambda_max(K Y_inf K)
         Y_inf = solve_continuous_lyapunov(A.T, -Q)
         g_inf = ker.g_of(0.5 * (Y_inf + Y_inf.T))
         if g_inf >= -1e-12:
-            return BlowupTime(math.inf, method, f"A Hurwitz and Q {qdef}: g(t) decreases to "
-                              f"1 - lambda_max(K Y_inf K) = {g_inf:.3g} >= 0 (no blow-up)")
+            return BlowupTime(
+                math.inf,
+                method,
+                f"A Hurwitz and Q {qdef}: g(t) decreases to 1 - lambda_max(K Y_inf K) = {g_inf:.3g} >= 0 (no blow-up)",
+            )
     horizon = float(t_max) if t_max is not None else _default_t_max(A)
     if qdef in ("positive definite", "positive semidefinite"):
         # monotone: bracket by doubling, then Brent
-        t = min(horizon, 1.0 / max(1.0, np.linalg.norm(A, 2) + np.linalg.norm(Q, 2)
-                                   * np.linalg.norm(Sigma0, 2)))
+        t = min(horizon, 1.0 / max(1.0, np.linalg.norm(A, 2) + np.linalg.norm(Q, 2) * np.linalg.norm(Sigma0, 2)))
         lo = 0.0
         while True:
             if ker.g(t) < 0:
                 t_star = _root(ker.g, lo, t)
-                return BlowupTime(t_star, method, f"Q {qdef} ({_fmt_spec(lam)}): first zero of "
-                                  "lambda_min(I - K Y(t) K), g non-increasing")
+                return BlowupTime(
+                    t_star,
+                    method,
+                    f"Q {qdef} ({_fmt_spec(lam)}): first zero of lambda_min(I - K Y(t) K), g non-increasing",
+                )
             if t >= horizon:
                 break
             lo, t = t, min(2.0 * t, horizon)
@@ -214,26 +234,48 @@ def _blowup_closed_form(Sigma0: np.ndarray, controls: Controls, Q: np.ndarray,
     for k in range(1, n + 1):
         E, Y = ker.step_parts(E, Y, Eh, Yh)
         if scale * np.linalg.norm(E, 2) ** 2 > _TRUSTED_GROWTH:
-            return _blowup_numerical(Sigma0, controls, horizon, note=(
-                f"closed form ill-conditioned beyond t = {k * h:.3g} (|e^(At)|^2 |K|^2 |Q| > 1e12)"))
+            return _blowup_numerical(
+                Sigma0,
+                controls,
+                horizon,
+                note=(f"closed form ill-conditioned beyond t = {k * h:.3g} (|e^(At)|^2 |K|^2 |Q| > 1e12)"),
+            )
         if ker.g_of(Y) < 0:
             try:
                 t_star = _root(ker.g, (k - 1) * h, k * h)
             except ValueError:
                 return _blowup_numerical(Sigma0, controls, horizon, note="no clean sign change of g")
-            check = integrate_moments(np.zeros(d), Sigma0, covariance_only(controls),
-                                      (0.0, t_star * (1 + 1e-3) + 1e-9),
-                                      blowup_norm=1e8 * max(float(np.linalg.norm(Sigma0)), 1.0))
-            if (check.status is not Status.BLOWUP or check.crossing_time is None
-                    or abs(check.crossing_time - t_star) > 1e-4 * t_star):
-                return _blowup_numerical(Sigma0, controls, horizon,
-                                         note=f"candidate zero t = {t_star:.6g} of g not confirmed by "
-                                              "integrate_moments")
-            return BlowupTime(t_star, method, f"Q indefinite ({_fmt_spec(lam)}): first zero of "
-                              f"lambda_min(I - K Y(t) K), scanned with step {h:.3g}, confirmed by "
-                              "integrate_moments")
-    return BlowupTime(math.inf, method, f"Q indefinite: g(t) > 0 on a grid of step {h:.3g} up to "
-                      f"t_max = {horizon:.3g} (not proved beyond)", proved=False)
+            check = integrate_moments(
+                np.zeros(d),
+                Sigma0,
+                covariance_only(controls),
+                (0.0, t_star * (1 + 1e-3) + 1e-9),
+                blowup_norm=1e8 * max(float(np.linalg.norm(Sigma0)), 1.0),
+            )
+            if (
+                check.status is not Status.BLOWUP
+                or check.crossing_time is None
+                or abs(check.crossing_time - t_star) > 1e-4 * t_star
+            ):
+                return _blowup_numerical(
+                    Sigma0,
+                    controls,
+                    horizon,
+                    note=f"candidate zero t = {t_star:.6g} of g not confirmed by integrate_moments",
+                )
+            return BlowupTime(
+                t_star,
+                method,
+                f"Q indefinite ({_fmt_spec(lam)}): first zero of "
+                f"lambda_min(I - K Y(t) K), scanned with step {h:.3g}, confirmed by "
+                "integrate_moments",
+            )
+    return BlowupTime(
+        math.inf,
+        method,
+        f"Q indefinite: g(t) > 0 on a grid of step {h:.3g} up to t_max = {horizon:.3g} (not proved beyond)",
+        proved=False,
+    )
 
 
 def _restarted_closed_form_certificate(controls: Controls, S: np.ndarray, horizon: float) -> tuple[float, str] | None:
@@ -263,9 +305,11 @@ def _restarted_closed_form_certificate(controls: Controls, S: np.ndarray, horizo
 
 def _pole_certificate(controls: Controls, S: np.ndarray, horizon: float) -> tuple[float, str] | None:
     """``(T, how)``: a certificate that the solution from ``S`` has a pole within time ``T``, or None."""
-    return (_restarted_closed_form_certificate(controls, S, horizon)
-            or trace_certificate(controls, S)
-            or left_eigen_certificate(controls, S))
+    return (
+        _restarted_closed_form_certificate(controls, S, horizon)
+        or trace_certificate(controls, S)
+        or left_eigen_certificate(controls, S)
+    )
 
 
 def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float, note: str = "") -> BlowupTime:
@@ -281,23 +325,36 @@ def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float, note
     d = controls.d
     prefix = f"{note}; " if note else ""
     norm0 = max(float(np.linalg.norm(Sigma0)), 1e-300)
-    traj = integrate_moments(np.zeros(d), Sigma0, covariance_only(controls), (0.0, t_max),
-                             blowup_norm=1e8 * max(norm0, 1.0))
+    traj = integrate_moments(
+        np.zeros(d), Sigma0, covariance_only(controls), (0.0, t_max), blowup_norm=1e8 * max(norm0, 1.0)
+    )
     crossed = traj.status is Status.BLOWUP
     t_e = traj.crossing_time if crossed else None
     rate = no_pole_rate(controls)
     if rate is not None:
-        bound = (f"no pole: ||Sigma(t)||_2 <= ||Sigma0||_2 e^(2 L t), L = ||A||_2 + (attention drift bound) "
-                 f"= {rate:.3g}")
+        bound = f"no pole: ||Sigma(t)||_2 <= ||Sigma0||_2 e^(2 L t), L = ||A||_2 + (attention drift bound) = {rate:.3g}"
         if crossed:
-            return BlowupTime(math.inf, "numerical", f"{prefix}{bound}; ||Sigma||_F crossed "
-                              f"{1e8 * max(norm0, 1.0):.3g} at t = {t_e:.6g}: exponential growth",
-                              verdict=Verdict.GROWS_EXPONENTIALLY, crossing_time=t_e)
-        return BlowupTime(math.inf, "numerical", f"{prefix}{bound} (integrate_moments on [0, {t_max:.3g}]: "
-                          f"status {traj.status})", verdict=Verdict.NO_BLOWUP)
+            return BlowupTime(
+                math.inf,
+                "numerical",
+                f"{prefix}{bound}; ||Sigma||_F crossed "
+                f"{1e8 * max(norm0, 1.0):.3g} at t = {t_e:.6g}: exponential growth",
+                verdict=Verdict.GROWS_EXPONENTIALLY,
+                crossing_time=t_e,
+            )
+        return BlowupTime(
+            math.inf,
+            "numerical",
+            f"{prefix}{bound} (integrate_moments on [0, {t_max:.3g}]: status {traj.status})",
+            verdict=Verdict.NO_BLOWUP,
+        )
     if not crossed:
-        return BlowupTime(math.inf, "numerical", f"{prefix}no blow-up on [0, {t_max:.3g}] (integrate_moments, "
-                          f"status {traj.status}; not proved beyond)", proved=False)
+        return BlowupTime(
+            math.inf,
+            "numerical",
+            f"{prefix}no blow-up on [0, {t_max:.3g}] (integrate_moments, status {traj.status}; not proved beyond)",
+            proved=False,
+        )
     S = traj.Sigma[-1]
     _, dS = _moment_rhs(np.zeros(d), S, controls)
     N = np.linalg.norm(S)
@@ -310,17 +367,27 @@ def _blowup_numerical(Sigma0: np.ndarray, controls: Controls, t_max: float, note
     if cert is None:
         cert, where, t_cert = _pole_certificate(controls, S, t_max), f"Sigma(t_e = {t_e:.6g})", t_e
     if cert is None:
-        return BlowupTime(math.inf, "numerical", f"{prefix}||Sigma||_F crossed {1e8 * max(norm0, 1.0):.3g} at "
-                          f"t = {t_e:.6g} (a pole there would be at t = {t_pole:.6g}), but nothing certifies "
-                          "a pole: the growth may be exponential", proved=False, crossing_time=t_e)
+        return BlowupTime(
+            math.inf,
+            "numerical",
+            f"{prefix}||Sigma||_F crossed {1e8 * max(norm0, 1.0):.3g} at "
+            f"t = {t_e:.6g} (a pole there would be at t = {t_pole:.6g}), but nothing certifies "
+            "a pole: the growth may be exponential",
+            proved=False,
+            crossing_time=t_e,
+        )
     T, how = cert
-    return BlowupTime(min(t_pole, t_cert + T), "numerical", f"{prefix}integrate_moments (DOP853) to ||Sigma||_F "
-                      "= 1e8, then the pole correction t* = t_e + ||Sigma|| / (d/dt ||Sigma||); a pole is "
-                      f"certified at {where}: {how}", crossing_time=t_e)
+    return BlowupTime(
+        min(t_pole, t_cert + T),
+        "numerical",
+        f"{prefix}integrate_moments (DOP853) to ||Sigma||_F "
+        "= 1e8, then the pole correction t* = t_e + ||Sigma|| / (d/dt ||Sigma||); a pole is "
+        f"certified at {where}: {how}",
+        crossing_time=t_e,
+    )
 
 
-def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None,
-                method: str = "auto") -> BlowupTime:
+def blowup_time(Sigma0: Any, controls: Controls, *, t_max: float | None = None, method: str = "auto") -> BlowupTime:
     r"""The finite time :math:`t^*` at which :math:`\Sigma(t)` blows up, or ``inf``.
 
     Closed form when :math:`d = 1`,
@@ -435,5 +502,3 @@ def closed_form_covariance(Sigma0: Any, controls: Controls, t: Any) -> np.ndarra
         S = E @ K @ np.linalg.solve(Mid, K) @ E.T
         out.append(0.5 * (S + S.T))
     return np.array(out)
-
-

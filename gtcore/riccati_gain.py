@@ -102,9 +102,11 @@ def _check_gain_domain(B: Any) -> np.ndarray:
     S = B + B.T
     if _definiteness(S) not in ("positive definite", "positive semidefinite", "zero"):
         w = np.linalg.eigvalsh(0.5 * (S + S.T))
-        raise ValueError(f"B: the critical gain v_c = 1/lambda_max(K Y_inf K) needs B + B^T positive "
-                         f"semidefinite, but B + B^T has eigenvalues in [{w[0]:.3g}, {w[-1]:.3g}]; with an "
-                         "indefinite B + B^T a transient can blow up below that value")
+        raise ValueError(
+            f"B: the critical gain v_c = 1/lambda_max(K Y_inf K) needs B + B^T positive "
+            f"semidefinite, but B + B^T has eigenvalues in [{w[0]:.3g}, {w[-1]:.3g}]; with an "
+            "indefinite B + B^T a transient can blow up below that value"
+        )
     return B
 
 
@@ -204,8 +206,17 @@ def gain_threshold(A: Any, B: Any, Sigma0: Any, *, t_max: float | None = None, n
     k = int(np.argmax(values))
     peak, t_peak = limit, math.inf
     if values[k] > limit:
-        best = minimize_scalar(lambda t: -lam(ker.parts(t)[1]), bounds=(max(k - 1, 0) * h, min(k + 1, n_grid) * h),
-                               method="bounded", options={"xatol": 1e-10})
+        best = minimize_scalar(
+            lambda t: -lam(ker.parts(t)[1]),
+            bounds=(max(k - 1, 0) * h, min(k + 1, n_grid) * h),
+            method="bounded",
+            options={"xatol": 1e-10},
+        )
         peak, t_peak = (-float(best.fun), float(best.x)) if -best.fun >= values[k] else (float(values[k]), k * h)
-    return GainThreshold(threshold=1.0 / peak if peak > 0 else math.inf, peak=peak, t_peak=t_peak, limit=limit,
-                         formula=1.0 / limit if limit > 0 else math.inf)
+    return GainThreshold(
+        threshold=1.0 / peak if peak > 0 else math.inf,
+        peak=peak,
+        t_peak=t_peak,
+        limit=limit,
+        formula=1.0 / limit if limit > 0 else math.inf,
+    )

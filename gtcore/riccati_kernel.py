@@ -29,12 +29,10 @@ _SPECTRUM_TOL = 1e-12
 # ------------------------------------------------------------------------------- validation
 def _check_controls(controls: Any, name: str = "controls", d: int | None = None) -> Controls:
     if not isinstance(controls, Controls):
-        raise ValueError(f"{name} must be constant Controls (time-invariant parameters), "
-                         f"got {type(controls).__name__}")
+        raise ValueError(f"{name} must be constant Controls (time-invariant parameters), got {type(controls).__name__}")
     if d is not None and controls.d != d:
         raise ValueError(f"{name} act on dimension d={controls.d}, but the covariance has d={d}")
     return controls
-
 
 
 # ------------------------------------------------------------------- V = vI: the precision equation
@@ -156,5 +154,3 @@ def _default_t_max(A: np.ndarray) -> float:
     if cls == "Hurwitz":  # Y(t) has converged to 1e-16 by then
         return float(min(1e4, max(100.0, 20.0 / abs(lam.real.max()))))
     return 100.0
-
-

@@ -100,8 +100,9 @@ def _one_thread():
 
 
 # ------------------------------------------------------------------------------ the network
-def transformer_tokens(x0: torch.Tensor, A: torch.Tensor, b: torch.Tensor, V: torch.Tensor | None,
-                       B: torch.Tensor | None, h: float) -> torch.Tensor:
+def transformer_tokens(
+    x0: torch.Tensor, A: torch.Tensor, b: torch.Tensor, V: torch.Tensor | None, B: torch.Tensor | None, h: float
+) -> torch.Tensor:
     r"""The L-layer residual Transformer on N tokens (module docstring's equation), differentiable.
 
     Parameters
@@ -121,7 +122,7 @@ def transformer_tokens(x0: torch.Tensor, A: torch.Tensor, b: torch.Tensor, V: to
     for layer in range(A.shape[0]):
         v = x @ A[layer].T + b[layer]
         if V is not None and B is not None:  # both or neither
-            avg = _DOT.kernel(x, B[layer])                     # (H, N, d)
+            avg = _DOT.kernel(x, B[layer])  # (H, N, d)
             v = v + torch.einsum("hnj,hij->ni", avg, V[layer])
         x = x + h * v
     return x
@@ -187,6 +188,7 @@ def apply_transformer(x0: Any, controls: tuple[Controls, ...], h: float) -> np.n
     x0 = check_tokens(x0, "x0", min_n=2)
     A, b, V, B = _stack(controls, x0.shape[1])
     with torch.no_grad(), _one_thread():
+
         def t(a):
             return None if a is None else torch.as_tensor(a, dtype=torch.float64)
 
@@ -198,8 +200,9 @@ def _stack(controls: tuple[Controls, ...], d: int):
         raise ValueError("controls must hold at least one layer")
     for k, c in enumerate(controls):
         if not isinstance(c, Controls) or c.d != d or c.attention != "dot" or c.has_feedforward:
-            raise ValueError(f"controls[{k}] must be dot-product Controls of dimension {d} without a "
-                             "feed-forward block")
+            raise ValueError(
+                f"controls[{k}] must be dot-product Controls of dimension {d} without a feed-forward block"
+            )
     A = np.stack([c.A for c in controls])
     b = np.stack([c.b for c in controls])
     if not any(np.any(c.V) for c in controls):
@@ -229,7 +232,7 @@ def control_energy(controls: tuple[Controls, ...], h: float) -> float:
         The energy.
     """
     h = check_positive(h, "h")
-    return float(h * sum(np.sum(c.affine_A ** 2) + np.sum(c.affine_b ** 2) for c in controls))
+    return float(h * sum(np.sum(c.affine_A**2) + np.sum(c.affine_b**2) for c in controls))
 
 
 def gaussian_energy(controls: tuple[Controls, ...], h: float, mu0: Any, Sigma0: Any) -> float:
@@ -263,7 +266,7 @@ def gaussian_energy(controls: tuple[Controls, ...], h: float, mu0: Any, Sigma0: 
     total = 0.0
     for c, mu, S in zip(controls, traj.mu[:-1], traj.Sigma[:-1], strict=True):
         F, G = gaussian_velocity(S, c)
-        total += np.sum(F ** 2) + np.sum((G @ mu + c.affine_b) ** 2)
+        total += np.sum(F**2) + np.sum((G @ mu + c.affine_b) ** 2)
     return float(h * total)
 
 
@@ -329,8 +332,10 @@ class TrainingResult:
 
     def __repr__(self) -> str:
         att = "on" if self.attention else "off"
-        return (f"TrainingResult(L={self.layers}, N={self.n_tokens}, attention {att}, "
-                f"{self.status.value}, final loss {self.final_loss:.4g}, energy {self.energy:.4g})")
+        return (
+            f"TrainingResult(L={self.layers}, N={self.n_tokens}, attention {att}, "
+            f"{self.status.value}, final loss {self.final_loss:.4g}, energy {self.energy:.4g})"
+        )
 
 
 Tokens = np.ndarray | Callable[[np.random.Generator], np.ndarray]
@@ -344,11 +349,25 @@ def _token_source(x: Any, name: str) -> Callable[[np.random.Generator], np.ndarr
     return lambda rng: fixed
 
 
-def train_transformer(x0: Tokens, target: Tokens, *, layers: int = 8, T: float = 1.0, heads: int = 1,
-                      attention: bool = True, steps: int = 300, lr: float = 0.05, final_lr: float = 5e-4,
-                      init_scale: float = 0.1, seed: int = 0, target_moments: tuple[Any, Any] | None = None,
-                      checkpoint: Checkpoint | None = None, checkpoint_every: int = 50,
-                      blowup_norm: float = 1e6, progress: bool = True) -> TrainingResult:
+def train_transformer(
+    x0: Tokens,
+    target: Tokens,
+    *,
+    layers: int = 8,
+    T: float = 1.0,
+    heads: int = 1,
+    attention: bool = True,
+    steps: int = 300,
+    lr: float = 0.05,
+    final_lr: float = 5e-4,
+    init_scale: float = 0.1,
+    seed: int = 0,
+    target_moments: tuple[Any, Any] | None = None,
+    checkpoint: Checkpoint | None = None,
+    checkpoint_every: int = 50,
+    blowup_norm: float = 1e6,
+    progress: bool = True,
+) -> TrainingResult:
     r"""Train the L-layer Transformer (module docstring) so that it moves ``x0`` onto ``target``.
 
     Minimises :math:`\ell(\theta) = W_2^2(X_L(\theta), Y)` over
@@ -412,18 +431,51 @@ def train_transformer(x0: Tokens, target: Tokens, *, layers: int = 8, T: float =
     depend on the machine's thread count.
     """
     with _one_thread():
-        return _train(x0, target, layers=layers, T=T, heads=heads, attention=attention, steps=steps, lr=lr,
-                      final_lr=final_lr, init_scale=init_scale, seed=seed, target_moments=target_moments,
-                      checkpoint=checkpoint, checkpoint_every=checkpoint_every, blowup_norm=blowup_norm,
-                      progress=progress)
+        return _train(
+            x0,
+            target,
+            layers=layers,
+            T=T,
+            heads=heads,
+            attention=attention,
+            steps=steps,
+            lr=lr,
+            final_lr=final_lr,
+            init_scale=init_scale,
+            seed=seed,
+            target_moments=target_moments,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            blowup_norm=blowup_norm,
+            progress=progress,
+        )
 
 
-def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init_scale, seed, target_moments,
-           checkpoint, checkpoint_every, blowup_norm, progress) -> TrainingResult:
+def _train(
+    x0,
+    target,
+    *,
+    layers,
+    T,
+    heads,
+    attention,
+    steps,
+    lr,
+    final_lr,
+    init_scale,
+    seed,
+    target_moments,
+    checkpoint,
+    checkpoint_every,
+    blowup_norm,
+    progress,
+) -> TrainingResult:
     if checkpoint is not None and not all(callable(getattr(checkpoint, m, None)) for m in ("load", "save")):
-        raise TypeError(f"checkpoint must have load() and save(state) methods (a Checkpoint), got "
-                        f"{type(checkpoint).__name__} {checkpoint!r}; for a file, pass "
-                        "gtbook.checkpoints.TorchFile(path)")
+        raise TypeError(
+            f"checkpoint must have load() and save(state) methods (a Checkpoint), got "
+            f"{type(checkpoint).__name__} {checkpoint!r}; for a file, pass "
+            "gtbook.checkpoints.TorchFile(path)"
+        )
     draw_x, draw_y = _token_source(x0, "x0"), _token_source(target, "target")
     L = check_count(layers, "layers")
     H = check_count(heads, "heads")
@@ -463,8 +515,13 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
         params += [V, B]
     opt = torch.optim.Adam(params, lr=lr)
 
-    key = "" if checkpoint is None else _checkpoint_key(x0, target, L, H, bool(attention), steps, lr, final_lr,
-                                                        float(init_scale), int(seed), T, moments_given)
+    key = (
+        ""
+        if checkpoint is None
+        else _checkpoint_key(
+            x0, target, L, H, bool(attention), steps, lr, final_lr, float(init_scale), int(seed), T, moments_given
+        )
+    )
     losses: list[float] = []
     moments: list[float] = []
     start = 0
@@ -480,15 +537,24 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
 
     def save(step: int) -> None:
         if checkpoint is not None:
-            checkpoint.save({"key": key, "step": step, "params": [p.detach().clone() for p in params],
-                         "optimizer": opt.state_dict(), "rng": rng.bit_generator.state, "loss": losses,
-                         "moment_w2sq": moments})
+            checkpoint.save(
+                {
+                    "key": key,
+                    "step": step,
+                    "params": [p.detach().clone() for p in params],
+                    "optimizer": opt.state_dict(),
+                    "rng": rng.bit_generator.state,
+                    "loss": losses,
+                    "moment_w2sq": moments,
+                }
+            )
 
     def draw() -> tuple[np.ndarray, np.ndarray]:
         x, y = draw_x(rng), draw_y(rng)
         if np.shape(x) != (N, d) or np.shape(y) != (N, d):
-            raise ValueError(f"the samplers must return ({N}, {d}) tokens every step, got {np.shape(x)} "
-                             f"and {np.shape(y)}")
+            raise ValueError(
+                f"the samplers must return ({N}, {d}) tokens every step, got {np.shape(x)} and {np.shape(y)}"
+            )
         return np.asarray(x, float), np.asarray(y, float)
 
     def evaluate(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -510,8 +576,7 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
 
     status = TrainingStatus.COMPLETED
     last_good = [p.detach().clone() for p in params]
-    for step in progress_bar(range(start, steps), f"training L={L} N={N}", enabled=progress,
-                             total=steps - start):
+    for step in progress_bar(range(start, steps), f"training L={L} N={N}", enabled=progress, total=steps - start):
         for group in opt.param_groups:
             group["lr"] = final_lr + (lr - final_lr) * 0.5 * (1.0 + math.cos(math.pi * step / steps))
         opt.zero_grad()
@@ -537,15 +602,43 @@ def _train(x0, target, *, layers, T, heads, attention, steps, lr, final_lr, init
     with torch.no_grad():
         for p, good in zip(params, last_good, strict=True):
             p.copy_(good)
-    controls = layer_controls(A.detach().numpy(), b.detach().numpy(),
-                              None if V is None else V.detach().numpy(), None if B is None else B.detach().numpy())
-    return TrainingResult(loss=np.array(losses), moment_w2sq=np.array(moments), controls=controls, h=h, T=T,
-                          energy=control_energy(controls, h), n_tokens=N, attention=bool(attention),
-                          status=status, steps=steps, lr=lr, seed=int(seed), resumed_from=start)
+    controls = layer_controls(
+        A.detach().numpy(),
+        b.detach().numpy(),
+        None if V is None else V.detach().numpy(),
+        None if B is None else B.detach().numpy(),
+    )
+    return TrainingResult(
+        loss=np.array(losses),
+        moment_w2sq=np.array(moments),
+        controls=controls,
+        h=h,
+        T=T,
+        energy=control_energy(controls, h),
+        n_tokens=N,
+        attention=bool(attention),
+        status=status,
+        steps=steps,
+        lr=lr,
+        seed=int(seed),
+        resumed_from=start,
+    )
 
 
 __all__ = [
-    "Checkpoint", "TrainingResult", "TrainingStatus", "apply_transformer", "best_rank_approximation", "control_energy",
-    "empirical_rank_floor", "gaussian_energy", "layer_controls", "optimal_assignment", "piecewise",
-    "rank_floor", "train_transformer", "transformer_tokens", "w2_squared",
+    "Checkpoint",
+    "TrainingResult",
+    "TrainingStatus",
+    "apply_transformer",
+    "best_rank_approximation",
+    "control_energy",
+    "empirical_rank_floor",
+    "gaussian_energy",
+    "layer_controls",
+    "optimal_assignment",
+    "piecewise",
+    "rank_floor",
+    "train_transformer",
+    "transformer_tokens",
+    "w2_squared",
 ]

@@ -183,8 +183,9 @@ def measure_pages(browser: Browser, pages: list[Path], widths=(1400, 420)) -> di
         for page in pages:
             session = browser.open(Path(page).as_uri(), width=width)
             try:
-                out[f"{width} {Path(page).parent.name}/{Path(page).name}"] = browser.evaluate(session, OVERFLOW_REPORT,
-                                                                                          timeout_ms=180000)
+                out[f"{width} {Path(page).parent.name}/{Path(page).name}"] = browser.evaluate(
+                    session, OVERFLOW_REPORT, timeout_ms=180000
+                )
             finally:
                 browser.close_tab(session)
     return out
@@ -207,8 +208,10 @@ def overflow_problems(results: dict[str, dict], min_contrast: float = 4.5) -> li
             problems.append(f"{where}: {len(r['cut'])} block(s) cut at the column's edge, e.g. {r['cut'][:3]}")
         wanted = max(min_contrast, 0.9 * (r.get("body") or 0))
         if r["captions"] is not None and r["captions"] < wanted:
-            problems.append(f"{where}: captions have contrast {r['captions']:.2f} in the dark theme, the body text "
-                            f"{r.get('body') or 0:.2f}")
+            problems.append(
+                f"{where}: captions have contrast {r['captions']:.2f} in the dark theme, the body text "
+                f"{r.get('body') or 0:.2f}"
+            )
     return problems
 
 
@@ -226,10 +229,12 @@ if __name__ == "__main__":  # python tests/browser.py BUILD/html [OUT.json]: mea
         Path(sys.argv[2]).write_text(json.dumps(results, indent=1))
     for where, r in results.items():
         captions = "-" if r["captions"] is None else format(r["captions"], ".2f")
-        print(f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  cut {len(r['cut']):3d}  "
-              f"page scrolls {'yes' if r['page'] else 'no '}  caption contrast (dark) {captions} "
-              f"(body {r['body'] or 0:.2f})  height {r['closed']} (all open {r['height']})  "
-              f"code lines {r['code']} (+{r['parameters']} parameters)")
+        print(
+            f"{where:45s} wide {len(r['wide']):3d}  broken tokens {len(r['broken']):4d}  cut {len(r['cut']):3d}  "
+            f"page scrolls {'yes' if r['page'] else 'no '}  caption contrast (dark) {captions} "
+            f"(body {r['body'] or 0:.2f})  height {r['closed']} (all open {r['height']})  "
+            f"code lines {r['code']} (+{r['parameters']} parameters)"
+        )
 
 
 #: what a chapter page may show as it opens, at 1400 px (issue: a book written for its readers)
@@ -248,6 +253,7 @@ def budget_problems(results: dict[str, dict]) -> list[str]:
         if r["parameters"] > MAX_PARAMETER_LINES:
             problems.append(f"{page}: a parameters cell of {r['parameters']} lines (at most {MAX_PARAMETER_LINES})")
         if r["closed"] > MAX_HEIGHT_PX:
-            problems.append(f"{page}: {r['closed']} px tall with its collapsed sections closed "
-                            f"(at most {MAX_HEIGHT_PX})")
+            problems.append(
+                f"{page}: {r['closed']} px tall with its collapsed sections closed (at most {MAX_HEIGHT_PX})"
+            )
     return problems

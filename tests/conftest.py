@@ -42,8 +42,7 @@ def particle_moment_errors(ctl, mu0, Sigma0, Ns, seeds=6, t1=1.0, steps=4):
     for N in Ns:
         e = []
         for seed in range(seeds):
-            tr = simulate(gaussian_tokens(N, mu0, Sigma0, seed), ctl, (0, t1), steps, record_every=steps,
-                          device="cpu")
+            tr = simulate(gaussian_tokens(N, mu0, Sigma0, seed), ctl, (0, t1), steps, record_every=steps, device="cpu")
             e.append(np.linalg.norm(tr.mu[-1] - ref.mu[-1]) + np.linalg.norm(tr.Sigma[-1] - ref.Sigma[-1]))
         errs.append(np.mean(e))
     return errs
@@ -90,8 +89,15 @@ def _start_quick_book() -> None:
     from gtbook.processes import die_with_parent
 
     # in pytest's process group (Ctrl-C reaches it), and stopped by the kernel if pytest dies (Linux)
-    proc = subprocess.Popen([sys.executable, "-m", "gtbook", "all", "--profile", "quick", "-j", "2"], cwd=tree,
-                            stdout=log, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=die_with_parent)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gtbook", "all", "--profile", "quick", "-j", "2"],
+        cwd=tree,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        preexec_fn=die_with_parent,
+    )
     _BOOK.update(tree=tree, before=before, proc=proc, log=log)
 
 

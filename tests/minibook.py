@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHAPTER = '''# %% [markdown]
+CHAPTER = """# %% [markdown]
 # # {title}
 #
 # A chapter for the pipeline's tests.
@@ -26,7 +26,7 @@ time.sleep(pause)
 from gtbook.claims import claim
 
 claim("{name}_x", x, lt=2.0, statement="invariance", kind="consistency")
-'''
+"""
 
 
 CONFIG = """title: mini
@@ -53,9 +53,11 @@ def make_mini_book(path: Path, names: tuple[str, ...] = ("01_tiny",)) -> Path:
     (path / "_config.yml").write_text(CONFIG)  # as the real book's: nothing executed, warnings are errors
     toc = "format: jb-book\nroot: book/intro\nparts:\n  - caption: Chapters\n    chapters:\n"
     toc += "".join(f"      - file: executed/{n}\n" for n in names)
-    toc += ("  - caption: Reproducibility\n    chapters:\n      - file: executed/gallery\n"
-            "      - file: executed/paper_map\n      - file: executed/status\n"
-            "      - file: executed/report\n")
+    toc += (
+        "  - caption: Reproducibility\n    chapters:\n      - file: executed/gallery\n"
+        "      - file: executed/paper_map\n      - file: executed/status\n"
+        "      - file: executed/report\n"
+    )
     (path / "_toc.yml").write_text(toc)
     profiles = "[full]\n\n[quick]\n\n" + "".join(f"[quick.{n}]\nx = 0.5\n\n" for n in names)
     (path / "notebooks" / "profiles.toml").write_text(profiles)

@@ -33,9 +33,13 @@ def public_names(module: ModuleType) -> list[str]:
     """``__all__``, or the public functions and classes the module defines."""
     if hasattr(module, "__all__"):
         return list(module.__all__)
-    return [n for n, obj in vars(module).items()
-            if not n.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
-            and obj.__module__ == module.__name__]
+    return [
+        n
+        for n, obj in vars(module).items()
+        if not n.startswith("_")
+        and (inspect.isfunction(obj) or inspect.isclass(obj))
+        and obj.__module__ == module.__name__
+    ]
 
 
 def is_ours(obj: Any) -> bool:
@@ -83,8 +87,11 @@ def api_data() -> dict[str, list[str]]:
     """Module -> the constants its ``__all__`` lists (registries, tables, thresholds)."""
     out: dict[str, list[str]] = {}
     for module in api_modules():
-        names = [n for n in getattr(module, "__all__", [])
-                 if not (inspect.isfunction(getattr(module, n)) or inspect.isclass(getattr(module, n)))]
+        names = [
+            n
+            for n in getattr(module, "__all__", [])
+            if not (inspect.isfunction(getattr(module, n)) or inspect.isclass(getattr(module, n)))
+        ]
         if names:
             out[module.__name__] = names
     return out

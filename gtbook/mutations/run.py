@@ -80,6 +80,8 @@ TIMEOUT_FACTOR = 4.0
 TIMEOUT_MARGIN_S = 120.0
 #: the time-out (s) of a chapter without a baseline
 DEFAULT_TIMEOUT_S = 1200.0
+
+
 def _log_default(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -153,8 +155,7 @@ def planned_in_tree(tree: Path, profile: str, names: list[str], jobs: int = 1) -
     bk = open_book(tree)
     todo = {j.chapter.name: j for j in plan(bk, profile, names, [], jobs=jobs)}
     for j in todo.values():
-        j.components["library"] = provenance.library_hash(j.source if j.source is not None else j.chapter.source,
-                                                          tree)
+        j.components["library"] = provenance.library_hash(j.source if j.source is not None else j.chapter.source, tree)
     return todo
 
 
@@ -252,8 +253,11 @@ def run_chapters(
                 runs.append(run)
                 log(
                     f"    {name}: "
-                    + ("passed" if run.passed or run.catch is None
-                       else f"{run.catch.outcome.value} ({run.catch.describe()})")
+                    + (
+                        "passed"
+                        if run.passed or run.catch is None
+                        else f"{run.catch.outcome.value} ({run.catch.describe()})"
+                    )
                     + f", {elapsed:.0f} s"
                 )
                 if stop is not None and stop(run):
@@ -527,8 +531,13 @@ def run_check(
         raise BookError(str(exc)) from None
     start = time.perf_counter()
     commit = _commit(root)  # the tree that is copied now is the one measured
-    settings = {"commit": commit, "tree": tree_fingerprint(root), "profile": profile, "chapters": chapters,
-                "unit_tests": unit_tests}
+    settings = {
+        "commit": commit,
+        "tree": tree_fingerprint(root),
+        "profile": profile,
+        "chapters": chapters,
+        "unit_tests": unit_tests,
+    }
     done: dict[str, MutationResult] = {}
     if resume and before.get("partial") and all(before.get(k) == v for k, v in settings.items()):
         done = {r.name: r for r in saved if r.name in before.get("done", []) and r.name in {m.name for m in mutations}}
@@ -546,8 +555,12 @@ def run_check(
     def record(partial: bool) -> dict[str, Any]:
         measured = {**done, **{r.name: r for r in new}}
         run = {
-            "date": provenance.now_utc(), **settings, "jobs": jobs, "mutations": [m.name for m in mutations],
-            "baseline_s": {k: round(v, 1) for k, v in base.times.items()}, "baseline_tests": base.tests,
+            "date": provenance.now_utc(),
+            **settings,
+            "jobs": jobs,
+            "mutations": [m.name for m in mutations],
+            "baseline_s": {k: round(v, 1) for k, v in base.times.items()},
+            "baseline_tests": base.tests,
             "wall_s": round(time.perf_counter() - start + (before.get("wall_s", 0.0) if done else 0.0), 1),
             "cores": _cores(),
         }
@@ -562,18 +575,33 @@ def run_check(
         if done and before.get("baseline_s") is not None and baseline:
             base = Baseline(dict(before["baseline_s"]), list(before.get("baseline_tests", [])))
         elif baseline and todo:
-            needed = sorted({c for m in todo for c in affected_chapters(pristine, m.module)
-                             if chapters is None or c in chapters}, key=all_chapters.index)
+            needed = sorted(
+                {c for m in todo for c in affected_chapters(pristine, m.module) if chapters is None or c in chapters},
+                key=all_chapters.index,
+            )
             tests = sorted({t for m in todo for t in m.tests}) if unit_tests else []
             base = run_baseline(pristine, needed, tests, profile=profile, jobs=jobs, log=log)
         for k, m in enumerate(todo, 1):
             log(f"[{k}/{len(todo)}] {m.name} ({m.file})")
-            r = run_mutation(m, pristine, tmp, base, profile=profile, jobs=jobs, chapters=chapters,
-                             unit_tests=unit_tests, commit=commit, log=log)
+            r = run_mutation(
+                m,
+                pristine,
+                tmp,
+                base,
+                profile=profile,
+                jobs=jobs,
+                chapters=chapters,
+                unit_tests=unit_tests,
+                commit=commit,
+                log=log,
+            )
             new.append(r)
             record(partial=True)
-            log(f"  -> {r.outcome.value}" + (f" by {r.caught_by.describe()}" if r.caught_by else "")
-                + f" ({r.seconds:.0f} s)")
+            log(
+                f"  -> {r.outcome.value}"
+                + (f" by {r.caught_by.describe()}" if r.caught_by else "")
+                + f" ({r.seconds:.0f} s)"
+            )
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)

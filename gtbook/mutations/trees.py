@@ -55,8 +55,6 @@ _IGNORED = (
 _MARK = "GTBOOK-PROBE:"
 
 
-
-
 # ------------------------------------------------------------------------------------ trees
 def copy_tree(root: Path, dest: Path) -> Path:
     """Copy the book tree at ``root`` (sources, chapters, tests; not ``executed/``, ``.venv``, ``.git``) to ``dest``."""

@@ -130,8 +130,7 @@ class CloudAnimation(HTML):
         self.nbytes = len(html.encode())
         self.caption = caption
         self.alt = alt
-        meta = {"gtbook": {"kind": "animation", "caption": caption, "frames": n_frames,
-                           "bytes": self.nbytes}}
+        meta = {"gtbook": {"kind": "animation", "caption": caption, "frames": n_frames, "bytes": self.nbytes}}
         if alt:
             meta["gtbook"]["alt"] = alt
         super().__init__(html, metadata=meta)
@@ -143,8 +142,9 @@ def frame_uris(html: str) -> list[str]:
     return [uri for _, uri in sorted(found, key=lambda p: int(p[0]))]
 
 
-def moments_at(trajectory: Any, times: Any, *, name: str = "trajectory",
-               rtol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+def moments_at(
+    trajectory: Any, times: Any, *, name: str = "trajectory", rtol: float = 1e-9
+) -> tuple[np.ndarray, np.ndarray]:
     r"""A trajectory's ``(mu, Sigma)`` at ``times``: its own entries where its ``t`` hits them, else ``inf``.
 
     For drawing an ODE's ellipses over recorded token clouds: integrate the moments with
@@ -164,8 +164,10 @@ def moments_at(trajectory: Any, times: Any, *, name: str = "trajectory",
             if 0 <= k < t.size and abs(t[k] - tt) <= rtol * scale:
                 out_mu[i], out_S[i] = mu[k], S[k]
     if not np.isfinite(out_mu).any():
-        raise ValueError(f"{name}.t matches none of the recorded times: integrate it with t_eval=<the "
-                         f"clouds' times> (got t in [{t.min():.3g}, {t.max():.3g}] with {t.size} points)")
+        raise ValueError(
+            f"{name}.t matches none of the recorded times: integrate it with t_eval=<the "
+            f"clouds' times> (got t in [{t.min():.3g}, {t.max():.3g}] with {t.size} points)"
+        )
     return out_mu, out_S
 
 
@@ -175,8 +177,10 @@ def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, ...]) -> dict:
     pre = f"{name}." if name else ""
     frames = np.asarray(p.frames, float)
     if frames.ndim != 3 or frames.shape[2] < 2 or frames.shape[0] < 2 or frames.shape[1] < 1:
-        raise ValueError(f"{pre}frames must have shape (T, N, k) with T >= 2 frames, N >= 1 tokens and "
-                         f"k >= 2 coordinates, got {frames.shape}")
+        raise ValueError(
+            f"{pre}frames must have shape (T, N, k) with T >= 2 frames, N >= 1 tokens and "
+            f"k >= 2 coordinates, got {frames.shape}"
+        )
     if max(dims) >= frames.shape[2]:
         raise ValueError(f"dims {dims} out of range for {pre}frames with {frames.shape[2]} coordinates")
     T = frames.shape[0]
@@ -201,14 +205,18 @@ def _panel_arrays(p: CloudPanel, k: int, dims: tuple[int, ...]) -> dict:
         if isinstance(p.target, tuple) and len(p.target) == 2:
             tm, tS = np.asarray(p.target[0], float), np.asarray(p.target[1], float)
             if tm.ndim != 1 or tS.shape != (tm.size, tm.size) or tm.size <= max(dims):
-                raise ValueError(f"{pre}target as (mu, Sigma) needs shapes (d,) and (d, d) with d > "
-                                 f"{max(dims)}, got {tm.shape} and {tS.shape}")
+                raise ValueError(
+                    f"{pre}target as (mu, Sigma) needs shapes (d,) and (d, d) with d > "
+                    f"{max(dims)}, got {tm.shape} and {tS.shape}"
+                )
             out["target"] = ("gaussian", tm[list(dims)], tS[np.ix_(list(dims), list(dims))])
         else:
             pts = np.asarray(p.target, float)
             if pts.ndim != 2 or pts.shape[1] <= max(dims):
-                raise ValueError(f"{pre}target must be a (mu, Sigma) tuple or an (M, k) array of points "
-                                 f"with k > {max(dims)}, got shape {pts.shape}")
+                raise ValueError(
+                    f"{pre}target must be a (mu, Sigma) tuple or an (M, k) array of points "
+                    f"with k > {max(dims)}, got shape {pts.shape}"
+                )
             out["target"] = ("points", pts[:, list(dims)])
     if p.annotations is not None and not callable(p.annotations) and len(p.annotations) != T:
         raise ValueError(f"{pre}annotations must have {T} entries (one per frame), got {len(p.annotations)}")
@@ -224,8 +232,7 @@ def _subsample(n: int, m: int) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, n - 1, m)).astype(int))
 
 
-def _box(points: np.ndarray, whole: np.ndarray | None = None,
-         pad: float = 0.08) -> tuple[float, float, float, float]:
+def _box(points: np.ndarray, whole: np.ndarray | None = None, pad: float = 0.08) -> tuple[float, float, float, float]:
     """A square box around the bulk of ``points`` (0.2-99.8 % quantiles) and all of ``whole``."""
     sets = []
     pts = points[np.all(np.isfinite(points), axis=1)]
@@ -248,11 +255,17 @@ def _fixed_box(P: dict, idx: np.ndarray, radius: float) -> tuple[float, float, f
     """Limits that keep every drawn token, ellipse and the target of a panel in view."""
     shown = [np.empty((0, 2))]
     if P["mu"] is not None:
-        shown += [ellipse_points(P["mu"][j], P["Sigma"][j], radius, n=24) for j in idx
-                  if np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j]))]
+        shown += [
+            ellipse_points(P["mu"][j], P["Sigma"][j], radius, n=24)
+            for j in idx
+            if np.all(np.isfinite(P["mu"][j])) and np.all(np.isfinite(P["Sigma"][j]))
+        ]
     if P["target"] is not None:
-        shown.append(ellipse_points(P["target"][1], P["target"][2], radius, n=24)
-                     if P["target"][0] == "gaussian" else P["target"][1])
+        shown.append(
+            ellipse_points(P["target"][1], P["target"][2], radius, n=24)
+            if P["target"][0] == "gaussian"
+            else P["target"][1]
+        )
     return _box(P["frames"][idx].reshape(-1, 2), np.vstack(shown))
 
 
@@ -268,12 +281,20 @@ def _panel_artists(ax: Any, P: dict, spec: CloudPanel, idx: np.ndarray, radius: 
             ax.plot(pts[:, 0], pts[:, 1], ls="--", color=COLORS["target"], lw=1.4, label="target")
         else:
             ax.plot(*P["target"][1].T, "x", color=COLORS["target"], ms=6, label="target")
-    scat = ax.scatter(*P["frames"][idx[0]].T, s=5, alpha=0.6, color=COLORS["particles"],
-                      lw=0, label="tokens")
-    (ell,) = ax.plot([], [], color=COLORS["theory"], lw=1.5,
-                     label=fr"${radius:g}\sigma$ ellipse" if P["mu"] is not None else None)
-    note = ax.text(0.03, 0.97, "", transform=ax.transAxes, va="top", ha="left", fontsize=8,
-                   bbox=dict(boxstyle="round", fc="white", ec="none", alpha=0.75))
+    scat = ax.scatter(*P["frames"][idx[0]].T, s=5, alpha=0.6, color=COLORS["particles"], lw=0, label="tokens")
+    (ell,) = ax.plot(
+        [], [], color=COLORS["theory"], lw=1.5, label=rf"${radius:g}\sigma$ ellipse" if P["mu"] is not None else None
+    )
+    note = ax.text(
+        0.03,
+        0.97,
+        "",
+        transform=ax.transAxes,
+        va="top",
+        ha="left",
+        fontsize=8,
+        bbox=dict(boxstyle="round", fc="white", ec="none", alpha=0.75),
+    )
     if isinstance(spec.limits, tuple):
         ax.set_xlim(spec.limits[:2])
         ax.set_ylim(spec.limits[2:])
@@ -321,9 +342,20 @@ def _png_base64(canvas: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray], n_frames: int, *,
-            radius: float, dpi: int, width: float, height: float, interval_ms: int, suptitle: str,
-            alt: str = "") -> str:
+def _render(
+    panels: list[dict],
+    specs: list[CloudPanel],
+    index: list[np.ndarray],
+    n_frames: int,
+    *,
+    radius: float,
+    dpi: int,
+    width: float,
+    height: float,
+    interval_ms: int,
+    suptitle: str,
+    alt: str = "",
+) -> str:
     """Draw every frame once (Agg), store it as a palette PNG, and wrap the frames in the player."""
     import matplotlib as mpl
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -335,13 +367,20 @@ def _render(panels: list[dict], specs: list[CloudPanel], index: list[np.ndarray]
         canvas = FigureCanvasAgg(fig)
         # fixed margins (no layout engine: it would re-run on every frame, and move the axes)
         W = width * n  # margins in inches: room for tick labels like "-1000" and the axis label
-        fig.subplots_adjust(left=0.85 / W, right=1 - 0.1 / W, bottom=0.5 / height,
-                            top=1 - (0.65 if suptitle else 0.35) / height, wspace=0.4)
+        fig.subplots_adjust(
+            left=0.85 / W,
+            right=1 - 0.1 / W,
+            bottom=0.5 / height,
+            top=1 - (0.65 if suptitle else 0.35) / height,
+            wspace=0.4,
+        )
         axes = fig.subplots(1, n, squeeze=False)[0]
         if suptitle:
             fig.suptitle(suptitle)
-        artists = [_panel_artists(ax, P, spec, idx, radius)
-                   for ax, P, spec, idx in zip(axes, panels, specs, index, strict=True)]
+        artists = [
+            _panel_artists(ax, P, spec, idx, radius)
+            for ax, P, spec, idx in zip(axes, panels, specs, index, strict=True)
+        ]
 
         # Blitting: a panel with fixed limits keeps its axes, ticks, labels and target in a background
         # drawn once; only its tokens, ellipse, legend, note and title are drawn per frame. A panel that
@@ -383,9 +422,19 @@ def _player(frames: list[str], interval_ms: int, alt: str = "") -> str:
 
     fill = "\n" + "".join(f'  frames[{i}] = "data:image/png;base64,{f}"\n' for i, f in enumerate(frames))
     ident = hashlib.sha1("".join(frames).encode()).hexdigest()[:16]  # stable across runs of the same frames
-    html = tpl.JS_INCLUDE + tpl.STYLE_INCLUDE + tpl.DISPLAY_TEMPLATE.format(
-        id=ident, Nframes=len(frames), fill_frames=fill, interval=int(interval_ms),
-        once_checked="", loop_checked="checked", reflect_checked="")
+    html = (
+        tpl.JS_INCLUDE
+        + tpl.STYLE_INCLUDE
+        + tpl.DISPLAY_TEMPLATE.format(
+            id=ident,
+            Nframes=len(frames),
+            fill_frames=fill,
+            interval=int(interval_ms),
+            once_checked="",
+            loop_checked="checked",
+            reflect_checked="",
+        )
+    )
     if alt:  # the alt text of the frame image, and a label for the player as a whole
         text = _html.escape(alt, quote=True)
         html = html.replace(f'<img id="_anim_img{ident}">', f'<img id="_anim_img{ident}" alt="{text}">', 1)
@@ -403,12 +452,24 @@ def _offline(html: str) -> str:
     return html
 
 
-def animate_clouds(panels: CloudPanel | Sequence[CloudPanel], *, caption: str = "", alt: str = "",
-                   suptitle: str = "",
-                   dims: tuple[int, int] = (0, 1), radius: float = 2.0, max_frames: int = 40,
-                   max_tokens: int = 400, dpi: int = 90, width: float = 3.6, height: float = 3.4,
-                   interval_ms: int = 150, budget_bytes: int = DEFAULT_BUDGET,
-                   over_budget: Literal["subsample", "raise"] = "subsample", seed: int = 0) -> CloudAnimation:
+def animate_clouds(
+    panels: CloudPanel | Sequence[CloudPanel],
+    *,
+    caption: str = "",
+    alt: str = "",
+    suptitle: str = "",
+    dims: tuple[int, int] = (0, 1),
+    radius: float = 2.0,
+    max_frames: int = 40,
+    max_tokens: int = 400,
+    dpi: int = 90,
+    width: float = 3.6,
+    height: float = 3.4,
+    interval_ms: int = 150,
+    budget_bytes: int = DEFAULT_BUDGET,
+    over_budget: Literal["subsample", "raise"] = "subsample",
+    seed: int = 0,
+) -> CloudAnimation:
     r"""An offline, embedded animation of recorded token clouds, one panel per cloud.
 
     Each frame draws, per panel, the tokens :math:`x_i(t)` (blue), the ellipse
@@ -465,8 +526,13 @@ def animate_clouds(panels: CloudPanel | Sequence[CloudPanel], *, caption: str = 
     specs = [panels] if isinstance(panels, CloudPanel) else list(panels)
     if not specs or not all(isinstance(p, CloudPanel) for p in specs):
         raise ValueError("panels must be a CloudPanel or a non-empty sequence of CloudPanel")
-    for name, value, low in (("max_frames", max_frames, 2), ("max_tokens", max_tokens, 1), ("dpi", dpi, 20),
-                             ("budget_bytes", budget_bytes, 10_000), ("interval_ms", interval_ms, 1)):
+    for name, value, low in (
+        ("max_frames", max_frames, 2),
+        ("max_tokens", max_tokens, 1),
+        ("dpi", dpi, 20),
+        ("budget_bytes", budget_bytes, 10_000),
+        ("interval_ms", interval_ms, 1),
+    ):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     if over_budget not in ("subsample", "raise"):
@@ -487,16 +553,30 @@ def animate_clouds(panels: CloudPanel | Sequence[CloudPanel], *, caption: str = 
     while True:
         index = [_subsample(P["frames"].shape[0], frames_wanted) for P in data]
         n_frames = max(len(i) for i in index)
-        html = _render(data, specs, index, n_frames, radius=radius, dpi=dpi, width=width, height=height,
-                       interval_ms=interval_ms, suptitle=suptitle, alt=alt)
+        html = _render(
+            data,
+            specs,
+            index,
+            n_frames,
+            radius=radius,
+            dpi=dpi,
+            width=width,
+            height=height,
+            interval_ms=interval_ms,
+            suptitle=suptitle,
+            alt=alt,
+        )
         size = len(html.encode())
         if size <= budget_bytes:
             return CloudAnimation(html, n_frames=n_frames, n_tokens=n_tokens, caption=caption, alt=alt)
         per_frame = size / n_frames
         fit = int(budget_bytes * 0.95 / per_frame)
-        msg = (f"the animation is {size / 1e6:.2f} MB with {n_frames} frames at dpi={dpi} "
-               f"({per_frame / 1e3:.0f} kB per frame), over budget_bytes={budget_bytes / 1e6:.2f} MB")
+        msg = (
+            f"the animation is {size / 1e6:.2f} MB with {n_frames} frames at dpi={dpi} "
+            f"({per_frame / 1e3:.0f} kB per frame), over budget_bytes={budget_bytes / 1e6:.2f} MB"
+        )
         if over_budget == "raise" or fit < 2 or n_frames <= 2:
-            raise AnimationBudgetError(f"{msg}; about {max(fit, 0)} frames would fit: lower max_frames or "
-                                       f"dpi, or raise budget_bytes")
+            raise AnimationBudgetError(
+                f"{msg}; about {max(fit, 0)} frames would fit: lower max_frames or dpi, or raise budget_bytes"
+            )
         frames_wanted = min(fit, n_frames - 1)

@@ -59,8 +59,10 @@ def signed_deviation(mu_hat: Any, Sigma_hat: Any, mu: Any, Sigma: Any, *, mean: 
     Sigma_hat, Sigma = np.asarray(Sigma_hat, float), np.asarray(Sigma, float)
     d = Sigma.shape[0]
     if Sigma.shape != (d, d) or Sigma_hat.shape != (d, d) or mu.shape != (d,) or mu_hat.shape != (d,):
-        raise ValueError(f"moments must have shapes (d,), (d, d): got mu_hat {mu_hat.shape}, Sigma_hat "
-                         f"{Sigma_hat.shape}, mu {mu.shape}, Sigma {Sigma.shape}")
+        raise ValueError(
+            f"moments must have shapes (d,), (d, d): got mu_hat {mu_hat.shape}, Sigma_hat "
+            f"{Sigma_hat.shape}, mu {mu.shape}, Sigma {Sigma.shape}"
+        )
     iu = np.triu_indices(d)
     cov = ((Sigma_hat - Sigma) / np.linalg.norm(Sigma))[iu]
     if not mean:
@@ -68,10 +70,22 @@ def signed_deviation(mu_hat: Any, Sigma_hat: Any, mu: Any, Sigma: Any, *, mean: 
     return np.concatenate([(mu_hat - mu) / np.sqrt(np.linalg.norm(Sigma, 2)), cov])
 
 
-def flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, T: float, n_tokens: int, seeds: int, steps: int, *,
-                    predictions: Mapping[str, ControlsLike], ff: str = "identity", seed: int = 0,
-                    method: str = "rk4", mean: bool = True,
-                    kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> dict[str, np.ndarray]:
+def flow_deviations(
+    controls: ControlsLike,
+    mu0: Any,
+    Sigma0: Any,
+    T: float,
+    n_tokens: int,
+    seeds: int,
+    steps: int,
+    *,
+    predictions: Mapping[str, ControlsLike],
+    ff: str = "identity",
+    seed: int = 0,
+    method: str = "rk4",
+    mean: bool = True,
+    kernel_dtype: Any = STUDY_KERNEL_DTYPE,
+) -> dict[str, np.ndarray]:
     r"""Signed deviations of R finite clouds from moment-ODE predictions started at their own moments.
 
     Cloud ``s < seeds``: ``n_tokens`` tokens from :math:`N(\mu_0, \Sigma_0)` (seed ``seed + s``) moved by
@@ -107,8 +121,17 @@ def flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, T: float, n_t
     for s in range(int(seeds)):
         with observed():
             x0 = gaussian_tokens(int(n_tokens), mu0, Sigma0, int(seed) + s)
-            tr = simulate(x0, controls, (0.0, float(T)), int(steps), method=method, ff=ff, record_every=int(steps),
-                          device="cpu", kernel_dtype=kernel_dtype)
+            tr = simulate(
+                x0,
+                controls,
+                (0.0, float(T)),
+                int(steps),
+                method=method,
+                ff=ff,
+                record_every=int(steps),
+                device="cpu",
+                kernel_dtype=kernel_dtype,
+            )
         if tr.status != "completed":
             raise ValueError(f"the token run of seed {int(seed) + s} did not complete ({tr.status})")
         for name, pred in predictions.items():
@@ -120,10 +143,21 @@ def flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, T: float, n_t
     return {name: np.array(v) for name, v in out.items()}
 
 
-def extrapolated_flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, T: float, n_tokens: int, seeds: int,
-                                 steps: int, *, predictions: Mapping[str, ControlsLike], ratio: int = 3,
-                                 seed: int = 0, small_seed_offset: int = 50,
-                                 kernel_dtype: Any = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def extrapolated_flow_deviations(
+    controls: ControlsLike,
+    mu0: Any,
+    Sigma0: Any,
+    T: float,
+    n_tokens: int,
+    seeds: int,
+    steps: int,
+    *,
+    predictions: Mapping[str, ControlsLike],
+    ratio: int = 3,
+    seed: int = 0,
+    small_seed_offset: int = 50,
+    kernel_dtype: Any = None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     r"""Covariance deviations of clouds of :math:`N_2` and :math:`N_1 = \lfloor N_2/\text{ratio}\rfloor` tokens,
     Richardson-extrapolated to remove an :math:`O(1/N)` bias.
 
@@ -150,11 +184,35 @@ def extrapolated_flow_deviations(controls: ControlsLike, mu0: Any, Sigma0: Any, 
     if isinstance(ratio, bool) or int(ratio) != ratio or ratio < 2:
         raise ValueError(f"ratio must be an integer >= 2, got {ratio!r}")
     if int(seeds) > int(small_seed_offset):
-        raise ValueError(f"seeds ({seeds!r}) must not exceed small_seed_offset ({small_seed_offset!r}): "
-                         "the two sets of clouds would share seeds")
+        raise ValueError(
+            f"seeds ({seeds!r}) must not exceed small_seed_offset ({small_seed_offset!r}): "
+            "the two sets of clouds would share seeds"
+        )
     n_large, n_small = int(n_tokens), int(n_tokens) // int(ratio)
-    large = flow_deviations(controls, mu0, Sigma0, T, n_large, seeds, steps, predictions=predictions, seed=seed,
-                            mean=False, kernel_dtype=kernel_dtype)
-    small = flow_deviations(controls, mu0, Sigma0, T, n_small, seeds, steps, predictions=predictions,
-                            seed=int(seed) + int(small_seed_offset), mean=False, kernel_dtype=kernel_dtype)
+    large = flow_deviations(
+        controls,
+        mu0,
+        Sigma0,
+        T,
+        n_large,
+        seeds,
+        steps,
+        predictions=predictions,
+        seed=seed,
+        mean=False,
+        kernel_dtype=kernel_dtype,
+    )
+    small = flow_deviations(
+        controls,
+        mu0,
+        Sigma0,
+        T,
+        n_small,
+        seeds,
+        steps,
+        predictions=predictions,
+        seed=int(seed) + int(small_seed_offset),
+        mean=False,
+        kernel_dtype=kernel_dtype,
+    )
     return {k: extrapolated_deviations(small[k], large[k], n_small, n_large) for k in predictions}, large

@@ -62,8 +62,7 @@ def matrix_class(M: Any, param: str, tol: float = 1e-12) -> str:
     if np.linalg.norm(M - c * np.eye(M.shape[0])) <= eps:
         return "scalar"
     if param == "A":
-        return "normal" if np.linalg.norm(M @ M.T - M.T @ M) <= eps * max(1.0, float(np.linalg.norm(M))) \
-            else "general"
+        return "normal" if np.linalg.norm(M @ M.T - M.T @ M) <= eps * max(1.0, float(np.linalg.norm(M))) else "general"
     return "symmetric" if np.linalg.norm(M - M.T) <= eps else "general"
 
 
@@ -72,8 +71,14 @@ def _widest(param: str, classes: Iterable[str]) -> str:
     return order[max(order.index(c) for c in classes)]
 
 
-def layer_scope(layers: Iterable[Controls], *, system: str, attention: Iterable[str] | None = None,
-                family: str = "", tol: float = 1e-12) -> dict[str, Any]:
+def layer_scope(
+    layers: Iterable[Controls],
+    *,
+    system: str,
+    attention: Iterable[str] | None = None,
+    family: str = "",
+    tol: float = 1e-12,
+) -> dict[str, Any]:
     r"""The scope (a mapping for ``gtbook.claim``'s ``scope=``) that covers every layer of ``layers``.
 
     Parameters

@@ -35,23 +35,21 @@ STYLE: dict[RcKeyType, Any] = {
 
 #: colours used for recurring roles across chapters
 COLORS = {
-    "theory": "#d62728",      # moment ODE / closed form
-    "particles": "#1f77b4",   # finite-N Transformer
-    "floor": "#7f7f7f",       # noise floor of a true Gaussian
+    "theory": "#d62728",  # moment ODE / closed form
+    "particles": "#1f77b4",  # finite-N Transformer
+    "floor": "#7f7f7f",  # noise floor of a true Gaussian
     "target": "#2ca02c",
     "alt": "#ff7f0e",
 }
 
 
-def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.2, height: float = 3.4,
-           **kwargs) -> tuple[Figure, Any]:
+def figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.2, height: float = 3.4, **kwargs) -> tuple[Figure, Any]:
     """A figure in the book's style: ``ncols × nrows`` panels of ``width × height`` inches.
 
     The axes are what :func:`matplotlib.pyplot.subplots` returns: one ``Axes`` for a single panel, else
     an array of them (typed ``Any``, as matplotlib types them)."""
     plt.rcParams.update(STYLE)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
-                             constrained_layout=True, **kwargs)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), constrained_layout=True, **kwargs)
     return fig, axes
 
 
@@ -72,8 +70,14 @@ def plot_ellipse(ax: plt.Axes, mu: np.ndarray, Sigma: np.ndarray, radius: float 
     return ax.plot(pts[:, 0], pts[:, 1], **kwargs)
 
 
-def noise_band(ax: plt.Axes, x: Sequence[float] | np.ndarray, low: float | Sequence[float] | np.ndarray,
-               high: float | Sequence[float] | np.ndarray, label: str = "Gaussian noise floor", **kwargs):
+def noise_band(
+    ax: plt.Axes,
+    x: Sequence[float] | np.ndarray,
+    low: float | Sequence[float] | np.ndarray,
+    high: float | Sequence[float] | np.ndarray,
+    label: str = "Gaussian noise floor",
+    **kwargs,
+):
     """Shade the band a true Gaussian sample would fall in."""
     kwargs.setdefault("color", COLORS["floor"])
     kwargs.setdefault("alpha", 0.25)
@@ -83,11 +87,12 @@ def noise_band(ax: plt.Axes, x: Sequence[float] | np.ndarray, low: float | Seque
     return ax.fill_between(x, low, high, label=label, lw=0, **kwargs)
 
 
-def reference_slope(ax: plt.Axes, x: Sequence[float] | np.ndarray, y0: float, slope: float, label: str | None = None,
-                    **kwargs):
+def reference_slope(
+    ax: plt.Axes, x: Sequence[float] | np.ndarray, y0: float, slope: float, label: str | None = None, **kwargs
+):
     r"""A line :math:`y = y_0 (x / x_0)^{\text{slope}}` on log–log axes, through ``(x[0], y0)``."""
     x = np.asarray(x, float)
     kwargs.setdefault("color", "k")
     kwargs.setdefault("ls", "--")
     kwargs.setdefault("lw", 1.0)
-    return ax.plot(x, y0 * (x / x[0]) ** slope, label=label or fr"$\propto N^{{{slope:g}}}$", **kwargs)
+    return ax.plot(x, y0 * (x / x[0]) ** slope, label=label or rf"$\propto N^{{{slope:g}}}$", **kwargs)

@@ -58,8 +58,10 @@ class Sides(NamedTuple):
         return Sides(self.observed, other.predicted)
 
     def __repr__(self) -> str:
-        return (f"Sides(observed: {len(self.observed.model_functions())} functions, "
-                f"predicted: {len(self.predicted.model_functions())} functions)")
+        return (
+            f"Sides(observed: {len(self.observed.model_functions())} functions, "
+            f"predicted: {len(self.predicted.model_functions())} functions)"
+        )
 
 
 def merge(*pairs: Sides) -> Sides:

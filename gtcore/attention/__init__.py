@@ -197,8 +197,10 @@ def max_sampling_strength(controls: Any, times: Any, Sigmas: Any) -> float:
         :math:`\kappa`.
     """
     if not callable(controls):
-        raise ValueError(f"controls must be a Controls, a PiecewiseControls or a callable t -> Controls, "
-                         f"got {type(controls).__name__}")
+        raise ValueError(
+            f"controls must be a Controls, a PiecewiseControls or a callable t -> Controls, "
+            f"got {type(controls).__name__}"
+        )
     kappa = 0.0
     for t, S in zip(times, Sigmas, strict=True):
         ctl = controls(float(t))  # every ControlsLike is a function of time (Controls returns itself)

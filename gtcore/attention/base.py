@@ -309,6 +309,7 @@ class AttentionType(ABC):
         callable
             ``parts(Sigma) -> (linear, gain)``.
         """
+
         def parts(Sigma: Any) -> tuple[Any, Any]:
             return self.gaussian_parts(Sigma, V, params)
 
@@ -342,11 +343,10 @@ class AttentionType(ABC):
         arrays = [np.asarray(p, dtype=float) for p in params]
         shapes = sorted({a.shape[1:] for a in arrays})
         if len(shapes) != 1:
-            raise ValueError(f"attention {self.name!r}: the layers' head parameters must share one shape, "
-                             f"got {shapes}")
+            raise ValueError(f"attention {self.name!r}: the layers' head parameters must share one shape, got {shapes}")
         out = np.zeros((len(arrays), int(heads), *shapes[0]))
         for k, a in enumerate(arrays):
-            out[k, :a.shape[0]] = a
+            out[k, : a.shape[0]] = a
         return out
 
     def value_responses_derivative(self, Sigma: Any, H: Any, V: Any, params: Any) -> Any:
@@ -370,8 +370,9 @@ class AttentionType(ABC):
             The directional derivative of :meth:`value_responses`.
         """
         eps = 1e-6 * max(1.0, float(np.linalg.norm(Sigma)))
-        return (self.value_responses(Sigma + eps * H, V, params)
-                - self.value_responses(Sigma - eps * H, V, params)) / (2 * eps)
+        return (self.value_responses(Sigma + eps * H, V, params) - self.value_responses(Sigma - eps * H, V, params)) / (
+            2 * eps
+        )
 
     def drift_bound(self, V: Any, params: Any) -> float | None:
         r"""A constant :math:`L` bounding the attention drift, or None.
@@ -444,12 +445,12 @@ class AttentionType(ABC):
         import torch
 
         n_heads = params.shape[0] if hasattr(params, "shape") else len(params)
-        return torch.stack([torch.softmax(self.logits(x, x, self.head(params, h)), dim=1) @ x
-                            for h in range(n_heads)])
+        return torch.stack([torch.softmax(self.logits(x, x, self.head(params, h)), dim=1) @ x for h in range(n_heads)])
 
     # -- optional ------------------------------------------------------------------------------
-    def mixture_average(self, x: np.ndarray, weights: np.ndarray, means: np.ndarray, covariances: np.ndarray,
-                        params_h: Any) -> np.ndarray:
+    def mixture_average(
+        self, x: np.ndarray, weights: np.ndarray, means: np.ndarray, covariances: np.ndarray, params_h: Any
+    ) -> np.ndarray:
         r"""The exact average against :math:`\sum_k w_k N(\mu_k, \Sigma_k)` at the queries ``x`` (n, d).
 
         Optional: the base class raises ``ValueError`` (only the dot product has a closed form).

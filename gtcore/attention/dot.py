@@ -143,11 +143,14 @@ class DotProduct(AttentionType):
         """
         gain = self.mean_gain(None, V, B)  # sum_h V_h: Sigma does not enter
         if V.shape[-3] == 1:
+
             def parts(Sigma):
                 return self.value_responses(Sigma, V, B)[..., 0, :, :], gain
         else:
+
             def parts(Sigma):
                 return self.value_responses(Sigma, V, B).sum(-3), gain
+
         return parts
 
     def value_responses_derivative(self, Sigma, H, V, B):
@@ -269,10 +272,12 @@ class DotProduct(AttentionType):
         (n, d) array
             :math:`a(x)` at each query.
         """
-        q = x @ B_h.T                                                   # B x
-        logits = (np.log(np.where(weights > 0, weights, 1.0))[None, :]
-                  + q @ means.T
-                  + 0.5 * np.einsum("ni,kij,nj->nk", q, covariances, q))
+        q = x @ B_h.T  # B x
+        logits = (
+            np.log(np.where(weights > 0, weights, 1.0))[None, :]
+            + q @ means.T
+            + 0.5 * np.einsum("ni,kij,nj->nk", q, covariances, q)
+        )
         logits[:, weights == 0] = -np.inf
         pi = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
         tilts = means[None] + np.einsum("kij,nj->nki", covariances, q)

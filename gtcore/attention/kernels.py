@@ -35,8 +35,9 @@ def _pad(x: torch.Tensor, width: int) -> torch.Tensor:
     return F.pad(x, (0, width - x.shape[1])) if x.shape[1] < width else x
 
 
-def softmax_average(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values: torch.Tensor,
-                    method: str = "sdpa", block: int = BLOCK) -> torch.Tensor:
+def softmax_average(
+    q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values: torch.Tensor, method: str = "sdpa", block: int = BLOCK
+) -> torch.Tensor:
     r""":math:`\sum_j \operatorname{softmax}_j(q_i^\top k_j + \beta_j)\, v_j` for every query: (n, dv).
 
     Parameters
@@ -68,8 +69,8 @@ def softmax_average(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values
     if method == "blocked":
         out = torch.empty(q.shape[0], values.shape[1], dtype=values.dtype, device=values.device)
         for s in range(0, q.shape[0], block):
-            w = torch.softmax(q[s:s + block] @ k.T + bias, dim=1)
-            out[s:s + block] = w @ values
+            w = torch.softmax(q[s : s + block] @ k.T + bias, dim=1)
+            out[s : s + block] = w @ values
         return out
     n, dv = q.shape[0], values.shape[1]
     width = max(q.shape[1] + 1, dv)
@@ -83,20 +84,26 @@ def _attend_blocked(q, k, bias, values, block):
     lse = torch.empty(q.shape[0], dtype=q.dtype, device=q.device)
     avg = None if values is None else torch.empty(q.shape[0], values.shape[1], dtype=q.dtype, device=q.device)
     for s in range(0, q.shape[0], block):
-        S = torch.addmm(bias, q[s:s + block], k.T)
+        S = torch.addmm(bias, q[s : s + block], k.T)
         top = S.amax(dim=1, keepdim=True)
         top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-        E = S.sub_(top).exp_()                 # one exponential per entry, in place
+        E = S.sub_(top).exp_()  # one exponential per entry, in place
         total = E.sum(dim=1)
-        lse[s:s + block] = top[:, 0] + torch.log(total)
+        lse[s : s + block] = top[:, 0] + torch.log(total)
         if avg is not None:  # avg is None exactly when values is
-            avg[s:s + block] = (E @ values) / total[:, None]
+            avg[s : s + block] = (E @ values) / total[:, None]
     return avg, lse
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values: torch.Tensor | None = None,
-           guess: torch.Tensor | None = None, method: str = "sdpa", block: int = BLOCK
-           ) -> tuple[torch.Tensor | None, torch.Tensor]:
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    bias: torch.Tensor,
+    values: torch.Tensor | None = None,
+    guess: torch.Tensor | None = None,
+    method: str = "sdpa",
+    block: int = BLOCK,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
     r"""``(average, lse)``: :math:`\sum_j \operatorname{softmax}_j(s_{ij})\,v_j` (None without ``values``) and
     :math:`\log\sum_j e^{s_{ij}}`, :math:`s_{ij} = q_i^\top k_j + \beta_j`, in one pass.
 
@@ -144,7 +151,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, values: torch.T
     va = torch.cat([_pad(real, width), _unit(width, dv + 1, k)], 0)
     o = F.scaled_dot_product_attention(qa[None, None], ka[None, None], va[None, None], scale=1.0)[0, 0]
     lse = guess + torch.log(o[:, dv] / o[:, dv + 1])
-    avg = None if values is None else o[:, :dv] / o[:, dv:dv + 1]
+    avg = None if values is None else o[:, :dv] / o[:, dv : dv + 1]
     # exponents beyond this margin come near the floating-point range: recompute those rows exactly
     margin = 600.0 if q.dtype == torch.float64 else 60.0
     bad = ~torch.isfinite(lse) | ((lse - guess).abs() > margin)

@@ -14,8 +14,13 @@ from gtcore.attention.base import BLOCK, AttentionType, _check_method, _lib, tor
 from gtcore.attention.sinkhorn_gaussian import gaussian_column_potential, gaussian_conditional_gain
 from gtcore.attention.sinkhorn_options import MAX_ITER, TOL, SinkhornConvergenceWarning, _check_stopping, default_tol
 
-__all__ = ["Sinkhorn", "SinkhornConvergenceWarning", "default_tol", "gaussian_column_potential",
-           "gaussian_conditional_gain"]
+__all__ = [
+    "Sinkhorn",
+    "SinkhornConvergenceWarning",
+    "default_tol",
+    "gaussian_column_potential",
+    "gaussian_conditional_gain",
+]
 
 
 class Sinkhorn(AttentionType):
@@ -60,8 +65,9 @@ class Sinkhorn(AttentionType):
     name = "sinkhorn"
     local = False
 
-    def __init__(self, tol: float | None = None, max_iter: int | None = None, method: str = "sdpa",
-                 block: int | None = None) -> None:
+    def __init__(
+        self, tol: float | None = None, max_iter: int | None = None, method: str = "sdpa", block: int | None = None
+    ) -> None:
         self.tol = tol  # None: default_tol of the tokens' dtype
         self.max_iter = MAX_ITER if max_iter is None else max_iter
         self.method = method
@@ -156,16 +162,16 @@ class Sinkhorn(AttentionType):
         if isinstance(Sigma, np.ndarray):
             M = gaussian_conditional_gain(Sigma, np.asarray(B_h))
         else:
-            M = torch_from(gaussian_conditional_gain(Sigma.detach().cpu().numpy(),
-                                                     B_h.detach().cpu().numpy()), Sigma)
+            M = torch_from(gaussian_conditional_gain(Sigma.detach().cpu().numpy(), B_h.detach().cpu().numpy()), Sigma)
         return M, mu - M @ mu
 
     def _gains(self, Sigma, B):
         r""":math:`M_h` of every head (and lane) at once: :func:`gaussian_conditional_gain` on the broadcast stack."""
         if isinstance(Sigma, np.ndarray):
             return gaussian_conditional_gain(Sigma[..., None, :, :], np.asarray(B))
-        return torch_from(gaussian_conditional_gain(Sigma.detach().cpu().numpy()[..., None, :, :],
-                                                    B.detach().cpu().numpy()), Sigma)
+        return torch_from(
+            gaussian_conditional_gain(Sigma.detach().cpu().numpy()[..., None, :, :], B.detach().cpu().numpy()), Sigma
+        )
 
     def value_responses(self, Sigma, V, B):
         r""":math:`V_hM_h` for every head (and lane), :math:`M_h` the Gaussian gain of :meth:`tilt`.
@@ -251,8 +257,9 @@ class Sinkhorn(AttentionType):
         """
         for Bh in B:
             if not np.allclose(Bh, Bh.T) or np.linalg.eigvalsh(0.5 * (Bh + Bh.T))[0] <= 0:
-                raise ValueError("attention 'sinkhorn': the limit as Sigma^-1 -> 0 needs symmetric "
-                                 "positive-definite B_h")
+                raise ValueError(
+                    "attention 'sinkhorn': the limit as Sigma^-1 -> 0 needs symmetric positive-definite B_h"
+                )
         return V.sum(0)
 
     def drift_bound(self, V, B):
@@ -294,5 +301,3 @@ class Sinkhorn(AttentionType):
         from gtcore.attention.sinkhorn_scaling import sinkhorn_average
 
         return torch.stack([sinkhorn_average(x, B[h], **self._options())[0] for h in range(B.shape[0])])
-
-

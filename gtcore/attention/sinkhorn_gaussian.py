@@ -134,9 +134,9 @@ def _potential_hessian(Sigma: np.ndarray, B: np.ndarray) -> np.ndarray:
         return np.zeros_like(S)
     keep = w > RANK_RTOL * w[-1]
     Sh = (U[:, keep] * np.sqrt(w[keep])) @ U[:, keep].T
-    Sh_inv = (U[:, keep] / np.sqrt(w[keep])) @ U[:, keep].T     # pseudo-inverse of Sigma^(1/2)
+    Sh_inv = (U[:, keep] / np.sqrt(w[keep])) @ U[:, keep].T  # pseudo-inverse of Sigma^(1/2)
     d = S.shape[0]
-    T = Sh @ B @ S @ B.T @ Sh                                    # G^T G
+    T = Sh @ B @ S @ B.T @ Sh  # G^T G
     R = psd_sqrt(np.eye(d) + 2.0 * (T + T.T))
     KG = 2.0 * np.linalg.solve(np.eye(d) + R, T)
     return Sh_inv @ (0.5 * (KG + KG.T)) @ Sh_inv

@@ -92,6 +92,7 @@ DENSE_MAX_N = 4096
 #: how many times a dense scaling may absorb its potentials before it continues in the log domain
 MAX_ABSORB = 8
 
+
 @dataclass(frozen=True)
 class SinkhornResult:
     """Potentials of a Sinkhorn scaling and its status.
@@ -165,7 +166,7 @@ class _Anderson:
         self.reset()
 
     def reset(self) -> None:
-        self.prev: tuple[torch.Tensor, torch.Tensor] | None = None   # the last image and residual
+        self.prev: tuple[torch.Tensor, torch.Tensor] | None = None  # the last image and residual
         self.dG: list[torch.Tensor] = []
         self.dR: list[torch.Tensor] = []
 
@@ -178,7 +179,7 @@ class _Anderson:
         if self.prev is not None:
             self.dG.append(Gg - self.prev[0])
             self.dR.append(r - self.prev[1])
-            del self.dG[:-self.depth], self.dR[:-self.depth]
+            del self.dG[: -self.depth], self.dR[: -self.depth]
         self.prev = (Gg, r)
         if not self.dR:
             return Gg
@@ -209,8 +210,10 @@ def _check_tensor(t: Any, name: str, shape: tuple, like: torch.Tensor | None) ->
         want = "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
         raise ValueError(f"{name} must have shape {want}, got shape {tuple(t.shape)}")
     if like is not None and (t.dtype != like.dtype or t.device != like.device):
-        raise ValueError(f"{name} has dtype {t.dtype} on {t.device}, but x has {like.dtype} on {like.device}: "
-                         "give both in one dtype and on one device")
+        raise ValueError(
+            f"{name} has dtype {t.dtype} on {t.device}, but x has {like.dtype} on {like.device}: "
+            "give both in one dtype and on one device"
+        )
 
 
 def _check_inputs(x: Any, B: Any, log_weights: Any, queries: Any = None, init: Any = None) -> None:
@@ -228,8 +231,9 @@ def _check_inputs(x: Any, B: Any, log_weights: Any, queries: Any = None, init: A
     if log_weights is not None:
         _check_tensor(log_weights, "log_weights", (N,), x)
         if bool(torch.isnan(log_weights).any()) or bool((log_weights == math.inf).any()):
-            raise ValueError("log_weights has NaN or +inf entries (a token's log-weight is finite, or -inf for "
-                             "no mass)")
+            raise ValueError(
+                "log_weights has NaN or +inf entries (a token's log-weight is finite, or -inf for no mass)"
+            )
         if not bool(torch.isfinite(log_weights).any()):
             raise ValueError("log_weights gives no token any mass (every entry is -inf)")
     if queries is not None:
@@ -257,15 +261,15 @@ def _iterate_lse(q, x, g, loga, tol, max_iter, method, block, values, mixer):
     err = last = math.inf
     for it in range(1, max_iter + 1):
         avg, lse_rows = attend(q, x, g, values, lse_rows, method, block)
-        f_new = loga - lse_rows               # T_r(g)
-        if f is not None:                     # the pair (f, g): rows a e^{f - T_r g}, columns a e^{g - T_c f}
+        f_new = loga - lse_rows  # T_r(g)
+        if f is not None:  # the pair (f, g): rows a e^{f - T_r g}, columns a e^{g - T_c f}
             err = max(_violation(f, f_new), _violation(g, Gf))
             if err <= tol:
                 return SinkhornResult(f, g, it, err, True), avg
         f = f_new
-        _, lse_cols = attend(x, q, f, None, lse_cols, method, block)   # LSE_i(x_j . q_i + f_i)
-        Gf = loga - lse_cols                  # T_c(f)
-        err = _violation(g, Gf)               # the pair (f, g): rows exact
+        _, lse_cols = attend(x, q, f, None, lse_cols, method, block)  # LSE_i(x_j . q_i + f_i)
+        Gf = loga - lse_cols  # T_c(f)
+        err = _violation(g, Gf)  # the pair (f, g): rows exact
         if err <= tol:
             return SinkhornResult(f, g, it, err, True), avg
         g_next = mixer.step(g, Gf, err > last)
@@ -290,7 +294,7 @@ class _Absorbed:
 
     def __init__(self, q: torch.Tensor, x: torch.Tensor, g0: torch.Tensor) -> None:
         self.g0 = g0
-        E = torch.addmm(g0[None, :], q, x.T)           # l_ij + g0_j
+        E = torch.addmm(g0[None, :], q, x.T)  # l_ij + g0_j
         self.c = -E.amax(1)
         self.E = E.add_(self.c[:, None]).exp_()
 
@@ -306,7 +310,7 @@ def _iterate_dense(q, x, g, loga, tol, max_iter, mixer, limit):
     err = last = math.inf
     absorbed = 0
     for it in range(1, max_iter + 1):
-        F_new = loga - torch.log(K.E @ G.exp())          # T_r(g), relative to c
+        F_new = loga - torch.log(K.E @ G.exp())  # T_r(g), relative to c
         if not _finite(F_new):
             return None, K.g0
         if F is not None:
@@ -314,7 +318,7 @@ def _iterate_dense(q, x, g, loga, tol, max_iter, mixer, limit):
             if err <= tol:
                 return SinkhornResult(K.c + F, K.g0 + G, it, err, True), (K.E, G)
         F = F_new
-        GF = loga - torch.log(K.E.T @ F.exp())           # T_c(f), relative to g0
+        GF = loga - torch.log(K.E.T @ F.exp())  # T_c(f), relative to g0
         err = _violation(G, GF)
         if err <= tol:
             return SinkhornResult(K.c + F, K.g0 + G, it, err, True), (K.E, G)
@@ -325,7 +329,7 @@ def _iterate_dense(q, x, g, loga, tol, max_iter, mixer, limit):
         if it < max_iter:
             G = G_next
             if float(G.abs().max()) > limit or float((F - loga).abs().max()) > limit:
-                absorbed += 1      # the scalings grew: absorb them into the kernel and go on from there
+                absorbed += 1  # the scalings grew: absorb them into the kernel and go on from there
                 if absorbed > MAX_ABSORB:
                     return None, K.g0
                 K = _Absorbed(q, x, K.g0 + G)
@@ -352,11 +356,11 @@ def _iterate_symmetric(q, x, g, loga, tol, max_iter, mixer, limit):
     absorbed = 0
     for it in range(1, max_iter + 1):
         TG = loga + lz - torch.log(E @ G.exp())
-        err = _violation(G, TG)                              # rows of the pair (h + G, h + G)
+        err = _violation(G, TG)  # rows of the pair (h + G, h + G)
         if not math.isfinite(err):
             return None, g
         if err <= tol:
-            err = max(err, _violation(G, loga + lz - torch.log(E.T @ G.exp())))   # and its columns
+            err = max(err, _violation(G, loga + lz - torch.log(E.T @ G.exp())))  # and its columns
             if err <= tol:
                 return SinkhornResult(h + G, h + G, it, err, True), (E, G)
         G_next = mixer.step(G, 0.5 * (G + TG), err > last)
@@ -364,7 +368,7 @@ def _iterate_symmetric(q, x, g, loga, tol, max_iter, mixer, limit):
         if it < max_iter:
             G = G_next
             if float(G.abs().max()) > limit:
-                absorbed += 1      # the scalings grew: absorb them into the kernel and go on from there
+                absorbed += 1  # the scalings grew: absorb them into the kernel and go on from there
                 if absorbed > MAX_ABSORB:
                     return None, g
                 E, lz, h = _symmetric_kernel(q, x, h + G)
@@ -373,12 +377,11 @@ def _iterate_symmetric(q, x, g, loga, tol, max_iter, mixer, limit):
     return SinkhornResult(h + G, h + G, max_iter, err, False), (E, G)
 
 
-def _symmetric_kernel(q: torch.Tensor, x: torch.Tensor, g: torch.Tensor
-                      ) -> tuple[torch.Tensor, float, torch.Tensor]:
+def _symmetric_kernel(q: torch.Tensor, x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
     r"""``(E, log Z, h)``: :math:`E_{ij} = e^{\ell_{ij} + g_i + g_j - m}` (:math:`m` the largest exponent),
     :math:`Z = \sum_{ij}E_{ij}` and :math:`h = g - (m + \log Z)/2`, so that
     :math:`e^{\ell_{ij} + h_i + h_j} = E_{ij}/Z` (total mass 1)."""
-    S = torch.addmm(g[None, :], q, x.T).add_(g[:, None])     # l_ij + g_i + g_j
+    S = torch.addmm(g[None, :], q, x.T).add_(g[:, None])  # l_ij + g_i + g_j
     top = float(S.max())
     E = S.sub_(top).exp_()
     lz = math.log(float(E.sum()))
@@ -427,16 +430,17 @@ def _scale(x, B, log_weights, tol, max_iter, method, block, want_average, init, 
     else:
         loga = log_weights - torch.logsumexp(log_weights, 0)
     mass = torch.isfinite(loga)
-    if not bool(mass.all()):        # tokens without mass: scale on the others, attend to them alone
-        return _scale_support(x, B, loga, mass, tol, max_iter, method, block, want_average, init, anderson,
-                              use_dense)
+    if not bool(mass.all()):  # tokens without mass: scale on the others, attend to them alone
+        return _scale_support(x, B, loga, mass, tol, max_iter, method, block, want_average, init, anderson, use_dense)
     warm = _WARM.get() if log_weights is None and isinstance(init, str) and init == "gaussian" else None
     if warm is None:
-        return _solve(x, B, loga, _start(x, B, loga, init), tol, max_iter, method, block, want_average, anderson,
-                      use_dense)
+        return _solve(
+            x, B, loga, _start(x, B, loga, init), tol, max_iter, method, block, want_average, anderson, use_dense
+        )
     gauss = _gaussian_start(x, B, loga)
-    res, avg = _solve(x, B, loga, warm.start(x, B, gauss), tol, max_iter, method, block, want_average, anderson,
-                      use_dense)
+    res, avg = _solve(
+        x, B, loga, warm.start(x, B, gauss), tol, max_iter, method, block, want_average, anderson, use_dense
+    )
     warm.record(x, B, gauss, res)
     return res, avg
 
@@ -444,7 +448,7 @@ def _scale(x, B, log_weights, tol, max_iter, method, block, want_average, init, 
 def _solve(x, B, loga, g, tol, max_iter, method, block, want_average, anderson, use_dense):
     """The scaling from the column potential ``g``: the dense engine when asked (the log domain should it
     leave its exact range), else the log domain."""
-    q = x @ B.T                               # q_i = B x_i, so that l_ij = q_i . x_j
+    q = x @ B.T  # q_i = B x_i, so that l_ij = q_i . x_j
     limit = _range_limit(x.dtype)
     mixer = _Anderson(int(anderson), limit)
     if use_dense:
@@ -453,7 +457,7 @@ def _solve(x, B, loga, g, tol, max_iter, method, block, want_average, anderson, 
         if res is not None:
             E, G = state
             return res, (_dense_average(E, G, x) if want_average else None)
-        g, mixer = state, _Anderson(int(anderson), limit)   # left the exact range: the log domain from where it was
+        g, mixer = state, _Anderson(int(anderson), limit)  # left the exact range: the log domain from where it was
     return _iterate_lse(q, x, g, loga, tol, max_iter, method, block, x if want_average else None, mixer)
 
 
@@ -476,10 +480,19 @@ def _range_limit(dtype: torch.dtype) -> float:
     return 0.1 * math.log(torch.finfo(dtype).max)
 
 
-def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor | None = None, *,
-                        tol: float | None = None, max_iter: int = MAX_ITER, method: str = "sdpa",
-                        block: int = BLOCK, init: str | torch.Tensor = "gaussian", anderson: int = ANDERSON,
-                        dense: bool | None = None) -> SinkhornResult:
+def sinkhorn_potentials(
+    x: torch.Tensor,
+    B: torch.Tensor,
+    log_weights: torch.Tensor | None = None,
+    *,
+    tol: float | None = None,
+    max_iter: int = MAX_ITER,
+    method: str = "sdpa",
+    block: int = BLOCK,
+    init: str | torch.Tensor = "gaussian",
+    anderson: int = ANDERSON,
+    dense: bool | None = None,
+) -> SinkhornResult:
     r"""Log-domain Sinkhorn scaling of :math:`e^{x_j^\top Bx_i}` on the tokens ``x`` (N, d) to marginals :math:`a`.
 
     Parameters
@@ -525,11 +538,21 @@ def sinkhorn_potentials(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Ten
     return _scale(x, B, log_weights, tol, max_iter, method, block, False, init, anderson, dense)[0]
 
 
-def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor | None = None,
-                     queries: torch.Tensor | None = None, *, tol: float | None = None, max_iter: int = MAX_ITER,
-                     method: str = "sdpa", block: int = BLOCK, warn: bool = True,
-                     init: str | torch.Tensor = "gaussian", anderson: int = ANDERSON,
-                     dense: bool | None = None) -> tuple[torch.Tensor, SinkhornResult]:
+def sinkhorn_average(
+    x: torch.Tensor,
+    B: torch.Tensor,
+    log_weights: torch.Tensor | None = None,
+    queries: torch.Tensor | None = None,
+    *,
+    tol: float | None = None,
+    max_iter: int = MAX_ITER,
+    method: str = "sdpa",
+    block: int = BLOCK,
+    warn: bool = True,
+    init: str | torch.Tensor = "gaussian",
+    anderson: int = ANDERSON,
+    dense: bool | None = None,
+) -> tuple[torch.Tensor, SinkhornResult]:
     r"""Sinkhorn attention of the tokens ``x`` at ``queries`` (default ``x`` itself): ``(average, result)``.
 
     .. math::
@@ -584,8 +607,12 @@ def sinkhorn_average(x: torch.Tensor, B: torch.Tensor, log_weights: torch.Tensor
         tol = default_tol(x.dtype)
     res, avg = _scale(x, B, log_weights, tol, max_iter, method, block, queries is None, init, anderson, dense)
     if not res.converged and warn:
-        warnings.warn(f"Sinkhorn scaling did not converge: marginal error {res.marginal_error:.3e} > tol={tol:g} "
-                      f"after max_iter={max_iter} iterations", SinkhornConvergenceWarning, stacklevel=2)
+        warnings.warn(
+            f"Sinkhorn scaling did not converge: marginal error {res.marginal_error:.3e} > tol={tol:g} "
+            f"after max_iter={max_iter} iterations",
+            SinkhornConvergenceWarning,
+            stacklevel=2,
+        )
     if queries is not None:
         mass = torch.isfinite(res.g)
         if bool(mass.all()):

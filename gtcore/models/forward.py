@@ -14,6 +14,7 @@ from gtcore.models.loading import LoadedTransformer, _as_loaded, _blocks
 #: input modes (see :mod:`gtcore.models`)
 MODES = ("embedding", "pure")
 
+
 # ====================================================================== layer-by-layer forward
 def _n_special(lt: LoadedTransformer, mode: str) -> int:
     if mode == "pure":
@@ -58,12 +59,16 @@ def max_tokens(lt: LoadedTransformer, mode: str) -> int | None:
 def _check_tokens(lt: LoadedTransformer, tokens: int, mode: str) -> None:
     limit = max_tokens(lt, mode)
     if limit is not None and tokens > limit:
-        raise ValueError(f"tokens must be <= {limit} in mode 'embedding' for {lt.name} "
-                         f"(its position table), got {tokens}; use mode='pure' for longer "
-                         "sequences")
+        raise ValueError(
+            f"tokens must be <= {limit} in mode 'embedding' for {lt.name} "
+            f"(its position table), got {tokens}; use mode='pure' for longer "
+            "sequences"
+        )
     if mode == "embedding" and lt.family in ("deit", "vit") and patch_grid(tokens)[0] < 2:
-        raise ValueError(f"tokens must factor as a k x m patch grid with 2 <= k <= m in mode "
-                         f"'embedding' for {lt.family}, got {tokens}")
+        raise ValueError(
+            f"tokens must factor as a k x m patch grid with 2 <= k <= m in mode "
+            f"'embedding' for {lt.family}, got {tokens}"
+        )
 
 
 def patch_grid(tokens: int) -> tuple[int, int]:
@@ -104,10 +109,10 @@ def _embed(lt: LoadedTransformer, x, mode: str):
             h = m.embeddings(inputs_embeds=x)
             pos = torch.arange(T, device=x.device).unsqueeze(0)
             ctx["mask"] = {
-                "full_attention": create_bidirectional_mask(
-                    config=m.config, inputs_embeds=h, attention_mask=None),
+                "full_attention": create_bidirectional_mask(config=m.config, inputs_embeds=h, attention_mask=None),
                 "sliding_attention": create_bidirectional_sliding_window_mask(
-                    config=m.config, inputs_embeds=h, attention_mask=None),
+                    config=m.config, inputs_embeds=h, attention_mask=None
+                ),
             }
         else:
             h = x
@@ -192,7 +197,7 @@ def iter_layers(model: LoadedTransformer, x: Any, mode: str = "pure", *, progres
     hs, ctxs = [], []
     with torch.no_grad():  # never held across a yield: the caller's grad mode is untouched
         for start in range(0, S, bs):
-            h, ctx = _embed(lt, x[start:start + bs], mode)
+            h, ctx = _embed(lt, x[start : start + bs], mode)
             hs.append(h)
             ctxs.append(ctx)
         out = torch.cat(hs)[:, k:]
@@ -222,5 +227,3 @@ def hidden_states(model: LoadedTransformer, x: Any, mode: str = "pure") -> list:
         The tokens after each layer :math:`\ell = 0..L`, each (S, T, d), float32.
     """
     return [h for _, h in iter_layers(model, x, mode)]
-
-

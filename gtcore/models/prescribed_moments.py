@@ -26,8 +26,12 @@ def _check_layers(n_layers: Any) -> int:
 
 
 def _check_h(h: Any) -> float:
-    if (isinstance(h, (bool, np.bool_)) or not isinstance(h, (int, float, np.floating, np.integer))
-            or not math.isfinite(h) or h <= 0):
+    if (
+        isinstance(h, (bool, np.bool_))
+        or not isinstance(h, (int, float, np.floating, np.integer))
+        or not math.isfinite(h)
+        or h <= 0
+    ):
         raise ValueError(f"h must be a finite number > 0, got {h!r}")
     return float(h)
 
@@ -63,11 +67,11 @@ def split_controls(controls: Controls) -> tuple[Controls, Controls]:
     if not isinstance(controls, Controls):
         raise ValueError(f"controls must be a Controls, got {type(controls).__name__}")
     if controls.has_feedforward:
-        raise ValueError("controls: the block W sigma(Ux + c) is not split (fold an identity-activation block "
-                         "into A, b)")
+        raise ValueError(
+            "controls: the block W sigma(Ux + c) is not split (fold an identity-activation block into A, b)"
+        )
     heads = {"Q": controls.Q, "K": controls.K} if controls.Q is not None else {"B": controls.B}
-    return (Controls(V=controls.V, attention=controls.attention, **heads),
-            Controls(A=controls.A, b=controls.b))
+    return (Controls(V=controls.V, attention=controls.attention, **heads), Controls(A=controls.A, b=controls.b))
 
 
 def split_schedule(controls: Controls, n_layers: int, h: float) -> PiecewiseControls:
@@ -98,8 +102,9 @@ def split_schedule(controls: Controls, n_layers: int, h: float) -> PiecewiseCont
     return PiecewiseControls(breaks, [att, ff] * n_layers)
 
 
-def layer_moments(mu0: Any, Sigma0: Any, controls: Controls, n_layers: int, h: float, *,
-                  feed_forward: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+def layer_moments(
+    mu0: Any, Sigma0: Any, controls: Controls, n_layers: int, h: float, *, feed_forward: bool | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Exact moments of a Gaussian input after each block of the prescribed Transformer.
 
     Without LayerNorm each sub-layer is an affine map on a Gaussian (:func:`gtcore.moments.layer_map`):

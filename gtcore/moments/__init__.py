@@ -23,5 +23,16 @@ from gtcore.moments.batched import LaneMoments, LaneStack, integrate_moments_lan
 from gtcore.moments.layers import LayerTrajectory, layer_map, layer_stack
 from gtcore.moments.ode import MAX_NFEV, MomentTrajectory, integrate_moments, moment_rhs
 
-__all__ = ["MAX_NFEV", "LaneMoments", "LaneStack", "LayerTrajectory", "MomentTrajectory", "integrate_moments",
-           "integrate_moments_lanes", "layer_map", "layer_stack", "moment_rhs", "stack_controls"]
+__all__ = [
+    "MAX_NFEV",
+    "LaneMoments",
+    "LaneStack",
+    "LayerTrajectory",
+    "MomentTrajectory",
+    "integrate_moments",
+    "integrate_moments_lanes",
+    "layer_map",
+    "layer_stack",
+    "moment_rhs",
+    "stack_controls",
+]

@@ -153,15 +153,16 @@ def stack_controls(controls: Sequence[Controls]) -> LaneStack:
     d, name = ctls[0].d, ctls[0].attention
     for k, c in enumerate(ctls):
         if c.d != d or c.attention != name:
-            raise ValueError(f"controls[{k}]: every lane needs d = {d} and attention {name!r}, "
-                             f"got d = {c.d} and {c.attention!r}")
+            raise ValueError(
+                f"controls[{k}]: every lane needs d = {d} and attention {name!r}, got d = {c.d} and {c.attention!r}"
+            )
     att = attention_of(ctls[0])
     n, H = len(ctls), max(c.heads for c in ctls)
     A = np.stack([c.affine_A for c in ctls])
     b = np.stack([c.affine_b for c in ctls])
     V = np.zeros((n, H, d, d))
     for i, c in enumerate(ctls):  # missing heads are zero heads
-        V[i, :c.heads] = c.V
+        V[i, : c.heads] = c.V
     try:
         params = att.stack_params([att.params(c) for c in ctls], H)
     except ValueError as err:
@@ -195,9 +196,16 @@ class LaneMoments:
     __repr__ = short_repr  # shapes, status and key numbers, never the arrays
 
 
-def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls] | LaneStack,
-                            t_span: tuple[float, float], *, rtol: float = 1e-10, atol: Any = 1e-12,
-                            blowup_norm: Any = 1e8) -> LaneMoments:
+def integrate_moments_lanes(
+    mu0: Any,
+    Sigma0: Any,
+    controls: Sequence[Controls] | LaneStack,
+    t_span: tuple[float, float],
+    *,
+    rtol: float = 1e-10,
+    atol: Any = 1e-12,
+    blowup_norm: Any = 1e8,
+) -> LaneMoments:
     r"""The moment ODE (eq. 1.1) for many constant controls at once, each lane with its own DOP853 steps.
 
     Lane :math:`k` solves :math:`\mu' = (F_k + G_k)\mu + b_k`, :math:`\Sigma' = F_k\Sigma + \Sigma F_k^\top`
@@ -245,8 +253,9 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls] 
     try:
         limit = np.broadcast_to(as_float_array(blowup_norm, "blowup_norm"), (n,))
     except ValueError as exc:
-        raise ValueError(f"blowup_norm must be a number or one per lane ({n}), got shape "
-                         f"{np.shape(blowup_norm)}") from exc
+        raise ValueError(
+            f"blowup_norm must be a number or one per lane ({n}), got shape {np.shape(blowup_norm)}"
+        ) from exc
     if not np.all(limit > 0) or np.any(np.linalg.norm(Sigmas, axis=(1, 2)) >= limit):
         raise ValueError("blowup_norm must be positive and exceed the norm of every Sigma0")
 
@@ -261,8 +270,9 @@ def integrate_moments_lanes(mu0: Any, Sigma0: Any, controls: Sequence[Controls] 
     def crossed(y, lanes):
         return np.linalg.norm(y[:, d:], axis=1) >= limit[lanes]
 
-    sol = integrate_lanes(rhs, t_span, np.concatenate([mus, Sigmas.reshape(n, d * d)], axis=1),
-                          rtol=rtol, atol=atol, stop=crossed)
+    sol = integrate_lanes(
+        rhs, t_span, np.concatenate([mus, Sigmas.reshape(n, d * d)], axis=1), rtol=rtol, atol=atol, stop=crossed
+    )
     S = sol.y[:, d:].reshape(n, d, d)
     status = np.array([Status.BLOWUP if st is Status.STOPPED else st for st in sol.status], dtype=object)
     return LaneMoments(t=sol.t, mu=sol.y[:, :d], Sigma=0.5 * (S + np.swapaxes(S, 1, 2)), status=status)

@@ -92,14 +92,21 @@ def _initial_step(fun, t0, y0, f0, lanes, t_bound, rtol, atol):
     f1 = fun(t0 + h0, y0 + h0[:, None] * f0, lanes)
     d2 = _rms((f1 - f0) / scale) / h0
     small = (d1 <= 1e-15) & (d2 <= 1e-15)
-    h1 = np.where(small, np.maximum(1e-6, h0 * 1e-3),
-                  (0.01 / np.where(small, 1.0, np.maximum(d1, d2))) ** (1.0 / 8.0))
+    h1 = np.where(small, np.maximum(1e-6, h0 * 1e-3), (0.01 / np.where(small, 1.0, np.maximum(d1, d2))) ** (1.0 / 8.0))
     return np.minimum(np.minimum(100 * h0, h1), interval)
 
 
-def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, rtol: float = 1e-10,
-                    atol: Any = 1e-12, stop: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-                    max_iterations: int = 1_000_000, max_nfev: int | None = None) -> LaneSolution:
+def integrate_lanes(
+    fun: LaneFunction,
+    t_span: tuple[float, float],
+    y0: Any,
+    *,
+    rtol: float = 1e-10,
+    atol: Any = 1e-12,
+    stop: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    max_iterations: int = 1_000_000,
+    max_nfev: int | None = None,
+) -> LaneSolution:
     r"""Integrate ``n`` independent systems :math:`y_k' = f(t, y_k)` with DOP853, each with its own step.
 
     Parameters
@@ -141,11 +148,15 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
     span = as_float_array(t_span, "t_span")
     if span.shape != (2,) or not np.all(np.isfinite(span)) or span[1] <= span[0]:
         raise ValueError(f"t_span must be (t0, t1) with finite t1 > t0, got {t_span!r}")
-    if isinstance(rtol, (bool, np.bool_)) or not isinstance(rtol, (int, float, np.integer, np.floating)) \
-            or not 0 < rtol < 1:
+    if (
+        isinstance(rtol, (bool, np.bool_))
+        or not isinstance(rtol, (int, float, np.integer, np.floating))
+        or not 0 < rtol < 1
+    ):
         raise ValueError(f"rtol must lie in (0, 1), got {rtol!r}")
-    if max_nfev is not None and (isinstance(max_nfev, bool) or not isinstance(max_nfev, (int, np.integer))
-                                 or max_nfev < 1):
+    if max_nfev is not None and (
+        isinstance(max_nfev, bool) or not isinstance(max_nfev, (int, np.integer)) or max_nfev < 1
+    ):
         raise ValueError(f"max_nfev must be a positive integer or None, got {max_nfev!r}")
     n, m = y.shape
     try:
@@ -201,10 +212,11 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
             zero = (e5 == 0) & (e3 == 0)
             err = np.where(zero, 0.0, np.abs(h) * e5 / np.sqrt(np.where(zero, 1.0, e5 + 0.01 * e3) * m))
             accept = err < 1
-            grow = np.where(err == 0, _MAX_FACTOR,
-                            np.minimum(_MAX_FACTOR, _SAFETY * np.where(err > 0, err, 1.0) ** _EXPONENT))
+            grow = np.where(
+                err == 0, _MAX_FACTOR, np.minimum(_MAX_FACTOR, _SAFETY * np.where(err > 0, err, 1.0) ** _EXPONENT)
+            )
             grow = np.where(retry[active], np.minimum(1.0, grow), grow)
-            shrink = np.maximum(_MIN_FACTOR, _SAFETY * err ** _EXPONENT)  # nan err: rejected, nan step
+            shrink = np.maximum(_MIN_FACTOR, _SAFETY * err**_EXPONENT)  # nan err: rejected, nan step
         shrink = np.where(np.isfinite(shrink), shrink, _MIN_FACTOR)
         h_abs[active] = np.where(accept, h * grow, h * shrink)
         retry[active] = ~accept
@@ -224,6 +236,5 @@ def integrate_lanes(fun: LaneFunction, t_span: tuple[float, float], y0: Any, *, 
             finished = finished | spent
         active = active[~(ended | finished)]
     else:
-        raise RuntimeError(f"integrate_lanes: {active.size} lane(s) still running after "
-                           f"{max_iterations} iterations")
+        raise RuntimeError(f"integrate_lanes: {active.size} lane(s) still running after {max_iterations} iterations")
     return LaneSolution(t=t, y=y, status=status, steps=steps, nfev=nfev)

@@ -72,9 +72,11 @@ def layer_map(mu: Any, Sigma: Any, controls: Controls, h: float) -> tuple[np.nda
     h = check_positive(h, "h")
     mu_next, Sigma_next = _layer_map(mu, Sigma, controls, h)
     if not (np.isfinite(mu_next).all() and np.isfinite(Sigma_next).all()):
-        raise OverflowError(f"layer_map: the image of N(mu, Sigma) overflows float64 (h = {h:.3g}, "
-                            f"max |Sigma_ij| = {np.abs(Sigma).max():.3g}); layer_stack stops at blowup_norm "
-                            "with a status instead")
+        raise OverflowError(
+            f"layer_map: the image of N(mu, Sigma) overflows float64 (h = {h:.3g}, "
+            f"max |Sigma_ij| = {np.abs(Sigma).max():.3g}); layer_stack stops at blowup_norm "
+            "with a status instead"
+        )
     return mu_next, Sigma_next
 
 
@@ -142,8 +144,9 @@ class LayerTrajectory:
         return self.mu[-1], self.Sigma[-1]
 
 
-def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: float, *,
-                blowup_norm: float = 1e8) -> LayerTrajectory:
+def layer_stack(
+    mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: float, *, blowup_norm: float = 1e8
+) -> LayerTrajectory:
     r"""Moments through L residual layers, :math:`(\mu_{l+1}, \Sigma_{l+1}) = \text{layer\_map}(\mu_l, \Sigma_l)`.
 
     Stops at the first layer whose :math:`\|\Sigma\|_F` or :math:`\|\mu\|_2` exceeds
@@ -207,5 +210,11 @@ def layer_stack(mu: Any, Sigma: Any, controls_per_layer: Sequence[Controls], h: 
             which = "||mu||_2" if nm > nS else "||Sigma||_F"
             message = f"{which} crossed blowup_norm = {blowup_norm:.3g} at layer {k}"
             break
-    return LayerTrajectory(mu=np.stack(mus), Sigma=psd_project(np.stack(Sigmas)), status=status,
-                           blowup_layer=blowup_layer, blowup_norm=blowup_norm, message=message)
+    return LayerTrajectory(
+        mu=np.stack(mus),
+        Sigma=psd_project(np.stack(Sigmas)),
+        status=status,
+        blowup_layer=blowup_layer,
+        blowup_norm=blowup_norm,
+        message=message,
+    )

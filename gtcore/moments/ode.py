@@ -99,8 +99,13 @@ def _moment_rhs(mu: np.ndarray, Sigma: np.ndarray, controls: Controls) -> tuple[
     return _moment_field(mu, Sigma, controls.affine_A, controls.affine_b, parts)
 
 
-def _moment_field(mu: np.ndarray, Sigma: np.ndarray, A: np.ndarray, b: np.ndarray,
-                  parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def _moment_field(
+    mu: np.ndarray,
+    Sigma: np.ndarray,
+    A: np.ndarray,
+    b: np.ndarray,
+    parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Eq. (1.1), the one place it is written: :math:`(\mu', \Sigma')` from the affine fold and the attention's parts.
 
     :math:`M = A + \sum_h V_hM_h(\Sigma)` (the velocity's linear part), :math:`G = \sum_h V_hC_h(\Sigma)`, both from
@@ -237,6 +242,7 @@ def _piece_rhs(fn: Any, a: float, b: float, d: int, calls: list[float]) -> Calla
                 S = y[d:]
                 return flat(y[:d], ((S[transpose] + S) * 0.5).reshape(d, d))
         else:  # a contiguous copy of the transpose reads memory faster
+
             def rhs(t: float, y: np.ndarray) -> np.ndarray:
                 if calls[0] >= calls[1]:
                     raise _BudgetSpent
@@ -300,8 +306,10 @@ def _stop_events(d: int, blowup_norm: float, max_nfev: int, calls: list[float], 
 
 
 #: what ``solve_ivp`` says when a piece ends (its ``MESSAGES`` for statuses 0 and 1)
-_MESSAGES = {0: "The solver successfully reached the end of the integration interval.",
-             1: "A termination event occurred."}
+_MESSAGES = {
+    0: "The solver successfully reached the end of the integration interval.",
+    1: "A termination event occurred.",
+}
 _EPS = np.finfo(float).eps
 
 
@@ -318,9 +326,17 @@ class _Solution:
     message: str
 
 
-def _dop853(fun: Callable, a: float, b: float, y0: np.ndarray, rtol: float, atol: float,
-            t_eval: np.ndarray | None, events: list[Callable],
-            budget: tuple[list[float], int, int] | None = None) -> _Solution:
+def _dop853(
+    fun: Callable,
+    a: float,
+    b: float,
+    y0: np.ndarray,
+    rtol: float,
+    atol: float,
+    t_eval: np.ndarray | None,
+    events: list[Callable],
+    budget: tuple[list[float], int, int] | None = None,
+) -> _Solution:
     r"""``solve_ivp(fun, (a, b), y0, method="DOP853", t_eval=t_eval, rtol=rtol, atol=atol, events=events)`` for
     terminal events, step for step and bit for bit, without its per-step generality.
 
@@ -373,12 +389,16 @@ def _dop853(fun: Callable, a: float, b: float, y0: np.ndarray, rtol: float, atol
         t_old, t, y = solver.t_old, solver.t, solver.y
         sol = None
         g_new = [e(t, y) for e in events]
-        active = [k for k, (g0, g1, s) in enumerate(zip(g, g_new, directions, strict=True))
-                  if (s >= 0 and g0 <= 0 <= g1) or (s <= 0 and g0 >= 0 >= g1)]
+        active = [
+            k
+            for k, (g0, g1, s) in enumerate(zip(g, g_new, directions, strict=True))
+            if (s >= 0 and g0 <= 0 <= g1) or (s <= 0 and g0 >= 0 >= g1)
+        ]
         if active:
             sol = solver.dense_output()
-            roots = [brentq(lambda u, e=events[k], s=sol: e(u, s(u)), t_old, t, xtol=4 * _EPS, rtol=4 * _EPS)
-                     for k in active]
+            roots = [
+                brentq(lambda u, e=events[k], s=sol: e(u, s(u)), t_old, t, xtol=4 * _EPS, rtol=4 * _EPS) for k in active
+            ]
             first = int(np.argsort(roots)[0])  # terminal events: the earliest root ends the piece
             t_events[active[first]].append(roots[first])
             y_events[active[first]].append(sol(roots[first]))
@@ -404,9 +424,15 @@ def _dop853(fun: Callable, a: float, b: float, y0: np.ndarray, rtol: float, atol
         t_out, y_out = np.hstack(ts), np.hstack(ys)
     else:
         t_out, y_out = np.array([]), np.zeros((y0.size, 0))
-    return _Solution(t=t_out, y=y_out, t_events=[np.asarray(te) for te in t_events],
-                     y_events=[np.asarray(ye) for ye in y_events], nfev=solver.nfev, status=status,
-                     message=_MESSAGES.get(status, message))
+    return _Solution(
+        t=t_out,
+        y=y_out,
+        t_events=[np.asarray(te) for te in t_events],
+        y_events=[np.asarray(ye) for ye in y_events],
+        nfev=solver.nfev,
+        status=status,
+        message=_MESSAGES.get(status, message),
+    )
 
 
 @dataclass
@@ -420,8 +446,9 @@ class _Piece:
     message: str
 
 
-def _piece_points(sol: Any, keep_eval: np.ndarray | None, first: bool, d: int, blowup_norm: float,
-                  max_nfev: int, t1: float) -> _Piece:
+def _piece_points(
+    sol: Any, keep_eval: np.ndarray | None, first: bool, d: int, blowup_norm: float, max_nfev: int, t1: float
+) -> _Piece:
     """The points of one ``solve_ivp`` piece that the trajectory keeps, and its status."""
     # with t_eval and a terminal event before its first time, solve_ivp returns empty lists
     seg_t = np.asarray(sol.t, dtype=float)
@@ -440,12 +467,14 @@ def _piece_points(sol: Any, keep_eval: np.ndarray | None, first: bool, d: int, b
         seg_y = np.vstack([seg_y[before], ye[None]])
         if fired == 0:
             status, crossing_time = Status.BLOWUP, float(te)
-            which = ("||mu||_2" if np.linalg.norm(ye[:d]) >= np.linalg.norm(ye[d:]) else "||Sigma||_F")
+            which = "||mu||_2" if np.linalg.norm(ye[:d]) >= np.linalg.norm(ye[d:]) else "||Sigma||_F"
             message = f"{which} crossed blowup_norm = {blowup_norm:.3g} at t = {te:.6g}"
         else:
             status = Status.BUDGET
-            message = (f"stopped after max_nfev = {max_nfev} right-hand-side evaluations at "
-                       f"t = {te:.6g} of t1 = {t1:.6g}: raise max_nfev or shorten t_span")
+            message = (
+                f"stopped after max_nfev = {max_nfev} right-hand-side evaluations at "
+                f"t = {te:.6g} of t1 = {t1:.6g}: raise max_nfev or shorten t_span"
+            )
     elif sol.status < 0:
         status = Status.FAILED
     return _Piece(seg_t, seg_y, status, crossing_time, message)
@@ -455,15 +484,28 @@ def _checked_t_eval(t_eval: Any, t0: float, t1: float) -> np.ndarray | None:
     if t_eval is None:
         return None
     t_eval = as_float_array(t_eval, "t_eval")
-    if t_eval.ndim != 1 or not np.all(np.isfinite(t_eval)) or np.any(np.diff(t_eval) <= 0) or (
-            t_eval.size and (t_eval[0] < t0 or t_eval[-1] > t1)):
+    if (
+        t_eval.ndim != 1
+        or not np.all(np.isfinite(t_eval))
+        or np.any(np.diff(t_eval) <= 0)
+        or (t_eval.size and (t_eval[0] < t0 or t_eval[-1] > t1))
+    ):
         raise ValueError("t_eval must be finite, strictly increasing and lie inside t_span")
     return t_eval
 
 
-def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tuple[float, float],
-                      t_eval: Any = None, *, rtol: float = 1e-10, atol: float = 1e-12,
-                      blowup_norm: float = 1e8, max_nfev: int = MAX_NFEV) -> MomentTrajectory:
+def integrate_moments(
+    mu0: Any,
+    Sigma0: Any,
+    controls: ControlsLike,
+    t_span: tuple[float, float],
+    t_eval: Any = None,
+    *,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    blowup_norm: float = 1e8,
+    max_nfev: int = MAX_NFEV,
+) -> MomentTrajectory:
     r"""Integrate the moment ODE (eq. 1.1) from :math:`(\mu_0, \Sigma_0)` over ``t_span``.
 
     Adaptive Dormand–Prince 8(5,3) (``scipy.integrate.solve_ivp``, ``DOP853``) with tight default
@@ -553,8 +595,9 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
             keep_eval = t_eval[mask]
             solve_eval = np.union1d(keep_eval, [b])  # b is always solved for, to go on from it
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow fails the step, no warning
-            sol = _dop853(_piece_rhs(fn, a, b, d, calls), a, b, y, rtol, atol, solve_eval, events,
-                          budget=(calls, max_nfev, 1))
+            sol = _dop853(
+                _piece_rhs(fn, a, b, d, calls), a, b, y, rtol, atol, solve_eval, events, budget=(calls, max_nfev, 1)
+            )
         nfev += sol.nfev
         if sol.status == 0:
             y = sol.y[:, -1]
@@ -568,5 +611,12 @@ def integrate_moments(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tup
     Sigma = Y[:, d:].reshape(-1, d, d)
     Sigma = psd_project(0.5 * (Sigma + np.swapaxes(Sigma, 1, 2)))
     end = pieces[-1]
-    return MomentTrajectory(t=t, mu=np.ascontiguousarray(Y[:, :d]), Sigma=Sigma, status=end.status,
-                            crossing_time=end.crossing_time, message=end.message, nfev=nfev)
+    return MomentTrajectory(
+        t=t,
+        mu=np.ascontiguousarray(Y[:, :d]),
+        Sigma=Sigma,
+        status=end.status,
+        crossing_time=end.crossing_time,
+        message=end.message,
+        nfev=nfev,
+    )

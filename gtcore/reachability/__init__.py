@@ -45,5 +45,15 @@ from gtcore.reachability.steering import (
     steer,
 )
 
-__all__ = ["MinEnergyResult", "RankMismatchError", "SteeringControls", "control_path", "covariance_rank",
-           "endpoint_error", "singular_values", "steer", "steer_min_energy", "steer_min_energy_starts"]
+__all__ = [
+    "MinEnergyResult",
+    "RankMismatchError",
+    "SteeringControls",
+    "control_path",
+    "covariance_rank",
+    "endpoint_error",
+    "singular_values",
+    "steer",
+    "steer_min_energy",
+    "steer_min_energy_starts",
+]

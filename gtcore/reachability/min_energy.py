@@ -84,7 +84,7 @@ def _endpoint_constraints(mu0, Sigma0, mu1, Sigma1, r, K, tau):
 
     def unpack(theta):
         A = theta[: K * d * d].reshape(K, d, d)
-        b = theta[K * d * d:].reshape(K, d)
+        b = theta[K * d * d :].reshape(K, d)
         return A, b
 
     def endpoint(theta):
@@ -112,9 +112,19 @@ def _endpoint_constraints(mu0, Sigma0, mu1, Sigma1, r, K, tau):
     return residual
 
 
-def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pieces: int = 8, *,
-                     maxiter: int = 300, feasibility_tol: float = 1e-12,
-                     rtol: float = RANK_RTOL, start: Any = None) -> MinEnergyResult:
+def steer_min_energy(
+    mu0: Any,
+    Sigma0: Any,
+    mu1: Any,
+    Sigma1: Any,
+    T: float,
+    pieces: int = 8,
+    *,
+    maxiter: int = 300,
+    feasibility_tol: float = 1e-12,
+    rtol: float = RANK_RTOL,
+    start: Any = None,
+) -> MinEnergyResult:
     r"""Piecewise-constant controls of least energy that steer :math:`(\mu_0, \Sigma_0)` to the target.
 
     Beyond the paper. Over K equal pieces of length :math:`\tau = T/K` with constant
@@ -179,8 +189,9 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
     tau = T / K
     constructive = steer(mu0, Sigma0, mu1, Sigma1, T, rtol=rtol)
     mids = (np.arange(K) + 0.5) * tau
-    theta0 = np.concatenate([np.stack([constructive(t).A for t in mids]).ravel(),
-                             np.stack([constructive(t).b for t in mids]).ravel()])
+    theta0 = np.concatenate(
+        [np.stack([constructive(t).A for t in mids]).ravel(), np.stack([constructive(t).b for t in mids]).ravel()]
+    )
     if start is not None:
         theta0 = np.asarray(start, float)
         if theta0.shape != (K * d * d + K * d,) or not np.all(np.isfinite(theta0)):
@@ -200,9 +211,14 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: threading only adds overhead
     try:
-        sol = minimize(energy, theta0, jac=True, method="SLSQP",
-                       constraints=[{"type": "eq", "fun": cfun, "jac": cjac}],
-                       options={"maxiter": int(maxiter), "ftol": 1e-13})
+        sol = minimize(
+            energy,
+            theta0,
+            jac=True,
+            method="SLSQP",
+            constraints=[{"type": "eq", "fun": cfun, "jac": cjac}],
+            options={"maxiter": int(maxiter), "ftol": 1e-13},
+        )
         x = sol.x
         for _ in range(20):  # Gauss-Newton (least-norm) steps onto the constraint manifold
             c = cfun(x)
@@ -212,7 +228,7 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
     finally:
         torch.set_num_threads(threads)
     A = x[: K * d * d].reshape(K, d, d)
-    b = x[K * d * d:].reshape(K, d)
+    b = x[K * d * d :].reshape(K, d)
     ctl = PiecewiseControls(np.linspace(0.0, T, K + 1), [Controls(A=A[k], b=b[k]) for k in range(K)])
     return MinEnergyResult(
         controls=ctl,
@@ -221,13 +237,25 @@ def steer_min_energy(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pie
         constructive=constructive,
         constructive_energy=constructive.energy(),
         constructive_endpoint_error=endpoint_error(constructive, mu0, Sigma0, mu1, Sigma1, T),
-        success=bool(sol.success), nit=int(sol.nit), message=str(sol.message),
+        success=bool(sol.success),
+        nit=int(sol.nit),
+        message=str(sol.message),
     )
 
 
-def steer_min_energy_starts(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, pieces: int = 8, *,
-                            starts: int = 4, scale: float = 0.5, seed: int = 0,
-                            **kwargs) -> list[MinEnergyResult]:
+def steer_min_energy_starts(
+    mu0: Any,
+    Sigma0: Any,
+    mu1: Any,
+    Sigma1: Any,
+    T: float,
+    pieces: int = 8,
+    *,
+    starts: int = 4,
+    scale: float = 0.5,
+    seed: int = 0,
+    **kwargs,
+) -> list[MinEnergyResult]:
     r""":func:`steer_min_energy` from ``starts`` seeded random starting points.
 
     Start ``k`` draws every entry of every :math:`A_k` and :math:`b_k` i.i.d. from

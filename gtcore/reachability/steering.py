@@ -199,8 +199,14 @@ class SteeringControls:
     ('SteeringControls', 1, 1.0)
     """
 
-    def __init__(self, mu0: np.ndarray, Sigma0: np.ndarray, durations: Sequence[float],
-                 stages: Sequence[Controls], heads: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        mu0: np.ndarray,
+        Sigma0: np.ndarray,
+        durations: Sequence[float],
+        stages: Sequence[Controls],
+        heads: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         self.stages = tuple(stages)
         self.durations = tuple(float(x) for x in durations)
         edges = np.concatenate([[0.0], np.cumsum(self.durations)])
@@ -222,8 +228,7 @@ class SteeringControls:
     @property
     def attention(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Deprecated alias of ``heads``."""
-        warnings.warn("SteeringControls.attention is deprecated; use .heads", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn("SteeringControls.attention is deprecated; use .heads", DeprecationWarning, stacklevel=2)
         return self.heads
 
     def _stage(self, t: float) -> int:
@@ -309,14 +314,15 @@ class SteeringControls:
             The energy.
         """
         if self.heads is None:
-            return float(sum(tau * (np.sum(c.A ** 2) + np.sum(c.b ** 2))
-                             for c, tau in zip(self.stages, self.durations, strict=True)))
+            return float(
+                sum(tau * (np.sum(c.A**2) + np.sum(c.b**2)) for c, tau in zip(self.stages, self.durations, strict=True))
+            )
         x, w = np.polynomial.legendre.leggauss(int(nodes))
         total = 0.0
         for a, tau in zip(self._starts, self.durations, strict=True):
             for xi, wi in zip(x, w, strict=True):
                 c = self(a + 0.5 * tau * (xi + 1))
-                total += 0.5 * tau * wi * (np.sum(c.A ** 2) + np.sum(c.b ** 2))
+                total += 0.5 * tau * wi * (np.sum(c.A**2) + np.sum(c.b**2))
         return float(total)
 
     def __repr__(self) -> str:
@@ -347,9 +353,17 @@ def _check_targets(mu0, Sigma0, mu1, Sigma1, T, rtol):
     return mu0, Sigma0, mu1, Sigma1, T, r0
 
 
-def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
-          heads: tuple[Any, Any] | None = None, rtol: float = RANK_RTOL,
-          attention: tuple[Any, Any] | None = None) -> SteeringControls:
+def steer(
+    mu0: Any,
+    Sigma0: Any,
+    mu1: Any,
+    Sigma1: Any,
+    T: float,
+    *,
+    heads: tuple[Any, Any] | None = None,
+    rtol: float = RANK_RTOL,
+    attention: tuple[Any, Any] | None = None,
+) -> SteeringControls:
     r"""Controls that steer :math:`N(\mu_0, \Sigma_0)` exactly to :math:`N(\mu_1, \Sigma_1)` at time T.
 
     Construction (attention off). Take an invertible :math:`M` with
@@ -423,10 +437,8 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
     """
     if attention is not None:
         if heads is not None:
-            raise ValueError("heads: pass the fixed heads once, as heads=(V, B) (attention= is its "
-                             "deprecated alias)")
-        warnings.warn("steer(attention=...) is deprecated; use heads=(V, B)", DeprecationWarning,
-                      stacklevel=2)
+            raise ValueError("heads: pass the fixed heads once, as heads=(V, B) (attention= is its deprecated alias)")
+        warnings.warn("steer(attention=...) is deprecated; use heads=(V, B)", DeprecationWarning, stacklevel=2)
         heads = attention
     mu0, Sigma0, mu1, Sigma1, T, r = _check_targets(mu0, Sigma0, mu1, Sigma1, T, rtol)
     d = mu0.shape[0]
@@ -461,8 +473,17 @@ def steer(mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
     return SteeringControls(mu0, Sigma0, durations, stages, att)
 
 
-def endpoint_error(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float, *,
-                   rtol: float = 1e-12, atol: float = 1e-14) -> float:
+def endpoint_error(
+    controls: ControlsLike,
+    mu0: Any,
+    Sigma0: Any,
+    mu1: Any,
+    Sigma1: Any,
+    T: float,
+    *,
+    rtol: float = 1e-12,
+    atol: float = 1e-14,
+) -> float:
     r"""Distance of the moment ODE's endpoint to the target, through :func:`gtcore.moments.integrate_moments`.
 
     .. math::
@@ -533,5 +554,4 @@ def control_path(controls: ControlsLike, t: Any) -> tuple[np.ndarray, np.ndarray
     fn = as_control_function(controls)
     t = as_float_array(t, "t")
     cs = [fn(float(s)) for s in t]
-    return (np.array([np.linalg.norm(c.affine_A) for c in cs]),
-            np.array([np.linalg.norm(c.affine_b) for c in cs]))
+    return (np.array([np.linalg.norm(c.affine_A) for c in cs]), np.array([np.linalg.norm(c.affine_b) for c in cs]))

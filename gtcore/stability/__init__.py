@@ -61,6 +61,19 @@ from gtcore.stability.regimes import (
     observe_regimes,
 )
 
-__all__ = ["ROOT_UNCERTAINTY_RATIO", "VERDICTS", "Equilibrium", "LinearStability", "NoEquilibriumError", "Regime",
-           "asymptotic_mean", "bias_for_mean_target", "classify", "equilibrium", "linear_stability", "mean_matrix",
-           "observe_regime", "observe_regimes"]
+__all__ = [
+    "ROOT_UNCERTAINTY_RATIO",
+    "VERDICTS",
+    "Equilibrium",
+    "LinearStability",
+    "NoEquilibriumError",
+    "Regime",
+    "asymptotic_mean",
+    "bias_for_mean_target",
+    "classify",
+    "equilibrium",
+    "linear_stability",
+    "mean_matrix",
+    "observe_regime",
+    "observe_regimes",
+]

@@ -27,8 +27,14 @@ from gtcore.riccati import (
 )
 from gtcore.status import Stability, Status
 
-__all__ = ["ROOT_UNCERTAINTY_RATIO", "Equilibrium", "LinearStability", "NoEquilibriumError", "equilibrium",
-           "linear_stability"]
+__all__ = [
+    "ROOT_UNCERTAINTY_RATIO",
+    "Equilibrium",
+    "LinearStability",
+    "NoEquilibriumError",
+    "equilibrium",
+    "linear_stability",
+]
 
 
 class NoEquilibriumError(ValueError):
@@ -136,9 +142,13 @@ def _certify(controls: Controls, Sigma: np.ndarray, method: str, iterations: int
     R = _F(controls, Sigma)
     res = float(np.linalg.norm(R))
     scale = _residual_scale(controls, Sigma)
-    return Equilibrium(Sigma=Sigma, residual=res,
-                       relative_residual=res / scale if scale > 0 else res,
-                       method=method, iterations=iterations)
+    return Equilibrium(
+        Sigma=Sigma,
+        residual=res,
+        relative_residual=res / scale if scale > 0 else res,
+        method=method,
+        iterations=iterations,
+    )
 
 
 def _newton(controls: Controls, S0: np.ndarray, tol: float, max_iter: int):
@@ -200,13 +210,14 @@ def _certified_pd(controls: Controls, S: np.ndarray) -> tuple[bool, str]:
     delta = _root_uncertainty(controls, S)
     if lmin > delta / ROOT_UNCERTAINTY_RATIO:
         return True, ""
-    return False, (f"the limit is not certified positive definite: smallest eigenvalue {lmin:.3e} against "
-                   f"a distance {delta:.3e} to the exact root (first order, with round-off); the iterates "
-                   "approach a singular solution")
+    return False, (
+        f"the limit is not certified positive definite: smallest eigenvalue {lmin:.3e} against "
+        f"a distance {delta:.3e} to the exact root (first order, with round-off); the iterates "
+        "approach a singular solution"
+    )
 
 
-def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-13,
-                max_iter: int = 60) -> Equilibrium:
+def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-13, max_iter: int = 60) -> Equilibrium:
     r"""A positive-definite equilibrium :math:`\Sigma^*` of the covariance equation.
 
     .. math::
@@ -319,8 +330,7 @@ def equilibrium(controls: Controls, Sigma_guess: Any = None, *, tol: float = 1e-
         eq = newton_from(label, S0)
         if eq is not None:
             return eq
-    raise NoEquilibriumError("no positive-definite equilibrium found by Newton's method: "
-                             + "; ".join(failures))
+    raise NoEquilibriumError("no positive-definite equilibrium found by Newton's method: " + "; ".join(failures))
 
 
 # ------------------------------------------------------------------------ linear stability

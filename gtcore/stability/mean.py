@@ -50,8 +50,9 @@ def _solvable_mean_matrix(controls: Controls, Sigma_star: Any) -> np.ndarray:
     """:func:`mean_matrix`, refused (``ValueError``) when it is singular to working precision."""
     M = mean_matrix(controls, Sigma_star)
     if np.linalg.cond(M) > 1e12:
-        raise ValueError("Sigma_star: A + V + V Sigma* B is singular (condition number > 1e12), "
-                         "the asymptotic mean is not unique")
+        raise ValueError(
+            "Sigma_star: A + V + V Sigma* B is singular (condition number > 1e12), the asymptotic mean is not unique"
+        )
     return M
 
 
@@ -92,8 +93,9 @@ def asymptotic_mean(controls: Controls, Sigma_star: Any) -> np.ndarray:
     return -np.linalg.solve(M, controls.affine_b)
 
 
-def bias_for_mean_target(controls: Controls, Sigma_star: Any, mu_target: Any, *,
-                         allow_unstable: bool = False) -> np.ndarray:
+def bias_for_mean_target(
+    controls: Controls, Sigma_star: Any, mu_target: Any, *, allow_unstable: bool = False
+) -> np.ndarray:
     r"""The bias :math:`b` that puts the asymptotic mean at ``mu_target``.
 
     .. math::
@@ -143,7 +145,8 @@ def bias_for_mean_target(controls: Controls, Sigma_star: Any, mu_target: Any, *,
         if abscissa >= -1e-12 * max(1.0, float(np.abs(M).max())):
             raise ValueError(
                 f"controls: A + V + V Sigma* B is not Hurwitz (largest real part {abscissa:.3g}), so the "
-                "mean does not converge to mu_target; pass allow_unstable=True for the bias anyway")
+                "mean does not converge to mu_target; pass allow_unstable=True for the bias anyway"
+            )
     b = -M @ mu
     W, c = controls.W, controls.c
     if W is not None and c is not None:  # the feed-forward block (U, W, c come together)

@@ -42,8 +42,7 @@ __all__ = ["VERDICTS", "Regime", "classify", "observe_regime", "observe_regimes"
 
 #: the verdicts of :func:`~gtcore.stability.classify` and :func:`~gtcore.stability.observe_regime`
 #: (members of :class:`~gtcore.status.Verdict`)
-VERDICTS = (Verdict.CONVERGES, Verdict.COLLAPSES, Verdict.BLOWS_UP, Verdict.GROWS_EXPONENTIALLY,
-            Verdict.UNDETERMINED)
+VERDICTS = (Verdict.CONVERGES, Verdict.COLLAPSES, Verdict.BLOWS_UP, Verdict.GROWS_EXPONENTIALLY, Verdict.UNDETERMINED)
 
 
 # ------------------------------------------------------------------------------ classify
@@ -86,8 +85,10 @@ class Regime:
 def _describe(controls: Controls) -> str:
     Vs = [_definiteness(V) for V in controls.V]
     Bs = [_definiteness(B) for B in controls.B]
-    return (f"V {'/'.join(Vs)}, B {'/'.join(Bs)} (symmetric parts), "
-            f"{_spectrum_class(controls.affine_A)[0]} A with {_fmt_spec(np.linalg.eigvals(controls.affine_A))}")
+    return (
+        f"V {'/'.join(Vs)}, B {'/'.join(Bs)} (symmetric parts), "
+        f"{_spectrum_class(controls.affine_A)[0]} A with {_fmt_spec(np.linalg.eigvals(controls.affine_A))}"
+    )
 
 
 def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> Regime:
@@ -149,44 +150,73 @@ def classify(controls: Controls, Sigma0: Any, *, t_max: float | None = None) -> 
     # the verdict rests on the blow-up search: numerical when that search fell back to the integrator
     meth = "numerical" if bt.method == "numerical" else "closed form"
     if math.isfinite(bt.t_star):
-        return Regime(Verdict.BLOWS_UP, f"{desc}; Q = sum v_h(B_h + B_h^T) {qd}: {bt.reason}",
-                      t_star=bt.t_star, method=meth)
+        return Regime(
+            Verdict.BLOWS_UP, f"{desc}; Q = sum v_h(B_h + B_h^T) {qd}: {bt.reason}", t_star=bt.t_star, method=meth
+        )
     if bt.crossing_time is not None:  # the numerical fallback saw unbounded growth: say what it proved
-        return Regime(bt.verdict if bt.verdict is Verdict.GROWS_EXPONENTIALLY else Verdict.UNDETERMINED,
-                      f"{desc}; Q {qd}: {bt.reason}", method=meth)
+        return Regime(
+            bt.verdict if bt.verdict is Verdict.GROWS_EXPONENTIALLY else Verdict.UNDETERMINED,
+            f"{desc}; Q {qd}: {bt.reason}",
+            method=meth,
+        )
     cls, lam = _spectrum_class(A)
     full_rank = np.linalg.eigvalsh(S0)[0] > 1e-12 * max(float(np.linalg.norm(S0)), 1e-300)
     if cls == "anti-stable":
         if not full_rank:
-            return Regime(Verdict.UNDETERMINED, f"{desc}; rank(Sigma0) < d is invariant, so there is no "
-                          "positive-definite limit", method=meth)
+            return Regime(
+                Verdict.UNDETERMINED,
+                f"{desc}; rank(Sigma0) < d is invariant, so there is no positive-definite limit",
+                method=meth,
+            )
         P = _lyapunov_P(A, Q)
         assert P is not None  # A anti-stable: the Lyapunov equation has a unique solution
         w = np.linalg.eigvalsh(P)
         if w[0] > 0:
             S = np.linalg.inv(P)
-            return Regime(Verdict.CONVERGES, f"{desc}; Q {qd}: A anti-stable, so P(t) = Sigma(t)^-1 -> P* "
-                          f"at rate 2 min Re spec(A) = {2 * lam.real.min():.3g}, and P* > 0 "
-                          f"(lambda_min {w[0]:.3g})", Sigma_star=0.5 * (S + S.T), method=meth)
+            return Regime(
+                Verdict.CONVERGES,
+                f"{desc}; Q {qd}: A anti-stable, so P(t) = Sigma(t)^-1 -> P* "
+                f"at rate 2 min Re spec(A) = {2 * lam.real.min():.3g}, and P* > 0 "
+                f"(lambda_min {w[0]:.3g})",
+                Sigma_star=0.5 * (S + S.T),
+                method=meth,
+            )
         if bt.proved and qd in ("negative definite", "negative semidefinite", "zero"):
-            return Regime(Verdict.GROWS_EXPONENTIALLY, f"{desc}; Q {qd}, A anti-stable and the limit P* is "
-                          f"singular (lambda_min {w[0]:.3g}): no pole, Sigma(t) <= e^(At) Sigma0 e^(A^T t) and "
-                          "lambda_min(P(t)) -> 0, so Sigma grows without bound, at most exponentially",
-                          method=meth)
-        return Regime(Verdict.UNDETERMINED, f"{desc}; A anti-stable but the limit P* is singular "
-                      f"(lambda_min {w[0]:.3g}): Sigma grows without bound", method=meth)
+            return Regime(
+                Verdict.GROWS_EXPONENTIALLY,
+                f"{desc}; Q {qd}, A anti-stable and the limit P* is "
+                f"singular (lambda_min {w[0]:.3g}): no pole, Sigma(t) <= e^(At) Sigma0 e^(A^T t) and "
+                "lambda_min(P(t)) -> 0, so Sigma grows without bound, at most exponentially",
+                method=meth,
+            )
+        return Regime(
+            Verdict.UNDETERMINED,
+            f"{desc}; A anti-stable but the limit P* is singular (lambda_min {w[0]:.3g}): Sigma grows without bound",
+            method=meth,
+        )
     if cls == "Hurwitz":
         ker = _RiccatiKernel(A, Q, S0)
         Y_inf = solve_continuous_lyapunov(A.T, -Q)
         g_inf = ker.g_of(0.5 * (Y_inf + Y_inf.T))
         if g_inf > 1e-12:
-            return Regime(Verdict.COLLAPSES, f"{desc}; Q {qd}: A Hurwitz and I - K Y_inf K > 0 "
-                          f"(lambda_min {g_inf:.3g}), so Sigma(t) -> 0 like e^(2 max Re spec(A) t) "
-                          f"= e^({2 * lam.real.max():.3g} t)", method=meth)
-        return Regime(Verdict.UNDETERMINED, f"{desc}; A Hurwitz and I - K Y_inf K is singular "
-                      f"(lambda_min {g_inf:.3g}): the boundary between collapse and blow-up", method=meth)
-    return Regime(Verdict.UNDETERMINED, f"{desc}; Q {qd}: spectrum of A on both sides of or on the "
-                  f"imaginary axis, no blow-up found ({bt.reason})", method=meth)
+            return Regime(
+                Verdict.COLLAPSES,
+                f"{desc}; Q {qd}: A Hurwitz and I - K Y_inf K > 0 "
+                f"(lambda_min {g_inf:.3g}), so Sigma(t) -> 0 like e^(2 max Re spec(A) t) "
+                f"= e^({2 * lam.real.max():.3g} t)",
+                method=meth,
+            )
+        return Regime(
+            Verdict.UNDETERMINED,
+            f"{desc}; A Hurwitz and I - K Y_inf K is singular "
+            f"(lambda_min {g_inf:.3g}): the boundary between collapse and blow-up",
+            method=meth,
+        )
+    return Regime(
+        Verdict.UNDETERMINED,
+        f"{desc}; Q {qd}: spectrum of A on both sides of or on the imaginary axis, no blow-up found ({bt.reason})",
+        method=meth,
+    )
 
 
 def _classify_numerical(controls: Controls, S0: np.ndarray, t_max: float | None, desc: str) -> Regime:
@@ -202,27 +232,42 @@ def _classify_numerical(controls: Controls, S0: np.ndarray, t_max: float | None,
         try:
             eq = equilibrium(controls)
         except NoEquilibriumError as exc:
-            return Regime(Verdict.UNDETERMINED, f"{desc}; the ODE settles numerically but {exc}",
-                          method="numerical")
+            return Regime(Verdict.UNDETERMINED, f"{desc}; the ODE settles numerically but {exc}", method="numerical")
         traj = integrate_moments(np.zeros(controls.d), S0, controls, (0.0, horizon))
         S_end = traj.Sigma[-1]
         ls = linear_stability(controls, eq.Sigma)
         if np.linalg.norm(S_end - eq.Sigma) <= 1e-6 * np.linalg.norm(eq.Sigma) and ls.verdict is Stability.STABLE:
-            return Regime(Verdict.CONVERGES, f"{desc}; numerically: Sigma(t_max) is within 1e-6 of the Newton "
-                          f"equilibrium, which is linearly stable (abscissa {ls.max_real:.3g})",
-                          Sigma_star=eq.Sigma, method="numerical")
-        return Regime(Verdict.UNDETERMINED, f"{desc}; the ODE settles, but not at a linearly stable Newton "
-                      "equilibrium", method="numerical")
+            return Regime(
+                Verdict.CONVERGES,
+                f"{desc}; numerically: Sigma(t_max) is within 1e-6 of the Newton "
+                f"equilibrium, which is linearly stable (abscissa {ls.max_real:.3g})",
+                Sigma_star=eq.Sigma,
+                method="numerical",
+            )
+        return Regime(
+            Verdict.UNDETERMINED,
+            f"{desc}; the ODE settles, but not at a linearly stable Newton equilibrium",
+            method="numerical",
+        )
     if obs is Verdict.COLLAPSES:
-        return Regime(Verdict.COLLAPSES, f"{desc}; numerically ||Sigma(t_max)|| < 1e-8 ||Sigma0||",
-                      method="numerical")
-    return Regime(Verdict.UNDETERMINED, f"{desc}; no blow-up, equilibrium or collapse observed by "
-                  f"t_max = {horizon:.3g}", method="numerical")
+        return Regime(Verdict.COLLAPSES, f"{desc}; numerically ||Sigma(t_max)|| < 1e-8 ||Sigma0||", method="numerical")
+    return Regime(
+        Verdict.UNDETERMINED,
+        f"{desc}; no blow-up, equilibrium or collapse observed by t_max = {horizon:.3g}",
+        method="numerical",
+    )
 
 
 # ------------------------------------------------------------------- observation and map
-def observe_regime(controls: Controls, Sigma0: Any, t_max: float, *, rtol: float = 1e-10,
-                   settle_tol: float = 1e-6, collapse_tol: float = 1e-8) -> Verdict:
+def observe_regime(
+    controls: Controls,
+    Sigma0: Any,
+    t_max: float,
+    *,
+    rtol: float = 1e-10,
+    settle_tol: float = 1e-6,
+    collapse_tol: float = 1e-8,
+) -> Verdict:
     r"""The outcome seen by integrating the ODE alone (no theory): a :class:`~gtcore.status.Verdict`.
 
     "blows up" (what is observed: a crossing, not a certified pole) when
@@ -257,27 +302,41 @@ def observe_regime(controls: Controls, Sigma0: Any, t_max: float, *, rtol: float
     t_max = check_positive(t_max, "t_max")
     settle_tol, collapse_tol = check_positive(settle_tol, "settle_tol"), check_positive(collapse_tol, "collapse_tol")
     n0 = float(np.linalg.norm(S0))
-    traj = integrate_moments(np.zeros(controls.d), S0, controls, (0.0, t_max), rtol=rtol,
-                             atol=1e-30 + 1e-14 * n0, blowup_norm=1e8 * max(n0, 1.0))
+    traj = integrate_moments(
+        np.zeros(controls.d),
+        S0,
+        controls,
+        (0.0, t_max),
+        rtol=rtol,
+        atol=1e-30 + 1e-14 * n0,
+        blowup_norm=1e8 * max(n0, 1.0),
+    )
     return _observed_verdict(controls, traj.status, traj.Sigma[-1], n0, settle_tol, collapse_tol)
 
 
-def _observed_verdict(controls: Controls, status: Status, S: np.ndarray, n0: float, settle_tol: float,
-                      collapse_tol: float) -> Verdict:
+def _observed_verdict(
+    controls: Controls, status: Status, S: np.ndarray, n0: float, settle_tol: float, collapse_tol: float
+) -> Verdict:
     """:func:`observe_regime`'s verdict from the integration's status and end point."""
     if status == Status.BLOWUP:
         return Verdict.BLOWS_UP
     nS = float(np.linalg.norm(S))
     if nS <= collapse_tol * n0:
         return Verdict.COLLAPSES
-    if (np.linalg.norm(_F(controls, S)) <= settle_tol * nS
-            and np.linalg.eigvalsh(S)[0] > settle_tol * nS):
+    if np.linalg.norm(_F(controls, S)) <= settle_tol * nS and np.linalg.eigvalsh(S)[0] > settle_tol * nS:
         return Verdict.CONVERGES
     return Verdict.UNDETERMINED
 
 
-def observe_regimes(controls: Sequence[Controls], Sigma0: Any, t_max: float, *, rtol: float = 1e-10,
-                    settle_tol: float = 1e-6, collapse_tol: float = 1e-8) -> list[Verdict]:
+def observe_regimes(
+    controls: Sequence[Controls],
+    Sigma0: Any,
+    t_max: float,
+    *,
+    rtol: float = 1e-10,
+    settle_tol: float = 1e-6,
+    collapse_tol: float = 1e-8,
+) -> list[Verdict]:
     r""":func:`observe_regime` for many controls at once: the same integration (tolerances, blow-up
     threshold) and the same verdicts, with every point's moment ODE stepped side by side by
     :func:`gtcore.moments.integrate_moments_lanes` (each with its own DOP853 steps; dot-product
@@ -306,10 +365,12 @@ def observe_regimes(controls: Sequence[Controls], Sigma0: Any, t_max: float, *, 
     t_max = check_positive(t_max, "t_max")
     settle_tol, collapse_tol = check_positive(settle_tol, "settle_tol"), check_positive(collapse_tol, "collapse_tol")
     if any(c.attention != "dot" for c in ctls):
-        return [observe_regime(c, S0, t_max, rtol=rtol, settle_tol=settle_tol, collapse_tol=collapse_tol)
-                for c in ctls]
+        return [observe_regime(c, S0, t_max, rtol=rtol, settle_tol=settle_tol, collapse_tol=collapse_tol) for c in ctls]
     n0 = float(np.linalg.norm(S0))
-    ends = integrate_moments_lanes(np.zeros(ctls[0].d), S0, ctls, (0.0, t_max), rtol=rtol,
-                                   atol=1e-30 + 1e-14 * n0, blowup_norm=1e8 * max(n0, 1.0))
-    return [_observed_verdict(c, st, S, n0, settle_tol, collapse_tol)
-            for c, st, S in zip(ctls, ends.status, ends.Sigma, strict=True)]
+    ends = integrate_moments_lanes(
+        np.zeros(ctls[0].d), S0, ctls, (0.0, t_max), rtol=rtol, atol=1e-30 + 1e-14 * n0, blowup_norm=1e8 * max(n0, 1.0)
+    )
+    return [
+        _observed_verdict(c, st, S, n0, settle_tol, collapse_tol)
+        for c, st, S in zip(ctls, ends.status, ends.Sigma, strict=True)
+    ]

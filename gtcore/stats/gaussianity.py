@@ -207,8 +207,7 @@ def sliced_w2(x: Any, n_projections: int = 128, seed: int | np.random.Generator 
     return sliced_w2_of_whitened(whiten(x), int(n_projections), seed)
 
 
-def sliced_w2_of_whitened(y: np.ndarray, n_projections: int = 128,
-                          seed: int | np.random.Generator | None = 0) -> float:
+def sliced_w2_of_whitened(y: np.ndarray, n_projections: int = 128, seed: int | np.random.Generator | None = 0) -> float:
     r""":func:`sliced_w2` of a sample already whitened by ``gtcore._linalg.whiten`` (shape (N, r)).
 
     Lets a caller that evaluates several statistics of one sample whiten it once; the value is
@@ -239,7 +238,7 @@ def sliced_w2_of_whitened(y: np.ndarray, n_projections: int = 128,
     for start in range(0, int(n_projections), k):
         # one projection per row (contiguous): sorting rows is ~2x faster than sorting columns; the
         # rows then go through w2_to_standard_normal's formula
-        p = theta[:, start:start + k].T @ y.T
+        p = theta[:, start : start + k].T @ y.T
         p -= p.mean(axis=1, keepdims=True)
         sd = p.std(axis=1, keepdims=True)
         p /= np.where(sd > 0, sd, 1.0)
@@ -288,13 +287,13 @@ def mardia_skewness(x: Any, *, method: str = "auto") -> float:
     if method == "tensor" or (method == "auto" and r * r <= n):
         total = 0.0
         for a in range(r):
-            m_a = (y * y[:, a:a + 1]).T @ y / n  # m_{a b c}
+            m_a = (y * y[:, a : a + 1]).T @ y / n  # m_{a b c}
             total += float(np.sum(m_a**2))
         return total
     k = _chunk_rows(n, 8 * n * 2)
     total = 0.0
     for start in range(0, n, k):
-        g = y[start:start + k] @ y.T
+        g = y[start : start + k] @ y.T
         total += float(np.vdot(g * g, g))  # sum of cubes; g**3 (pow) is ~20x slower
     return total / n**2
 
@@ -525,8 +524,15 @@ class NoiseFloor:
         return bool(inside) if np.ndim(inside) == 0 else inside
 
 
-def noise_floor(statistic: Callable[[np.ndarray], Any] | str, n: int, d: int, *, repeats: int = 64,
-                seed: int | np.random.Generator | None = 0, progress: bool = False) -> NoiseFloor:
+def noise_floor(
+    statistic: Callable[[np.ndarray], Any] | str,
+    n: int,
+    d: int,
+    *,
+    repeats: int = 64,
+    seed: int | np.random.Generator | None = 0,
+    progress: bool = False,
+) -> NoiseFloor:
     r"""A statistic's values on true Gaussian samples of size ``n`` in dimension ``d``.
 
     Draws ``repeats`` seeded samples :math:`z^{(k)} \in \mathbb{R}^{n \times d}`,
@@ -564,16 +570,17 @@ def noise_floor(statistic: Callable[[np.ndarray], Any] | str, n: int, d: int, *,
     """
     if isinstance(statistic, str):
         if statistic not in _STATISTICS:
-            raise ValueError(f"statistic must be a callable or one of {sorted(_STATISTICS)}, "
-                             f"got {statistic!r}")
+            raise ValueError(f"statistic must be a callable or one of {sorted(_STATISTICS)}, got {statistic!r}")
         statistic = _STATISTICS[statistic]
     elif not callable(statistic):
         raise ValueError(f"statistic must be callable, got {type(statistic).__name__}")
     for name, val, low in (("n", n, 2), ("d", d, 1), ("repeats", repeats, 2)):
         check_integer(val, name, low)
     rng = as_generator(seed)
-    values = [np.asarray(statistic(rng.standard_normal((int(n), int(d)))), dtype=np.float64)
-              for _ in progress_bar(range(int(repeats)), "noise floor", enabled=progress)]
+    values = [
+        np.asarray(statistic(rng.standard_normal((int(n), int(d)))), dtype=np.float64)
+        for _ in progress_bar(range(int(repeats)), "noise floor", enabled=progress)
+    ]
     return NoiseFloor(values=np.stack(values), n=int(n), d=int(d))
 
 

@@ -241,8 +241,9 @@ def slope_standard_error(Ns: Any, errors: Any, *, n_boot: int = 2000, seed: int 
     return float(np.std(slopes, ddof=1))
 
 
-def slope_difference_standard_error(Ns: Any, errors_a: Any, errors_b: Any, *, n_boot: int = 2000,
-                                    seed: int = 0) -> float:
+def slope_difference_standard_error(
+    Ns: Any, errors_a: Any, errors_b: Any, *, n_boot: int = 2000, seed: int = 0
+) -> float:
     r"""Bootstrap standard error of the difference of two log–log slopes fitted on the same seeds.
 
     ``errors_a`` and ``errors_b`` are (k, seeds) arrays from paired runs (seed ``s`` of one is the
@@ -316,8 +317,10 @@ class HotellingTest:
         return self.T2 / self.threshold
 
     def __repr__(self) -> str:
-        return (f"HotellingTest(T2={self.T2:.3g}, threshold={self.threshold:.3g}, ratio={self.ratio:.3g}, "
-                f"p_value={self.p_value:.3g}, R={self.R}, p={self.p})")
+        return (
+            f"HotellingTest(T2={self.T2:.3g}, threshold={self.threshold:.3g}, ratio={self.ratio:.3g}, "
+            f"p_value={self.p_value:.3g}, R={self.R}, p={self.p})"
+        )
 
 
 def hotelling_test(deviations: Any, level: float = 0.99) -> HotellingTest:
@@ -366,8 +369,10 @@ def hotelling_test(deviations: Any, level: float = 0.99) -> HotellingTest:
     S = np.cov(X, rowvar=False, ddof=1).reshape(p, p)
     scale = np.sqrt(np.diag(S))
     if np.any(scale == 0) or np.linalg.cond(S / np.outer(scale, scale)) > 1e12:
-        raise ValueError("deviations: their sample covariance is singular (a coordinate that does not "
-                         "fluctuate, or linearly dependent coordinates); leave such coordinates out")
+        raise ValueError(
+            "deviations: their sample covariance is singular (a coordinate that does not "
+            "fluctuate, or linearly dependent coordinates); leave such coordinates out"
+        )
     T2 = float(R * m @ np.linalg.solve(S, m))
     c = p * (R - 1) / (R - p)
     threshold = float(c * fdtri(p, R - p, level))  # the F(p, R - p) quantile (scipy.stats.f.ppf's own call)
@@ -422,8 +427,9 @@ def extrapolated_deviations(small: Any, large: Any, n_small: int, n_large: int) 
 
 
 # ------------------------------------------------------------------------------ nulls and bands
-def mean_of_k_quantile(null_values: Any, k: int, level: float = 0.99, *, resamples: int = 20000,
-                       seed: int = 0) -> float:
+def mean_of_k_quantile(
+    null_values: Any, k: int, level: float = 0.99, *, resamples: int = 20000, seed: int = 0
+) -> float:
     r"""The ``level`` quantile of the mean of ``k`` independent draws from the null sample ``null_values``.
 
     Each of ``resamples`` means averages ``k`` values drawn with replacement from ``null_values``

@@ -190,8 +190,9 @@ def _components(x: Any, name: str, K: int, ndim: int) -> list[np.ndarray]:
     else:
         arr = as_float_array(x, name)
         if arr.ndim != ndim + 1:
-            raise ValueError(f"{name} must hold one {'vector' if ndim == 1 else 'matrix'} per component, "
-                             f"got shape {arr.shape}")
+            raise ValueError(
+                f"{name} must hold one {'vector' if ndim == 1 else 'matrix'} per component, got shape {arr.shape}"
+            )
         parts = list(arr)
     if len(parts) != K:
         raise ValueError(f"{name} must hold one entry per weight: {K} expected, got {len(parts)}")
@@ -281,15 +282,17 @@ def per_label_statistic(tokens: Any, labels: Any, statistic: Callable[[np.ndarra
     lab = _labels(labels, x.shape[-2])
     counts = np.bincount(lab)
     if np.any(counts < 2):
-        raise ValueError(f"labels: every label 0..{counts.size - 1} needs at least 2 tokens, "
-                         f"got counts {counts.tolist()}")
+        raise ValueError(
+            f"labels: every label 0..{counts.size - 1} needs at least 2 tokens, got counts {counts.tolist()}"
+        )
     frames = x[None] if x.ndim == 2 else x
     out = np.array([[float(fn(f[lab == k])) for k in range(counts.size)] for f in frames])
     return out[0] if x.ndim == 2 else out
 
 
-def per_label_noise_floor(statistic: Callable[[np.ndarray], Any] | str, labels: Any, d: int, *,
-                          repeats: int = 64, seed: int = 0) -> list[NoiseFloor]:
+def per_label_noise_floor(
+    statistic: Callable[[np.ndarray], Any] | str, labels: Any, d: int, *, repeats: int = 64, seed: int = 0
+) -> list[NoiseFloor]:
     """The noise floor of ``statistic`` for each label, at that label's sample size.
 
     Label ``k`` with :math:`n_k` tokens gets ``noise_floor(statistic, n_k, d, repeats=repeats,

@@ -62,8 +62,13 @@ def gaussian_tokens(n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator
     >>> x.shape, np.round(x.mean(axis=0), 1), np.round(x.var(axis=0), 1)
     ((100000, 2), array([ 1., -1.]), array([4., 1.]))
     """
-    if (isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer, float, np.floating))
-            or not np.isfinite(n) or int(n) != n or n < 1):
+    if (
+        isinstance(n, (bool, np.bool_))
+        or not isinstance(n, (int, np.integer, float, np.floating))
+        or not np.isfinite(n)
+        or int(n) != n
+        or n < 1
+    ):
         raise ValueError(f"n must be a positive integer (a token count), got {show(n)}")
     mu, Sigma = check_moments(mu, Sigma, "mu", "Sigma")
     rng = as_generator(seed)
@@ -82,8 +87,9 @@ def _real(value: Any, name: str) -> float:
 LAWS = ("gaussian", "uniform", "student_t", "mixture")
 
 
-def _standard(law: str, n: int, d: int, rng: np.random.Generator, dof: float, weight: float,
-              separation: float) -> np.ndarray:
+def _standard(
+    law: str, n: int, d: int, rng: np.random.Generator, dof: float, weight: float, separation: float
+) -> np.ndarray:
     if law == "gaussian":
         return rng.standard_normal((n, d))
     if law == "uniform":
@@ -101,8 +107,17 @@ def _standard(law: str, n: int, d: int, rng: np.random.Generator, dof: float, we
     return y
 
 
-def moment_matched_tokens(law: str, n: int, mu: Any, Sigma: Any, seed: int | np.random.Generator | None = 0, *,
-                          dof: float = 5.0, weight: float = 0.5, separation: float = 0.9) -> np.ndarray:
+def moment_matched_tokens(
+    law: str,
+    n: int,
+    mu: Any,
+    Sigma: Any,
+    seed: int | np.random.Generator | None = 0,
+    *,
+    dof: float = 5.0,
+    weight: float = 0.5,
+    separation: float = 0.9,
+) -> np.ndarray:
     r"""``n`` i.i.d. tokens of a law with mean ``mu`` and covariance ``Sigma`` (module docstring).
 
     Parameters

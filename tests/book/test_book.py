@@ -96,10 +96,16 @@ def test_set_goes_to_the_chapters_that_define_the_name():
     assert isinstance(params["01_gaussian_invariance"]["n_tokens"], int)
 
 
-@pytest.mark.parametrize("item, message", [
-    ("n=abc", "n of 01_tiny is an int"), ("n=1.5", "got a float 1.5"), ("x=yes", "x of 01_tiny is a float"),
-    ("sizes=3", "is a list"), ("label=4", "is a string"),
-])
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("n=abc", "n of 01_tiny is an int"),
+        ("n=1.5", "got a float 1.5"),
+        ("x=yes", "x of 01_tiny is a float"),
+        ("sizes=3", "is a list"),
+        ("label=4", "is a string"),
+    ],
+)
 def test_set_value_of_the_wrong_type_is_caught_before_any_kernel(mini, item, message):
     chapters = book_chapters.discover_chapters(book_chapters.open_book(mini))
     with pytest.raises(book_chapters.BookError, match=re.escape(message)):
@@ -118,16 +124,18 @@ def test_set_values_of_the_right_type_are_converted(mini):
 
 
 def test_repeated_only_keeps_every_chapter_once_in_book_order():
-    args = book_cli._parser().parse_args(["run", "--only", "03", "--only", "01_gaussian_invariance",
-                                          "03_rank_and_reachability"])
+    args = book_cli._parser().parse_args(
+        ["run", "--only", "03", "--only", "01_gaussian_invariance", "03_rank_and_reachability"]
+    )
     assert args.only == ["03", "01_gaussian_invariance", "03_rank_and_reachability"]
     picked = book_chapters.select(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), args.only)
     assert [c.name for c in picked] == ["01_gaussian_invariance", "03_rank_and_reachability"]
 
 
 def test_profile_table_naming_no_chapter_is_an_error(monkeypatch):
-    monkeypatch.setattr(book_chapters, "load_profiles",
-                        lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}})
+    monkeypatch.setattr(
+        book_chapters, "load_profiles", lambda *a, **k: {"quick": {"01_gausian_invariance": {"seed": 1}}}
+    )
     with pytest.raises(book_chapters.BookError, match=r"01_gausian_invariance.*names no chapter"):
         book_chapters.resolve_parameters(book_chapters.discover_chapters(book_chapters.open_book(ROOT)), "quick", [])
 
@@ -353,8 +361,9 @@ def test_a_second_run_fails_clearly_with_no_wait_and_waits_without(mini):
         proc = gtbook("run", "--no-wait", cwd=mini, check=False)
         assert proc.returncode == 2 and "already running" in proc.stderr
         assert f"pid {os.getpid()}" in proc.stderr and "gtbook run --profile full" in proc.stderr
-        waiting = subprocess.Popen([*GTBOOK, "run"], cwd=mini, env=_env(), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+        waiting = subprocess.Popen(
+            [*GTBOOK, "run"], cwd=mini, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         time.sleep(4)
         assert waiting.poll() is None and not (mini / "executed" / "01_tiny.ipynb").exists()
     finally:
@@ -421,8 +430,15 @@ def test_ctrl_c_stops_cleanly_with_one_line_and_keeps_the_last_good_output(mini)
     good = mini / "executed" / "01_tiny.ipynb"
     good.parent.mkdir()
     good.write_text("previous good output")
-    proc = subprocess.Popen([*GTBOOK, "run", "--set", "pause=120.0"], cwd=mini, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [*GTBOOK, "run", "--set", "pause=120.0"],
+        cwd=mini,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     running = mini / "executed" / ".running"
     deadline = time.time() + 60
     while time.time() < deadline and not (running.is_dir() and any(running.glob("01_tiny.*/kernel.log"))):
@@ -458,7 +474,7 @@ def test_publish_is_atomic_even_across_filesystems(mini, monkeypatch):
 
     def half_then_interrupted(fsrc, fdst, *args, **kwargs):
         data = fsrc.read()
-        fdst.write(data[:len(data) // 2])
+        fdst.write(data[: len(data) // 2])
         fdst.flush()
         raise KeyboardInterrupt
 
@@ -481,9 +497,15 @@ def test_ctrl_c_under_j_keeps_every_notebook_whole(ran):
     executed = ran / "executed"
     before = {p.name: p.read_bytes() for p in executed.glob("*.ipynb")}
     assert sorted(before) == ["01_tiny.ipynb", "02_small.ipynb"]
-    proc = subprocess.Popen([*GTBOOK, "run", "-j", "2", "--force", "--set", "pause=120.0"], cwd=ran,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [*GTBOOK, "run", "-j", "2", "--force", "--set", "pause=120.0"],
+        cwd=ran,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     running = executed / ".running"
     deadline = time.time() + 90
     while time.time() < deadline and len(list(running.glob("*/kernel.log"))) < 2:
@@ -540,8 +562,9 @@ def test_every_claim_passes_and_is_reported(built_book):
     chapters = {r["chapter"] for r in rows}
     assert chapters == set(book_build.toc_chapters(book_chapters.open_book(tree)))
     for r in rows:
-        assert {"chapter", "name", "statement", "kind", "value", "threshold", "passed", "profile",
-                "overrides"} <= set(r)
+        assert {"chapter", "name", "statement", "kind", "value", "threshold", "passed", "profile", "overrides"} <= set(
+            r
+        )
         assert r["passed"] is True and r["profile"] == "quick" and r["overrides"] == {}
     text = (tree / "executed" / "report.md").read_text()
     assert f"{len(rows)} claims in all" in text and "statements of the paper reproduced" in text
@@ -584,8 +607,10 @@ def test_rendered_pages_are_clean(built_book):
         for what, pattern in UNCLEAN.items():
             m = pattern.search(text)
             if m or "<TREE>" in text:
-                problems.append(f"{page.relative_to(html)}: {what if m else 'the build folder'}: "
-                                f"{text[max(0, (m.start() if m else text.index('<TREE>')) - 80):][:200]!r}")
+                problems.append(
+                    f"{page.relative_to(html)}: {what if m else 'the build folder'}: "
+                    f"{text[max(0, (m.start() if m else text.index('<TREE>')) - 80) :][:200]!r}"
+                )
     assert not problems, "\n".join(problems)
 
 
@@ -608,27 +633,48 @@ def test_chapter_pages_open_with_their_provenance_box(built_book):
 
 #: the chapters' prose names that link to the API reference ({py:func} and {py:mod} roles in notebooks/*.py)
 API_LINKS = {
-    "03_rank_and_reachability": ("reachability.html#gtcore.reachability.steer",
-                                 "particles.html#gtcore.particles.simulate"),
-    "04_stability_regimes": ("riccati.html#gtcore.riccati.blowup_time", "particles.html#gtcore.particles.simulate",
-                             "riccati.html#gtcore.poles.particle_radius_bound",
-                             "stability.html#module-gtcore.stability", "stability.html#gtcore.stability.equilibrium",
-                             "studies.html#module-gtbook.studies.stability.kalman",
-                             "studies.html#module-gtbook.studies.stability.ensembles"),
-    "05_pretrained_moments": ("studies.html#module-gtbook.studies.pretrained.criterion",
-                              "models.html#module-gtcore.models"),
-    "06_prescribed_attention": ("models.html#module-gtcore.models.prescribed",
-                                "particles.html#gtcore.particles.simulate"),
-    "07_attention_families": ("attention.html#module-gtcore.attention", "riccati.html#gtcore.riccati.blowup_time",
-                              "attention.html#gtcore.attention.sinkhorn.gaussian_conditional_gain"),
-    "08_regime_atlas": ("studies.html#module-gtbook.studies.atlas.outcomes", "moments.html#module-gtcore.moments.lanes",
-                        "riccati.html#gtcore.riccati.blowup_time", "stability.html#gtcore.stability.classify",
-                        "moments.html#gtcore.moments.integrate_moments"),
-    "09_learning_reachability": ("training.html#gtcore.training.transformer_tokens",
-                                 "training.html#module-gtcore.training",
-                                 "particles.html#gtcore.particles.simulate", "training.html#gtcore.training.rank_floor",
-                                 "studies.html#gtbook.studies.learning.harness.null_losses"),
+    "03_rank_and_reachability": (
+        "reachability.html#gtcore.reachability.steer",
+        "particles.html#gtcore.particles.simulate",
+    ),
+    "04_stability_regimes": (
+        "riccati.html#gtcore.riccati.blowup_time",
+        "particles.html#gtcore.particles.simulate",
+        "riccati.html#gtcore.poles.particle_radius_bound",
+        "stability.html#module-gtcore.stability",
+        "stability.html#gtcore.stability.equilibrium",
+        "studies.html#module-gtbook.studies.stability.kalman",
+        "studies.html#module-gtbook.studies.stability.ensembles",
+    ),
+    "05_pretrained_moments": (
+        "studies.html#module-gtbook.studies.pretrained.criterion",
+        "models.html#module-gtcore.models",
+    ),
+    "06_prescribed_attention": (
+        "models.html#module-gtcore.models.prescribed",
+        "particles.html#gtcore.particles.simulate",
+    ),
+    "07_attention_families": (
+        "attention.html#module-gtcore.attention",
+        "riccati.html#gtcore.riccati.blowup_time",
+        "attention.html#gtcore.attention.sinkhorn.gaussian_conditional_gain",
+    ),
+    "08_regime_atlas": (
+        "studies.html#module-gtbook.studies.atlas.outcomes",
+        "moments.html#module-gtcore.moments.lanes",
+        "riccati.html#gtcore.riccati.blowup_time",
+        "stability.html#gtcore.stability.classify",
+        "moments.html#gtcore.moments.integrate_moments",
+    ),
+    "09_learning_reachability": (
+        "training.html#gtcore.training.transformer_tokens",
+        "training.html#module-gtcore.training",
+        "particles.html#gtcore.particles.simulate",
+        "training.html#gtcore.training.rank_floor",
+        "studies.html#gtbook.studies.learning.harness.null_losses",
+    ),
 }
+
 
 def api_reference_problems(html: Path) -> list[str]:
     """What the rendered API reference (``html/book/api``) lacks: a page of the toc's "API reference" part,
@@ -666,7 +712,7 @@ def api_reference_problems(html: Path) -> list[str]:
         text = page.read_text()
         for m in re.finditer(r'<code class="xref py py-\w+ docutils literal notranslate">(.*?)</code>', text):
             shown = re.sub(r"<[^>]+>", "", m.group(1)).removesuffix("()")
-            linked = re.search(r"<a [^>]*>\s*$", text[max(0, m.start() - 400):m.start()])
+            linked = re.search(r"<a [^>]*>\s*$", text[max(0, m.start() - 400) : m.start()])
             if not linked and (shown.startswith("gtcore") or shown.split(".")[-1] in ours):
                 problems.append(f"{page.name}: {shown} is not linked")
     return problems
@@ -741,8 +787,10 @@ def test_a_renamed_chapter_leaves_an_orphan_that_nothing_counts(ran):
     new = ran / "notebooks" / "02_other.py"
     new.write_text(src.read_text().replace("lt=2.0", "lt=0.1"))  # its claim fails now
     src.unlink()
-    for name, old, new_text in (("_toc.yml", "executed/02_small", "executed/02_other"),
-                                ("notebooks/profiles.toml", "quick.02_small", "quick.02_other")):
+    for name, old, new_text in (
+        ("_toc.yml", "executed/02_small", "executed/02_other"),
+        ("notebooks/profiles.toml", "quick.02_small", "quick.02_other"),
+    ):
         (ran / name).write_text((ran / name).read_text().replace(old, new_text))
     proc = gtbook("run", "-j", "2", cwd=ran, check=False)
     assert proc.returncode == 2 and not (ran / "executed" / "02_other.ipynb").exists()

@@ -106,14 +106,32 @@ def test_key_components_change_one_at_a_time():
 
 
 def test_the_box_says_how_the_page_was_made():
-    meta = {"chapter": "01_x", "profile": "full", "parameters": {"seed": 3}, "overrides": {"n": 5, "Ns": [1, 2]},
-            "changed": {"n": 5}, "runtime_s": 12.345, "date": "2026-01-01 10:00 UTC",
-            "git": {"commit": "abcdef1234567", "dirty": True}, "cache": {"key": "0123456789abcdef"}}
+    meta = {
+        "chapter": "01_x",
+        "profile": "full",
+        "parameters": {"seed": 3},
+        "overrides": {"n": 5, "Ns": [1, 2]},
+        "changed": {"n": 5},
+        "runtime_s": 12.345,
+        "date": "2026-01-01 10:00 UTC",
+        "git": {"commit": "abcdef1234567", "dirty": True},
+        "cache": {"key": "0123456789abcdef"},
+    }
     box = provenance.box_markdown(meta, [{"passed": True, "statement": "s1"}, {"passed": True, "statement": "s2"}])
     assert box.startswith(":::{admonition} How this page was made") and box.endswith(":::")
-    for text in ("`full`", "**seed** `3`", "`n = 5` (`--set`)", "12.3 s", "2026-01-01", "`abcdef1234`", "uncommitted",
-                 "`0123456789abcdef`", "2 of 2 passed", "`s1`, `s2`",
-                 "`gtbook run --only 01_x --profile full --set n=5 --set 'Ns=[1,2]'`"):
+    for text in (
+        "`full`",
+        "**seed** `3`",
+        "`n = 5` (`--set`)",
+        "12.3 s",
+        "2026-01-01",
+        "`abcdef1234`",
+        "uncommitted",
+        "`0123456789abcdef`",
+        "2 of 2 passed",
+        "`s1`, `s2`",
+        "`gtbook run --only 01_x --profile full --set n=5 --set 'Ns=[1,2]'`",
+    ):
         assert text in box, text
 
 
@@ -135,8 +153,14 @@ def test_load_transformer_takes_a_hub_id_from_the_local_cache_only(tmp_path, mon
         load_transformer("someorg/tiny-bert", device="cpu")
     assert "\n" not in str(err.value) and "no download is attempted" in str(err.value)
     snap = hub / "models--someorg--tiny-bert" / "snapshots" / ("0" * 40)
-    cfg = transformers.BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=24, max_position_embeddings=32)
+    cfg = transformers.BertConfig(
+        vocab_size=30,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=32,
+    )
     transformers.BertModel(cfg).save_pretrained(snap, safe_serialization=True)
     (hub / "models--someorg--tiny-bert" / "refs").mkdir()
     (hub / "models--someorg--tiny-bert" / "refs" / "main").write_text("0" * 40)

@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def _gtbook(*args, cwd):
     env = {k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "gtbook", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "gtbook", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def _edit(book: Path, name: str, old: str, new: str) -> int:
@@ -74,8 +75,10 @@ def test_non_literal_defaults_are_evaluated_or_refused_with_their_line(two):
     line = _edit(two, "02_small", "n = 3\n", "n = len([1, 2, 3])\n")
     chapters = book_chapters.discover_chapters(book_chapters.open_book(two))
     assert chapters["01_tiny"].defaults["x"] == 0.25 and isinstance(chapters["01_tiny"].defaults["x"], float)
-    assert chapters["02_small"].problem == (f"02_small.py line {line}: the default of n is not a value "
-                                            "(len([1, 2, 3]) is not a literal nor arithmetic of number literals)")
+    assert chapters["02_small"].problem == (
+        f"02_small.py line {line}: the default of n is not a value "
+        "(len([1, 2, 3]) is not a literal nor arithmetic of number literals)"
+    )
     sub = {"01_tiny": chapters["01_tiny"]}
     assert book_chapters.parse_sets(sub, ["x=0.5"]) == {"01_tiny": {"x": 0.5}}  # a float, as 1 / 4 is
     with pytest.raises(book_chapters.BookError, match=r"x of 01_tiny is a float \(default 0\.25\), got a string"):
@@ -88,18 +91,22 @@ def test_grouped_parameters_are_read_set_and_shown_as_they_ran(two):
     assert chapters["02_small"].defaults["seed"] == 0 and chapters["02_small"].defaults["null_seed"] == 7
     assert book_chapters.parse_sets(chapters, ["seed=3"])["02_small"] == {"seed": 3}  # --set reaches a grouped name
     defaults = chapters["02_small"].defaults
-    shown = book_execute.parameters_cell_that_ran("seed, null_seed = 0, 7  # seeds\n", {**defaults, "seed": 3},
-                                                  {"seed": 3}, defaults, "quick")
+    shown = book_execute.parameters_cell_that_ran(
+        "seed, null_seed = 0, 7  # seeds\n", {**defaults, "seed": 3}, {"seed": 3}, defaults, "quick"
+    )
     assert shown.splitlines()[0] == "seed, null_seed = 3, 7  # seeds; seed: [--set] the chapter's own value: 0"
     line = _edit(two, "01_tiny", "x = 1.0\n", "x, y = 1.0, 2.0, 3.0\n")  # as many values as names, or refused
     chapters = book_chapters.discover_chapters(book_chapters.open_book(two))
     assert chapters["01_tiny"].problem.startswith(f"01_tiny.py line {line}: unpack parameters from a literal tuple")
 
 
-@pytest.mark.parametrize("item, message", [
-    ("x=1e400", "x of 01_tiny must be finite (default 1.0), got inf"),
-    ("sizes=[1, 1e999]", "sizes of 01_tiny must be finite (default [1, 2]), got [1, inf]"),
-])
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("x=1e400", "x of 01_tiny must be finite (default 1.0), got inf"),
+        ("sizes=[1, 1e999]", "sizes of 01_tiny must be finite (default [1, 2]), got [1, inf]"),
+    ],
+)
 def test_set_values_are_finite_where_the_default_is(two, item, message):
     chapters = book_chapters.discover_chapters(book_chapters.open_book(two))
     with pytest.raises(book_chapters.BookError) as info:
@@ -116,12 +123,15 @@ def test_arithmetic_set_values_keep_the_parameters_type(two):
         book_chapters.resolve_parameters(chapters, "full", ["n=10**10**10"])
 
 
-@pytest.mark.parametrize("toml, message", [
-    ('x = "0.5"', "x of 01_tiny is a float (default 1.0), got a string '0.5'"),
-    ("x = inf", "x of 01_tiny must be finite (default 1.0), got inf"),
-    ('label = false', "label of 01_tiny is a string (default 'a'), got a bool False"),
-    ("n = 2.5", "n of 01_tiny is an int (default 3), got a float 2.5"),
-])
+@pytest.mark.parametrize(
+    "toml, message",
+    [
+        ('x = "0.5"', "x of 01_tiny is a float (default 1.0), got a string '0.5'"),
+        ("x = inf", "x of 01_tiny must be finite (default 1.0), got inf"),
+        ("label = false", "label of 01_tiny is a string (default 'a'), got a bool False"),
+        ("n = 2.5", "n of 01_tiny is an int (default 3), got a float 2.5"),
+    ],
+)
 def test_profile_values_are_type_checked_like_set_values(two, toml, message):
     (two / "notebooks" / "profiles.toml").write_text(f"[full]\n\n[quick]\n\n[quick.01_tiny]\n{toml}\n")
     chapters = book_chapters.discover_chapters(book_chapters.open_book(two))
@@ -161,8 +171,22 @@ def test_claims_json_is_valid_json_with_infinite_values(two, monkeypatch, capsys
     from gtbook import report
 
     (two / "executed").mkdir()
-    rows = [report.ClaimRow("01_tiny", "c", "invariance", "consistency", float("inf"), "< 2", False, "quick", 0,
-                            {"x": float("nan")}, lower=float("-inf"), upper=2.0)]
+    rows = [
+        report.ClaimRow(
+            "01_tiny",
+            "c",
+            "invariance",
+            "consistency",
+            float("inf"),
+            "< 2",
+            False,
+            "quick",
+            0,
+            {"x": float("nan")},
+            lower=float("-inf"),
+            upper=2.0,
+        )
+    ]
     monkeypatch.setattr(report, "executed_notebooks", lambda *a, **k: [two / "executed" / "01_tiny.ipynb"])
     monkeypatch.setattr(report, "collect_claims", lambda *a, **k: rows)
     assert book_cli.main(["claims", "--json", "--root", str(two)]) == 0

@@ -18,9 +18,17 @@ from gtcore.particles import simulate
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 #: the chapters whose reproductions must pass ``sides=`` (extend as chapters are traced)
-CHAPTERS = ("01_gaussian_invariance", "02_beyond_invariance", "03_rank_and_reachability", "04_stability_regimes",
-            "05_pretrained_moments", "06_prescribed_attention", "07_attention_families", "08_regime_atlas",
-            "09_learning_reachability")
+CHAPTERS = (
+    "01_gaussian_invariance",
+    "02_beyond_invariance",
+    "03_rank_and_reachability",
+    "04_stability_regimes",
+    "05_pretrained_moments",
+    "06_prescribed_attention",
+    "07_attention_families",
+    "08_regime_atlas",
+    "09_learning_reachability",
+)
 
 #: the claim kinds that compare an independent system with a prediction
 EMPIRICAL_KINDS = ("reproduces", "not_reproduced")
@@ -63,20 +71,24 @@ def test_every_reproduction_passes_its_sides(chapter):
 
 
 def test_the_reader_sees_a_missing_side():
-    src = ('claim("a", 1.0, lt=2, statement="s", kind="reproduces", scope=S)\n'
-           'claim("b", 1.0, lt=2, statement="s", kind="reproduces", scope=S, sides=x.sides)\n'
-           'claim("c", 1.0, lt=2, statement="s", kind="control", scope=S)\n'
-           'claim("d", 1.0, lt=2, statement="s", kind=k, scope=S, sides=x.sides)\n'
-           'for r in rs:\n    claim("e", r, gt=0, statement="s", kind="not_reproduced", scope=S)\n'
-           'claim("f", 1.0, lt=2, statement="s", kind="reproduces" if ok else "not_reproduced", scope=S)\n'
-           'claim("g", 1.0, lt=2, statement="s", kind="reproduces" if ok else "not_reproduced", scope=S, sides=x)\n'
-           'claim("h", 1.0, lt=2, statement="s", kind="control" if ok else k, scope=S, sides=x)\n')
-    assert claims_without_sides(src) == ["line 1: reproduces claim without sides=",
-                                         "line 4: kind is not a literal string",
-                                         "line 6: not_reproduced claim without sides=",
-                                         "line 7: reproduces claim without sides=",
-                                         "line 7: not_reproduced claim without sides=",
-                                         "line 9: kind is not a literal string"]
+    src = (
+        'claim("a", 1.0, lt=2, statement="s", kind="reproduces", scope=S)\n'
+        'claim("b", 1.0, lt=2, statement="s", kind="reproduces", scope=S, sides=x.sides)\n'
+        'claim("c", 1.0, lt=2, statement="s", kind="control", scope=S)\n'
+        'claim("d", 1.0, lt=2, statement="s", kind=k, scope=S, sides=x.sides)\n'
+        'for r in rs:\n    claim("e", r, gt=0, statement="s", kind="not_reproduced", scope=S)\n'
+        'claim("f", 1.0, lt=2, statement="s", kind="reproduces" if ok else "not_reproduced", scope=S)\n'
+        'claim("g", 1.0, lt=2, statement="s", kind="reproduces" if ok else "not_reproduced", scope=S, sides=x)\n'
+        'claim("h", 1.0, lt=2, statement="s", kind="control" if ok else k, scope=S, sides=x)\n'
+    )
+    assert claims_without_sides(src) == [
+        "line 1: reproduces claim without sides=",
+        "line 4: kind is not a literal string",
+        "line 6: not_reproduced claim without sides=",
+        "line 7: reproduces claim without sides=",
+        "line 7: not_reproduced claim without sides=",
+        "line 9: kind is not a literal string",
+    ]
 
 
 # ------------------------------------------------------------------------------ gtbook.studies.traced
@@ -115,8 +127,15 @@ def test_a_study_traces_its_tokens_and_its_ode_apart(layer):
     assert any(f.startswith("gtcore.particles:") for f in obs.functions)
     assert any(f.startswith("gtcore.moments.ode:") for f in pred.functions)
     assert shared_code(obs, pred) == []
-    rec = evaluate_claim("slope", st.slope, statement="invariance", kind="reproduces", lt=10.0,
-                         scope={"system": "tokens", "d": 2}, sides=st.sides)
+    rec = evaluate_claim(
+        "slope",
+        st.slope,
+        statement="invariance",
+        kind="reproduces",
+        lt=10.0,
+        scope={"system": "tokens", "d": 2},
+        sides=st.sides,
+    )
     assert "gtcore.particles:simulate" in rec.sides["observed"]
 
 
@@ -147,8 +166,15 @@ def test_a_floor_built_with_the_trainers_assignment_is_refused_and_the_books_is_
         statistics.w2_squared(x, y)
     assert "gtcore._transport:optimal_assignment" in shared_code(obs, gtcore_floor)
     with pytest.raises(ValueError, match="computed by the code path it is compared with"):
-        evaluate_claim("floor", 0.5, statement="reachability", kind="reproduces", lt=1.0,
-                       scope={"system": "trained model", "d": 2}, sides=(obs, gtcore_floor))
+        evaluate_claim(
+            "floor",
+            0.5,
+            statement="reachability",
+            kind="reproduces",
+            lt=1.0,
+            scope={"system": "trained model", "d": 2},
+            sides=(obs, gtcore_floor),
+        )
     assert shared_code(obs, book_floor) == []
     from gtbook.studies.learning.harness import null_losses
 

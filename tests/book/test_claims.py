@@ -54,21 +54,45 @@ def test_bad_criteria(kwargs, match):
 
 
 def test_claims_are_read_back_from_notebook_outputs():
-    nb = {"cells": [{"cell_type": "code", "outputs": [
-        {"output_type": "display_data", "data": {
-            "text/plain": "PASS",
-            "application/vnd.gtbook.claim+json": {"name": "a", "statement": "T", "kind": "control",
-                                                  "value": 1.0, "threshold": "< 2", "passed": True}}}]},
-        {"cell_type": "markdown", "source": "x"}]}
-    assert claims_in_notebook(nb) == [{"name": "a", "statement": "T", "kind": "control", "value": 1.0,
-                                       "threshold": "< 2", "passed": True}]
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "outputs": [
+                    {
+                        "output_type": "display_data",
+                        "data": {
+                            "text/plain": "PASS",
+                            "application/vnd.gtbook.claim+json": {
+                                "name": "a",
+                                "statement": "T",
+                                "kind": "control",
+                                "value": 1.0,
+                                "threshold": "< 2",
+                                "passed": True,
+                            },
+                        },
+                    }
+                ],
+            },
+            {"cell_type": "markdown", "source": "x"},
+        ]
+    }
+    assert claims_in_notebook(nb) == [
+        {"name": "a", "statement": "T", "kind": "control", "value": 1.0, "threshold": "< 2", "passed": True}
+    ]
 
 
-@pytest.mark.parametrize("label, match", [
-    (dict(statement="no_such_statement", kind="reproduces"), "unknown statement 'no_such_statement'.*invariance"),
-    (dict(statement="invariance", kind="reproduction"),
-     "kind must be one of reproduces, not_reproduced, derivation, consistency, control"),
-])
+@pytest.mark.parametrize(
+    "label, match",
+    [
+        (dict(statement="no_such_statement", kind="reproduces"), "unknown statement 'no_such_statement'.*invariance"),
+        (
+            dict(statement="invariance", kind="reproduction"),
+            "kind must be one of reproduces, not_reproduced, derivation, consistency, control",
+        ),
+    ],
+)
 def test_unknown_statement_or_kind_is_an_error(label, match):
     with pytest.raises(ValueError, match=match):
         claim("x", 0.1, lt=1.0, **label)
@@ -76,8 +100,19 @@ def test_unknown_statement_or_kind_is_an_error(label, match):
 
 def test_registry_entries_are_complete():
     statements = load_statements()
-    assert {"invariance", "reduction", "rank_invariance", "reachability", "stabilising", "blowup", "riccati",
-            "mean_steering", "pretrained_gaussian", "prescribed_regimes", "mixtures_not_invariant"} <= set(statements)
+    assert {
+        "invariance",
+        "reduction",
+        "rank_invariance",
+        "reachability",
+        "stabilising",
+        "blowup",
+        "riccati",
+        "mean_steering",
+        "pretrained_gaussian",
+        "prescribed_regimes",
+        "mixtures_not_invariant",
+    } <= set(statements)
     for st in statements.values():
         assert st.origin in ("paper", "beyond")
         assert st.reproducible_here or st.reason
@@ -85,15 +120,20 @@ def test_registry_entries_are_complete():
     assert set(KINDS) == {"reproduces", "not_reproduced", "derivation", "consistency", "control", "instrument"}
 
 
-@pytest.mark.parametrize("text, match", [
-    ('[a]\ntitle = "t"\n', "lacks"),
-    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="elsewhere"\nreproducible_here=true\n', "origin"),
-    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="paper"\nreproducible_here=false\n', "no reason"),
-    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="paper"\nreproducible_here=true\nextra=1\n', "unknown"),
-    ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="paper"\nreproducible_here=true\n[a.stated]\nV="vI"\n',
-     "stated"),
-    ("[a\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ('[a]\ntitle = "t"\n', "lacks"),
+        ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="elsewhere"\nreproducible_here=true\n', "origin"),
+        ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="paper"\nreproducible_here=false\n', "no reason"),
+        ('[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="paper"\nreproducible_here=true\nextra=1\n', "unknown"),
+        (
+            '[a]\ntitle="t"\nparaphrase="p"\nwhere="w"\norigin="paper"\nreproducible_here=true\n[a.stated]\nV="vI"\n',
+            "stated",
+        ),
+        ("[a\n", "not valid TOML"),
+    ],
+)
 def test_malformed_registry_is_refused(tmp_path, text, match):
     path = tmp_path / "statements.toml"
     path.write_text(text)

@@ -43,23 +43,34 @@ def _png(color=(255, 0, 0)) -> bytes:
 def _notebook(tmp_path: Path) -> Path:
     png = base64.b64encode(_png()).decode()
     rng = np.random.default_rng(0)
-    anim = animate_clouds(CloudPanel(rng.standard_normal((3, 20, 2)), np.arange(3.0)), caption="A moving cloud.",
-                          dpi=30)
+    anim = animate_clouds(
+        CloudPanel(rng.standard_normal((3, 20, 2)), np.arange(3.0)), caption="A moving cloud.", dpi=30
+    )
     html, meta = anim._repr_html_()
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_markdown_cell("# 9. A test chapter\n\nIntro."),
         nbformat.v4.new_markdown_cell("(my-label)=\n## (a) First: $h \\to 0$"),
-        nbformat.v4.new_code_cell("fig", outputs=[nbformat.v4.new_output(
-            "display_data", data={"image/png": png, "text/plain": "<Figure>"})]),
+        nbformat.v4.new_code_cell(
+            "fig", outputs=[nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"})]
+        ),
         nbformat.v4.new_markdown_cell("*Left*: the cloud, e.g. a ball, moves; $a. b$ stays. More text."),
         nbformat.v4.new_markdown_cell("## Claims"),
-        nbformat.v4.new_code_cell("anim", outputs=[nbformat.v4.new_output(
-            "execute_result", data={"text/html": html, "text/plain": "<anim>"}, metadata={"text/html": meta},
-            execution_count=1)]),
+        nbformat.v4.new_code_cell(
+            "anim",
+            outputs=[
+                nbformat.v4.new_output(
+                    "execute_result",
+                    data={"text/html": html, "text/plain": "<anim>"},
+                    metadata={"text/html": meta},
+                    execution_count=1,
+                )
+            ],
+        ),
         nbformat.v4.new_markdown_cell("## Claims\n\n### Sub"),
-        nbformat.v4.new_code_cell("fig2", outputs=[nbformat.v4.new_output(
-            "display_data", data={"image/png": png, "text/plain": "<Figure>"})]),
+        nbformat.v4.new_code_cell(
+            "fig2", outputs=[nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"})]
+        ),
     ]
     path = tmp_path / "09_test.ipynb"
     nbformat.write(nb, path)
@@ -101,14 +112,16 @@ def test_collect_entries_and_write_gallery(tmp_path):
     assert thumbs[0].read_bytes() == _png()
 
 
-
 def test_cell_metadata_gives_caption_and_alt(tmp_path):
     path = _notebook(tmp_path)
     nb = nbformat.read(path, as_version=4)
-    nb.cells[2].metadata["mystnb"] = {"figure": {"name": "fig-a", "caption": "A red box, see {numref}`fig-b`."},
-                                      "image": {"alt": "A small\nred rectangle."}}
-    nb.cells[5].metadata["mystnb"] = {"figure": {"name": "anim-a",
-                                                 "caption": "A long caption about clouds. " + "word " * 60}}
+    nb.cells[2].metadata["mystnb"] = {
+        "figure": {"name": "fig-a", "caption": "A red box, see {numref}`fig-b`."},
+        "image": {"alt": "A small\nred rectangle."},
+    }
+    nb.cells[5].metadata["mystnb"] = {
+        "figure": {"name": "anim-a", "caption": "A long caption about clouds. " + "word " * 60}
+    }
     nbformat.write(nb, path)
     fig, anim, fig2 = gallery.collect_entries(path)
     assert fig.caption == "A red box, see." and fig.alt == "A small red rectangle."
@@ -116,6 +129,7 @@ def test_cell_metadata_gives_caption_and_alt(tmp_path):
     assert fig2.alt == ""
     text = gallery.write_gallery(tmp_path).read_text()
     assert ":img-alt: A small red rectangle." in text and ":img-alt: animation in 09_test" in text
+
 
 def test_empty_gallery_says_what_to_do(tmp_path):
     assert "gtbook run" in gallery.write_gallery(tmp_path).read_text()
@@ -141,8 +155,10 @@ def browser():
     b.close()
 
 
-LOADED = "new Promise((r) => { const w = () => document.readyState === 'complete' ? setTimeout(r, 300) " \
-         ": setTimeout(w, 50); w(); })"
+LOADED = (
+    "new Promise((r) => { const w = () => document.readyState === 'complete' ? setTimeout(r, 300) "
+    ": setTimeout(w, 50); w(); })"
+)
 
 #: plays the first animation on the page and reports its frame before and after
 PLAY = r"""
@@ -208,7 +224,8 @@ def test_gallery_thumbnails_load_and_link_to_anchors(html_dir, browser):
         assert target.exists(), f"gallery links to a missing page {path}"
         tab = browser.open(target.as_uri())
         browser.evaluate(tab, LOADED)
-        found = browser.evaluate(tab, f"{json.dumps(sorted(a for a in anchors if a))}"
-                                      ".filter((id) => !document.getElementById(id))")
+        found = browser.evaluate(
+            tab, f"{json.dumps(sorted(a for a in anchors if a))}.filter((id) => !document.getElementById(id))"
+        )
         missing += [f"{path}#{a}" for a in found]
     assert not missing, f"gallery links to anchors that do not exist: {missing}"

@@ -33,12 +33,15 @@ def _full(text: str, module: str = "__chapter__", is_package: bool = False) -> s
 
 def _type_checking(node: ast.AST) -> bool:
     test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and ((isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
 
 
-@pytest.mark.parametrize("path", MODULES + sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")),
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", MODULES + sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")), ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_the_fast_scan_misses_no_import(path):
     inside = any(path.is_relative_to(ROOT / name) for name in imports.PACKAGES)
     module, is_package = _name(path) if inside else ("__chapter__", False)

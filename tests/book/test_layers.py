@@ -61,9 +61,12 @@ def imported(path: Path) -> set[str]:
             else:
                 name = node.module or ""
             out.add(name)
-            out |= {f"{name}.{a.name}" for a in node.names
-                    if (ROOT / f"{name}.{a.name}".replace(".", "/")).is_dir()
-                    or (ROOT / (f"{name}.{a.name}".replace(".", "/") + ".py")).is_file()}
+            out |= {
+                f"{name}.{a.name}"
+                for a in node.names
+                if (ROOT / f"{name}.{a.name}".replace(".", "/")).is_dir()
+                or (ROOT / (f"{name}.{a.name}".replace(".", "/") + ".py")).is_file()
+            }
     return {m for m in out if m.split(".")[0] in PACKAGES}
 
 
@@ -92,10 +95,12 @@ def test_the_top_level_exports_only_the_core():
 
 
 def _fresh_import(modules: list[str]) -> dict[str, bool]:
-    code = ("import importlib, json, sys\n"
-            f"for m in {modules!r}: importlib.import_module(m)\n"
-            "print(json.dumps({k: k in sys.modules\n"
-            "                  for k in ('torch', 'transformers', 'matplotlib', 'scipy.integrate')}))")
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(json.dumps({k: k in sys.modules\n"
+        "                  for k in ('torch', 'transformers', 'matplotlib', 'scipy.integrate')}))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     return json.loads(proc.stdout)
 
@@ -107,8 +112,11 @@ def test_import_gtcore_loads_no_heavy_library():
 
 def test_the_layers_are_the_packages():
     assert {layer(module_name(p)) for p in SOURCES if module_name(p).startswith("gtcore")} == {"core", "models"}
-    assert {layer(module_name(p)) for p in SOURCES if module_name(p).startswith("gtbook")} == {"tools", "studies",
-                                                                                              "book"}
+    assert {layer(module_name(p)) for p in SOURCES if module_name(p).startswith("gtbook")} == {
+        "tools",
+        "studies",
+        "book",
+    }
     assert imported(ROOT / "gtbook" / "studies" / "__init__.py") is not None
     bad = ROOT / "gtcore" / "_layer_probe.py"
     try:  # the boundary check is live: a library module that imports the book fails it
@@ -120,8 +128,13 @@ def test_the_layers_are_the_packages():
 
 
 def test_core_modules_load_no_torch_at_import_time():
-    core = [module_name(p) for p in SOURCES if layer(module_name(p)) == "core"
-            and module_name(p) not in TORCH_MODULES and not module_name(p).startswith("gtcore._")]
+    core = [
+        module_name(p)
+        for p in SOURCES
+        if layer(module_name(p)) == "core"
+        and module_name(p) not in TORCH_MODULES
+        and not module_name(p).startswith("gtcore._")
+    ]
     assert "gtcore.riccati" in core and "gtcore.moments.ode" in core
     loaded = _fresh_import(core)
     assert not loaded["torch"] and not loaded["transformers"] and not loaded["matplotlib"], loaded
@@ -149,6 +162,10 @@ MAX_MODULE_LINES = 650
 
 
 def test_no_module_is_over_the_size_limit():
-    long = {str(p.relative_to(ROOT)): n for pkg in ("gtcore", "gtbook") for p in sorted((ROOT / pkg).rglob("*.py"))
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for pkg in ("gtcore", "gtbook")
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
     assert not long, f"modules over {MAX_MODULE_LINES} lines (split by what they hold): {long}"

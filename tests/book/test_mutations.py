@@ -139,10 +139,15 @@ def test_a_mutated_trees_jobs_carry_the_key_its_workers_check(tmp_path):
     tree = copy_tree(ROOT, tmp_path / "tree")
     m.apply(tree)
     job = planned_in_tree(tree, "quick", [chapter])[chapter]
-    code = ("import sys; from gtbook import provenance; "
-            "print(provenance.library_hash(open(sys.argv[1]).read()))")
-    worker = subprocess.run([sys.executable, "-c", code, str(job.chapter.path)], cwd=tree, env=_env(tree),
-                            capture_output=True, text=True, check=True).stdout.strip()
+    code = "import sys; from gtbook import provenance; print(provenance.library_hash(open(sys.argv[1]).read()))"
+    worker = subprocess.run(
+        [sys.executable, "-c", code, str(job.chapter.path)],
+        cwd=tree,
+        env=_env(tree),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert job.components["library"] == worker
     assert provenance.library_hash(job.source) != worker  # this process's library: the mutation is not in it
 
@@ -252,8 +257,17 @@ def test_the_quick_book_catches_representative_mutations(name):
 
 # ------------------------------------------------------------------ faults: the results file, an interrupted run
 def _fake_result(m, commit="", profile="quick"):
-    return MutationResult(name=m.name, file=m.file, models=m.models, area=m.area, outcome=Outcome.SURVIVED,
-                          caught_by=None, date="2026-06-07T00:00:00Z", commit=commit, profile=profile)
+    return MutationResult(
+        name=m.name,
+        file=m.file,
+        models=m.models,
+        area=m.area,
+        outcome=Outcome.SURVIVED,
+        caught_by=None,
+        date="2026-06-07T00:00:00Z",
+        commit=commit,
+        profile=profile,
+    )
 
 
 def test_a_results_file_of_another_format_is_refused_before_the_first_mutation(tmp_path, monkeypatch, capsys):
@@ -285,8 +299,9 @@ def test_a_results_folder_that_cannot_be_written_is_refused_before_the_first_mut
     blocked.write_text("a file where the results folder should be")
     name = next(iter(load_registry()))
     with pytest.raises(BookError, match="could not save into it"):
-        run_check(ROOT, [name], baseline=False, unit_tests=False, results=blocked / "mutations.json",
-                  log=lambda msg: None)
+        run_check(
+            ROOT, [name], baseline=False, unit_tests=False, results=blocked / "mutations.json", log=lambda msg: None
+        )
 
 
 def test_results_are_saved_as_each_mutation_finishes_and_a_stopped_run_resumes(tmp_path, monkeypatch):
@@ -309,8 +324,11 @@ def test_results_are_saved_as_each_mutation_finishes_and_a_stopped_run_resumes(t
     assert run["partial"] is True and run["done"] == names[:1] and [r.name for r in saved] == names[:1]
 
     calls.clear()
-    monkeypatch.setattr(mrun, "run_mutation", lambda m, *a, commit="", profile="quick", **k:
-                        calls.append(m.name) or _fake_result(m, commit, profile))
+    monkeypatch.setattr(
+        mrun,
+        "run_mutation",
+        lambda m, *a, commit="", profile="quick", **k: calls.append(m.name) or _fake_result(m, commit, profile),
+    )
     logged = []
     run, results = run_check(ROOT, names, baseline=False, unit_tests=False, results=path, log=logged.append)
     assert calls == names[1:]  # the first is not measured again
@@ -329,10 +347,16 @@ def test_a_stopped_run_of_other_settings_is_not_resumed(tmp_path, monkeypatch):
 
     names = list(load_registry())[:2]
     path = tmp_path / "mutations.json"
-    save_check(path, {"partial": True, "done": names[:1], "profile": "full"}, [_fake_result(m) for m in
-                                                                                  mutations_named(names[:1])])
+    save_check(
+        path,
+        {"partial": True, "done": names[:1], "profile": "full"},
+        [_fake_result(m) for m in mutations_named(names[:1])],
+    )
     calls = []
-    monkeypatch.setattr(mrun, "run_mutation", lambda m, *a, commit="", profile="quick", **k:
-                        calls.append(m.name) or _fake_result(m, commit, profile))
+    monkeypatch.setattr(
+        mrun,
+        "run_mutation",
+        lambda m, *a, commit="", profile="quick", **k: calls.append(m.name) or _fake_result(m, commit, profile),
+    )
     run_check(ROOT, names, baseline=False, unit_tests=False, results=path, log=lambda msg: None)
     assert calls == names

@@ -21,8 +21,15 @@ META = PYPROJECT["project"]
 CORE_PYPROJECT = tomllib.loads((ROOT / "gtcore" / "pyproject.toml").read_text())
 CORE_META = CORE_PYPROJECT["project"]
 CORE_SOURCES = sorted(p for p in (ROOT / "gtcore").rglob("*.py") if "build" not in p.relative_to(ROOT).parts)
-SOURCES = sorted([*CORE_SOURCES, *(ROOT / "gtbook").rglob("*.py"), *(ROOT / "tests").rglob("*.py"),
-                  *(ROOT / "notebooks").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")])
+SOURCES = sorted(
+    [
+        *CORE_SOURCES,
+        *(ROOT / "gtbook").rglob("*.py"),
+        *(ROOT / "tests").rglob("*.py"),
+        *(ROOT / "notebooks").glob("*.py"),
+        *(ROOT / "benchmarks").glob("*.py"),
+    ]
+)
 #: import name -> distribution, for the extras `make` does not install (their metadata is absent)
 NOT_INSTALLED = {"ot": {"pot"}}
 LOCAL = {"gtcore", "gtbook"} | {p.stem for p in (ROOT / "tests").rglob("*.py")}  # the tests' own helper modules
@@ -58,11 +65,13 @@ def _environment_entries() -> dict[str, str]:
 
 
 def test_environment_yml_names_every_requirement_with_its_range():
-    wanted = {_name(r): _spec(r) for r in _requirements() + _requirements(CORE_META)
-              if _applies_to(r, (3, 11))}  # the env pins 3.11
+    wanted = {
+        _name(r): _spec(r) for r in _requirements() + _requirements(CORE_META) if _applies_to(r, (3, 11))
+    }  # the env pins 3.11
     env = _environment_entries()
-    assert set(env) == set(wanted), (f"only in pyproject: {set(wanted) - set(env)}; "
-                                     f"only in environment.yml: {set(env) - set(wanted)}")
+    assert set(env) == set(wanted), (
+        f"only in pyproject: {set(wanted) - set(env)}; only in environment.yml: {set(env) - set(wanted)}"
+    )
     for name, spec in wanted.items():
         if name == "torch":  # the environment pins the CPU build the Makefile installs
             assert env[name] == "torch==2.13.0"
@@ -100,8 +109,11 @@ def test_the_library_declares_numpy_and_scipy_only_and_imports_nothing_else_at_t
             assert names & ({"numpy", "scipy"} | extras), f"{path.relative_to(ROOT)} imports {mod}, undeclared"
     # every subpackage of the library is listed for its wheel (package-dir "." cannot use find)
     listed = set(CORE_PYPROJECT["tool"]["setuptools"]["packages"])
-    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "gtcore").rglob("__init__.py")
-             if "build" not in p.relative_to(ROOT).parts}
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "gtcore").rglob("__init__.py")
+        if "build" not in p.relative_to(ROOT).parts
+    }
     assert listed == found
     assert CORE_PYPROJECT["tool"]["setuptools"]["package-dir"] == {"gtcore": "."}
     # the book requires the library at its exact version
@@ -131,9 +143,12 @@ def test_tomllib_falls_back_to_tomli_on_python_310():
         guarded = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Try):
-                handled = any(isinstance(h.type, ast.Name) and h.type.id in ("ModuleNotFoundError", "ImportError")
-                              and any(isinstance(n, ast.Import) and n.names[0].name == "tomli" for n in h.body)
-                              for h in node.handlers)
+                handled = any(
+                    isinstance(h.type, ast.Name)
+                    and h.type.id in ("ModuleNotFoundError", "ImportError")
+                    and any(isinstance(n, ast.Import) and n.names[0].name == "tomli" for n in h.body)
+                    for h in node.handlers
+                )
                 if handled:
                     guarded |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
         for node in ast.walk(tree):
@@ -145,8 +160,16 @@ def test_tomllib_falls_back_to_tomli_on_python_310():
 def test_sources_parse_as_python_310(path):
     ast.parse(path.read_text(), feature_version=(3, 10))  # no 3.11+ syntax (except*, ...)
     text = path.read_text() if path.name != "test_packaging.py" else ""  # this file names them
-    for api in ("datetime.UTC", "from datetime import UTC", "typing import Self", "StrEnum", "TaskGroup",
-                "ExceptionGroup", "typing import Never", "typing import LiteralString"):
+    for api in (
+        "datetime.UTC",
+        "from datetime import UTC",
+        "typing import Self",
+        "StrEnum",
+        "TaskGroup",
+        "ExceptionGroup",
+        "typing import Never",
+        "typing import LiteralString",
+    ):
         assert api not in text, f"{path.relative_to(ROOT)} uses {api} (Python 3.11+)"
 
 
@@ -174,8 +197,9 @@ def test_the_type_marker_ships():
 
 
 def test_ci_lints_before_it_tests_with_the_pinned_tools():
-    steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
-             if line.strip().startswith("make ")]
+    steps = [
+        line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip().startswith("make ")
+    ]
     assert steps.index("make lint") < steps.index("make test")
     makefile = (ROOT / "Makefile").read_text()
     assert "\nlint: $(STAMP)\n\t$(BIN)/ruff check .\n\t$(BIN)/mypy\n" in makefile

@@ -46,8 +46,13 @@ def test_no_page_names_a_path_of_the_machine_that_built_it(built_book):
 
     tree, _ = built_book
     html = tree / "_build" / "html"
-    machine = {str(tree), str(Path.home()), sys.prefix, str(Path(sys.executable).resolve().parent.parent),
-               str(Path(__file__).resolve().parents[2])}
+    machine = {
+        str(tree),
+        str(Path.home()),
+        sys.prefix,
+        str(Path(sys.executable).resolve().parent.parent),
+        str(Path(__file__).resolve().parents[2]),
+    }
     found = []
     for page in sorted(html.rglob("*.html")):
         text = page.read_text(errors="replace")

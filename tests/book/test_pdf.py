@@ -61,12 +61,20 @@ def test_the_mini_book_prints_with_its_chapters_and_generated_pages(tmp_path):
     book = make_mini_book(tmp_path / "mini", ("01_tiny", "02_small"))
     env = {k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"}
     subprocess.run([*GTBOOK, "run", "-j", "2"], cwd=book, check=True, capture_output=True, env=env)
-    proc = subprocess.run([*GTBOOK, "pdf", "--out", str(tmp_path / "book.pdf")], cwd=book, capture_output=True,
-                          text=True, env=env)
+    proc = subprocess.run(
+        [*GTBOOK, "pdf", "--out", str(tmp_path / "book.pdf")], cwd=book, capture_output=True, text=True, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = " ".join(_text(tmp_path / "book.pdf").split())
-    for needed in ("01_tiny", "02_small", "What this chapter found", "Paper map", "Status of the chapters",
-                   "Reproducibility report", "PASS"):
+    for needed in (
+        "01_tiny",
+        "02_small",
+        "What this chapter found",
+        "Paper map",
+        "Status of the chapters",
+        "Reproducibility report",
+        "PASS",
+    ):
         assert needed in text, needed
     assert not (book / "_build" / "html").exists()  # printing never builds (or touches) the HTML book
 
@@ -76,8 +84,13 @@ def test_the_quick_book_prints_every_chapter_equation_and_figure(built_book):
     _tools_or_skip()
     tree, _ = built_book
     pdf = tree / "_build" / "pdf" / "gtbook.pdf"
-    proc = subprocess.run([*GTBOOK, "pdf"], cwd=tree, capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"})
+    proc = subprocess.run(
+        [*GTBOOK, "pdf"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "GTBOOK_ROOT"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = " ".join(_text(pdf).split())
     chapters = sorted((tree / "executed").glob("[0-9][0-9]_*.ipynb"))

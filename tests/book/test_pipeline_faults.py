@@ -46,17 +46,24 @@ def _env(**extra):
 
 
 def gtbook(*args, cwd, check=True, timeout=300, **env):
-    proc = subprocess.run([*GTBOOK, *args], cwd=cwd, capture_output=True, text=True, env=_env(**env),
-                          timeout=timeout)
+    proc = subprocess.run([*GTBOOK, *args], cwd=cwd, capture_output=True, text=True, env=_env(**env), timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"gtbook {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                             f"{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"gtbook {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
 def start(*args, cwd, **env):
-    return subprocess.Popen([*GTBOOK, *args], cwd=cwd, env=_env(**env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [*GTBOOK, *args],
+        cwd=cwd,
+        env=_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def processes_of(tree: Path) -> list[tuple[int, str]]:
@@ -148,12 +155,15 @@ def test_9_a_worker_publishes_only_while_its_run_holds_the_lock(tree):
     and holding the tree's lock, with the token the worker was given."""
     from gtbook.lock import TreeLock
 
-    code = ("import json, sys; from gtbook.execute import _worker_guard; "
-            "print(json.dumps(_worker_guard(json.loads(sys.argv[1]))()))")
+    code = (
+        "import json, sys; from gtbook.execute import _worker_guard; "
+        "print(json.dumps(_worker_guard(json.loads(sys.argv[1]))()))"
+    )
 
     def guard(spec):
-        proc = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True,
-                              env=_env())
+        proc = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True, env=_env()
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         return json.loads(proc.stdout)
 
@@ -175,8 +185,7 @@ def test_10_kill_9_of_build_kills_jupyter_book_before_a_second_build_runs(tree):
     gtbook("run", "-j", "2", cwd=tree)
     proc = start("build", cwd=tree)
     deadline = time.time() + 120
-    while time.time() < deadline and not any("jupyter-book" in c or "jupyter_book" in c
-                                             for _, c in processes_of(tree)):
+    while time.time() < deadline and not any("jupyter-book" in c or "jupyter_book" in c for _, c in processes_of(tree)):
         time.sleep(0.1)
     time.sleep(1.5)  # Jupyter Book is writing
     os.kill(proc.pid, signal.SIGKILL)
@@ -287,8 +296,12 @@ def test_13_status_with_a_string_runtime(tree):
 # -------------------------------------------------------- 14: read-only folder, full disk
 def _mount_tmpfs(path: Path, size: str) -> bool:
     path.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 @pytest.fixture
@@ -353,8 +366,15 @@ def test_14_a_full_disk_gives_one_line_and_keeps_the_outputs(executed_on_tmpfs):
 # --------------------------------------------------------------- 15: the usual file mode
 def test_15_published_files_respect_the_umask(tree):
     def run_with_umask(mask, *args):
-        return subprocess.run([*GTBOOK, *args], cwd=tree, capture_output=True, text=True, env=_env(),
-                              preexec_fn=lambda: os.umask(mask), check=True)
+        return subprocess.run(
+            [*GTBOOK, *args],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            env=_env(),
+            preexec_fn=lambda: os.umask(mask),
+            check=True,
+        )
 
     run_with_umask(0o022, "run")
     for name in ("report.md", "01_tiny.ipynb"):
@@ -397,9 +417,16 @@ def test_17_the_thread_count_is_part_of_the_key(tree):
 
 
 # ------------------------------------------------------- 18: a rerun command for a shell
-HOSTILE = ["x;touch${IFS}PWNED_semicolon", "$(touch${IFS}PWNED_subshell)", "`touch${IFS}PWNED_backtick`",
-           "x;touch PWNED_spaced", "it's \"quoted\"", "a b  c", "<img src=x onerror=alert(1)>",
-           "x&&touch${IFS}PWNED_and"]
+HOSTILE = [
+    "x;touch${IFS}PWNED_semicolon",
+    "$(touch${IFS}PWNED_subshell)",
+    "`touch${IFS}PWNED_backtick`",
+    "x;touch PWNED_spaced",
+    'it\'s "quoted"',
+    "a b  c",
+    "<img src=x onerror=alert(1)>",
+    "x&&touch${IFS}PWNED_and",
+]
 
 
 @pytest.mark.parametrize("label", HOSTILE)
@@ -413,7 +440,7 @@ def test_18_the_rerun_command_reproduces_the_parameters_through_a_shell(tree, la
     bindir = tree.parent / "bin"
     bindir.mkdir(exist_ok=True)
     wrapper = bindir / "gtbook"
-    wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m gtbook \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m gtbook "$@"\n')
     wrapper.chmod(0o755)
     env = _env(PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
     proc = subprocess.run(["sh", "-c", command], cwd=tree, capture_output=True, text=True, env=env)
@@ -442,15 +469,31 @@ def test_19_a_hostile_set_value_reaches_the_built_pages_as_text(tree):
 
 def test_19_gallery_text_holds_no_raw_html(tmp_path):
     nb = nbformat.v4.new_notebook()
-    png = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
-    nb.cells = [nbformat.v4.new_markdown_cell("# Chapter <script>alert(3)</script>\n\n## Section <b>bold</b>"),
-                nbformat.v4.new_code_cell("plot()", metadata={"mystnb": {
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Chapter <script>alert(3)</script>\n\n## Section <b>bold</b>"),
+        nbformat.v4.new_code_cell(
+            "plot()",
+            metadata={
+                "mystnb": {
                     "figure": {"caption": "A caption with <img src=x onerror=alert(1)> and $a<b$."},
-                    "image": {"alt": "alt\n:link: https://example.org"}}})]
+                    "image": {"alt": "alt\n:link: https://example.org"},
+                }
+            },
+        ),
+    ]
     nb.cells[1].outputs = [nbformat.v4.new_output("display_data", data={"image/png": png})]
     (tmp_path / "01_x.ipynb").write_text(nbformat.writes(nb))
-    subprocess.run([sys.executable, "-c", "import sys; from gtbook.gallery import write_gallery; "
-                    "write_gallery(sys.argv[1])", str(tmp_path)], env=_env(), check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from gtbook.gallery import write_gallery; write_gallery(sys.argv[1])",
+            str(tmp_path),
+        ],
+        env=_env(),
+        check=True,
+    )
     page = (tmp_path / "gallery.md").read_text()
     assert "<img" not in page and "<script" not in page and "<b>" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "$a<b$" in page  # math kept

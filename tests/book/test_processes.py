@@ -108,8 +108,10 @@ def test_clean_scratch_removes_the_dead_and_keeps_the_living(tmp_path, zombie, s
 @linux
 def test_a_process_name_that_is_not_utf8():
     """The kernel cuts a process's name at 15 bytes, maybe inside a character: /proc/PID/stat is bytes."""
-    code = ("import ctypes, sys, time; ctypes.CDLL(None).prctl(15, b'ab\\xe3\\x83', 0, 0, 0); "
-            "print(flush=True); time.sleep(60)")
+    code = (
+        "import ctypes, sys, time; ctypes.CDLL(None).prctl(15, b'ab\\xe3\\x83', 0, 0, 0); "
+        "print(flush=True); time.sleep(60)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     try:
         proc.stdout.readline()

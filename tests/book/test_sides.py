@@ -17,8 +17,11 @@ TOKENS = {"system": "tokens", "d": 3}
 def layer():
     rng = np.random.default_rng(0)
     d = 3
-    return Controls(A=-np.eye(d) + 0.1 * rng.standard_normal((d, d)), V=0.2 * rng.standard_normal((d, d)),
-                    B=0.2 * rng.standard_normal((d, d)))
+    return Controls(
+        A=-np.eye(d) + 0.1 * rng.standard_normal((d, d)),
+        V=0.2 * rng.standard_normal((d, d)),
+        B=0.2 * rng.standard_normal((d, d)),
+    )
 
 
 def test_tokens_against_the_ode_share_no_model_code(layer):
@@ -30,8 +33,15 @@ def test_tokens_against_the_ode_share_no_model_code(layer):
     assert any(f.startswith("gtcore.particles:") for f in obs.functions)
     assert any(f.startswith("gtcore.moments") for f in pred.functions)
     assert shared_code(obs, pred) == []
-    c = evaluate_claim("ok", float(np.linalg.norm(cloud.mu[-1] - traj.mu[-1])), statement="invariance",
-                       kind="reproduces", lt=10.0, scope=TOKENS, sides=(obs, pred))
+    c = evaluate_claim(
+        "ok",
+        float(np.linalg.norm(cloud.mu[-1] - traj.mu[-1])),
+        statement="invariance",
+        kind="reproduces",
+        lt=10.0,
+        scope=TOKENS,
+        sides=(obs, pred),
+    )
     assert c.sides["observed"] and c.sides["predicted"]
 
 
@@ -43,11 +53,19 @@ def test_a_prediction_computed_by_the_code_it_checks_is_refused(layer):
     shared = shared_code(obs, pred)
     assert any("gtcore.moments.ode" in f for f in shared), shared
     with pytest.raises(ValueError, match="computed by the code path it is compared with"):
-        evaluate_claim("circular", float(np.abs(a.mu[-1]).sum() + np.abs(b[0]).sum()), statement="invariance",
-                       kind="reproduces", lt=10.0, scope=TOKENS, sides=(obs, pred))
+        evaluate_claim(
+            "circular",
+            float(np.abs(a.mu[-1]).sum() + np.abs(b[0]).sum()),
+            statement="invariance",
+            kind="reproduces",
+            lt=10.0,
+            scope=TOKENS,
+            sides=(obs, pred),
+        )
     # a derivation may run eq. (1.1) on both sides: it checks the mathematics, not the model
-    assert evaluate_claim("d", 0.1, statement="reduction", kind="derivation", lt=1.0, scope="moment ODE",
-                          sides=(obs, pred)).passed
+    assert evaluate_claim(
+        "d", 0.1, statement="reduction", kind="derivation", lt=1.0, scope="moment ODE", sides=(obs, pred)
+    ).passed
 
 
 def test_the_plumbing_both_sides_share_is_not_counted(layer):

@@ -135,8 +135,18 @@ def test_every_subcommand_and_option_has_a_description_and_help():
 
     parser = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == {"run", "status", "build", "pdf", "all", "claims", "clean", "mutations", "probe",
-                                "atlas"}
+    assert set(sub.choices) == {
+        "run",
+        "status",
+        "build",
+        "pdf",
+        "all",
+        "claims",
+        "clean",
+        "mutations",
+        "probe",
+        "atlas",
+    }
     helps = {a.dest: a.help for a in sub._choices_actions}
     for name, sp in sub.choices.items():
         assert sp.description and len(sp.description) > 40, f"{name} has no description"
@@ -153,8 +163,14 @@ def test_every_subcommand_and_option_has_a_description_and_help():
 def test_a_closed_pipe_ends_quietly(tree):
     gtbook("run", cwd=tree)
     for command in ("status", "claims --wide", "--help"):
-        proc = subprocess.run(f"{sys.executable} -m gtbook {command} | head -1", shell=True, cwd=tree,
-                              capture_output=True, text=True, env=_env())
+        proc = subprocess.run(
+            f"{sys.executable} -m gtbook {command} | head -1",
+            shell=True,
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            env=_env(),
+        )
         assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
         assert proc.stdout.strip()
 
@@ -183,8 +199,12 @@ def test_json_bounds_of_every_criterion():
     from gtbook import verify
     from gtbook.claims import evaluate_claim
 
-    cases = [(dict(gt=0.1, lt=0.5), (0.1, 0.5)), (dict(gt=-3.0), (-3.0, None)), (dict(lt=7.0), (None, 7.0)),
-             (dict(close_to=2.0, rtol=0.1, atol=0.05), (2.0 - 0.25, 2.0 + 0.25))]
+    cases = [
+        (dict(gt=0.1, lt=0.5), (0.1, 0.5)),
+        (dict(gt=-3.0), (-3.0, None)),
+        (dict(lt=7.0), (None, 7.0)),
+        (dict(close_to=2.0, rtol=0.1, atol=0.05), (2.0 - 0.25, 2.0 + 0.25)),
+    ]
     for crit, want in cases:
         rec = dataclasses.asdict(evaluate_claim("c", 0.3, statement="invariance", kind="consistency", **crit))
         lo, hi = verify.bounds(rec)
@@ -224,10 +244,15 @@ def _core_result_classes():
             continue
         tree = ast.parse(path.read_text())
         for node in tree.body:
-            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(
-                    (isinstance(d, ast.Name) and d.id == "dataclass") or
-                    (isinstance(d, ast.Call) and getattr(d.func, "id", "") == "dataclass")
-                    for d in node.decorator_list):
+            if (
+                isinstance(node, ast.ClassDef)
+                and not node.name.startswith("_")
+                and any(
+                    (isinstance(d, ast.Name) and d.id == "dataclass")
+                    or (isinstance(d, ast.Call) and getattr(d.func, "id", "") == "dataclass")
+                    for d in node.decorator_list
+                )
+            ):
                 module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
                 found.append((module, node.name))
     return found
@@ -304,8 +329,11 @@ def test_simulate_shows_progress_by_default_only_for_long_work(monkeypatch):
     asked = []
     after = particles.PROGRESS_AFTER_S
     real = particles.progress_bar
-    monkeypatch.setattr(particles, "progress_bar", lambda it, desc, enabled=True, total=None:
-                        asked.append(enabled) or real(it, desc, enabled=False, total=total))
+    monkeypatch.setattr(
+        particles,
+        "progress_bar",
+        lambda it, desc, enabled=True, total=None: asked.append(enabled) or real(it, desc, enabled=False, total=total),
+    )
     ctl = Controls(A=-0.5 * np.eye(2), V=0.1 * np.eye(2), B=np.eye(2))
     x = gaussian_tokens(50, np.zeros(2), np.eye(2), 0)
     particles.simulate(x, ctl, (0, 1), 4, device="cpu")
@@ -358,8 +386,9 @@ def test_the_makefile_installs_from_the_lock_and_never_pypis_cuda_torch():
     assert "curl" not in text
     dry = subprocess.run(["make", "-n", "-B", "venv", "PYTHON=python3"], cwd=ROOT, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr
-    sub = subprocess.run(["make", "-n", "TORCH_PIP=PIP", "install-torch"], cwd=ROOT, capture_output=True,
-                         text=True).stdout
+    sub = subprocess.run(
+        ["make", "-n", "TORCH_PIP=PIP", "install-torch"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
     installs = [ln for ln in (dry.stdout + sub).splitlines() if "install" in ln and "torch==" in ln]
     assert installs
     for line in installs:  # the wheel itself only from local wheels or the CPU index; PyPI only for its deps
@@ -379,15 +408,25 @@ def test_the_makefile_says_when_a_gpu_is_present_and_the_cpu_build_is_chosen(tmp
     fake.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-0)'\n")
     fake.chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
-    out = subprocess.run(["make", "--no-print-directory", "gpu-note"], cwd=ROOT, capture_output=True, text=True,
-                         env=env).stdout
+    out = subprocess.run(
+        ["make", "--no-print-directory", "gpu-note"], cwd=ROOT, capture_output=True, text=True, env=env
+    ).stdout
     assert "NVIDIA GPU" in out and "CPU build" in out and "cu128" in out
-    out = subprocess.run(["make", "--no-print-directory", "gpu-note", "TORCH_INDEX=https://download.pytorch.org/whl/cu128"],
-                         cwd=ROOT, capture_output=True, text=True, env=env).stdout
+    out = subprocess.run(
+        ["make", "--no-print-directory", "gpu-note", "TORCH_INDEX=https://download.pytorch.org/whl/cu128"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
     assert out.strip() == ""  # CUDA chosen: nothing to say
     bare = {**os.environ, "PATH": "/usr/bin:/bin"}
-    assert subprocess.run(["make", "--no-print-directory", "gpu-note"], cwd=ROOT, capture_output=True, text=True,
-                          env=bare).stdout.strip() == ""
+    assert (
+        subprocess.run(
+            ["make", "--no-print-directory", "gpu-note"], cwd=ROOT, capture_output=True, text=True, env=bare
+        ).stdout.strip()
+        == ""
+    )
 
 
 def test_matplotlib_and_pillow_versions_are_in_the_cache_key(tree, monkeypatch):
@@ -406,9 +445,11 @@ def test_matplotlib_and_pillow_versions_are_in_the_cache_key(tree, monkeypatch):
 
 
 def test_the_lock_machinery_imports_without_fcntl():
-    code = ("import sys; sys.modules['fcntl'] = None\n"
-            "import gtbook.cli, gtbook.lock, gtbook.execute, gtbook.build\n"
-            "print('ok')")
+    code = (
+        "import sys; sys.modules['fcntl'] = None\n"
+        "import gtbook.cli, gtbook.lock, gtbook.execute, gtbook.build\n"
+        "print('ok')"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
     assert "fcntl" not in (CODE / "gtbook" / "lock.py").read_text().split('"""', 2)[2]
@@ -424,5 +465,5 @@ def test_citation_file_and_how_to_cite():
     assert [a["family-names"] for a in paper["authors"]] == ["Alcalde", "Ji", "Zuazua"]
     assert "2606.07600" in json.dumps(paper)
     intro = (ROOT / "book" / "intro.md").read_text()
-    section = intro[intro.index("## How to cite"):]
+    section = intro[intro.index("## How to cite") :]
     assert "alcalde2026gaussian" in section and "@software" in section and "CITATION.cff" in section

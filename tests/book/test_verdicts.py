@@ -20,17 +20,20 @@ def tokens(**kw):
     return Scope(system=System.TOKENS, **{"d": (3,), **kw})
 
 
-@pytest.mark.parametrize("scope, expected", [
-    (tokens(), True),
-    (tokens(d=(2,)), False),                      # any d needs d >= 3
-    (tokens(d=(2, 4)), True),
-    (tokens(V="scalar"), False),
-    (tokens(B="symmetric"), False),
-    (tokens(A="normal"), False),
-    (tokens(A="zero"), False),
-    (tokens(family="A skew, Sigma0 = sI"), False),  # a special family never covers a class
-    (tokens(attention=("l2",)), False),
-])
+@pytest.mark.parametrize(
+    "scope, expected",
+    [
+        (tokens(), True),
+        (tokens(d=(2,)), False),  # any d needs d >= 3
+        (tokens(d=(2, 4)), True),
+        (tokens(V="scalar"), False),
+        (tokens(B="symmetric"), False),
+        (tokens(A="normal"), False),
+        (tokens(A="zero"), False),
+        (tokens(family="A skew, Sigma0 = sI"), False),  # a special family never covers a class
+        (tokens(attention=("l2",)), False),
+    ],
+)
 def test_covers_the_general_case_only_when_every_axis_does(scope, expected):
     assert covers(scope, GENERAL) is expected
 
@@ -49,9 +52,11 @@ def test_describe_names_each_axis_that_falls_short():
     assert describe(tokens(V="scalar", d=(2, 3)), GENERAL) == "V = vI"
     assert describe(tokens(V="scalar", B="symmetric", d=(2,)), GENERAL) == "symmetric B, V = vI, d ≤ 2"
     assert describe(Scope(system=System.MODEL_CODE, d=(3,), A="zero", V="scalar"), GENERAL) == (
-        "A = 0, V = vI (Transformer code)")
+        "A = 0, V = vI (Transformer code)"
+    )
     assert describe(Scope(system=System.MODEL_CODE, d=(3,), A="zero", V="scalar", family="bert code"), GENERAL) == (
-        "A = 0, V = vI (bert code, Transformer code)")
+        "A = 0, V = vI (bert code, Transformer code)"
+    )
     assert describe(Scope(system=System.TRAINED_MODEL, d=(8,), family="a model"), GENERAL) == "a model (trained model)"
 
 
@@ -63,9 +68,13 @@ def test_widest_keeps_the_incomparable_scopes():
 def test_parse_scope_and_its_refusals():
     assert parse_scope("instrument").system is System.INSTRUMENT
     assert parse_scope({"system": "tokens", "d": 3}).d == (3,)
-    for bad, match in ((dict(system="tokens", V="vI"), "V must be one of"), (dict(d=3), "name its system"),
-                       (dict(system="tokens", d=0), "positive"), (dict(system="tokens", colour=1), "unknown"),
-                       ("telepathy", "unknown system")):
+    for bad, match in (
+        (dict(system="tokens", V="vI"), "V must be one of"),
+        (dict(d=3), "name its system"),
+        (dict(system="tokens", d=0), "positive"),
+        (dict(system="tokens", colour=1), "unknown"),
+        ("telepathy", "unknown system"),
+    ):
         with pytest.raises(ValueError, match=match):
             parse_scope(bad)
 
@@ -96,8 +105,15 @@ class Row:
 
 
 def _statement(**stated):
-    return Statement(id="s", title="S", paraphrase="p", where="w", origin="paper", reproducible_here=True,
-                     stated=StatedScope(**stated))
+    return Statement(
+        id="s",
+        title="S",
+        paraphrase="p",
+        where="w",
+        origin="paper",
+        reproducible_here=True,
+        stated=StatedScope(**stated),
+    )
 
 
 def _status(rows, **stated):
@@ -110,12 +126,12 @@ def test_reproduced_only_when_a_reproduction_covers_the_stated_scope():
     general = tokens().as_dict()
     assert _status([Row("a", "reproduces", general)]) == (Evidence.REPRODUCED, "reproduced")
     assert _status([Row("a", "reproduces", scalar)]) == (Evidence.REPRODUCED_IN_PART, "reproduced for V = vI")
-    assert _status([Row("a", "reproduces", None)]) == (Evidence.REPRODUCED_IN_PART,
-                                                       "reproduced for scope not recorded")
+    assert _status([Row("a", "reproduces", None)]) == (Evidence.REPRODUCED_IN_PART, "reproduced for scope not recorded")
     # V = vI and B symmetric in two claims: two incomparable scopes, both named
     sym = tokens(B="symmetric").as_dict()
     assert _status([Row("a", "reproduces", scalar), Row("b", "reproduces", sym)])[1] == (
-        "reproduced for V = vI; symmetric B")
+        "reproduced for V = vI; symmetric B"
+    )
     # a narrower stated scope is covered by a claim of that class
     assert _status([Row("a", "reproduces", scalar)], V="scalar")[0] is Evidence.REPRODUCED
 
@@ -134,8 +150,13 @@ def test_not_reproduced_names_where_and_where_it_held():
 
 
 def test_the_pages_word_the_status_the_same_way():
-    st = StatementStatus(_statement(), [Row("a", "reproduces", tokens(V="scalar").as_dict(), chapter="04_x"),
-                                        Row("b", "derivation", {"system": "moment ODE"}, chapter="04_x")])
+    st = StatementStatus(
+        _statement(),
+        [
+            Row("a", "reproduces", tokens(V="scalar").as_dict(), chapter="04_x"),
+            Row("b", "derivation", {"system": "moment ODE"}, chapter="04_x"),
+        ],
+    )
     listed = status_list_markdown([st])
     opening = chapter_opening_markdown("04_x", [st], figure="fig-x", summary="Two sentences.")
     assert "**S**: reproduced for V = vI" in listed and "04_x" in listed

@@ -35,9 +35,15 @@ def heads_controls(rng, d, name, heads=2, scale=0.4, **kw):
     """Random controls: queries ``Q = scale * N(0, 1)`` and keys ``K = I`` per head, so that ``B = K^T Q``
     has i.i.d. entries (general keys are checked in test_attention_families.py)."""
     Q = scale * rng.standard_normal((heads, d, d))
-    return Controls(A=scale * rng.standard_normal((d, d)), b=rng.standard_normal(d),
-                    V=scale * rng.standard_normal((heads, d, d)), Q=Q, K=np.broadcast_to(np.eye(d), Q.shape),
-                    attention=name, **kw)
+    return Controls(
+        A=scale * rng.standard_normal((d, d)),
+        b=rng.standard_normal(d),
+        V=scale * rng.standard_normal((heads, d, d)),
+        Q=Q,
+        K=np.broadcast_to(np.eye(d), Q.shape),
+        attention=name,
+        **kw,
+    )
 
 
 def gauss_hermite_keys(mu, Sigma, nodes):
@@ -86,10 +92,12 @@ def test_batched_paths_equal_the_per_head_tilt(name, rng):
     ctl = heads_controls(rng, d, name, heads=H, scale=1.0)
     V, B = np.array(ctl.V), np.array(att.params(ctl))  # B: the type's head parameters
     tilts = [att.tilt(mu, Sigma, B[h]) for h in range(H)]
-    np.testing.assert_allclose(att.value_responses(Sigma, V, B), np.stack([V[h] @ t[0] for h, t in enumerate(tilts)]),
-                               rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(att.mean_gain(Sigma, V, B) @ mu, sum(V[h] @ t[1] for h, t in enumerate(tilts)),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        att.value_responses(Sigma, V, B), np.stack([V[h] @ t[0] for h, t in enumerate(tilts)]), rtol=1e-12, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        att.mean_gain(Sigma, V, B) @ mu, sum(V[h] @ t[1] for h, t in enumerate(tilts)), rtol=1e-12, atol=1e-12
+    )
     Hdir = random_spd(rng, d)
     eps = 1e-6
     fd = (att.value_responses(Sigma + eps * Hdir, V, B) - att.value_responses(Sigma - eps * Hdir, V, B)) / (2 * eps)
@@ -158,16 +166,23 @@ def test_kernel_equals_naive_softmax(name, rng):
 def test_dot_kernel_with_zero_logits_is_the_mean(rng):
     x = torch.as_tensor(rng.standard_normal((50, 2)))
     B = torch.zeros(1, 2, 2, dtype=torch.float64)
-    np.testing.assert_allclose(ATTENTION_TYPES["dot"].kernel(x, B)[0].numpy(), np.tile(x.mean(0).numpy(), (50, 1)),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        ATTENTION_TYPES["dot"].kernel(x, B)[0].numpy(), np.tile(x.mean(0).numpy(), (50, 1)), rtol=1e-13
+    )
 
 
 @pytest.mark.parametrize("name", TYPES)
 def test_particles_converge_to_the_moment_ode_like_inverse_sqrt_n(name):
     """Weak attention: the moment error of N tokens against the ODE decays like N^(-1/2)."""
     mu0, S0 = np.array([0.5, -0.2]), np.array([[1.0, 0.3], [0.3, 0.6]])
-    ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0], V=0.5 * np.eye(2), Q=[[-0.3, 0.1], [0.0, -0.2]],
-                   K=np.eye(2), attention=name)  # B = K^T Q
+    ctl = Controls(
+        A=[[0.1, 0.4], [-0.4, 0.0]],
+        b=[0.2, 0.0],
+        V=0.5 * np.eye(2),
+        Q=[[-0.3, 0.1], [0.0, -0.2]],
+        K=np.eye(2),
+        attention=name,
+    )  # B = K^T Q
     # non-local kernels cost O(N^2) per Sinkhorn iteration: a 4x smaller ladder, the same ratios
     Ns = [400, 1600, 6400] if attention_of(ctl).local else [100, 400, 1600]
     errs = particle_moment_errors(ctl, mu0, S0, Ns)
@@ -180,5 +195,6 @@ def test_mixture_average_single_component_is_the_tilt(rng):
     mu, S, B = rng.standard_normal(d), random_spd(rng, d), rng.standard_normal((d, d))
     x = rng.standard_normal((7, d))
     M, c = att.tilt(mu, S, B)
-    np.testing.assert_allclose(att.mixture_average(x, np.ones(1), mu[None], S[None], B), x @ M.T + c,
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        att.mixture_average(x, np.ones(1), mu[None], S[None], B), x @ M.T + c, rtol=1e-12, atol=1e-12
+    )

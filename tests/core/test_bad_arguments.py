@@ -62,10 +62,11 @@ CASES = {
     "gaussian_tokens seed=2.5": (lambda: gaussian_tokens(5, MU, I2, seed=2.5), "seed"),
     "moment_matched_tokens seed=-1": (lambda: moment_matched_tokens("uniform", 5, MU, I2, seed=-1), "seed"),
     "moment_matched_tokens n=inf": (lambda: moment_matched_tokens("uniform", math.inf, MU, I2), "n"),
-    "moment_matched_tokens dof=inf (NaN tokens)": (lambda: moment_matched_tokens("student_t", 5, MU, I2,
-                                                                                dof=math.inf), "dof"),
-    "moment_matched_tokens weight='abc'": (lambda: moment_matched_tokens("mixture", 5, MU, I2, weight="abc"),
-                                           "weight"),
+    "moment_matched_tokens dof=inf (NaN tokens)": (
+        lambda: moment_matched_tokens("student_t", 5, MU, I2, dof=math.inf),
+        "dof",
+    ),
+    "moment_matched_tokens weight='abc'": (lambda: moment_matched_tokens("mixture", 5, MU, I2, weight="abc"), "weight"),
     "train_transformer seed=-1": (lambda: _train(seed=-1), "seed"),
     "train_transformer init_scale=inf": (lambda: _train(init_scale=math.inf), "init_scale"),
     "train_transformer init_scale='0.1'": (lambda: _train(init_scale="0.1"), "init_scale"),
@@ -79,33 +80,40 @@ CASES = {
     "sliced_w2 n_projections=inf": (lambda: sliced_w2(X, n_projections=math.inf), "n_projections"),
     "sliced_w2 seed='abc'": (lambda: sliced_w2(X, seed="abc"), "seed"),
     "sliced_w2_of_whitened n_projections=0": (lambda: sliced_w2_of_whitened(X, n_projections=0), "n_projections"),
-    "per_label_noise_floor seed=None": (lambda: per_label_noise_floor(_stat, LABELS, 2, repeats=3, seed=None),
-                                        "seed"),
-    "per_label_noise_floor repeats='abc'": (lambda: per_label_noise_floor(_stat, LABELS, 2, repeats="abc"),
-                                            "repeats"),
+    "per_label_noise_floor seed=None": (lambda: per_label_noise_floor(_stat, LABELS, 2, repeats=3, seed=None), "seed"),
+    "per_label_noise_floor repeats='abc'": (lambda: per_label_noise_floor(_stat, LABELS, 2, repeats="abc"), "repeats"),
     "relu_departure_rate_spread seed=-1": (lambda: relu_departure_rate_spread(FF, 50, 3, seed=-1), "seed"),
-    "relu_departure_rate_spread chunk=inf": (lambda: relu_departure_rate_spread(FF, 50, 3, chunk=math.inf),
-                                             "chunk"),
+    "relu_departure_rate_spread chunk=inf": (lambda: relu_departure_rate_spread(FF, 50, 3, chunk=math.inf), "chunk"),
     "steer_min_energy pieces=nan": (lambda: steer_min_energy(MU, I2, MU + 1, 2 * I2, 1.0, math.nan), "pieces"),
-    "steer_min_energy maxiter=-1": (lambda: steer_min_energy(MU, I2, MU + 1, 2 * I2, 1.0, 2, maxiter=-1),
-                                    "maxiter"),
-    "steer_min_energy feasibility_tol=nan": (lambda: steer_min_energy(MU, I2, MU + 1, 2 * I2, 1.0, 2,
-                                                                      feasibility_tol=math.nan), "feasibility_tol"),
-    "steer_min_energy_starts seed=-1": (lambda: steer_min_energy_starts(MU, I2, MU + 1, 2 * I2, 1.0, 2, seed=-1),
-                                        "seed"),
-    "steer_min_energy_starts scale='abc'": (lambda: steer_min_energy_starts(MU, I2, MU + 1, 2 * I2, 1.0, 2,
-                                                                            scale="abc"), "scale"),
+    "steer_min_energy maxiter=-1": (lambda: steer_min_energy(MU, I2, MU + 1, 2 * I2, 1.0, 2, maxiter=-1), "maxiter"),
+    "steer_min_energy feasibility_tol=nan": (
+        lambda: steer_min_energy(MU, I2, MU + 1, 2 * I2, 1.0, 2, feasibility_tol=math.nan),
+        "feasibility_tol",
+    ),
+    "steer_min_energy_starts seed=-1": (
+        lambda: steer_min_energy_starts(MU, I2, MU + 1, 2 * I2, 1.0, 2, seed=-1),
+        "seed",
+    ),
+    "steer_min_energy_starts scale='abc'": (
+        lambda: steer_min_energy_starts(MU, I2, MU + 1, 2 * I2, 1.0, 2, scale="abc"),
+        "scale",
+    ),
     "observe_regime settle_tol=-1": (lambda: observe_regime(CTL, I2, 10.0, settle_tol=-1.0), "settle_tol"),
-    "observe_regime collapse_tol=nan": (lambda: observe_regime(CTL, I2, 10.0, collapse_tol=math.nan),
-                                        "collapse_tol"),
+    "observe_regime collapse_tol=nan": (lambda: observe_regime(CTL, I2, 10.0, collapse_tol=math.nan), "collapse_tol"),
     "particle_radius_bound R0=nan": (lambda: particle_radius_bound(CTL, math.nan, 1.0), "R0"),
     "particle_radius_bound t=-1": (lambda: particle_radius_bound(CTL, 1.0, -1.0), "t"),
-    "integrate_moments_lanes blowup_norm=nan": (lambda: integrate_moments_lanes(
-        np.zeros((1, 2)), I2[None], [CTL], (0.0, 1.0), blowup_norm=math.nan), "blowup_norm"),
-    "integrate_moments_lanes rtol='abc'": (lambda: integrate_moments_lanes(
-        np.zeros((1, 2)), I2[None], [CTL], (0.0, 1.0), rtol="abc"), "rtol"),
-    "integrate_moments_lanes atol=[1, 2]": (lambda: integrate_moments_lanes(
-        np.zeros((1, 2)), I2[None], [CTL], (0.0, 1.0), atol=[1e-12, 1e-12]), "atol"),
+    "integrate_moments_lanes blowup_norm=nan": (
+        lambda: integrate_moments_lanes(np.zeros((1, 2)), I2[None], [CTL], (0.0, 1.0), blowup_norm=math.nan),
+        "blowup_norm",
+    ),
+    "integrate_moments_lanes rtol='abc'": (
+        lambda: integrate_moments_lanes(np.zeros((1, 2)), I2[None], [CTL], (0.0, 1.0), rtol="abc"),
+        "rtol",
+    ),
+    "integrate_moments_lanes atol=[1, 2]": (
+        lambda: integrate_moments_lanes(np.zeros((1, 2)), I2[None], [CTL], (0.0, 1.0), atol=[1e-12, 1e-12]),
+        "atol",
+    ),
     "piecewise T=0": (lambda: _piecewise(0.0), "T"),
     "rank_floor r=inf": (lambda: _rank_floor(math.inf), "r"),
 }
@@ -124,6 +132,7 @@ def test_a_bad_argument_is_refused_by_name(case):
 def test_atol_zero_is_refused_rather_than_hanging():
     """With ``atol = 0`` a component that is exactly 0 (a zero mean, an off-diagonal) has no error scale: the
     step was rejected forever. The alarm turns a hang into a failure."""
+
     def hang(*_):
         raise TimeoutError("integrate_moments_lanes(atol=0) still running after 20 s")
 
@@ -143,8 +152,10 @@ def test_valid_seeds_and_integral_floats_still_work():
     a = gaussian_tokens(4, MU, I2, seed=3)
     np.testing.assert_array_equal(a, MU + np.random.default_rng(3).standard_normal((4, 2)))
     rng = np.random.default_rng(7)
-    np.testing.assert_array_equal(gaussian_tokens(4, MU, I2, seed=rng),
-                                  np.random.default_rng(7).standard_normal((4, 2)))
-    np.testing.assert_array_equal(gaussian_tokens(4, MU, I2, seed=[1, 2]),
-                                  np.random.default_rng([1, 2]).standard_normal((4, 2)))
+    np.testing.assert_array_equal(
+        gaussian_tokens(4, MU, I2, seed=rng), np.random.default_rng(7).standard_normal((4, 2))
+    )
+    np.testing.assert_array_equal(
+        gaussian_tokens(4, MU, I2, seed=[1, 2]), np.random.default_rng([1, 2]).standard_normal((4, 2))
+    )
     assert _train(seed=3.0).seed == 3

@@ -55,8 +55,7 @@ C2 = Controls(A=-0.1 * I2, V=0.1 * I2, B=I2)
 def _moments(**kw):
     args = dict(mu0=np.zeros(2), Sigma0=I2, controls=C2, t_span=(0.0, 1.0))
     args.update(kw)
-    return integrate_moments(args.pop("mu0"), args.pop("Sigma0"), args.pop("controls"), args.pop("t_span"),
-                             **args)
+    return integrate_moments(args.pop("mu0"), args.pop("Sigma0"), args.pop("controls"), args.pop("t_span"), **args)
 
 
 def _simulate(**kw):
@@ -100,14 +99,20 @@ BAD = [
     ("controls wrong b", lambda mp: Controls(A=I2, b=[1, 2, 3]), ValueError, "b"),
     ("controls string A", lambda mp: Controls(A="abc"), ValueError, "A"),
     ("moment_rhs non-PSD Sigma", lambda mp: moment_rhs(np.zeros(2), -I2, Controls(V=I2, B=I2)), ValueError, "Sigma"),
-    ("moment_rhs non-PSD Sigma, l2", lambda mp: moment_rhs(np.zeros(2), np.diag([1.0, -1.0]),
-                                                         Controls(V=I2, Q=I2, K=I2, attention="l2")),
-     ValueError, "Sigma"),
-    ("moment_rhs NaN Sigma", lambda mp: moment_rhs(np.zeros(2), np.full((2, 2), np.nan), Controls(A=I2)),
-     ValueError, "Sigma"),
+    (
+        "moment_rhs non-PSD Sigma, l2",
+        lambda mp: moment_rhs(np.zeros(2), np.diag([1.0, -1.0]), Controls(V=I2, Q=I2, K=I2, attention="l2")),
+        ValueError,
+        "Sigma",
+    ),
+    (
+        "moment_rhs NaN Sigma",
+        lambda mp: moment_rhs(np.zeros(2), np.full((2, 2), np.nan), Controls(A=I2)),
+        ValueError,
+        "Sigma",
+    ),
     ("moment_rhs dimension", lambda mp: moment_rhs(np.zeros(3), np.eye(3), Controls(A=I2)), ValueError, "controls"),
-    ("controls ragged heads", lambda mp: Controls(V=[I2, [[1, 0, 0], [0, 1, 0]]], B=[I2, I2]),
-     ValueError, "V"),
+    ("controls ragged heads", lambda mp: Controls(V=[I2, [[1, 0, 0], [0, 1, 0]]], B=[I2, I2]), ValueError, "V"),
     ("controls head mismatch", lambda mp: Controls(V=np.stack([I2, I2]), B=I2), ValueError, "heads"),
     ("controls unknown attention", lambda mp: Controls(A=I2, attention="nope"), ValueError, "attention"),
     ("controls nothing", lambda mp: Controls(), ValueError, "dimension d"),
@@ -134,10 +139,18 @@ BAD = [
     ("moments Sigma0 not PSD", lambda mp: _moments(Sigma0=-I2), ValueError, "Sigma0"),
     ("moments Sigma0 complex", lambda mp: _moments(Sigma0=I2 * (1 + 1j)), ValueError, "Sigma0"),
     ("moments blowup_norm nan", lambda mp: _moments(blowup_norm=float("nan")), ValueError, "blowup_norm"),
-    ("endpoint rtol=nan", lambda mp: endpoint_error(C2, np.zeros(2), I2, np.zeros(2), I2, 1.0,
-                                                    rtol=float("nan")), ValueError, "rtol"),
-    ("endpoint atol=0", lambda mp: endpoint_error(C2, np.zeros(2), I2, np.zeros(2), I2, 1.0, atol=0.0),
-     ValueError, "atol"),
+    (
+        "endpoint rtol=nan",
+        lambda mp: endpoint_error(C2, np.zeros(2), I2, np.zeros(2), I2, 1.0, rtol=float("nan")),
+        ValueError,
+        "rtol",
+    ),
+    (
+        "endpoint atol=0",
+        lambda mp: endpoint_error(C2, np.zeros(2), I2, np.zeros(2), I2, 1.0, atol=0.0),
+        ValueError,
+        "atol",
+    ),
     # simulate (item 9)
     ("simulate cuda without CUDA", lambda mp: (_no_cuda(mp), _simulate(device="cuda")), ValueError, "device"),
     ("simulate unknown device", lambda mp: _simulate(device="gpu"), ValueError, "device"),
@@ -152,39 +165,78 @@ BAD = [
     ("simulate complex x0", lambda mp: _simulate(x0=X0 * 1j), ValueError, "x0"),
     ("simulate int tensor x0", lambda mp: _simulate(x0=torch.ones(4, 2, dtype=torch.int64)), ValueError, "x0"),
     # classify (item 9)
-    ("classify t_max=nan", lambda mp: classify(Controls(A=[[1.0, 0], [0, 2]], V=[[1.0, 0], [0, 2]], B=I2), I2,
-                                               t_max=float("nan")), ValueError, "t_max"),
-    ("classify t_max=-1", lambda mp: classify(Controls(A=I2, V=[[1.0, 0], [0, 2]], B=I2), I2, t_max=-1),
-     ValueError, "t_max"),
-    ("classify t_max=-1 closed form", lambda mp: classify(Controls(A=I2, V=I2, B=-I2), I2, t_max=-1),
-     ValueError, "t_max"),
+    (
+        "classify t_max=nan",
+        lambda mp: classify(Controls(A=[[1.0, 0], [0, 2]], V=[[1.0, 0], [0, 2]], B=I2), I2, t_max=float("nan")),
+        ValueError,
+        "t_max",
+    ),
+    (
+        "classify t_max=-1",
+        lambda mp: classify(Controls(A=I2, V=[[1.0, 0], [0, 2]], B=I2), I2, t_max=-1),
+        ValueError,
+        "t_max",
+    ),
+    (
+        "classify t_max=-1 closed form",
+        lambda mp: classify(Controls(A=I2, V=I2, B=-I2), I2, t_max=-1),
+        ValueError,
+        "t_max",
+    ),
     # stability
-    ("equilibrium guess not PD", lambda mp: equilibrium(Controls(A=ROT_GROW, V=-I2, B=I2), Sigma_guess=-I2),
-     ValueError, "Sigma_guess"),
+    (
+        "equilibrium guess not PD",
+        lambda mp: equilibrium(Controls(A=ROT_GROW, V=-I2, B=I2), Sigma_guess=-I2),
+        ValueError,
+        "Sigma_guess",
+    ),
     # issue 24, item 2: prescribed Transformers compute the dot product only
     ("prescribed l2", lambda mp: _prescribed(Controls(V=I2, Q=Q_L2, K=K_L2, attention="l2")), ValueError, "attention"),
-    ("prescribed sinkhorn", lambda mp: _prescribed(Controls(V=I2, B=I2, attention="sinkhorn")), ValueError,
-     "attention"),
+    (
+        "prescribed sinkhorn",
+        lambda mp: _prescribed(Controls(V=I2, B=I2, attention="sinkhorn")),
+        ValueError,
+        "attention",
+    ),
     # item 3: the kernel dtype below float32 (fixed in 25bda4d; kept here so that it stays fixed)
     ("simulate kernel_dtype float16", lambda mp: _simulate(kernel_dtype=torch.float16), ValueError, "kernel_dtype"),
     ("simulate kernel_dtype 'float16'", lambda mp: _simulate(kernel_dtype="float16"), ValueError, "kernel_dtype"),
     # item 4: bools and flags of the prescribed builders
     ("prescribed h=True", lambda mp: _prescribed(Controls(V=I2, B=I2), h=True), ValueError, "h"),
-    ("prescribed layer_norm='no'", lambda mp: _prescribed(Controls(V=I2, B=I2), layer_norm="no"), ValueError,
-     "layer_norm"),
-    ("prescribed feed_forward=1", lambda mp: _prescribed(Controls(V=I2, B=I2), feed_forward=1), ValueError,
-     "feed_forward"),
-    ("split_schedule n_layers=True", lambda mp: _prescribed_moments().split_schedule(Controls(V=I2, B=I2), True, 0.1),
-     ValueError, "n_layers"),
-    ("split_schedule h=True", lambda mp: _prescribed_moments().split_schedule(Controls(V=I2, B=I2), 2, True),
-     ValueError, "h"),
-    ("layer_moments n_layers=True",
-     lambda mp: _prescribed_moments().layer_moments(np.zeros(2), I2, Controls(V=I2, B=I2), True, 0.1),
-     ValueError, "n_layers"),
+    (
+        "prescribed layer_norm='no'",
+        lambda mp: _prescribed(Controls(V=I2, B=I2), layer_norm="no"),
+        ValueError,
+        "layer_norm",
+    ),
+    (
+        "prescribed feed_forward=1",
+        lambda mp: _prescribed(Controls(V=I2, B=I2), feed_forward=1),
+        ValueError,
+        "feed_forward",
+    ),
+    (
+        "split_schedule n_layers=True",
+        lambda mp: _prescribed_moments().split_schedule(Controls(V=I2, B=I2), True, 0.1),
+        ValueError,
+        "n_layers",
+    ),
+    (
+        "split_schedule h=True",
+        lambda mp: _prescribed_moments().split_schedule(Controls(V=I2, B=I2), 2, True),
+        ValueError,
+        "h",
+    ),
+    (
+        "layer_moments n_layers=True",
+        lambda mp: _prescribed_moments().layer_moments(np.zeros(2), I2, Controls(V=I2, B=I2), True, 0.1),
+        ValueError,
+        "n_layers",
+    ),
     # item 7: a step count known to be beyond the budget (max_step=1e-300 used to try 1e299 steps)
     ("simulate max_step=1e-300", lambda mp: _simulate(steps=None, max_step=1e-300), ValueError, "max_step"),
     ("simulate max_step=5e-324", lambda mp: _simulate(steps=None, max_step=5e-324), ValueError, "max_step"),
-    ("simulate steps=10**12", lambda mp: _simulate(steps=10 ** 12), ValueError, "steps"),
+    ("simulate steps=10**12", lambda mp: _simulate(steps=10**12), ValueError, "steps"),
     ("simulate max_steps=0", lambda mp: _simulate(max_steps=0), ValueError, "max_steps"),
 ]
 
@@ -337,7 +389,7 @@ def test_decaying_covariance_stays_positive_semidefinite():
 # ---------------------------------------------------------- item 5: large targets are fine
 @pytest.mark.parametrize("scale", [1e9, 1e12])
 def test_endpoint_error_of_steering_to_a_large_target(scale):
-    mu1, S1 = np.array([scale ** 0.5, 0.0]), scale * np.array([[1.0, 0.2], [0.2, 0.5]])
+    mu1, S1 = np.array([scale**0.5, 0.0]), scale * np.array([[1.0, 0.2], [0.2, 0.5]])
     ctl = steer(np.zeros(2), I2, mu1, S1, 1.0)
     err = endpoint_error(ctl, np.zeros(2), I2, mu1, S1, 1.0)
     assert np.isfinite(err) and err < 1e-6 * scale
@@ -453,9 +505,16 @@ def test_item1_unbounded_growth_without_a_certificate_is_undetermined():
 POLES = [  # (id, controls, Sigma0, exact t* or None): general V, a pole certified by a Riccati inequality
     ("complex eigenvalues of V", Controls(V=[[1.0, -1.0], [1.0, 1.0]], B=I2), I2, 0.5),  # Sigma = I / (1 - 2t)
     ("triangular V", Controls(A=0.1 * I2, V=[[1.0, 0.3], [0.0, 0.8]], B=I2), I2, None),
-    ("random V, d = 3", Controls(A=0.2 * np.random.default_rng(1).standard_normal((3, 3)),
-                                 V=np.eye(3) + 0.3 * np.random.default_rng(2).standard_normal((3, 3)), B=np.eye(3)),
-     np.eye(3), None),
+    (
+        "random V, d = 3",
+        Controls(
+            A=0.2 * np.random.default_rng(1).standard_normal((3, 3)),
+            V=np.eye(3) + 0.3 * np.random.default_rng(2).standard_normal((3, 3)),
+            B=np.eye(3),
+        ),
+        np.eye(3),
+        None,
+    ),
 ]
 
 
@@ -499,8 +558,9 @@ def test_sinkhorn_scaling_survives_a_stalled_anderson_step():
     from gtcore.attention.sinkhorn_scaling import sinkhorn_average
 
     x = torch.tensor([[4.0, -5.0], [2.0, 1.0], [-5.0, 2.0], [-5.0, 3.0], [0.0, 4.0]], dtype=torch.float64)
-    B = torch.tensor([[-34.131727961238326, 43.33099912328986], [15.569002119587482, 6.97012680521667]],
-                     dtype=torch.float64)
+    B = torch.tensor(
+        [[-34.131727961238326, 43.33099912328986], [15.569002119587482, 6.97012680521667]], dtype=torch.float64
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a non-converged scaling warns, by design
         avg, _ = sinkhorn_average(x, B)
@@ -550,8 +610,13 @@ except BaseException as exc:
 
 def test_item8_kept_tokens_beyond_the_memory_are_refused_up_front():
     # N = 3e6, d = 2, 60 records: 2.9 GB of kept tokens under a 1.5 GiB address-space headroom
-    out = subprocess.run([sys.executable, "-c", _MEMORY_CHILD], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_CHILD],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
     assert line, out.stderr[-2000:]
     assert line[0].startswith("RESULT ValueError"), line[0]  # not a raw allocator error, not an OOM kill
@@ -566,8 +631,14 @@ transformers = pytest.importorskip("transformers")
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     path = tmp_path_factory.mktemp("models") / "bert"
-    cfg = transformers.BertConfig(vocab_size=50, max_position_embeddings=64, hidden_size=16,
-                                  num_hidden_layers=2, num_attention_heads=2, intermediate_size=24)
+    cfg = transformers.BertConfig(
+        vocab_size=50,
+        max_position_embeddings=64,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=24,
+    )
     torch.manual_seed(0)
     transformers.BertModel(cfg).save_pretrained(path, safe_serialization=True)
     return path
@@ -611,11 +682,13 @@ def _mismatch(path):
     (path / "config.json").write_text(json.dumps(cfg))
 
 
-FAULTS = [("truncated weights", _truncate, "safetensors"),
-          ("random weights", _randomise, "safetensors"),
-          ("bad config json", _bad_json, "config.json"),
-          ("bad config values", _bad_values, "config.json"),
-          ("weights not matching config", _mismatch, "safetensors")]
+FAULTS = [
+    ("truncated weights", _truncate, "safetensors"),
+    ("random weights", _randomise, "safetensors"),
+    ("bad config json", _bad_json, "config.json"),
+    ("bad config values", _bad_values, "config.json"),
+    ("weights not matching config", _mismatch, "safetensors"),
+]
 
 
 @pytest.mark.parametrize("fault, names", [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
@@ -668,8 +741,9 @@ def test_item5_hidden_states_of_a_negative_stride_view():
     np.testing.assert_array_equal(hidden_states(model, grad), hidden_states(model, X0))
 
 
-@pytest.mark.parametrize("tokens", [1j, X0 + 0j, torch.tensor(X0 + 0j), "abc"],
-                         ids=["scalar", "array", "tensor", "str"])
+@pytest.mark.parametrize(
+    "tokens", [1j, X0 + 0j, torch.tensor(X0 + 0j), "abc"], ids=["scalar", "array", "tensor", "str"]
+)
 def test_hidden_states_refuses_tokens_that_are_not_real_numbers_by_name(tokens):
     # found by the fuzz test: a complex scalar gave numpy's TypeError, naming no argument
     from gtcore.models.prescribed import hidden_states, prescribed_transformer

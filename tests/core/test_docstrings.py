@@ -110,11 +110,19 @@ def docstring_problems(qualname: str, obj: Any, ours=is_ours) -> list[str]:
 
 def test_the_walk_finds_the_public_api():
     """The walk is not vacuous: it reaches the names the chapters call, methods and models included."""
-    for name in ("gtcore.riccati.blowup_time", "gtcore.moments.integrate_moments", "gtcore.particles.simulate",
-                 "gtcore.controls.Controls", "gtcore.controls.Controls.attention_drift",
-                 "gtcore.controls.PiecewiseControls.__call__", "gtcore.attention.AttentionType.tilt",
-                 "gtcore.attention.DotProduct.tilt", "gtcore.stats.gaussianity.NoiseFloor.band",
-                 "gtcore.models.load_transformer", "gtcore.models.prescribed_moments.layer_moments"):
+    for name in (
+        "gtcore.riccati.blowup_time",
+        "gtcore.moments.integrate_moments",
+        "gtcore.particles.simulate",
+        "gtcore.controls.Controls",
+        "gtcore.controls.Controls.attention_drift",
+        "gtcore.controls.PiecewiseControls.__call__",
+        "gtcore.attention.AttentionType.tilt",
+        "gtcore.attention.DotProduct.tilt",
+        "gtcore.stats.gaussianity.NoiseFloor.band",
+        "gtcore.models.load_transformer",
+        "gtcore.models.prescribed_moments.layer_moments",
+    ):
         assert name in API, name
     assert not any(q.startswith(("gtbook.studies", "gtbook", "gtcore._")) for q in API)
     assert len(API) > 150
@@ -128,6 +136,7 @@ def test_docstring_documents_every_parameter(qualname):
 
 def _documented(params: str, returns: bool = True):
     """A function of ``(mu, Sigma, controls)`` whose docstring documents ``params`` (names, comma-separated)."""
+
     def f(mu, Sigma, controls):
         pass
 
@@ -144,9 +153,11 @@ def test_the_check_fails_on_a_missing_parameter_return_or_section():
     """The check itself, on mutated copies of a complete docstring."""
     assert docstring_problems("f", _documented("mu, Sigma, controls")) == []
     assert docstring_problems("f", _documented("mu, Sigma")) == [
-        "f: parameter(s) controls missing from the Parameters section"]
+        "f: parameter(s) controls missing from the Parameters section"
+    ]
     assert docstring_problems("f", _documented("mu, Sigma, controls, rtol")) == [
-        "f: the Parameters section names rtol, not in the signature"]
+        "f: the Parameters section names rtol, not in the signature"
+    ]
     assert docstring_problems("f", _documented("mu, Sigma, controls", returns=False)) == ["f: no Returns section"]
     f = _documented("mu, Sigma, controls")
     f.__doc__ = f.__doc__.replace("Returns\n-------", "Result\n------")
@@ -166,7 +177,8 @@ def test_the_check_fails_on_a_missing_parameter_return_or_section():
         status: str
 
     assert docstring_problems("Result", Result, ours=lambda init: True) == [
-        "Result: parameter(s) status missing from the Parameters or Attributes section"]
+        "Result: parameter(s) status missing from the Parameters or Attributes section"
+    ]
 
 
 def _sources():

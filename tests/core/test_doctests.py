@@ -24,8 +24,16 @@ WITHOUT_EXAMPLES = {
 }
 
 NAMES = sorted(set(gtcore._LAZY) - set(WITHOUT_EXAMPLES))
-INFERENCE = ["hotelling_test", "loglog_slope", "magnitude_interval", "normal_band", "pooled_loglog_slope",
-             "resample_counts", "wilson_interval", "extrapolated_deviations"]
+INFERENCE = [
+    "hotelling_test",
+    "loglog_slope",
+    "magnitude_interval",
+    "normal_band",
+    "pooled_loglog_slope",
+    "resample_counts",
+    "wilson_interval",
+    "extrapolated_deviations",
+]
 
 
 def _run_examples(obj: object, name: str) -> doctest.TestResults:

@@ -46,9 +46,14 @@ from gtcore.attention.sinkhorn import SinkhornConvergenceWarning
 #: failing CI run stays bounded; shrinking one of these (each example an integration) took Hypothesis its full five
 #: minutes in CI. The examples generated are the same (derandomized), all 200 of them. To shrink a failure
 #: locally, run with ``phases=tuple(Phase)``.
-FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None,
-                phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 #: seconds one example may take before the watchdog calls it a hang (the examples take milliseconds)
 WATCHDOG_S = 30
 
@@ -58,8 +63,9 @@ WATCHDOG_S = 30
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
 special = st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e300, -1e300, 1e-300])
 scalar = st.one_of(finite, finite, special)
-junk = st.one_of(st.none(), st.text(max_size=3), st.just([[1.0, 2.0], [3.0]]), st.just(object()),
-                 st.just(True), st.just(1j))
+junk = st.one_of(
+    st.none(), st.text(max_size=3), st.just([[1.0, 2.0], [3.0]]), st.just(object()), st.just(True), st.just(1j)
+)
 shapes = st.sampled_from([(2, 2), (2,), (3, 3), (0, 0), (0,), (1, 2, 2), (2, 2, 2), (2, 3), (), (1,)])
 
 
@@ -75,10 +81,10 @@ def arrays(shape=shapes):
 
 
 wild_number = st.one_of(special, st.integers(-2, 0), st.floats(-1e3, 0), junk, st.just("1e-8"))
-wild_span = st.one_of(st.tuples(scalar, scalar), arrays(), st.just((1.0, 1.0)), st.just((2.0, 1.0)),
-                      st.just((0.0, np.inf)))
-wild_count = st.one_of(st.integers(-3, 0), st.just(2.5), st.just(True), st.none(), st.just("3"),
-                       st.just(np.nan))
+wild_span = st.one_of(
+    st.tuples(scalar, scalar), arrays(), st.just((1.0, 1.0)), st.just((2.0, 1.0)), st.just((0.0, np.inf))
+)
+wild_count = st.one_of(st.integers(-3, 0), st.just(2.5), st.just(True), st.none(), st.just("3"), st.just(np.nan))
 
 
 def mats(d, lo=-2.0, hi=2.0, heads=None):
@@ -99,8 +105,12 @@ def valid_controls(draw, d, attentions=("dot", "dot", "dot", "l2", "sinkhorn")):
     size = draw(st.sampled_from([2.0, 2.0, 50.0]))
     heads = draw(st.sampled_from([None, None, 2]))
     attention = draw(st.sampled_from(attentions))
-    common = dict(A=draw(mats(d, -size, size)), b=draw(hnp.arrays(np.float64, (d,), elements=st.floats(-2, 2))),
-                  V=draw(mats(d, -size, size, heads)), attention=attention)
+    common = dict(
+        A=draw(mats(d, -size, size)),
+        b=draw(hnp.arrays(np.float64, (d,), elements=st.floats(-2, 2))),
+        V=draw(mats(d, -size, size, heads)),
+        attention=attention,
+    )
     if attention == "l2" or (draw(st.booleans()) and attention == "sinkhorn"):
         k = draw(st.sampled_from([d, d, 1, d + 1]))
         shape = (k, d) if heads is None else (heads, k, d)
@@ -139,8 +149,9 @@ def t_evals(draw, t0, t1):
     return np.array([x for x in t if t0 <= x <= t1])
 
 
-wild_t_eval = st.one_of(arrays(), st.just([2.0, 1.0]), st.just([np.nan]), st.just([[0.5]]), st.just([1e300]),
-                        st.just([0.5, 0.5]))
+wild_t_eval = st.one_of(
+    arrays(), st.just([2.0, 1.0]), st.just([np.nan]), st.just([[0.5]]), st.just([1e300]), st.just([0.5, 0.5])
+)
 
 
 def maybe(strategy):
@@ -203,9 +214,13 @@ CONTROLS_ARGS = ("A", "b", "V", "B", "U", "W", "c", "attention", "d")
 def controls_args(draw):
     d = draw(st.integers(1, 3))
     heads = draw(st.sampled_from([None, 1, 2]))
-    args = {"A": draw(maybe(mats(d, -1e3, 1e3))), "b": draw(maybe(hnp.arrays(np.float64, (d,), elements=finite))),
-            "V": draw(maybe(mats(d, -1e3, 1e3, heads))), "B": draw(maybe(mats(d, -1e3, 1e3, heads))),
-            "attention": "dot"}
+    args = {
+        "A": draw(maybe(mats(d, -1e3, 1e3))),
+        "b": draw(maybe(hnp.arrays(np.float64, (d,), elements=finite))),
+        "V": draw(maybe(mats(d, -1e3, 1e3, heads))),
+        "B": draw(maybe(mats(d, -1e3, 1e3, heads))),
+        "attention": "dot",
+    }
     if all(args[k] is None for k in "AbVB"):
         args["A"] = np.eye(d)
     wild = {k: arrays() for k in "AbVB"}
@@ -232,33 +247,62 @@ MOMENTS_ARGS = ("mu0", "Sigma0", "controls", "t_span", "t_eval", "rtol", "atol",
 def moments_args(draw):
     d = draw(st.integers(1, 3))
     t0 = draw(st.floats(-10, 10))
-    length = draw(st.one_of(st.floats(1e-3, 10), st.floats(1e-3, 10), st.floats(10, 1e3),
-                            st.sampled_from([1e8, 1e300])))
-    args = {"mu0": draw(hnp.arrays(np.float64, (d,), elements=st.floats(-10, 10))), "Sigma0": draw(psd(d)),
-            "controls": draw(controls_on(d, t0, t0 + length)), "t_span": (t0, t0 + length),
-            "t_eval": draw(maybe(t_evals(t0, t0 + length))),
-            "rtol": draw(st.floats(1e-13, 1e-3)), "atol": draw(st.floats(1e-15, 1e-3)),
-            "blowup_norm": draw(st.sampled_from([1e8, 1e4, 1e12])),
-            "max_nfev": draw(st.one_of(st.just(5000), st.just(5000), st.integers(1, 5000)))}
+    length = draw(
+        st.one_of(st.floats(1e-3, 10), st.floats(1e-3, 10), st.floats(10, 1e3), st.sampled_from([1e8, 1e300]))
+    )
+    args = {
+        "mu0": draw(hnp.arrays(np.float64, (d,), elements=st.floats(-10, 10))),
+        "Sigma0": draw(psd(d)),
+        "controls": draw(controls_on(d, t0, t0 + length)),
+        "t_span": (t0, t0 + length),
+        "t_eval": draw(maybe(t_evals(t0, t0 + length))),
+        "rtol": draw(st.floats(1e-13, 1e-3)),
+        "atol": draw(st.floats(1e-15, 1e-3)),
+        "blowup_norm": draw(st.sampled_from([1e8, 1e4, 1e12])),
+        "max_nfev": draw(st.one_of(st.just(5000), st.just(5000), st.integers(1, 5000))),
+    }
     if _uses(args["controls"], ("l2", "sinkhorn")):  # their tilts cost 10-100x the dot product's: bound the work
         args["max_nfev"] = min(args["max_nfev"], 400)
-    wild = {"mu0": arrays(), "Sigma0": arrays(), "t_span": wild_span, "rtol": wild_number, "atol": wild_number,
-            "blowup_norm": wild_number, "max_nfev": wild_count, "t_eval": wild_t_eval,
-            "controls": st.one_of(valid_controls(d + 1), junk)}
+    wild = {
+        "mu0": arrays(),
+        "Sigma0": arrays(),
+        "t_span": wild_span,
+        "rtol": wild_number,
+        "atol": wild_number,
+        "blowup_norm": wild_number,
+        "max_nfev": wild_count,
+        "t_eval": wild_t_eval,
+        "controls": st.one_of(valid_controls(d + 1), junk),
+    }
     return corrupt(draw, args, wild)
 
 
 @FUZZ
 @given(args=moments_args())
 def test_fuzz_integrate_moments(args):
-    tr = outcome(lambda: integrate_moments(args["mu0"], args["Sigma0"], args["controls"], args["t_span"],
-                                           t_eval=args["t_eval"], rtol=args["rtol"], atol=args["atol"],
-                                           blowup_norm=args["blowup_norm"], max_nfev=args["max_nfev"]), MOMENTS_ARGS)
+    tr = outcome(
+        lambda: integrate_moments(
+            args["mu0"],
+            args["Sigma0"],
+            args["controls"],
+            args["t_span"],
+            t_eval=args["t_eval"],
+            rtol=args["rtol"],
+            atol=args["atol"],
+            blowup_norm=args["blowup_norm"],
+            max_nfev=args["max_nfev"],
+        ),
+        MOMENTS_ARGS,
+    )
     if tr is not None:
         event(f"status {tr.status}")
         assert isinstance(tr, MomentTrajectory)
-        assert isinstance(tr.status, Status) and tr.status in (Status.COMPLETED, Status.BLOWUP, Status.BUDGET,
-                                                               Status.FAILED)
+        assert isinstance(tr.status, Status) and tr.status in (
+            Status.COMPLETED,
+            Status.BLOWUP,
+            Status.BUDGET,
+            Status.FAILED,
+        )
         assert_valid_moments(tr.mu, tr.Sigma)
         t0, t1 = (float(x) for x in args["t_span"])
         assert len(tr.t) == len(tr.mu) == len(tr.Sigma) and np.all(np.diff(tr.t) > 0)
@@ -273,8 +317,24 @@ def test_fuzz_integrate_moments(args):
         assert tr.nfev <= args["max_nfev"] + 30  # the budget holds, to one step
 
 
-SIMULATE_ARGS = ("x0", "controls", "t_span", "steps", "method", "dtype", "device", "average", "blowup_norm",
-                 "max_step", "max_steps", "record_every", "t_eval", "ff", "kernel_dtype", "keep_tokens")
+SIMULATE_ARGS = (
+    "x0",
+    "controls",
+    "t_span",
+    "steps",
+    "method",
+    "dtype",
+    "device",
+    "average",
+    "blowup_norm",
+    "max_step",
+    "max_steps",
+    "record_every",
+    "t_eval",
+    "ff",
+    "kernel_dtype",
+    "keep_tokens",
+)
 
 
 @st.composite
@@ -303,27 +363,35 @@ def simulate_args(draw):
     n = draw(st.integers(2, 6))
     t0 = draw(st.floats(-1, 1))
     t1 = t0 + draw(st.floats(1e-3, 10))
-    args = {"x0": draw(token_arrays(n, d)),
-            "controls": draw(controls_on(d, t0, t1)),
-            "t_span": (t0, t1), "steps": draw(st.integers(1, 20)),
-            "t_eval": draw(st.one_of(st.none(), st.none(), t_evals(t0, t1))),
-            "kernel_dtype": draw(st.sampled_from([None, None, torch.float32, "float64"])),
-            "keep_tokens": draw(st.booleans()),
-            "method": draw(st.sampled_from(["rk4", "euler", "midpoint"])),
-            "dtype": draw(st.sampled_from([torch.float64, torch.float32, "float64", np.float32])),
-            "device": draw(st.sampled_from(["cpu", "auto"])),
-            "average": draw(st.sampled_from(["empirical", "gaussian"])),
-            "blowup_norm": draw(st.sampled_from([1e8, 1e3, 1e12]))}
-    wild = {"x0": st.one_of(arrays(), st.just(np.ones((1, d))), st.just(torch.ones(3, d, dtype=torch.int64))),
-            "t_span": wild_span, "steps": wild_count, "method": st.sampled_from(["rk5", None, 4]),
-            "dtype": st.sampled_from([torch.int64, torch.bfloat16, torch.float16, "float65", None, 3,
-                                      torch.complex64]),
-            "device": st.sampled_from(["gpu", 3, None, "cuda:7", "meta"]),
-            "average": st.sampled_from(["mean", None]), "blowup_norm": wild_number,
-            "controls": st.one_of(valid_controls(d + 1), junk), "t_eval": wild_t_eval,
-            "kernel_dtype": st.sampled_from([torch.float16, torch.bfloat16, "float16", torch.int32, 3]),
-            "max_step": st.sampled_from([1e-300, 5e-324, 0.0, -1.0, np.nan]),
-            "max_steps": wild_count}
+    args = {
+        "x0": draw(token_arrays(n, d)),
+        "controls": draw(controls_on(d, t0, t1)),
+        "t_span": (t0, t1),
+        "steps": draw(st.integers(1, 20)),
+        "t_eval": draw(st.one_of(st.none(), st.none(), t_evals(t0, t1))),
+        "kernel_dtype": draw(st.sampled_from([None, None, torch.float32, "float64"])),
+        "keep_tokens": draw(st.booleans()),
+        "method": draw(st.sampled_from(["rk4", "euler", "midpoint"])),
+        "dtype": draw(st.sampled_from([torch.float64, torch.float32, "float64", np.float32])),
+        "device": draw(st.sampled_from(["cpu", "auto"])),
+        "average": draw(st.sampled_from(["empirical", "gaussian"])),
+        "blowup_norm": draw(st.sampled_from([1e8, 1e3, 1e12])),
+    }
+    wild = {
+        "x0": st.one_of(arrays(), st.just(np.ones((1, d))), st.just(torch.ones(3, d, dtype=torch.int64))),
+        "t_span": wild_span,
+        "steps": wild_count,
+        "method": st.sampled_from(["rk5", None, 4]),
+        "dtype": st.sampled_from([torch.int64, torch.bfloat16, torch.float16, "float65", None, 3, torch.complex64]),
+        "device": st.sampled_from(["gpu", 3, None, "cuda:7", "meta"]),
+        "average": st.sampled_from(["mean", None]),
+        "blowup_norm": wild_number,
+        "controls": st.one_of(valid_controls(d + 1), junk),
+        "t_eval": wild_t_eval,
+        "kernel_dtype": st.sampled_from([torch.float16, torch.bfloat16, "float16", torch.int32, 3]),
+        "max_step": st.sampled_from([1e-300, 5e-324, 0.0, -1.0, np.nan]),
+        "max_steps": wild_count,
+    }
     if _uses(args["controls"], ("sinkhorn",)):  # a scaling per evaluation: few steps
         args["steps"] = min(args["steps"], 3)
     args = corrupt(draw, args, wild)
@@ -337,8 +405,10 @@ def simulate_args(draw):
 def test_fuzz_simulate(args):
     x0, t_eval = args["x0"], args.get("t_eval")
     before = x0.detach().clone() if isinstance(x0, torch.Tensor) else x0.copy() if isinstance(x0, np.ndarray) else None
-    out = outcome(lambda: simulate(args.pop("x0"), args.pop("controls"), args.pop("t_span"), args.pop("steps"),
-                                   **args), SIMULATE_ARGS)
+    out = outcome(
+        lambda: simulate(args.pop("x0"), args.pop("controls"), args.pop("t_span"), args.pop("steps"), **args),
+        SIMULATE_ARGS,
+    )
     if isinstance(x0, torch.Tensor):  # the input is never modified, and no gradient is taken through it
         assert torch.equal(x0.detach(), before) and x0.grad is None
     elif isinstance(x0, np.ndarray):
@@ -354,8 +424,19 @@ def test_fuzz_simulate(args):
             np.testing.assert_array_equal(out.t[1:], t_eval[t_eval > out.t[0]])
 
 
-PRESCRIBED_ARGS = ("family", "controls", "n_layers", "h", "layer_norm", "feed_forward", "dtype", "tokens",
-                   "attention", "mu0", "Sigma0")
+PRESCRIBED_ARGS = (
+    "family",
+    "controls",
+    "n_layers",
+    "h",
+    "layer_norm",
+    "feed_forward",
+    "dtype",
+    "tokens",
+    "attention",
+    "mu0",
+    "Sigma0",
+)
 PRESCRIBED = settings(FUZZ, max_examples=25)  # each example builds a transformers model
 
 
@@ -371,14 +452,24 @@ def prescribed_args(draw):
     kw = dict(Q=mat(), K=mat()) if attention == "l2" else dict(B=mat())
     feed_forward = draw(st.booleans())
     ctl = Controls(A=draw(mats(d, -1.0, 1.0)) if feed_forward else None, V=mat(), attention=attention, **kw)
-    args = {"family": family, "controls": ctl, "n_layers": draw(st.integers(1, 2)),
-            "h": draw(st.sampled_from([0.1, 0.5, 1, np.float64(0.2)])), "layer_norm": draw(st.booleans()),
-            "feed_forward": feed_forward, "tokens": draw(token_arrays(draw(st.integers(1, 5)), d))}
-    wild = {"family": st.sampled_from(["gpt", None, 3, "BERT "]), "n_layers": wild_count,
-            "h": st.sampled_from([True, 0.0, -1.0, np.nan, np.inf, "0.1", None]),
-            "layer_norm": st.sampled_from(["no", 1, None, np.float64(1.0)]),
-            "feed_forward": st.sampled_from(["yes", 0, None]), "controls": st.one_of(junk, valid_controls(d + 1)),
-            "tokens": st.one_of(arrays(), st.just(np.full((3, d), np.nan)), st.just(np.ones((3, d + 1))))}
+    args = {
+        "family": family,
+        "controls": ctl,
+        "n_layers": draw(st.integers(1, 2)),
+        "h": draw(st.sampled_from([0.1, 0.5, 1, np.float64(0.2)])),
+        "layer_norm": draw(st.booleans()),
+        "feed_forward": feed_forward,
+        "tokens": draw(token_arrays(draw(st.integers(1, 5)), d)),
+    }
+    wild = {
+        "family": st.sampled_from(["gpt", None, 3, "BERT "]),
+        "n_layers": wild_count,
+        "h": st.sampled_from([True, 0.0, -1.0, np.nan, np.inf, "0.1", None]),
+        "layer_norm": st.sampled_from(["no", 1, None, np.float64(1.0)]),
+        "feed_forward": st.sampled_from(["yes", 0, None]),
+        "controls": st.one_of(junk, valid_controls(d + 1)),
+        "tokens": st.one_of(arrays(), st.just(np.full((3, d), np.nan)), st.just(np.ones((3, d + 1)))),
+    }
     return corrupt(draw, args, wild)
 
 
@@ -389,8 +480,9 @@ def test_fuzz_prescribed_builders(args):
     from gtcore.models.prescribed_moments import layer_moments, split_schedule
 
     keys = ("n_layers", "h", "layer_norm", "feed_forward")
-    model = outcome(lambda: prescribed_transformer(args["family"], args["controls"],
-                                                   **{k: args[k] for k in keys}), PRESCRIBED_ARGS)
+    model = outcome(
+        lambda: prescribed_transformer(args["family"], args["controls"], **{k: args[k] for k in keys}), PRESCRIBED_ARGS
+    )
     if model is not None:
         hs = outcome(lambda: hidden_states(model, args["tokens"]), PRESCRIBED_ARGS)
         if hs is not None:
@@ -404,8 +496,12 @@ def test_fuzz_prescribed_builders(args):
     if sched is not None:  # the split keeps the attention type
         assert all(p.attention == ctl.attention for p in sched.pieces[::2])
     d = getattr(ctl, "d", 2)
-    moments = outcome(lambda: layer_moments(np.zeros(d), np.eye(d), ctl, args["n_layers"], args["h"],
-                                            feed_forward=args["feed_forward"]), PRESCRIBED_ARGS)
+    moments = outcome(
+        lambda: layer_moments(
+            np.zeros(d), np.eye(d), ctl, args["n_layers"], args["h"], feed_forward=args["feed_forward"]
+        ),
+        PRESCRIBED_ARGS,
+    )
     if moments is not None:
         assert_valid_moments(*moments)
 

@@ -95,8 +95,9 @@ def test_exact_1d_w2_against_quadrature():
     def integrand(u, v):
         return (v - stats.norm.ppf(u)) ** 2
 
-    expected = sum(integrate.quad(integrand, i / n, (i + 1) / n, args=(v,), epsabs=1e-13)[0]
-                   for i, v in enumerate(np.sort(p)))
+    expected = sum(
+        integrate.quad(integrand, i / n, (i + 1) / n, args=(v,), epsabs=1e-13)[0] for i, v in enumerate(np.sort(p))
+    )
     assert w2_to_standard_normal(p[::-1]) == pytest.approx(expected, rel=1e-8)
     cols = np.stack([p, 2 * p], axis=1)
     np.testing.assert_allclose(w2_to_standard_normal(cols)[0], expected, rtol=1e-8)
@@ -190,8 +191,10 @@ def test_layernorm_like_output(rng):
 @pytest.fixture(scope="module")
 def floors():
     n, d = 2000, 2
-    return {name: noise_floor(name, n, d, repeats=64, seed=11)
-            for name in ("sliced_w2", "mardia_kurtosis_excess", "mardia_skewness")}
+    return {
+        name: noise_floor(name, n, d, repeats=64, seed=11)
+        for name in ("sliced_w2", "mardia_kurtosis_excess", "mardia_skewness")
+    }
 
 
 def test_noise_floor_object(floors):
@@ -226,8 +229,9 @@ def test_array_statistic_noise_floor_has_the_exact_moments_of_kurtosis():
     scale. On columns 5 + z (0.1, 1, 30) with 400 repeats: the mean within 4 standard errors and the
     sd within 20 % (about 4 standard errors of a 400-sample sd) in every coordinate."""
     n, reps = 500, 400
-    f = noise_floor(lambda z: excess_kurtosis_per_coordinate(5.0 + z * np.array([0.1, 1.0, 30.0])),
-                    n, 3, repeats=reps, seed=0)
+    f = noise_floor(
+        lambda z: excess_kurtosis_per_coordinate(5.0 + z * np.array([0.1, 1.0, 30.0])), n, 3, repeats=reps, seed=0
+    )
     assert f.values.shape == (reps, 3) and f.mean.shape == (3,)
     lo, hi = f.band()
     assert lo.shape == hi.shape == (3,) and np.all(lo < hi)
@@ -318,5 +322,6 @@ def test_whitened_entry_points_give_the_public_values():
     y = whiten(x)
     assert sliced_w2_of_whitened(y, 64, seed=3) == sliced_w2(x, n_projections=64, seed=3)
     assert mardia_kurtosis_excess_of_whitened(y) == mardia_kurtosis_excess(x)
-    np.testing.assert_allclose(excess_kurtosis_per_coordinate(x), stats.kurtosis(x, axis=0, fisher=True,
-                                                                                 bias=True), rtol=1e-12)
+    np.testing.assert_allclose(
+        excess_kurtosis_per_coordinate(x), stats.kurtosis(x, axis=0, fisher=True, bias=True), rtol=1e-12
+    )

@@ -86,13 +86,16 @@ def test_pooled_slope_one_rate_several_intercepts():
 def test_extrapolation_removes_a_one_over_n_bias():
     rng = np.random.default_rng(8)
     R, p, c = 40, 3, np.array([20.0, -10.0, 6.0])
+
     def devs(N):  # a c/N bias plus a zero-mean N^-1/2 fluctuation
         return c / N + rng.standard_normal((R, p)) / np.sqrt(N)
+
     small, large = devs(100), devs(400)
     assert hotelling_test(large).ratio > 1  # the bias is resolved at N = 400 with 40 clouds
     z = extrapolated_deviations(small, large, 100, 400)
-    np.testing.assert_allclose(extrapolated_deviations(c / 100 + 0 * small, c / 400 + 0 * large, 100, 400), 0 * z,
-                               atol=1e-15)
+    np.testing.assert_allclose(
+        extrapolated_deviations(c / 100 + 0 * small, c / 400 + 0 * large, 100, 400), 0 * z, atol=1e-15
+    )
     assert hotelling_test(z).ratio < 1
     with pytest.raises(ValueError, match="n_small"):
         extrapolated_deviations(small, large, 400, 100)
@@ -117,8 +120,9 @@ def test_slope_difference_standard_error_keeps_the_pairing():
     # the same noise on another rate: the difference of the slopes is exactly 0.1 in every resample
     assert slope_difference_standard_error(Ns, a, a * Ns[:, None] ** 0.1, n_boot=500) < 1e-12
     b = Ns[:, None] ** -0.4 * np.exp(0.3 * rng.standard_normal((4, 50)))  # independent noise
-    expected = np.hypot(slope_standard_error(Ns, a, n_boot=4000, seed=2),
-                        slope_standard_error(Ns, b, n_boot=4000, seed=3))
+    expected = np.hypot(
+        slope_standard_error(Ns, a, n_boot=4000, seed=2), slope_standard_error(Ns, b, n_boot=4000, seed=3)
+    )
     assert slope_difference_standard_error(Ns, a, b, n_boot=4000, seed=4) == pytest.approx(expected, rel=0.1)
 
 

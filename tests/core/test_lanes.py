@@ -18,8 +18,7 @@ S0 = np.array([[1.0, 0.3], [0.3, 0.5]])
 
 def test_linear_lanes_match_the_exponential():
     lam = np.array([-3.0, -0.5, 0.0, 0.7, 2.0])
-    sol = integrate_lanes(lambda t, y, lanes: lam[lanes, None] * y, (0.0, 2.0), np.ones((5, 1)),
-                          rtol=1e-10, atol=1e-12)
+    sol = integrate_lanes(lambda t, y, lanes: lam[lanes, None] * y, (0.0, 2.0), np.ones((5, 1)), rtol=1e-10, atol=1e-12)
     assert list(sol.status) == ["completed"] * 5
     np.testing.assert_allclose(sol.t, 2.0)
     np.testing.assert_allclose(sol.y[:, 0], np.exp(2.0 * lam), rtol=1e-8)
@@ -48,8 +47,9 @@ def test_lanes_take_the_steps_of_solve_ivp():
 def test_stop_fires_after_the_step_that_crosses():
     # y' = y^2 from y0 blows up at 1/y0
     y0 = np.array([[1.0], [2.0], [4.0]])
-    sol = integrate_lanes(lambda t, y, lanes: y ** 2, (0.0, 5.0), y0, rtol=1e-10, atol=1e-12,
-                          stop=lambda y, lanes: y[:, 0] >= 1e8)
+    sol = integrate_lanes(
+        lambda t, y, lanes: y**2, (0.0, 5.0), y0, rtol=1e-10, atol=1e-12, stop=lambda y, lanes: y[:, 0] >= 1e8
+    )
     assert list(sol.status) == ["stopped"] * 3
     assert np.all(sol.y[:, 0] >= 1e8)
     np.testing.assert_allclose(sol.t, 1.0 / y0[:, 0], rtol=1e-6)
@@ -69,8 +69,15 @@ def test_integrate_lanes_rejects_bad_input():
 
 def test_moment_lanes_agree_with_integrate_moments():
     rng = np.random.default_rng(3)
-    ctls = [Controls(A=rng.normal(size=(2, 2)) * 0.5, V=rng.normal(size=(2, 2, 2)) * 0.3,
-                     B=rng.normal(size=(2, 2, 2)) * 0.3, b=rng.normal(size=2)) for _ in range(4)]
+    ctls = [
+        Controls(
+            A=rng.normal(size=(2, 2)) * 0.5,
+            V=rng.normal(size=(2, 2, 2)) * 0.3,
+            B=rng.normal(size=(2, 2, 2)) * 0.3,
+            b=rng.normal(size=2),
+        )
+        for _ in range(4)
+    ]
     ctls.append(rotating_controls(0.5, 1.0, B_MAP, omega=0.7))  # blows up before t = 3
     mu0 = np.array([0.3, -0.2])
     lanes = integrate_moments_lanes(mu0, S0, ctls, (0.0, 3.0))
@@ -90,8 +97,7 @@ def test_moment_lanes_agree_with_integrate_moments():
 
 
 def test_observe_regimes_gives_the_verdicts_of_observe_regime():
-    ctls = [rotating_controls(a, v, B_MAP, omega=0.7) for a in (-0.8, -0.2, 0.3, 0.9)
-            for v in (-1.2, -0.3, 0.4, 1.1)]
+    ctls = [rotating_controls(a, v, B_MAP, omega=0.7) for a in (-0.8, -0.2, 0.3, 0.9) for v in (-1.2, -0.3, 0.4, 1.1)]
     verdicts = observe_regimes(ctls, S0, 200.0)
     assert verdicts == [observe_regime(c, S0, 200.0) for c in ctls]
     assert {"converges", "collapses to 0", "blows up"} <= set(verdicts)
@@ -109,8 +115,9 @@ def test_a_lane_out_of_budget_stops_without_holding_up_the_others():
     assert list(sol.status) == ["budget", "completed"]
     assert 0 < sol.t[0] < 1e-1 and sol.nfev[0] >= 5000 and sol.nfev[0] < 5000 + 12
     # the stopped lane's state is its last accepted step's: compare with solve_ivp to that time
-    ref = solve_ivp(lambda t, y: lam[0] * (y - np.cos(t)), (0.0, sol.t[0]), [1.0], method="Radau", rtol=1e-11,
-                    atol=1e-13)
+    ref = solve_ivp(
+        lambda t, y: lam[0] * (y - np.cos(t)), (0.0, sol.t[0]), [1.0], method="Radau", rtol=1e-11, atol=1e-13
+    )
     np.testing.assert_allclose(sol.y[0, 0], ref.y[0, -1], rtol=1e-6)
     # the other lane ends as it does alone (to round-off: the stages are summed over a different batch)
     free = integrate_lanes(lambda t, y, lanes: rhs(t, y, lanes + 1), (0.0, 10.0), y0[1:], rtol=1e-8, atol=1e-10)
@@ -127,8 +134,13 @@ def test_dop853_tables_are_scipys():
     dop = pytest.importorskip("scipy.integrate._ivp.dop853_coefficients")
     n = dop.N_STAGES
     assert _dop853.N_STAGES == n == 12
-    for mine, theirs in ((_dop853.A, dop.A[:n, :n]), (_dop853.B, dop.B), (_dop853.C, dop.C[:n]),
-                         (_dop853.E3, dop.E3), (_dop853.E5, dop.E5)):
+    for mine, theirs in (
+        (_dop853.A, dop.A[:n, :n]),
+        (_dop853.B, dop.B),
+        (_dop853.C, dop.C[:n]),
+        (_dop853.E3, dop.E3),
+        (_dop853.E5, dop.E5),
+    ):
         assert mine.shape == theirs.shape
         np.testing.assert_array_equal(mine, theirs)
 
@@ -141,6 +153,6 @@ def test_dop853_tables_are_a_consistent_8th_order_method():
     np.testing.assert_allclose(dop.A.sum(axis=1), dop.C, rtol=0, atol=1e-14)
     assert np.all(np.triu(dop.A) == 0)
     for k in range(8):  # quadrature conditions b . c^k = 1/(k+1)
-        assert dop.B @ dop.C ** k == pytest.approx(1.0 / (k + 1), rel=1e-13, abs=1e-14)
+        assert dop.B @ dop.C**k == pytest.approx(1.0 / (k + 1), rel=1e-13, abs=1e-14)
     assert dop.E3.sum() == pytest.approx(0.0, abs=1e-14)
     assert dop.E5.sum() == pytest.approx(0.0, abs=1e-14)

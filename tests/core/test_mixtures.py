@@ -14,8 +14,9 @@ from gtcore.stats.mixtures import GaussianMixture, per_label_noise_floor, per_la
 
 @pytest.fixture
 def mix2():
-    return GaussianMixture([0.3, 0.7], [[-1.0, 0.5], [2.0, 0.0]],
-                           [[[0.5, 0.1], [0.1, 0.3]], [[1.0, -0.2], [-0.2, 0.8]]])
+    return GaussianMixture(
+        [0.3, 0.7], [[-1.0, 0.5], [2.0, 0.0]], [[[0.5, 0.1], [0.1, 0.3]], [[1.0, -0.2], [-0.2, 0.8]]]
+    )
 
 
 # ------------------------------------------------------------------------------ mixtures
@@ -60,11 +61,11 @@ def test_mixture_sample_with_full_covariances_z_scores():
         nk = x.shape[0]
         z += list((x.mean(0) - m) / np.sqrt(np.diag(S) / nk))
         C = (x - m).T @ (x - m) / nk  # about the true mean: unbiased, the exact standard error below
-        se = np.sqrt((np.outer(np.diag(S), np.diag(S)) + S ** 2) / nk)
+        se = np.sqrt((np.outer(np.diag(S), np.diag(S)) + S**2) / nk)
         z += list(((C - S) / se)[np.triu_indices(d)])
         white = np.linalg.solve(np.linalg.cholesky(S), (x - m).T).T
-        b2, e2 = np.mean(np.sum(white ** 2, axis=1) ** 2), d * (d + 2)
-        z.append((b2 - e2) / np.sqrt((d * (d + 2) * (d + 4) * (d + 6) - e2 ** 2) / nk))
+        b2, e2 = np.mean(np.sum(white**2, axis=1) ** 2), d * (d + 2)
+        z.append((b2 - e2) / np.sqrt((d * (d + 2) * (d + 4) * (d + 6) - e2**2) / nk))
     assert len(z) == 33
     assert np.max(np.abs(z)) < 4.5, np.round(z, 2)
 
@@ -95,8 +96,10 @@ def test_attention_average_against_quadrature_1d():
     beta = 0.7
 
     def density(y):
-        return sum(w * np.exp(-(y - m[0]) ** 2 / (2 * s[0, 0])) / np.sqrt(2 * np.pi * s[0, 0])
-                   for w, m, s in zip(mix.weights, mix.means, mix.covariances, strict=True))
+        return sum(
+            w * np.exp(-((y - m[0]) ** 2) / (2 * s[0, 0])) / np.sqrt(2 * np.pi * s[0, 0])
+            for w, m, s in zip(mix.weights, mix.means, mix.covariances, strict=True)
+        )
 
     xs = np.array([-2.0, -0.3, 0.0, 0.9, 2.5])
     got = mix.attention_average(xs[:, None], [[beta]])[:, 0]
@@ -135,16 +138,18 @@ def test_per_label_statistic_matches_subsets(mix2):
     series = per_label_statistic(np.stack([s.tokens, 2 * s.tokens]), s.labels, sliced_w2)
     assert series.shape == (2, 2)
     np.testing.assert_allclose(series[0], series[1], rtol=1e-8)  # scale-free
-    np.testing.assert_allclose(statistic_path(np.stack([s.tokens, s.tokens + 1]), "mardia_kurtosis"),
-                               mardia_kurtosis(s.tokens), rtol=1e-10)
+    np.testing.assert_allclose(
+        statistic_path(np.stack([s.tokens, s.tokens + 1]), "mardia_kurtosis"), mardia_kurtosis(s.tokens), rtol=1e-10
+    )
 
 
 def test_per_label_noise_floor_sizes(mix2):
     s = mix2.sample(400, seed=3)
     floors = per_label_noise_floor("mardia_kurtosis_excess", s.labels, 2, repeats=8, seed=4)
     assert [f.n for f in floors] == s.counts().tolist()
-    np.testing.assert_array_equal(floors[1].values,
-                                  noise_floor("mardia_kurtosis_excess", floors[1].n, 2, repeats=8, seed=5).values)
+    np.testing.assert_array_equal(
+        floors[1].values, noise_floor("mardia_kurtosis_excess", floors[1].n, 2, repeats=8, seed=5).values
+    )
     both = noise_floors(("sliced_w2", "mardia_kurtosis"), 300, 2, repeats=4)
     assert set(both) == {"sliced_w2", "mardia_kurtosis"} and both["sliced_w2"].n == 300
     per = noise_floors(("sliced_w2",), 0, 2, labels=s.labels, repeats=4)
@@ -207,12 +212,16 @@ def test_time_within_and_slope():
         (lambda: GaussianMixture([0.5, 0.5], [[0.0, 0.0]], [np.eye(2), np.eye(2)]), "means"),
         (lambda: GaussianMixture([0.5, 0.5], [[0.0, 0.0], [1.0, 0.0]], [np.eye(2), -np.eye(2)]), "covariances"),
         (lambda: GaussianMixture([1.0], [[0.0, 0.0]], [np.eye(2)]).sample(0), "n"),
-        (lambda: GaussianMixture([1.0], [[0.0, 0.0]], [np.eye(2)]).attention_average([[0.0, 0.0, 0.0]], np.eye(2)),
-         "x"),
+        (
+            lambda: GaussianMixture([1.0], [[0.0, 0.0]], [np.eye(2)]).attention_average([[0.0, 0.0, 0.0]], np.eye(2)),
+            "x",
+        ),
         (lambda: GaussianMixture([1.0], [[0.0, 0.0]], [np.eye(2)]).attention_average([[0.0, 0.0]], np.eye(3)), "B"),
         (lambda: per_label_statistic(np.zeros((4, 2)), [0, 0, 1, 1, 1], "sliced_w2"), "labels"),
-        (lambda: per_label_statistic(np.random.default_rng(0).standard_normal((4, 2)), [0, 0, 0, 1], "sliced_w2"),
-         "labels"),
+        (
+            lambda: per_label_statistic(np.random.default_rng(0).standard_normal((4, 2)), [0, 0, 0, 1], "sliced_w2"),
+            "labels",
+        ),
         (lambda: per_label_statistic(np.zeros((4, 2)), [0, 0, 1, 1], "entropy"), "statistic"),
         (lambda: track_gaussianity(np.zeros((4, 2)), Controls(A=np.eye(2)), [0.2, 0.1]), "times"),
         (lambda: track_gaussianity(np.zeros((4, 2)), Controls(A=np.eye(2)), [0.1], max_step=0), "max_step"),

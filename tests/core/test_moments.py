@@ -121,10 +121,20 @@ def test_rank_is_invariant(d, data, seed):
     r = data.draw(st.integers(1, d - 1))
     rng = np.random.default_rng(seed)
     Sigma0 = random_psd(rng, d, r)
-    ctl = Controls(A=0.5 * rng.standard_normal((d, d)), b=rng.standard_normal(d),
-                   V=0.3 * rng.standard_normal((d, d)), B=0.3 * rng.standard_normal((d, d)))
-    traj = integrate_moments(rng.standard_normal(d), Sigma0, ctl, (0, 1), t_eval=np.linspace(0, 1, 6),
-                             blowup_norm=1e3 * np.linalg.norm(Sigma0))
+    ctl = Controls(
+        A=0.5 * rng.standard_normal((d, d)),
+        b=rng.standard_normal(d),
+        V=0.3 * rng.standard_normal((d, d)),
+        B=0.3 * rng.standard_normal((d, d)),
+    )
+    traj = integrate_moments(
+        rng.standard_normal(d),
+        Sigma0,
+        ctl,
+        (0, 1),
+        t_eval=np.linspace(0, 1, 6),
+        blowup_norm=1e3 * np.linalg.norm(Sigma0),
+    )
     # Near a blow-up the integrator's absolute error (rtol * ||Sigma||) swamps the 1e-8 relative
     # criterion; the rank statement is checked where the solution is resolved.
     assume(traj.status == "completed")
@@ -136,8 +146,9 @@ def test_rank_is_invariant(d, data, seed):
 
 def test_sigma_stays_symmetric_and_psd(rng):
     d = 4
-    ctl = Controls(A=rng.standard_normal((d, d)), V=rng.standard_normal((d, d)) * 0.2,
-                   B=rng.standard_normal((d, d)) * 0.2)
+    ctl = Controls(
+        A=rng.standard_normal((d, d)), V=rng.standard_normal((d, d)) * 0.2, B=rng.standard_normal((d, d)) * 0.2
+    )
     traj = integrate_moments(np.zeros(d), random_spd(rng, d), ctl, (0, 1), blowup_norm=1e6)
     assert np.all(traj.Sigma == np.swapaxes(traj.Sigma, 1, 2))
     assert np.linalg.eigvalsh(traj.Sigma).min() > 0
@@ -162,8 +173,12 @@ def test_two_heads_are_the_sum_of_their_contributions(rng):
 def test_moment_rhs_is_equation_1_1(rng):
     d = 3
     mu, S = rng.standard_normal(d), random_spd(rng, d)
-    A, b, V, B = (rng.standard_normal((d, d)), rng.standard_normal(d),
-                  rng.standard_normal((d, d)), rng.standard_normal((d, d)))
+    A, b, V, B = (
+        rng.standard_normal((d, d)),
+        rng.standard_normal(d),
+        rng.standard_normal((d, d)),
+        rng.standard_normal((d, d)),
+    )
     dmu, dS = moment_rhs(mu, S, Controls(A=A, b=b, V=V, B=B))
     np.testing.assert_allclose(dmu, (A + V) @ mu + V @ S @ B @ mu + b, rtol=1e-12)
     np.testing.assert_allclose(dS, A @ S + S @ A.T + V @ S @ B @ S + S @ B.T @ S @ V.T, rtol=1e-12)
@@ -202,11 +217,13 @@ def test_moments_with_a_feed_forward_block_against_equation_1_1_by_hand(rng, m):
     A_fold, b_fold = p["A"] + p["W"] @ p["U"], p["b"] + p["W"] @ p["c"]
     f = _rhs_1_1_by_hand(A_fold, b_fold, p["V"], p["B"])
     dmu, dS = moment_rhs(mu0, S0, ctl)
-    np.testing.assert_allclose(np.concatenate([dmu, dS.ravel()]), f(0.0, np.concatenate([mu0, S0.ravel()])),
-                               rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(
+        np.concatenate([dmu, dS.ravel()]), f(0.0, np.concatenate([mu0, S0.ravel()])), rtol=1e-12, atol=1e-13
+    )
     ts = np.linspace(0.0, 1.5, 7)
-    ref = solve_ivp(f, (0.0, 1.5), np.concatenate([mu0, S0.ravel()]), method="DOP853", t_eval=ts,
-                    rtol=1e-11, atol=1e-13)
+    ref = solve_ivp(
+        f, (0.0, 1.5), np.concatenate([mu0, S0.ravel()]), method="DOP853", t_eval=ts, rtol=1e-11, atol=1e-13
+    )
     assert ref.success
     traj = integrate_moments(mu0, S0, ctl, (0.0, 1.5), t_eval=ts)
     assert traj.status == "completed"
@@ -247,8 +264,12 @@ def test_default_output_is_the_solver_steps_without_duplicates(rng):
 def test_layer_map_equals_affine_map_by_hand(rng):
     d, h = 3, 0.1
     mu, S = rng.standard_normal(d), random_spd(rng, d)
-    A, b, V, B = (rng.standard_normal((d, d)), rng.standard_normal(d),
-                  rng.standard_normal((d, d)), rng.standard_normal((d, d)))
+    A, b, V, B = (
+        rng.standard_normal((d, d)),
+        rng.standard_normal(d),
+        rng.standard_normal((d, d)),
+        rng.standard_normal((d, d)),
+    )
     mu1, S1 = layer_map(mu, S, Controls(A=A, b=b, V=V, B=B), h)
     M = np.eye(d) + h * (A + V @ S @ B)
     c = h * (b + V @ mu)  # x -> M x + c
@@ -261,8 +282,12 @@ def test_layer_map_with_a_feed_forward_block_by_hand(rng):
     part and Wc to the bias: x -> x + h((A + WU + V Sigma B) x + b + Wc + V mu), written out here."""
     d, m, h = 3, 4, 0.1
     mu, S = rng.standard_normal(d), random_spd(rng, d)
-    A, b, V, B = (rng.standard_normal((d, d)), rng.standard_normal(d),
-                  rng.standard_normal((d, d)), rng.standard_normal((d, d)))
+    A, b, V, B = (
+        rng.standard_normal((d, d)),
+        rng.standard_normal(d),
+        rng.standard_normal((d, d)),
+        rng.standard_normal((d, d)),
+    )
     U, W, c = rng.standard_normal((m, d)), rng.standard_normal((d, m)), rng.standard_normal(m)
     mu1, S1 = layer_map(mu, S, Controls(A=A, b=b, V=V, B=B, U=U, W=W, c=c), h)
     M = np.eye(d) + h * (A + W @ U + V @ S @ B)
@@ -284,8 +309,7 @@ def test_layer_map_is_the_push_forward_under_softmax_attention(rng):
     V, B = 0.5 * rng.standard_normal((2, d, d)), 0.3 * rng.standard_normal((2, d, d))
     assert np.abs(B - B.transpose(0, 2, 1)).max(axis=(1, 2)).min() > 1e-2  # B_h^T != B_h: a transpose shows
     x, w = gauss_hermite_rule(mu, S, 4)
-    y = x + h * (x @ A.T + b + sum(softmax_average_by_quadrature(x, mu, S, B[k], n=60) @ V[k].T
-                             for k in range(2)))
+    y = x + h * (x @ A.T + b + sum(softmax_average_by_quadrature(x, mu, S, B[k], n=60) @ V[k].T for k in range(2)))
     mean = w @ y
     cov = (w[:, None] * (y - mean)).T @ (y - mean)
     mu1, S1 = layer_map(mu, S, Controls(A=A, b=b, V=V, B=B), h)
@@ -423,8 +447,15 @@ def test_an_event_located_at_a_control_break_keeps_the_times_strictly_increasing
 
     still = Controls(V=np.zeros((1, 1)), B=np.zeros((1, 1)))
     push = Controls(V=np.zeros((1, 1)), B=np.zeros((1, 1)), b=[1.0])
-    tr = integrate_moments(np.zeros(1), np.zeros((1, 1)), PiecewiseControls([5e299], [still, push]), (0.0, 1e300),
-                           rtol=1e-13, atol=1e-13, max_nfev=5000)
+    tr = integrate_moments(
+        np.zeros(1),
+        np.zeros((1, 1)),
+        PiecewiseControls([5e299], [still, push]),
+        (0.0, 1e300),
+        rtol=1e-13,
+        atol=1e-13,
+        max_nfev=5000,
+    )
     assert tr.status is Status.BLOWUP and np.all(np.diff(tr.t) > 0) and len(tr.t) == len(tr.mu) == len(tr.Sigma)
 
 
@@ -435,56 +466,92 @@ def _fuzz_case(kind):
         mu0 = np.array([9.999999999999998, -9.651635915173639])
         Sigma0 = np.array([[0.10656999043488531, 3.264505941714386e-301], [3.264505941714386e-301, 0.0]])
         pieces = [
-            Controls(A=np.array([[-6.971832298090716e-15, 1.4881341186929573], [-0.6286599928531407, -2.0]]),
-                     b=np.array([0.8935762987572198, 0.8935762987572198]),
-                     V=np.array([[[-0.8464904546420884, 0.6161259998017745],
-                                  [-0.8197954939795806, -1.0228364627074382]]]),
-                     Q=np.array([[[3.328691252273566e-103, -0.4785143458116802]]]),
-                     K=np.array([[[-6.10452862630256e-90, -6.10452862630256e-90]]]), attention="l2"),
-            Controls(A=np.array([[2.6825729713291793e-142, 34.79647208131604],
-                                 [-25.773041459235774, 33.84043459972315]]),
-                     b=np.array([-1.9, -1.8065252194923112]),
-                     V=np.array([[[17.876941693482806, 0.3333333333333333],
-                                  [-8.650071895522649e-159, -2.2250738585e-313]]]),
-                     B=np.array([[[-22.112000787492107, -6.057416881482854e-139], [1e-05, 11.262126642908676]]]),
-                     attention="sinkhorn"),
-            Controls(A=np.array([[-0.0872103912410851, -0.676508711308992], [-1.1, -0.6720639215244295]]),
-                     b=np.array([-0.609301088015554, 0.23901904694145282]),
-                     V=np.array([[[1.0, 0.3781002007575478], [-1.357543383945246, 0.07372608753670695]]]),
-                     Q=np.array([[[-0.9259918971891752, 0.45], [0.8835648354403536, 0.3686467114146261]]]),
-                     K=np.array([[[4.4345128605134884e-98, 5e-05], [-0.527653224919168, 0.8939300697244468]]]),
-                     attention="l2"),
+            Controls(
+                A=np.array([[-6.971832298090716e-15, 1.4881341186929573], [-0.6286599928531407, -2.0]]),
+                b=np.array([0.8935762987572198, 0.8935762987572198]),
+                V=np.array([[[-0.8464904546420884, 0.6161259998017745], [-0.8197954939795806, -1.0228364627074382]]]),
+                Q=np.array([[[3.328691252273566e-103, -0.4785143458116802]]]),
+                K=np.array([[[-6.10452862630256e-90, -6.10452862630256e-90]]]),
+                attention="l2",
+            ),
+            Controls(
+                A=np.array([[2.6825729713291793e-142, 34.79647208131604], [-25.773041459235774, 33.84043459972315]]),
+                b=np.array([-1.9, -1.8065252194923112]),
+                V=np.array([[[17.876941693482806, 0.3333333333333333], [-8.650071895522649e-159, -2.2250738585e-313]]]),
+                B=np.array([[[-22.112000787492107, -6.057416881482854e-139], [1e-05, 11.262126642908676]]]),
+                attention="sinkhorn",
+            ),
+            Controls(
+                A=np.array([[-0.0872103912410851, -0.676508711308992], [-1.1, -0.6720639215244295]]),
+                b=np.array([-0.609301088015554, 0.23901904694145282]),
+                V=np.array([[[1.0, 0.3781002007575478], [-1.357543383945246, 0.07372608753670695]]]),
+                Q=np.array([[[-0.9259918971891752, 0.45], [0.8835648354403536, 0.3686467114146261]]]),
+                K=np.array([[[4.4345128605134884e-98, 5e-05], [-0.527653224919168, 0.8939300697244468]]]),
+                attention="l2",
+            ),
         ]
-        return dict(mu0=mu0, Sigma0=Sigma0, controls=PiecewiseControls([2.783815264279112, 6.876227188940373], pieces),
-                    t_span=(-1.7633090964556235, 7.330939625013848),
-                    t_eval=np.array([-1.763309081123313, -1.457857442719183, 7.330939625013848]),
-                    rtol=1e-13, atol=0.00046262939940835, max_nfev=400)
+        return dict(
+            mu0=mu0,
+            Sigma0=Sigma0,
+            controls=PiecewiseControls([2.783815264279112, 6.876227188940373], pieces),
+            t_span=(-1.7633090964556235, 7.330939625013848),
+            t_eval=np.array([-1.763309081123313, -1.457857442719183, 7.330939625013848]),
+            rtol=1e-13,
+            atol=0.00046262939940835,
+            max_nfev=400,
+        )
     # rank-1 Sigma0, two Sinkhorn pieces
     zero = Controls(V=np.zeros((2, 2)), B=np.zeros((2, 2)))
     if kind == "end":  # the last step reached t1 past the budget: status BUDGET at t1
-        second = Controls(A=np.array([[0.75, 0.0], [1.6, 0.0]]), V=np.array([[0.0, -1.7036903742014609], [0.0, 0.0]]),
-                          B=np.array([[0.0, 0.0], [-1.5285920663851993, 0.0]]), attention="sinkhorn")
-        third = Controls(V=np.array([[0.0, 0.0], [0.9862021044926359, 0.0]]),
-                         B=np.array([[0.0, 0.3947239773048783], [0.0, 0.3947239773048783]]), attention="sinkhorn")
+        second = Controls(
+            A=np.array([[0.75, 0.0], [1.6, 0.0]]),
+            V=np.array([[0.0, -1.7036903742014609], [0.0, 0.0]]),
+            B=np.array([[0.0, 0.0], [-1.5285920663851993, 0.0]]),
+            attention="sinkhorn",
+        )
+        third = Controls(
+            V=np.array([[0.0, 0.0], [0.9862021044926359, 0.0]]),
+            B=np.array([[0.0, 0.3947239773048783], [0.0, 0.3947239773048783]]),
+            attention="sinkhorn",
+        )
         rtol = 1e-13
     else:  # "singular": a trial state far out made I + R in the Sinkhorn gain exactly singular (LinAlgError)
-        second = Controls(A=np.array([[0.75, 0.0], [1.6, 0.0]]), V=np.array([[-1.7036903742014609, 0.0], [0.0, 0.0]]),
-                          B=np.array([[0.0, 0.0], [-1.0, 0.0]]), attention="sinkhorn")
-        third = Controls(V=np.array([[0.0, 0.0], [1.0, 0.0]]), B=np.array([[1.0, -1.0], [0.0, 0.0]]),
-                         attention="sinkhorn")
+        second = Controls(
+            A=np.array([[0.75, 0.0], [1.6, 0.0]]),
+            V=np.array([[-1.7036903742014609, 0.0], [0.0, 0.0]]),
+            B=np.array([[0.0, 0.0], [-1.0, 0.0]]),
+            attention="sinkhorn",
+        )
+        third = Controls(
+            V=np.array([[0.0, 0.0], [1.0, 0.0]]), B=np.array([[1.0, -1.0], [0.0, 0.0]]), attention="sinkhorn"
+        )
         rtol = 0.000582678105806683
-    return dict(mu0=np.zeros(2), Sigma0=np.array([[0.10656999043488531, 0.0], [0.0, 0.0]]),
-                controls=PiecewiseControls([4.547124360734736, 8.639536285395996], [zero, second, third]),
-                t_span=(0.0, 9.094248721469471), t_eval=None, rtol=rtol, atol=0.0005869703805178812, max_nfev=400)
+    return dict(
+        mu0=np.zeros(2),
+        Sigma0=np.array([[0.10656999043488531, 0.0], [0.0, 0.0]]),
+        controls=PiecewiseControls([4.547124360734736, 8.639536285395996], [zero, second, third]),
+        t_span=(0.0, 9.094248721469471),
+        t_eval=None,
+        rtol=rtol,
+        atol=0.0005869703805178812,
+        max_nfev=400,
+    )
 
 
 def _integrate_fuzz_case(kind):
     case = _fuzz_case(kind)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        return case, integrate_moments(case["mu0"], case["Sigma0"], case["controls"], case["t_span"],
-                                       t_eval=case["t_eval"], rtol=case["rtol"], atol=case["atol"],
-                                       max_nfev=case["max_nfev"])
+        return case, integrate_moments(
+            case["mu0"],
+            case["Sigma0"],
+            case["controls"],
+            case["t_span"],
+            t_eval=case["t_eval"],
+            rtol=case["rtol"],
+            atol=case["atol"],
+            max_nfev=case["max_nfev"],
+        )
 
 
 def test_the_budget_holds_to_one_trial_step_when_a_step_past_it_is_rejected():
@@ -496,7 +563,7 @@ def test_the_budget_holds_to_one_trial_step_when_a_step_past_it_is_rejected():
     case, tr = _integrate_fuzz_case("budget")
     assert tr.status is Status.BUDGET and tr.nfev <= case["max_nfev"] + 12 + 3
     assert tr.t[-1] < case["t_span"][1] and np.all(np.diff(tr.t) > 0)
-    np.testing.assert_array_equal(tr.t[:-1], case["t_eval"][:len(tr.t) - 1])
+    np.testing.assert_array_equal(tr.t[:-1], case["t_eval"][: len(tr.t) - 1])
 
 
 def test_a_last_step_that_reaches_t1_past_the_budget_completes():
@@ -521,5 +588,6 @@ def test_initial_moments_near_the_largest_float_are_refused_without_an_overflow_
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(ValueError, match=r"mu0 has norm 1e\+300 >= blowup_norm"):
-            integrate_moments(np.array([1e300, -735.0]), np.eye(2), Controls(A=-np.eye(2)), (0.0, 1.0),
-                              blowup_norm=1e12)
+            integrate_moments(
+                np.array([1e300, -735.0]), np.eye(2), Controls(A=-np.eye(2)), (0.0, 1.0), blowup_norm=1e12
+            )

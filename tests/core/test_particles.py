@@ -29,8 +29,13 @@ def random_controls(rng, d, heads=1, scale=0.5, ff=False):
     if ff:
         m = 5
         kw = dict(U=rng.standard_normal((m, d)), W=rng.standard_normal((d, m)) * 0.3, c=rng.standard_normal(m))
-    return Controls(A=scale * rng.standard_normal((d, d)), b=rng.standard_normal(d),
-                    V=scale * rng.standard_normal((heads, d, d)), B=scale * rng.standard_normal((heads, d, d)), **kw)
+    return Controls(
+        A=scale * rng.standard_normal((d, d)),
+        b=rng.standard_normal(d),
+        V=scale * rng.standard_normal((heads, d, d)),
+        B=scale * rng.standard_normal((heads, d, d)),
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("d, heads, ff", [(2, 1, "identity"), (3, 2, "identity"), (4, 3, "relu")])
@@ -60,10 +65,16 @@ def test_gaussian_average_trajectory_against_softmax_quadrature(rng):
     d, N = 2, 40
     ctl = random_controls(rng, d, heads=2, scale=0.4)
     x0 = gaussian_tokens(N, 0.5 * rng.standard_normal(d), random_spd(rng, d, 3.0), seed=1)
-    traj = simulate(x0, ctl, (0, 1), 200, method="rk4", average="gaussian", record_every=100,
-                    keep_tokens=True)
-    ref = solve_ivp(lambda t, y: quadrature_velocity(y.reshape(N, d), ctl).ravel(), (0, 1), x0.ravel(),
-                    method="DOP853", rtol=1e-11, atol=1e-12, t_eval=[0.5, 1.0])
+    traj = simulate(x0, ctl, (0, 1), 200, method="rk4", average="gaussian", record_every=100, keep_tokens=True)
+    ref = solve_ivp(
+        lambda t, y: quadrature_velocity(y.reshape(N, d), ctl).ravel(),
+        (0, 1),
+        x0.ravel(),
+        method="DOP853",
+        rtol=1e-11,
+        atol=1e-12,
+        t_eval=[0.5, 1.0],
+    )
     np.testing.assert_allclose(traj.t, [0, 0.5, 1.0])
     for k in (1, 2):
         want = ref.y[:, k - 1].reshape(N, d)
@@ -215,8 +226,9 @@ def test_torch_input_and_float32(rng):
     ],
 )
 def test_bad_input_names_the_argument(kwargs, match):
-    args = dict(x0=np.random.default_rng(0).standard_normal((10, 2)), controls=Controls(A=np.eye(2)),
-                t_span=(0, 1), steps=3)
+    args = dict(
+        x0=np.random.default_rng(0).standard_normal((10, 2)), controls=Controls(A=np.eye(2)), t_span=(0, 1), steps=3
+    )
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         simulate(args.pop("x0"), args.pop("controls"), args.pop("t_span"), args.pop("steps"), **args)

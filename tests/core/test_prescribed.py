@@ -57,8 +57,15 @@ def test_feed_forward_is_the_split_step(family, tokens):
     ctl = _random_controls(1, affine=True)
     model = prescribed_transformer(family, ctl, LAYERS, h=H, feed_forward=True)
     hs = hidden_states(model, tokens)
-    ref = simulate(tokens, split_schedule(ctl, LAYERS, H), (0.0, 2 * LAYERS * H), 2 * LAYERS,
-                   method="euler", keep_tokens=True, device="cpu")
+    ref = simulate(
+        tokens,
+        split_schedule(ctl, LAYERS, H),
+        (0.0, 2 * LAYERS * H),
+        2 * LAYERS,
+        method="euler",
+        keep_tokens=True,
+        device="cpu",
+    )
     np.testing.assert_allclose(hs, ref.tokens[::2], rtol=0, atol=1e-10)
 
 
@@ -132,12 +139,15 @@ def test_empirical_covariance_matches_layer_map_for_gaussian_attention():
     assert np.linalg.norm(S - ref[-1]) / np.linalg.norm(ref[-1]) < 0.05
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(family="gpt2"), "family"),
-    (dict(n_layers=0), "n_layers"),
-    (dict(h=0.0), "h must"),
-    (dict(h=float("nan")), "h must"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(family="gpt2"), "family"),
+        (dict(n_layers=0), "n_layers"),
+        (dict(h=0.0), "h must"),
+        (dict(h=float("nan")), "h must"),
+    ],
+)
 def test_argument_errors(kwargs, match):
     args = dict(family="bert", controls=_random_controls(0), n_layers=2)
     args.update(kwargs)
@@ -150,11 +160,13 @@ def test_head_and_rank_errors():
     with pytest.raises(ValueError, match="divisible"):
         prescribed_transformer("bert", Controls(V=np.stack([np.eye(4)] * 3), B=np.stack([np.eye(4)] * 3)), 1)
     with pytest.raises(ValueError, match=r"B\[0\] has rank 4"):
-        prescribed_transformer("modernbert", Controls(V=np.stack([_low_rank(rng, 2)] * 2),
-                                                      B=np.stack([np.eye(4)] * 2)), 1)
+        prescribed_transformer(
+            "modernbert", Controls(V=np.stack([_low_rank(rng, 2)] * 2), B=np.stack([np.eye(4)] * 2)), 1
+        )
     with pytest.raises(ValueError, match=r"V\[1\] has rank 4"):
-        prescribed_transformer("bert", Controls(V=np.stack([_low_rank(rng, 2), np.eye(4)]),
-                                                B=np.stack([_low_rank(rng, 2)] * 2)), 1)
+        prescribed_transformer(
+            "bert", Controls(V=np.stack([_low_rank(rng, 2), np.eye(4)]), B=np.stack([_low_rank(rng, 2)] * 2)), 1
+        )
     assert head_dim("vit", 4, 3) == 4 and head_dim("bert", 4, 2) == 2
 
 
@@ -187,16 +199,17 @@ def test_prescribed_deviations_null_and_near_miss():
     J = np.array([[0.0, -0.7, 0.0], [0.7, 0.0, 0.0], [0.0, 0.0, 0.0]])
     affine = Controls(A=0.5 * np.eye(3) + J)
     wrong_A = Controls(A=1.1 * affine.A)
-    dev = prescribed_deviations("bert", affine, np.eye(3), 200, 3, 5, 0.1, 5,
-                                predictions={"right": affine, "wrong": wrong_A})
+    dev = prescribed_deviations(
+        "bert", affine, np.eye(3), 200, 3, 5, 0.1, 5, predictions={"right": affine, "wrong": wrong_A}
+    )
     assert np.abs(dev["right"]).max() < 1e-12  # an affine model maps every cloud exactly as the layer map
     assert np.linalg.norm(dev["wrong"], axis=1).min() > 1e-2 and dev["right"].shape == (3, 6)
     B0 = np.array([[1.0, 0.3, 0.0], [0.3, 0.8, 0.2], [0.0, 0.2, 0.6]])
     ctl = Controls(V=25.0 * np.eye(3), B=0.02 * B0)
     wrong = Controls(V=1.1 * ctl.V[0], B=ctl.B[0])  # the attention term 10 % too large
-    dev = prescribed_deviations("bert", ctl, np.eye(3), 1000, 12, 12, 0.05, 12,
-                                predictions={"right": ctl, "wrong": wrong},
-                                seed=5)
+    dev = prescribed_deviations(
+        "bert", ctl, np.eye(3), 1000, 12, 12, 0.05, 12, predictions={"right": ctl, "wrong": wrong}, seed=5
+    )
     assert hotelling_test(dev["wrong"]).ratio > 1 > hotelling_test(dev["right"]).ratio
 
 

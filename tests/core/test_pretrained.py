@@ -33,16 +33,24 @@ D = 32
 
 
 def _tiny_config(family):
-    common = dict(hidden_size=D, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48,
-                  attn_implementation="sdpa")
+    common = dict(
+        hidden_size=D, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48, attn_implementation="sdpa"
+    )
     if family == "bert":
         return transformers.BertConfig(vocab_size=50, max_position_embeddings=64, **common)
     if family == "modernbert":
         # a local window of 4 tokens: a sequence of 16 sees both global and sliding layers
-        return transformers.ModernBertConfig(vocab_size=50, pad_token_id=0, bos_token_id=1,
-                                             eos_token_id=2, cls_token_id=1, sep_token_id=2,
-                                             local_attention=4,
-                                             global_attn_every_n_layers=3, **common)
+        return transformers.ModernBertConfig(
+            vocab_size=50,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+            cls_token_id=1,
+            sep_token_id=2,
+            local_attention=4,
+            global_attn_every_n_layers=3,
+            **common,
+        )
     if family == "deit":
         return transformers.DeiTConfig(image_size=32, patch_size=8, **common)  # 16 patches
     if family == "vit":
@@ -53,8 +61,12 @@ def _tiny_config(family):
 def _tiny_model(family, seed=0):
     cfg = _tiny_config(family)
     torch.manual_seed(seed)
-    cls = {"bert": transformers.BertModel, "modernbert": transformers.ModernBertModel,
-           "deit": transformers.DeiTModel, "vit": transformers.ViTModel}[family]
+    cls = {
+        "bert": transformers.BertModel,
+        "modernbert": transformers.ModernBertModel,
+        "deit": transformers.DeiTModel,
+        "vit": transformers.ViTModel,
+    }[family]
     model = cls(cfg).eval()
     with torch.no_grad():  # larger weights than the 0.02 init, so layers are far from identity
         for p in model.parameters():
@@ -122,8 +134,10 @@ def test_known_name_through_hf_cache(saved, monkeypatch, tmp_path):
     assert lt.family == "deit" and lt.name == "DeiT-tiny"
 
 
-@pytest.mark.parametrize("name, repo", [("modernbert", "answerdotai/ModernBERT-base"),
-                                        ("deit-tiny", "facebook/deit-tiny-distilled-patch16-224")])
+@pytest.mark.parametrize(
+    "name, repo",
+    [("modernbert", "answerdotai/ModernBERT-base"), ("deit-tiny", "facebook/deit-tiny-distilled-patch16-224")],
+)
 def test_missing_weights_one_line_error(monkeypatch, tmp_path, name, repo):
     monkeypatch.setenv("GTBOOK_MODELS", str(tmp_path / "models"))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
@@ -139,13 +153,11 @@ def test_bad_paths_and_families(tmp_path, saved):
     with pytest.raises(ModelNotAvailable, match="neither a known model name"):
         load_transformer(tmp_path / "nope")
     (tmp_path / "noweights").mkdir()
-    (tmp_path / "noweights" / "config.json").write_text(
-        (saved["bert"] / "config.json").read_text())
+    (tmp_path / "noweights" / "config.json").write_text((saved["bert"] / "config.json").read_text())
     with pytest.raises(ModelNotAvailable, match="safetensors"):
         load_transformer(tmp_path / "noweights")
     gpt = tmp_path / "gpt2"
-    transformers.GPT2Model(transformers.GPT2Config(n_embd=16, n_layer=1, n_head=2,
-                                                   vocab_size=20)).save_pretrained(gpt)
+    transformers.GPT2Model(transformers.GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=20)).save_pretrained(gpt)
     with pytest.raises(ValueError, match="family 'gpt2' is not supported"):
         load_transformer(gpt)
 
@@ -170,8 +182,7 @@ def test_bert_embedding_mode_matches_hf_forward(loaded):
     x = _x(2, 10)
     mine = hidden_states(lt, x, "embedding")
     with torch.no_grad():
-        ref = lt.model(inputs_embeds=torch.as_tensor(x, dtype=torch.float32),
-                       output_hidden_states=True).hidden_states
+        ref = lt.model(inputs_embeds=torch.as_tensor(x, dtype=torch.float32), output_hidden_states=True).hidden_states
     assert len(mine) == len(ref) == 4
     for a, b in zip(mine, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
@@ -189,8 +200,7 @@ def test_modernbert_embedding_mode_matches_hf_forward(loaded):
 @pytest.mark.parametrize("family, special", [("deit", 2), ("vit", 1)])
 def test_vision_embedding_mode_matches_hf_forward(loaded, family, special):
     lt = loaded[family]
-    pixels = torch.as_tensor(np.random.default_rng(1).standard_normal((2, 3, 32, 32)),
-                             dtype=torch.float32)
+    pixels = torch.as_tensor(np.random.default_rng(1).standard_normal((2, 3, 32, 32)), dtype=torch.float32)
     with torch.no_grad():
         patches = lt.model.embeddings.patch_embeddings(pixels)  # (2, 16, D)
         ref = lt.model(pixels).last_hidden_state
@@ -268,7 +278,7 @@ def _anova_reference(x):
     flat = x.reshape(S * T, d)
     C = np.cov(flat.T, bias=True)
     w, U = np.linalg.eigh(C)
-    y = ((flat - flat.mean(0)) @ U @ np.diag(w ** -0.5) @ U.T).reshape(S, T, d)
+    y = ((flat - flat.mean(0)) @ U @ np.diag(w**-0.5) @ U.T).reshape(S, T, d)
     m = y.mean(1)
     between = ((m - m.mean(0)) ** 2).sum() / (S - 1)
     within = ((y - m[:, None]) ** 2).sum() / (S * (T - 1))
@@ -286,16 +296,14 @@ def test_between_sequence_ratio_closed_form_and_iid_value():
     assert between_sequence_ratio(x) > 20
     np.testing.assert_allclose(between_sequence_ratio(x), _anova_reference(x), rtol=1e-10)
     # affine invariance
-    np.testing.assert_allclose(between_sequence_ratio(x @ A.T - 1.0), between_sequence_ratio(x),
-                               rtol=1e-8)
+    np.testing.assert_allclose(between_sequence_ratio(x @ A.T - 1.0), between_sequence_ratio(x), rtol=1e-8)
     with pytest.raises(ValueError, match="S >= 2"):
         between_sequence_ratio(x[:1])
 
 
 @pytest.fixture(scope="module")
 def bert_stats(loaded):
-    return layer_statistics(loaded["bert"], sequences=4, tokens=64, seed=1, mode="pure",
-                            n_projections=32, repeats=24)
+    return layer_statistics(loaded["bert"], sequences=4, tokens=64, seed=1, mode="pure", n_projections=32, repeats=24)
 
 
 def test_layer_statistics_layer_zero_is_the_gaussian_input(bert_stats):
@@ -342,8 +350,7 @@ def test_figure(bert_stats):
 
     assert list(_AXES) == list(STATISTICS)  # one panel per statistic, in the table's order
 
-    fig = layer_statistics_figure([bert_stats, bert_stats], labels=["a", "b"],
-                                  relative_depth=True)
+    fig = layer_statistics_figure([bert_stats, bert_stats], labels=["a", "b"], relative_depth=True)
     assert len(fig.axes) == 4
     with pytest.raises(ValueError, match="labels"):
         layer_statistics_figure([bert_stats], labels=["a", "b"])

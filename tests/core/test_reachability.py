@@ -48,7 +48,7 @@ def test_covariance_rank_closed_forms():
     assert covariance_rank(np.diag([3.0, 1.0, 0.0])) == 2
     assert covariance_rank(np.zeros((3, 3))) == 0
     assert covariance_rank(np.eye(4)) == 4
-    assert covariance_rank(np.diag([1.0, 1e-9])) == 1          # below the default 1e-8
+    assert covariance_rank(np.diag([1.0, 1e-9])) == 1  # below the default 1e-8
     assert covariance_rank(np.diag([1.0, 1e-9]), rtol=1e-10) == 2
     rng = np.random.default_rng(0)
     assert covariance_rank(random_psd(rng, 5, 3)) == 3
@@ -64,16 +64,21 @@ def test_covariance_rank_rejects_bad_input():
 def test_rank_is_invariant_along_the_moment_ode():
     rng = np.random.default_rng(1)
     d, r = 4, 2
-    pieces = [Controls(A=0.5 * rng.standard_normal((d, d)), b=rng.standard_normal(d),
-                       V=0.3 * rng.standard_normal((d, d)), B=0.3 * rng.standard_normal((d, d)))
-              for _ in range(4)]
+    pieces = [
+        Controls(
+            A=0.5 * rng.standard_normal((d, d)),
+            b=rng.standard_normal(d),
+            V=0.3 * rng.standard_normal((d, d)),
+            B=0.3 * rng.standard_normal((d, d)),
+        )
+        for _ in range(4)
+    ]
     ctl = PiecewiseControls(np.linspace(0, 2, 5), pieces)
-    out = rank_invariance(np.zeros(d), random_psd(rng, d, r), ctl, 2.0, n_times=21,
-                          rtols=(1e-8, 1e-11, 2.5e-14))
+    out = rank_invariance(np.zeros(d), random_psd(rng, d, r), ctl, 2.0, n_times=21, rtols=(1e-8, 1e-11, 2.5e-14))
     assert out.rank0 == r and np.all(out.ranks == r)
     eta = out.eta
-    assert eta[0] > eta[-1]                    # the null singular values are the solver's error
-    assert eta[-1] < 1e-12                     # at the tightest tolerance: round-off
+    assert eta[0] > eta[-1]  # the null singular values are the solver's error
+    assert eta[-1] < 1e-12  # at the tightest tolerance: round-off
     assert np.min(out.singular_values[:, r - 1] / out.singular_values[:, 0]) > 1e-3
 
 
@@ -86,8 +91,9 @@ def test_rotation_log_is_a_real_skew_logarithm(d):
     np.testing.assert_allclose(expm(L), R, atol=1e-12)
 
 
-@pytest.mark.parametrize("R", [np.diag([-1.0, -1.0]), np.diag([-1.0, 1.0, -1.0]),
-                               np.diag([-1.0, -1.0, -1.0, -1.0, 1.0])])
+@pytest.mark.parametrize(
+    "R", [np.diag([-1.0, -1.0]), np.diag([-1.0, 1.0, -1.0]), np.diag([-1.0, -1.0, -1.0, -1.0, 1.0])]
+)
 def test_rotation_log_handles_the_eigenvalue_minus_one(R):
     L = _rotation_log(R)
     assert np.isrealobj(L)
@@ -96,8 +102,7 @@ def test_rotation_log_handles_the_eigenvalue_minus_one(R):
 
 # ----------------------------------------------------------------------------- steering
 @HYP
-@given(d=st.integers(2, 5), data=st.data(), seed=st.integers(0, 2**31 - 1),
-       T=st.floats(0.5, 2.0))
+@given(d=st.integers(2, 5), data=st.data(), seed=st.integers(0, 2**31 - 1), T=st.floats(0.5, 2.0))
 def test_steer_hits_random_targets_of_the_same_rank(d, data, seed, T):
     _, m0, S0, m1, S1 = same_rank_problem(data, d, seed)
     ctl = steer(m0, S0, m1, S1, T)
@@ -147,7 +152,7 @@ def test_energy_is_exact_for_constant_stages():
     rng = np.random.default_rng(4)
     S0, S1 = psd_of_rank(rng, 2, 1), psd_of_rank(rng, 2, 1)
     ctl = steer(np.zeros(2), S0, np.ones(2), S1, 1.0)
-    expected = sum(0.5 * (np.sum(c.A ** 2) + np.sum(c.b ** 2)) for c in ctl.stages)
+    expected = sum(0.5 * (np.sum(c.A**2) + np.sum(c.b**2)) for c in ctl.stages)
     assert ctl.energy() == pytest.approx(expected, rel=1e-14)
     # compensating zero attention heads gives the same controls, through the quadrature
     zero = steer(np.zeros(2), S0, np.ones(2), S1, 1.0, heads=(np.zeros((2, 2)), np.zeros((2, 2))))
@@ -158,8 +163,7 @@ def test_energy_is_exact_for_constant_stages():
 
 # ------------------------------------------------------------------------ attention on
 @HYP
-@given(d=st.integers(2, 5), data=st.data(), seed=st.integers(0, 2**31 - 1),
-       heads=st.integers(1, 2))
+@given(d=st.integers(2, 5), data=st.data(), seed=st.integers(0, 2**31 - 1), heads=st.integers(1, 2))
 def test_steer_with_attention_compensated(d, data, seed, heads):
     rng, m0, S0, m1, S1 = same_rank_problem(data, d, seed)
     # fixed, non-zero heads of moderate size (the compensation is open loop: perturbations of
@@ -193,19 +197,22 @@ def test_rank_mismatch_is_refused_with_both_ranks():
         steer_min_energy(np.zeros(3), S0, np.zeros(3), S1, 1.0, pieces=2)
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"Sigma1": np.array([[1.0, 0.5], [0.0, 1.0]])}, "Sigma1"),         # not symmetric
-    ({"Sigma1": np.array([[1.0, 0.0], [0.0, -1.0]])}, "Sigma1"),        # not PSD
-    ({"Sigma1": np.array([[1.0, np.nan], [np.nan, 1.0]])}, "Sigma1"),   # not finite
-    ({"Sigma1": np.eye(3)}, "Sigma1"),                                  # wrong shape
-    ({"mu1": np.array([0.0, np.inf])}, "mu1"),
-    ({"mu1": np.zeros(3)}, "mu1"),
-    ({"Sigma0": np.array([[1.0, 2.0], [2.0, 1.0]])}, "Sigma0"),
-    ({"T": 0.0}, "T"),
-    ({"T": -1.0}, "T"),
-    ({"T": np.nan}, "T"),
-    ({"T": "soon"}, "T"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"Sigma1": np.array([[1.0, 0.5], [0.0, 1.0]])}, "Sigma1"),  # not symmetric
+        ({"Sigma1": np.array([[1.0, 0.0], [0.0, -1.0]])}, "Sigma1"),  # not PSD
+        ({"Sigma1": np.array([[1.0, np.nan], [np.nan, 1.0]])}, "Sigma1"),  # not finite
+        ({"Sigma1": np.eye(3)}, "Sigma1"),  # wrong shape
+        ({"mu1": np.array([0.0, np.inf])}, "mu1"),
+        ({"mu1": np.zeros(3)}, "mu1"),
+        ({"Sigma0": np.array([[1.0, 2.0], [2.0, 1.0]])}, "Sigma0"),
+        ({"T": 0.0}, "T"),
+        ({"T": -1.0}, "T"),
+        ({"T": np.nan}, "T"),
+        ({"T": "soon"}, "T"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, name):
     args = {"mu0": np.zeros(2), "Sigma0": np.eye(2), "mu1": np.ones(2), "Sigma1": 2 * np.eye(2), "T": 1.0}
     args.update(kwargs)
@@ -220,8 +227,15 @@ def test_bad_heads_are_named():
     with pytest.raises(ValueError, match="heads"):
         steer(np.zeros(2), np.eye(2), np.ones(2), np.eye(2), 1.0, heads=np.eye(2))
     with pytest.raises(ValueError, match="heads"):
-        steer(np.zeros(2), np.eye(2), np.ones(2), np.eye(2), 1.0, heads=(np.eye(2), np.eye(2)),
-              attention=(np.eye(2), np.eye(2)))
+        steer(
+            np.zeros(2),
+            np.eye(2),
+            np.ones(2),
+            np.eye(2),
+            1.0,
+            heads=(np.eye(2), np.eye(2)),
+            attention=(np.eye(2), np.eye(2)),
+        )
 
 
 def test_attention_keyword_is_a_deprecated_alias_of_heads(rng):
@@ -245,7 +259,7 @@ def test_min_energy_hits_the_target_with_less_energy():
     assert res.endpoint_error == pytest.approx(endpoint_error(res.controls, m0, S0, m1, S1, 1.0))
     assert res.constructive_endpoint_error < 1e-8
     assert res.energy <= res.constructive_energy
-    expected = 0.25 * sum(np.sum(c.A ** 2) + np.sum(c.b ** 2) for c in res.controls.pieces)
+    expected = 0.25 * sum(np.sum(c.A**2) + np.sum(c.b**2) for c in res.controls.pieces)
     assert res.energy == pytest.approx(expected, rel=1e-12)
     with pytest.raises(ValueError, match="pieces"):
         steer_min_energy(m0, S0, m1, S1, 1.0, pieces=0)
@@ -296,12 +310,13 @@ def test_token_distances_and_slope():
     rng = np.random.default_rng(8)
     S0, S1 = psd_of_rank(rng, 2, 2), psd_of_rank(rng, 2, 2)
     ctl = steer(np.zeros(2), S0, np.ones(2), S1, 1.0)
-    D = token_distances(ctl, np.zeros(2), S0, np.ones(2), S1, 1.0, [100, 400], 3, 20, seed=1,
-                        progress=False, device="cpu")
+    D = token_distances(
+        ctl, np.zeros(2), S0, np.ones(2), S1, 1.0, [100, 400], 3, 20, seed=1, progress=False, device="cpu"
+    )
     assert D.shape == (2, 3) and np.all(D > 0) and np.all(np.isfinite(D))
     assert D[1].mean() < D[0].mean()
     x = np.array([10.0, 100.0, 1000.0])
-    assert loglog_slope(x, 3.0 * x ** -0.5) == pytest.approx(-0.5, abs=1e-12)
+    assert loglog_slope(x, 3.0 * x**-0.5) == pytest.approx(-0.5, abs=1e-12)
     with pytest.raises(ValueError):
         loglog_slope(x, [1.0, -1.0, 2.0])
 
@@ -326,8 +341,9 @@ def test_figures_build():
         figs.rank_figure(inv),
         figs.steering_figure(tr, (np.ones(2), S1), tr3, (np.ones(3), np.outer(u[::-1], u[::-1]))),
         figs.distance_vs_n_figure([100, 1000], D, loglog_slope([100, 1000], np.exp(np.log(D).mean(axis=1)))),
-        figs.attention_figure(tr, tr, rng.standard_normal((20, 2)), (np.zeros(2), S0), (np.ones(2), S1),
-                              t, *[control_path(ctl, t)[0]] * 2),
+        figs.attention_figure(
+            tr, tr, rng.standard_normal((20, 2)), (np.zeros(2), S0), (np.ones(2), S1), t, *[control_path(ctl, t)[0]] * 2
+        ),
         figs.energy_figure(t, control_path(ctl, t), control_path(ctl, t), (1.0, 0.5)),
     ]
     for fig in out:
@@ -370,8 +386,9 @@ def test_each_random_start_is_its_own_documented_draw():
 
     for k, run in enumerate(runs):
         start = scale * np.random.default_rng(seed + k).standard_normal(K * d * d + K * d)
-        assert np.allclose(pieces(run), pieces(steer_min_energy(*args, pieces=K, start=start, maxiter=1)),
-                           rtol=1e-12, atol=1e-12)
+        assert np.allclose(
+            pieces(run), pieces(steer_min_energy(*args, pieces=K, start=start, maxiter=1)), rtol=1e-12, atol=1e-12
+        )
     for i in range(3):
         for j in range(i):
             assert not np.allclose(pieces(runs[i]), pieces(runs[j]))

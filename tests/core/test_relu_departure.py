@@ -47,8 +47,9 @@ def test_closed_form_matches_quadrature_of_the_velocity_difference():
 def test_sample_rate_converges_to_the_closed_form():
     x = gaussian_tokens(400_000, np.zeros(2), np.eye(2), seed=3)
     ctl = layer([1.0, 1.0])
-    assert relu_departure_rate_tokens(x, ctl) == pytest.approx(relu_departure_rate(np.zeros(2), np.eye(2), ctl),
-                                                               rel=0.02)
+    assert relu_departure_rate_tokens(x, ctl) == pytest.approx(
+        relu_departure_rate(np.zeros(2), np.eye(2), ctl), rel=0.02
+    )
 
 
 def test_simulated_short_time_departure_has_the_token_rate():

@@ -30,9 +30,15 @@ def _same(a, b):
 def test_a_batch_gives_the_numbers_of_one_simulate_per_cloud(workers):
     """Clouds of several sizes, one layer each (one of them blows up), float32 kernel, kept tokens."""
     rng = np.random.default_rng(4)
-    ctls = [Controls(A=0.3 * rng.standard_normal((3, 3)), V=0.5 * rng.standard_normal((3, 3)),
-                     B=0.4 * rng.standard_normal((3, 3))) for _ in range(3)]
-    ctls.append(Controls(A=12.0 * np.eye(3), V=np.eye(3), B=np.eye(3)))   # |Sigma| passes blowup_norm = 1e8
+    ctls = [
+        Controls(
+            A=0.3 * rng.standard_normal((3, 3)),
+            V=0.5 * rng.standard_normal((3, 3)),
+            B=0.4 * rng.standard_normal((3, 3)),
+        )
+        for _ in range(3)
+    ]
+    ctls.append(Controls(A=12.0 * np.eye(3), V=np.eye(3), B=np.eye(3)))  # |Sigma| passes blowup_norm = 1e8
     x0s = [gaussian_tokens(N, np.zeros(3), np.eye(3), seed=s) for N in (60, 150) for s in range(4)]
     layers = [ctls[i % 4] for i in range(len(x0s))]
     opts = dict(method="rk4", keep_tokens=True, device="cpu", kernel_dtype=torch.float32, record_every=2)
@@ -89,9 +95,17 @@ def test_gaussianity_ensemble_equals_one_simulate_per_draw(relu):
     got = gaussianity_ensemble(draws, 1.0, 3, 120, relu=relu, seed=21, projections_seed=2)
     for k, dr in enumerate(draws):
         ctl = relu_variant(dr.controls, dr.mu0) if relu else dr.controls
-        tr = simulate(gaussian_tokens(120, dr.mu0, dr.Sigma0, 21 + k), ctl, (0.0, 1.0), 3,
-                      ff="relu" if relu else "identity", record_every=3, keep_tokens=True, device="cpu",
-                      kernel_dtype=STUDY_KERNEL_DTYPE)
+        tr = simulate(
+            gaussian_tokens(120, dr.mu0, dr.Sigma0, 21 + k),
+            ctl,
+            (0.0, 1.0),
+            3,
+            ff="relu" if relu else "identity",
+            record_every=3,
+            keep_tokens=True,
+            device="cpu",
+            kernel_dtype=STUDY_KERNEL_DTYPE,
+        )
         assert got[k] == sliced_w2(tr.tokens[-1], seed=2)
 
 
@@ -102,7 +116,13 @@ def test_mean_steering_tokens_equals_one_simulate_per_cloud():
         steps = int(np.ceil(dr.T / 0.1))
         for i, N in enumerate([30, 60]):
             for s in range(2):
-                run = simulate(gaussian_tokens(N, dr.mu0, dr.Sigma_star, 9 + 1000 * (k + 1) + s), dr.controls,
-                               (0.0, dr.T), steps, record_every=steps, device="cpu")
+                run = simulate(
+                    gaussian_tokens(N, dr.mu0, dr.Sigma_star, 9 + 1000 * (k + 1) + s),
+                    dr.controls,
+                    (0.0, dr.T),
+                    steps,
+                    record_every=steps,
+                    device="cpu",
+                )
                 want = np.linalg.norm(run.final_tokens.mean(axis=0) - dr.mu_target) / np.sqrt(np.trace(dr.Sigma_star))
                 assert got.error[k, i, s] == want

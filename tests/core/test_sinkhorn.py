@@ -46,8 +46,9 @@ def test_dense_engines_give_the_log_domain_answer(kind, rng):
     N, d, tol = 500, 3, 1e-10
     x = cloud(rng, N, d, 2.5)
     G = torch.as_tensor(rng.standard_normal((d, d))) / d
-    B = {"symmetric PSD": G @ G.T + 0.2 * torch.eye(d, dtype=x.dtype), "symmetric indefinite": G + G.T,
-         "general": G}[kind]
+    B = {"symmetric PSD": G @ G.T + 0.2 * torch.eye(d, dtype=x.dtype), "symmetric indefinite": G + G.T, "general": G}[
+        kind
+    ]
     a_log, r_log = sinkhorn_average(x, B, tol=tol, dense=False)
     a_dense, r_dense = sinkhorn_average(x, B, tol=tol, dense=True)
     assert r_log.converged and r_dense.converged
@@ -67,7 +68,7 @@ def test_symmetric_iteration_needs_fewer_updates_where_alternating_sinkhorn_slow
     sym = sinkhorn_potentials(x, B)
     alt = sinkhorn_potentials(x, B + torch.tensor([[0.0, 1e-14], [0.0, 0.0]], dtype=x.dtype))  # not symmetric
     assert sym.converged and alt.converged
-    assert torch.equal(sym.f, sym.g)                      # the symmetric pair
+    assert torch.equal(sym.f, sym.g)  # the symmetric pair
     assert plan_marginal_error(x, B, sym) <= 1.01e-9
     assert sym.iterations < alt.iterations
 
@@ -81,7 +82,7 @@ def test_dense_engine_absorbs_potentials_far_from_its_start(rng):
     logw = torch.as_tensor(-60.0 * rng.random(N))
     res = sinkhorn_potentials(x, B, logw, tol=tol, init="zero", dense=True)
     assert res.converged and plan_marginal_error(x, B, res, logw) <= 1.01 * tol
-    assert float(res.g.max() - res.g.min()) > 70.0   # farther than one absorption's range
+    assert float(res.g.max() - res.g.min()) > 70.0  # farther than one absorption's range
 
 
 # ----------------------------------------------------------------------------- warm starts
@@ -168,21 +169,26 @@ X = torch.zeros(4, 2, dtype=torch.float64).normal_(generator=torch.Generator().m
 B2 = torch.eye(2, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(x=X.long(), B=B2), "x must be a floating-point tensor"),
-    (dict(x=X[:0], B=B2), "x must hold at least one token"),
-    (dict(x=X[0], B=B2), r"x must have shape \(N, d\)"),
-    (dict(x=X, B=torch.eye(3, dtype=torch.float64)), r"B must have shape \(2, 2\)"),
-    (dict(x=X, B=B2, log_weights=torch.zeros(3, dtype=torch.float64)), r"log_weights must have shape \(4,\)"),
-    (dict(x=X, B=B2.float()), "B has dtype torch.float32 .* but x has torch.float64"),
-    (dict(x=X.float(), B=B2), "B has dtype torch.float64 .* but x has torch.float32"),
-    (dict(x=X, B=B2, log_weights=torch.zeros(4)), "log_weights has dtype torch.float32"),
-    (dict(x=X, B=B2, log_weights=torch.full((4,), -math.inf, dtype=torch.float64)), "no token any mass"),
-    (dict(x=X, B=B2, log_weights=torch.tensor([0.0, math.nan, 0.0, 0.0], dtype=torch.float64)),
-     "log_weights has NaN"),
-    (dict(x=X, B=B2, init=torch.zeros(3, dtype=torch.float64)), r"init must have shape \(4,\)"),
-    (dict(x=X, B=B2, dense="yes"), "dense must be True, False or None"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(x=X.long(), B=B2), "x must be a floating-point tensor"),
+        (dict(x=X[:0], B=B2), "x must hold at least one token"),
+        (dict(x=X[0], B=B2), r"x must have shape \(N, d\)"),
+        (dict(x=X, B=torch.eye(3, dtype=torch.float64)), r"B must have shape \(2, 2\)"),
+        (dict(x=X, B=B2, log_weights=torch.zeros(3, dtype=torch.float64)), r"log_weights must have shape \(4,\)"),
+        (dict(x=X, B=B2.float()), "B has dtype torch.float32 .* but x has torch.float64"),
+        (dict(x=X.float(), B=B2), "B has dtype torch.float64 .* but x has torch.float32"),
+        (dict(x=X, B=B2, log_weights=torch.zeros(4)), "log_weights has dtype torch.float32"),
+        (dict(x=X, B=B2, log_weights=torch.full((4,), -math.inf, dtype=torch.float64)), "no token any mass"),
+        (
+            dict(x=X, B=B2, log_weights=torch.tensor([0.0, math.nan, 0.0, 0.0], dtype=torch.float64)),
+            "log_weights has NaN",
+        ),
+        (dict(x=X, B=B2, init=torch.zeros(3, dtype=torch.float64)), r"init must have shape \(4,\)"),
+        (dict(x=X, B=B2, dense="yes"), "dense must be True, False or None"),
+    ],
+)
 def test_bad_inputs_are_refused_naming_the_argument(kwargs, match):
     with pytest.raises(ValueError, match=match):
         sinkhorn_potentials(**kwargs)
@@ -246,14 +252,15 @@ def test_the_gain_takes_the_closed_form_inverse_where_i_plus_r_is_singular_in_fl
     assert np.isfinite(M).all()
     rng = np.random.default_rng(5)
     F = rng.standard_normal((4, 3, 2))
-    Sigma = (F @ np.swapaxes(F, -1, -2))[None]   # rank 2 of 3, four lanes
-    B = 2.0 * rng.standard_normal((2, 1, 3, 3))   # two heads
+    Sigma = (F @ np.swapaxes(F, -1, -2))[None]  # rank 2 of 3, four lanes
+    B = 2.0 * rng.standard_normal((2, 1, 3, 3))  # two heads
     Sh = psd_sqrt(Sigma)
     T = Sh @ B @ Sigma @ np.swapaxes(B, -1, -2) @ Sh
     R = psd_sqrt(np.eye(3) + 2.0 * (T + np.swapaxes(T, -1, -2)))
     solved = gaussian_conditional_gain(Sigma, B)
-    np.testing.assert_allclose(_gain_where_ill_conditioned(Sh, B, R, np.zeros((2, 4), bool)), solved,
-                               rtol=0, atol=1e-12 * np.abs(solved).max())
+    np.testing.assert_allclose(
+        _gain_where_ill_conditioned(Sh, B, R, np.zeros((2, 4), bool)), solved, rtol=0, atol=1e-12 * np.abs(solved).max()
+    )
     well = np.arange(8).reshape(2, 4) % 3 == 0
     np.testing.assert_array_equal(_gain_where_ill_conditioned(Sh, B, R, well)[well], solved[well])
 
@@ -271,7 +278,7 @@ def test_a_float32_gain_far_out_takes_the_closed_form_without_an_overflow_warnin
         warnings.simplefilter("error")
         M32 = gaussian_conditional_gain(S.astype(np.float32), B.astype(np.float32))
     assert M32.dtype == np.float32
-    M64 = gaussian_conditional_gain(S, B)   # float64: the solve, no closed form
+    M64 = gaussian_conditional_gain(S, B)  # float64: the solve, no closed form
     np.testing.assert_allclose(M32, M64, rtol=0, atol=1e-6)
 
 
@@ -284,5 +291,5 @@ def test_an_anderson_mix_beyond_the_range_limit_is_a_plain_step():
     drift = torch.tensor([0.5, 0.6931, 0.6931], dtype=torch.float64)
     G1 = mixer.step(g0, g0 + drift, False)
     G2 = g0 + 2 * drift + 1e-7
-    assert torch.equal(mixer.step(G1, G2, False), G2)   # the plain image
-    assert not mixer.dR   # and the history restarts
+    assert torch.equal(mixer.step(G1, G2, False), G2)  # the plain image
+    assert not mixer.dR  # and the history restarts

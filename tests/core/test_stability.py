@@ -47,8 +47,7 @@ def assert_same_spectrum(a, b, tol):
 # ------------------------------------------------------------------ blow-up time, d = 1
 @pytest.mark.parametrize(
     "a, v, beta, s0",
-    [(0.5, 1.0, 1.0, 0.5), (0.0, 1.0, 0.7, 1.0), (-0.3, 2.0, 0.5, 1.0), (1.0, -1.0, -2.0, 0.2),
-     (1e-9, 1.0, 1.0, 1.0)],
+    [(0.5, 1.0, 1.0, 0.5), (0.0, 1.0, 0.7, 1.0), (-0.3, 2.0, 0.5, 1.0), (1.0, -1.0, -2.0, 0.2), (1e-9, 1.0, 1.0, 1.0)],
 )
 def test_scalar_blowup_matches_integration(a, v, beta, s0):
     ctl = Controls(A=[[a]], V=[[v]], B=[[beta]])
@@ -85,8 +84,15 @@ def _scalar_pole_by_integration(a, q, s0, horizon=60.0):
     (an event); inf when p stays positive up to ``horizon``."""
     hit = lambda _t, p: p[0]  # noqa: E731
     hit.terminal, hit.direction = True, -1
-    sol = solve_ivp(lambda _t, p: [-2.0 * a * p[0] - q], (0.0, horizon), [1.0 / s0], method="DOP853",
-                    events=hit, rtol=1e-12, atol=1e-14)
+    sol = solve_ivp(
+        lambda _t, p: [-2.0 * a * p[0] - q],
+        (0.0, horizon),
+        [1.0 / s0],
+        method="DOP853",
+        events=hit,
+        rtol=1e-12,
+        atol=1e-14,
+    )
     assert sol.success
     return float(sol.t_events[0][0]) if sol.t_events[0].size else math.inf
 
@@ -181,9 +187,12 @@ def test_rank_deficient_sigma0_blowup(rng):
     traj = integrate_moments(np.zeros(d), Sigma0, ctl, (0, 10))
     assert traj.status == "blowup"
     assert abs(traj.crossing_time - bt.t_star) <= 1e-6 * bt.t_star
-    np.testing.assert_allclose(closed_form_covariance(Sigma0, ctl, [0.5 * bt.t_star])[0],
-                               integrate_moments(np.zeros(d), Sigma0, ctl, (0, 0.5 * bt.t_star)).Sigma[-1],
-                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        closed_form_covariance(Sigma0, ctl, [0.5 * bt.t_star])[0],
+        integrate_moments(np.zeros(d), Sigma0, ctl, (0, 0.5 * bt.t_star)).Sigma[-1],
+        rtol=1e-8,
+        atol=1e-10,
+    )
 
 
 def test_indefinite_Q_scan(rng):
@@ -260,9 +269,12 @@ def test_newton_on_general_V(rng):
     # finite-difference Jacobian eigenvalues agree
     from gtcore._linalg import symmetric_basis
     from gtcore.stability.equilibria import _F, _sym_coords
+
     h = 1e-6
-    cols = [(_sym_coords(_F(ctl, eq.Sigma + h * E)) - _sym_coords(_F(ctl, eq.Sigma - h * E))) / (2 * h)
-            for E in symmetric_basis(d)]
+    cols = [
+        (_sym_coords(_F(ctl, eq.Sigma + h * E)) - _sym_coords(_F(ctl, eq.Sigma - h * E))) / (2 * h)
+        for E in symmetric_basis(d)
+    ]
     fd = np.linalg.eigvals(np.stack(cols, axis=1))
     assert_same_spectrum(ls.eigenvalues, fd, 1e-6)
     if ls.verdict == "stable":
@@ -297,8 +309,12 @@ def test_classify_each_verdict():
 
     col = classify(rotation_controls(-0.5, -1.0), S0_2)
     assert col.verdict == "collapses to 0" and "Hurwitz" in col.reason
-    assert np.linalg.norm(integrate_moments(np.zeros(2), S0_2, rotation_controls(-0.5, -1.0),
-                                            (0, 50), atol=1e-30).Sigma[-1]) < 1e-15
+    assert (
+        np.linalg.norm(
+            integrate_moments(np.zeros(2), S0_2, rotation_controls(-0.5, -1.0), (0, 50), atol=1e-30).Sigma[-1]
+        )
+        < 1e-15
+    )
 
     bl = classify(rotation_controls(0.5, 1.0), S0_2)
     assert bl.verdict == "blows up" and bl.t_star > 0
@@ -328,12 +344,12 @@ def test_classify_general_V_numerical(rng):
 
 def _residual(ctl, S):
     from gtcore.stability.equilibria import _F
+
     return _F(ctl, S)
 
 
 def test_regime_map_small_grid():
-    rm = regime_map(lambda a, v: rotation_controls(a, v), [-0.6, 0.6], [-1.0, 1.0], S0_2, 100,
-                    progress=False)
+    rm = regime_map(lambda a, v: rotation_controls(a, v), [-0.6, 0.6], [-1.0, 1.0], S0_2, 100, progress=False)
     assert rm.theory.shape == (2, 2)
     assert rm.agreement == 1.0 and rm.disagreements == []
     assert rm.theory[0, 1] == "converges" and rm.theory[1, 1] == "blows up"
@@ -400,8 +416,9 @@ def test_bias_with_a_general_feed_forward_block_steers_equation_1_1():
         return np.concatenate([dmu, dS.ravel()])
 
     assert np.abs(rhs(0.0, np.concatenate([target, S_star.ravel()]))).max() < 1e-12  # the target is a fixed point
-    sol = solve_ivp(rhs, (0.0, 40.0), np.concatenate([np.zeros(d), S_star.ravel()]), method="DOP853",
-                    rtol=1e-11, atol=1e-13)
+    sol = solve_ivp(
+        rhs, (0.0, 40.0), np.concatenate([np.zeros(d), S_star.ravel()]), method="DOP853", rtol=1e-11, atol=1e-13
+    )
     assert sol.success
     np.testing.assert_allclose(sol.y[d:, -1].reshape(d, d), S_star, atol=1e-8)
     np.testing.assert_allclose(sol.y[:d, -1], target, atol=1e-6)
@@ -471,8 +488,7 @@ def _reference_blowup(A, Q, Sigma0, t_max, big=1e8):
         return np.linalg.norm(y) - big * n0
 
     event.terminal = True
-    sol = solve_ivp(rhs, (0.0, t_max), S0.ravel(), method="LSODA", jac=jac, rtol=1e-11,
-                    atol=1e-14 * n0, events=event)
+    sol = solve_ivp(rhs, (0.0, t_max), S0.ravel(), method="LSODA", jac=jac, rtol=1e-11, atol=1e-14 * n0, events=event)
     if sol.status != 1:
         return math.inf
     t_e, y = sol.t_events[0][0], sol.y_events[0][0]
@@ -536,13 +552,21 @@ def _formula_gain(A, B):
 def _true_threshold(A, B, t_max=150.0):
     """1 / sup_t lambda_max(Y(t)) with Y' = e^{A^T t}(B + B^T)e^{At} integrated by DOP853 at 1e-12
     (Sigma0 = I), the supremum by bounded minimisation around the best point of a fine grid."""
-    sol = solve_ivp(lambda t, y: (expm(A.T * t) @ (B + B.T) @ expm(A * t)).ravel(), (0, t_max),
-                    np.zeros(4), method="DOP853", rtol=1e-12, atol=1e-14, dense_output=True)
+    sol = solve_ivp(
+        lambda t, y: (expm(A.T * t) @ (B + B.T) @ expm(A * t)).ravel(),
+        (0, t_max),
+        np.zeros(4),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14,
+        dense_output=True,
+    )
     lam = lambda t: np.linalg.eigvalsh(sol.sol(t).reshape(2, 2))[-1]  # noqa: E731
     ts = np.linspace(0, t_max, 4001)
     k = int(np.argmax([lam(t) for t in ts]))
-    best = minimize_scalar(lambda t: -lam(t), bounds=(ts[max(k - 1, 0)], ts[min(k + 1, 4000)]),
-                           method="bounded", options={"xatol": 1e-10})
+    best = minimize_scalar(
+        lambda t: -lam(t), bounds=(ts[max(k - 1, 0)], ts[min(k + 1, 4000)]), method="bounded", options={"xatol": 1e-10}
+    )
     return 1.0 / -best.fun
 
 

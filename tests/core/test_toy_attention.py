@@ -59,7 +59,7 @@ def _layers(rng, n, d=3, heads=2, scale=0.6):
 
 
 def test_toy_type_through_the_moment_ode(toy, rng):
-    (ctl, ref), = _layers(rng, 1)
+    ((ctl, ref),) = _layers(rng, 1)
     mu0, S0 = rng.standard_normal(3), np.eye(3) + 0.2 * np.ones((3, 3))
     for a, b in zip(moment_rhs(mu0, S0, ctl), moment_rhs(mu0, S0, ref), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
@@ -92,7 +92,7 @@ def test_toy_type_through_the_atlas(toy, rng):
 
 
 def test_toy_type_through_the_particles(toy, rng):
-    (ctl, ref), = _layers(rng, 1, scale=0.4)
+    ((ctl, ref),) = _layers(rng, 1, scale=0.4)
     x0 = rng.standard_normal((200, 3))
     got, want = (simulate(x0, c, (0.0, 0.5), 10, device="cpu") for c in (ctl, ref))
     np.testing.assert_allclose(got.final_tokens, want.final_tokens, rtol=1e-10, atol=1e-12)

@@ -64,8 +64,9 @@ def test_transformer_tokens_gradients_match_finite_differences():
     A, b, V, B = (_t(a).requires_grad_() for a in _random_layers(rng, L, d, H, scale=0.5))
     x0 = _t(rng.standard_normal((N, d)))
     w = _t(rng.standard_normal((N, d)))
-    assert torch.autograd.gradcheck(lambda *p: (transformer_tokens(x0, *p, 0.3) * w).sum(), (A, b, V, B),
-                                    eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradcheck(
+        lambda *p: (transformer_tokens(x0, *p, 0.3) * w).sum(), (A, b, V, B), eps=1e-6, atol=1e-6
+    )
 
 
 # ------------------------------------------------------------------------------ distances
@@ -110,11 +111,14 @@ def test_rank_floor_is_the_least_w2_to_rank_r_gaussians(d, r):
 
     def w2sq(p):
         m, G = p[:d], p[d:].reshape(d, r)
-        return (np.sum((m - mu1) ** 2) + np.sum(G ** 2) + np.trace(S1)
-                - 2.0 * np.sum(np.linalg.svd(root @ G, compute_uv=False)))
+        return (
+            np.sum((m - mu1) ** 2)
+            + np.sum(G**2)
+            + np.trace(S1)
+            - 2.0 * np.sum(np.linalg.svd(root @ G, compute_uv=False))
+        )
 
-    sols = [minimize(w2sq, rng.standard_normal(d + d * r), method="BFGS", options={"gtol": 1e-10})
-            for _ in range(6)]
+    sols = [minimize(w2sq, rng.standard_normal(d + d * r), method="BFGS", options={"gtol": 1e-10}) for _ in range(6)]
     best = min(sols, key=lambda s: s.fun)
     assert best.fun == pytest.approx(rank_floor(S1, r), rel=1e-7)
     m, G = best.x[:d], best.x[d:].reshape(d, r)
@@ -162,8 +166,15 @@ def test_attention_free_network_keeps_the_cloud_in_its_plane_and_attention_bends
 
     x0 = gaussian_tokens(300, mu0, S0, seed=1)
     assert ratio(apply_transformer(x0, layer_controls(A, b), 0.25)) < 1e-13
-    bent = [np.mean([ratio(apply_transformer(gaussian_tokens(n, mu0, S0, seed=s), layer_controls(A, b, V, B), 0.25))
-                     for s in range(6)]) for n in (100, 3200)]
+    bent = [
+        np.mean(
+            [
+                ratio(apply_transformer(gaussian_tokens(n, mu0, S0, seed=s), layer_controls(A, b, V, B), 0.25))
+                for s in range(6)
+            ]
+        )
+        for n in (100, 3200)
+    ]
     assert bent[0] > 1e-6
     assert bent[1] < 0.5 * bent[0]  # N^(-1/2) predicts a factor 1/sqrt(32) ~ 0.18
 
@@ -177,16 +188,17 @@ def test_gaussian_energy_is_the_energy_of_the_equivalent_attention_free_layers()
     mu0, S0 = rng.standard_normal(d), _random_covariance(rng, d)
     traj = layer_stack(mu0, S0, list(ctl), h)
     # attention-free layers with A + sum_k V_k Sigma_l B_k and b + sum_k V_k mu_l move the Gaussian identically
-    free = [Controls(A=c.A + sum(Vk @ S @ Bk for Vk, Bk in zip(c.V, c.B, strict=True)),
-                     b=c.b + sum(Vk for Vk in c.V) @ m)
-            for c, m, S in zip(ctl, traj.mu[:-1], traj.Sigma[:-1], strict=True)]
+    free = [
+        Controls(A=c.A + sum(Vk @ S @ Bk for Vk, Bk in zip(c.V, c.B, strict=True)), b=c.b + sum(Vk for Vk in c.V) @ m)
+        for c, m, S in zip(ctl, traj.mu[:-1], traj.Sigma[:-1], strict=True)
+    ]
     free_traj = layer_stack(mu0, S0, free, h)
     np.testing.assert_allclose(free_traj.Sigma, traj.Sigma, atol=1e-12)
     np.testing.assert_allclose(free_traj.mu, traj.mu, atol=1e-12)
     assert gaussian_energy(ctl, h, mu0, S0) == pytest.approx(control_energy(free, h), rel=1e-12)
     plain = layer_controls(A, b)
     assert gaussian_energy(plain, h, mu0, S0) == pytest.approx(control_energy(plain, h), rel=1e-12)
-    assert control_energy(plain, h) == pytest.approx(h * (np.sum(A ** 2) + np.sum(b ** 2)), rel=1e-12)
+    assert control_energy(plain, h) == pytest.approx(h * (np.sum(A**2) + np.sum(b**2)), rel=1e-12)
 
 
 # ------------------------------------------------------------------------------ the trainer
@@ -198,8 +210,9 @@ def test_trainer_reaches_a_known_optimum():
     x0 = rng.standard_normal((N, d))
     M = np.array([[1.5, 0.4], [0.4, 0.8]])
     c = np.array([0.7, -0.3])
-    res = train_transformer(x0, x0 @ M.T + c, layers=1, T=1.0, attention=False, steps=600, lr=0.05,
-                            final_lr=1e-4, seed=0, progress=False)
+    res = train_transformer(
+        x0, x0 @ M.T + c, layers=1, T=1.0, attention=False, steps=600, lr=0.05, final_lr=1e-4, seed=0, progress=False
+    )
     assert res.status is TrainingStatus.COMPLETED
     assert res.final_loss < 1e-8
     np.testing.assert_allclose(res.controls[0].A, M - np.eye(d), atol=1e-4)
@@ -209,8 +222,10 @@ def test_trainer_reaches_a_known_optimum():
 
 
 def _samplers(N=24):
-    return (functools.partial(gaussian_tokens, N, np.zeros(2), np.eye(2)),
-            functools.partial(gaussian_tokens, N, np.array([1.0, -1.0]), np.array([[2.0, 0.5], [0.5, 1.0]])))
+    return (
+        functools.partial(gaussian_tokens, N, np.zeros(2), np.eye(2)),
+        functools.partial(gaussian_tokens, N, np.array([1.0, -1.0]), np.array([[2.0, 0.5], [0.5, 1.0]])),
+    )
 
 
 def test_trainer_is_deterministic_and_seeded():
@@ -262,8 +277,7 @@ def test_checkpoint_resumes_exactly(tmp_path, monkeypatch):
 
 def test_trainer_reports_divergence_as_a_status():
     x, y = _samplers()
-    res = train_transformer(x, y, layers=2, steps=30, lr=50.0, final_lr=50.0, blowup_norm=1e3, seed=0,
-                            progress=False)
+    res = train_transformer(x, y, layers=2, steps=30, lr=50.0, final_lr=50.0, blowup_norm=1e3, seed=0, progress=False)
     assert res.status is TrainingStatus.DIVERGED
     assert res.loss.size < 31
     assert all(np.isfinite(c.A).all() for c in res.controls)

@@ -32,13 +32,22 @@ def _pixels(uri):
 
 def test_frame_count_tokens_and_metadata():
     X, t, mu, S = _cloud(T=25, N=700)
-    anim = animate_clouds(CloudPanel(X, t, mu, S, target=(np.zeros(3), np.eye(3))), caption="a cloud",
-                          max_frames=10, max_tokens=200, dpi=50)
+    anim = animate_clouds(
+        CloudPanel(X, t, mu, S, target=(np.zeros(3), np.eye(3))),
+        caption="a cloud",
+        max_frames=10,
+        max_tokens=200,
+        dpi=50,
+    )
     assert isinstance(anim, CloudAnimation)
     assert anim.n_frames == 10 and len(frame_uris(anim.data)) == 10 and anim.n_tokens == [200]
     html, meta = anim._repr_html_()
-    assert html == anim.data and meta["gtbook"] == {"kind": "animation", "caption": "a cloud", "frames": 10,
-                                                    "bytes": anim.nbytes}
+    assert html == anim.data and meta["gtbook"] == {
+        "kind": "animation",
+        "caption": "a cloud",
+        "frames": 10,
+        "bytes": anim.nbytes,
+    }
     assert anim.nbytes == len(anim.data.encode())
 
 
@@ -56,7 +65,6 @@ def test_html_is_offline_with_a_player():
     html = animate_clouds(CloudPanel(X, t), dpi=40).data
     assert "http://" not in html and "https://" not in html and "fa fa-" not in html
     assert "play_animation" in html and 'type="range"' in html
-
 
 
 def test_alt_text_on_the_player_image():
@@ -81,11 +89,17 @@ def test_alt_text_on_the_player_image():
     assert anim._repr_html_()[1]["gtbook"]["alt"] == alt
     assert "alt" not in animate_clouds(CloudPanel(X, t), dpi=30)._repr_html_()[1]["gtbook"]
 
+
 def test_panels_of_different_lengths_play_in_step():
     X, t, mu, S = _cloud(T=30)
-    anim = animate_clouds([CloudPanel(X, t, mu, S, limits="follow", annotations=[str(i) for i in range(30)]),
-                           CloudPanel(X[:5], t[:5], title="short", annotations=lambda j: f"j={j}")],
-                          max_frames=12, dpi=40)
+    anim = animate_clouds(
+        [
+            CloudPanel(X, t, mu, S, limits="follow", annotations=[str(i) for i in range(30)]),
+            CloudPanel(X[:5], t[:5], title="short", annotations=lambda j: f"j={j}"),
+        ],
+        max_frames=12,
+        dpi=40,
+    )
     assert anim.n_frames == 12
 
 
@@ -96,8 +110,7 @@ def test_size_budget_subsamples_or_raises():
     small = animate_clouds(CloudPanel(X, t, mu, S), max_frames=40, dpi=60, budget_bytes=budget)
     assert small.nbytes <= budget and 2 <= small.n_frames < 40
     with pytest.raises(AnimationBudgetError, match=r"over budget_bytes.*frames would fit"):
-        animate_clouds(CloudPanel(X, t, mu, S), max_frames=40, dpi=60, budget_bytes=budget,
-                       over_budget="raise")
+        animate_clouds(CloudPanel(X, t, mu, S), max_frames=40, dpi=60, budget_bytes=budget, over_budget="raise")
     with pytest.raises(AnimationBudgetError, match="lower max_frames or dpi"):
         animate_clouds(CloudPanel(X, t, mu, S), max_frames=40, dpi=60, budget_bytes=10_000)
 
@@ -108,19 +121,22 @@ def test_ellipse_skipped_after_blowup():
     assert animate_clouds(CloudPanel(X, t, mu, S), dpi=40).n_frames == 6
 
 
-@pytest.mark.parametrize("change, match", [
-    (dict(frames=np.zeros((5, 10))), r"frames must have shape \(T, N, k\)"),
-    (dict(frames=np.zeros((5, 10, 1))), r"frames must have shape"),
-    (dict(times=np.arange(4.0)), r"times must have shape \(5,\)"),
-    (dict(times=np.array([0, 1, 1, 2, 3.0])), "times must be finite and strictly increasing"),
-    (dict(mu=np.zeros((5, 2))), "mu and Sigma go together"),
-    (dict(mu=np.zeros((4, 2)), Sigma=np.zeros((4, 2, 2))), r"mu must have shape \(5, d\)"),
-    (dict(mu=np.zeros((5, 2)), Sigma=np.zeros((5, 3, 3))), r"Sigma must have shape \(5, 2, 2\)"),
-    (dict(target=np.zeros(3)), "target must be a"),
-    (dict(target=(np.zeros(2), np.eye(3))), r"target as \(mu, Sigma\)"),
-    (dict(annotations=["a"] * 4), "annotations must have 5 entries"),
-    (dict(limits="auto"), "limits must be"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(frames=np.zeros((5, 10))), r"frames must have shape \(T, N, k\)"),
+        (dict(frames=np.zeros((5, 10, 1))), r"frames must have shape"),
+        (dict(times=np.arange(4.0)), r"times must have shape \(5,\)"),
+        (dict(times=np.array([0, 1, 1, 2, 3.0])), "times must be finite and strictly increasing"),
+        (dict(mu=np.zeros((5, 2))), "mu and Sigma go together"),
+        (dict(mu=np.zeros((4, 2)), Sigma=np.zeros((4, 2, 2))), r"mu must have shape \(5, d\)"),
+        (dict(mu=np.zeros((5, 2)), Sigma=np.zeros((5, 3, 3))), r"Sigma must have shape \(5, 2, 2\)"),
+        (dict(target=np.zeros(3)), "target must be a"),
+        (dict(target=(np.zeros(2), np.eye(3))), r"target as \(mu, Sigma\)"),
+        (dict(annotations=["a"] * 4), "annotations must have 5 entries"),
+        (dict(limits="auto"), "limits must be"),
+    ],
+)
 def test_validation_names_the_argument(change, match):
     base = dict(frames=np.zeros((5, 10, 2)), times=np.arange(5.0))
     with pytest.raises(ValueError, match=match):
@@ -129,15 +145,18 @@ def test_validation_names_the_argument(change, match):
         animate_clouds([CloudPanel(**base), CloudPanel(**{**base, **change})])
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(max_frames=1), "max_frames must be an integer >= 2"),
-    (dict(max_tokens=0), "max_tokens must be"),
-    (dict(dpi=5), "dpi must be"),
-    (dict(budget_bytes=10), "budget_bytes must be"),
-    (dict(over_budget="warn"), "over_budget must be"),
-    (dict(dims=(0, 0)), "dims must be two distinct"),
-    (dict(dims=(0, 3)), r"dims \(0, 3\) out of range"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(max_frames=1), "max_frames must be an integer >= 2"),
+        (dict(max_tokens=0), "max_tokens must be"),
+        (dict(dpi=5), "dpi must be"),
+        (dict(budget_bytes=10), "budget_bytes must be"),
+        (dict(over_budget="warn"), "over_budget must be"),
+        (dict(dims=(0, 0)), "dims must be two distinct"),
+        (dict(dims=(0, 3)), r"dims \(0, 3\) out of range"),
+    ],
+)
 def test_option_errors_name_the_option(kwargs, match):
     with pytest.raises(ValueError, match=match):
         animate_clouds(CloudPanel(np.zeros((3, 4, 2)), np.arange(3.0)), **kwargs)

@@ -21,8 +21,9 @@ S0 = np.array([[1.0, 0.3], [0.3, 0.5]])
 @pytest.mark.parametrize("attention", ["dot", "multihead", "l2", "sinkhorn"])
 @pytest.mark.parametrize("d", [2, 5])
 def test_stacked_drift_is_moment_rhs_lane_by_lane(attention, d):
-    draws = ensemble_draws([d], 6, attentions=[attention]) + (targeted_draws([d], 2, attentions=[attention])
-                                                              if attention in ("dot", "multihead") else [])
+    draws = ensemble_draws([d], 6, attentions=[attention]) + (
+        targeted_draws([d], 2, attentions=[attention]) if attention in ("dot", "multihead") else []
+    )
     built = [draw_controls(dr) for dr in draws]
     stack = stack_controls([b[0] for b in built])
     rng = np.random.default_rng(1)
@@ -44,12 +45,12 @@ def test_stack_refuses_mixed_lanes():
 # ------------------------------------------------------------------ the lane verdicts, closed-form cases
 def test_verdicts_of_cases_with_known_fates():
     cases = [
-        (Controls(A=0.5 * I2 + 0.7 * J, V=-I2, B=B_MAP), "equilibrium", 2),      # chapter 4: converges
+        (Controls(A=0.5 * I2 + 0.7 * J, V=-I2, B=B_MAP), "equilibrium", 2),  # chapter 4: converges
         (Controls(A=0.5 * I2 + 0.7 * J, V=I2, B=B_MAP), "finite-time blow-up", -1),
         (Controls(A=-0.5 * I2 + 0.7 * J, V=-I2, B=B_MAP), "collapse to 0", 0),
         (Controls(A=I2, V=np.diag([1.0, 2.0]), B=np.zeros((2, 2))), "exponential growth", -1),  # issue 24 item 1
-        (Controls(V=I2, B=-np.diag([1.0, 0.0])), "lower-rank limit", 1),       # Sigma = (P0 + 2t e1 e1^T)^-1
-        (Controls(A=J), "rotation", -1),                                        # a rotating covariance
+        (Controls(V=I2, B=-np.diag([1.0, 0.0])), "lower-rank limit", 1),  # Sigma = (P0 + 2t e1 e1^T)^-1
+        (Controls(A=J), "rotation", -1),  # a rotating covariance
     ]
     v = classify_lanes([c for c, _, _ in cases], S0)
     assert list(v.outcome) == [o for _, o, _ in cases]
@@ -94,10 +95,10 @@ def test_growth_exponent_of_closed_forms():
     # ||S|| = c/(t* - t)^p: q = ||S||'/||S||^2 = p (t* - t)^(p-1)/c, so kappa = 1/p - 1
     for p in (1.0, 2.0, 0.5):
         t1, t2 = 1e-2, 1e-4
-        n1, n2 = t1 ** -p, t2 ** -p
+        n1, n2 = t1**-p, t2**-p
         assert abs(growth_exponent(n1, p * t1 ** (p - 1), n2, p * t2 ** (p - 1)) - (1 / p - 1)) < 1e-12
     # e^(rt): q = r e^(-rt)
-    assert abs(growth_exponent(math.e ** 3, 2 * math.e ** -3, math.e ** 9, 2 * math.e ** -9) + 1) < 1e-12
+    assert abs(growth_exponent(math.e**3, 2 * math.e**-3, math.e**9, 2 * math.e**-9) + 1) < 1e-12
     assert math.isnan(growth_exponent(1.0, 1.0, 1.0, 1.0))
 
 

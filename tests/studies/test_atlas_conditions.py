@@ -50,8 +50,13 @@ def _scalar(ctl: Controls) -> bool:
 def test_every_draw_that_meets_a_condition_is_counted(study):
     outcome = dict(zip(study.full.column("key"), study.full.column("outcome"), strict=True))
     for (cond, scalar), count in study.counts.items():
-        expected = {dr.key for dr in study.draws if dr.attention in ("dot", "multihead")
-                    and _meets(draw_controls(dr)[0], cond) and _scalar(draw_controls(dr)[0]) == scalar}
+        expected = {
+            dr.key
+            for dr in study.draws
+            if dr.attention in ("dot", "multihead")
+            and _meets(draw_controls(dr)[0], cond)
+            and _scalar(draw_controls(dr)[0]) == scalar
+        }
         assert {r["key"] for r in count.rows} == expected, (cond, scalar)
         assert {r["key"] for r in count.bad} == {k for k in expected if outcome[k] != count.predicted}
         assert count.n == len(expected) and count.in_regime == count.n - len(count.bad)
@@ -110,8 +115,10 @@ def test_counterexample_confirmed_and_reference_at_the_closed_form_equilibrium(s
 def test_finite_n_scope_counts_the_informative_checks_only():
     dot = Controls(A=np.eye(2), V=-np.eye(2), B=np.eye(2))
     l2 = Controls(A=np.eye(3), V=np.diag([1.0, 2.0, 3.0]), Q=np.eye(3), K=np.eye(3), attention="l2")
-    checks = [FiniteNCheck("a", "equilibrium", 0.5, 0.1, 0.05, 0.2),   # the attention-free ODE is below the floor
-              FiniteNCheck("b", "exponential growth", 0.5, 0.1, 0.9, 0.3)]
+    checks = [
+        FiniteNCheck("a", "equilibrium", 0.5, 0.1, 0.05, 0.2),  # the attention-free ODE is below the floor
+        FiniteNCheck("b", "exponential growth", 0.5, 0.1, 0.9, 0.3),
+    ]
     fin = FiniteNStudy(checks, {"a": dot, "b": l2})
     assert [c.draw for c in fin.informative] == ["b"]
     assert fin.worst == pytest.approx(0.5)

@@ -1,7 +1,6 @@
 """The regime explorer: offline HTML, and in headless Chromium the sliders change the image, the pointer gives a
 readout, and nothing is fetched from the network."""
 
-
 import numpy as np
 import pytest
 
@@ -25,7 +24,7 @@ def _atlas():
 def test_html_is_self_contained():
     ex = regime_explorer(_atlas(), caption="c", alt='a "map" <b>')
     html = ex.data
-    assert "http://" not in html and "https://" not in html and "<link" not in html and " src=\"//" not in html
+    assert "http://" not in html and "https://" not in html and "<link" not in html and ' src="//' not in html
     assert html.count("data:image/png;base64,") == 6 + 1  # the six frames in the JSON, and the default image
     assert 'alt="a &quot;map&quot; &lt;b&gt;"' in html
     assert ex.n_frames == 6 and ex._repr_html_()[1]["gtbook"]["kind"] == "explorer"
@@ -75,8 +74,9 @@ def test_explorer_works_offline_in_chromium(tmp_path):
     exe = chromium_or_skip()
     atlas = _atlas()
     page = tmp_path / "explorer.html"
-    page.write_text("<!doctype html><html><body>" + regime_explorer(atlas, caption="c", alt="map").data
-                    + "</body></html>")
+    page.write_text(
+        "<!doctype html><html><body>" + regime_explorer(atlas, caption="c", alt="map").data + "</body></html>"
+    )
     browser = Browser(exe)
     try:
         tab = browser.open(page.as_uri())

@@ -95,12 +95,15 @@ def test_a_dimension_given_twice_is_refused_not_counted_twice(tmp_path, capsys):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # refused before anything ran
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--workers", "0"], "workers must be an integer >= 1, got 0"),
-    (["--workers", "-1", "--scheduler", "local"], "workers must be an integer >= 1, got -1"),
-    (["--seed", "-1"], "seed must be an integer >= 0, got -1"),
-    (["--draws", "0"], "draws must be an integer >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--workers", "0"], "workers must be an integer >= 1, got 0"),
+        (["--workers", "-1", "--scheduler", "local"], "workers must be an integer >= 1, got -1"),
+        (["--seed", "-1"], "seed must be an integer >= 0, got -1"),
+        (["--draws", "0"], "draws must be an integer >= 1, got 0"),
+    ],
+)
 def test_bad_atlas_arguments_are_one_line_before_any_work(tmp_path, capsys, monkeypatch, args, message):
     """(Before, ``--workers -1 --scheduler local`` never returned: the alarm turns that hang into a failure.)"""
     import signal
@@ -150,7 +153,7 @@ def test_a_sweep_after_the_classifier_changes_reuses_no_chunk(tmp_path, monkeypa
 
 def _zero(path: Path, offset: int, n: int = 16) -> None:
     data = bytearray(path.read_bytes())
-    data[offset:offset + n] = bytes(len(data[offset:offset + n]))
+    data[offset : offset + n] = bytes(len(data[offset : offset + n]))
     path.write_bytes(bytes(data))
 
 
@@ -173,9 +176,10 @@ def test_a_damaged_chunk_is_recomputed_and_named(tmp_path):
     assert [line.split()[1] for line in lines] == [str(f) for f in files[:2]] + [str(files[3])]
     assert all(line.endswith("recomputing it") for line in lines)
     assert tables_identical(whole.table, again.table)
-    assert [read_chunk_ok(f, ch) for f, ch in zip(files, make_chunks(SMALL, 2, horizon=5.0,
-                                                                       code=atlas_sweep.sweep_code()),
-                                                   strict=True)] == [True] * 4
+    assert [
+        read_chunk_ok(f, ch)
+        for f, ch in zip(files, make_chunks(SMALL, 2, horizon=5.0, code=atlas_sweep.sweep_code()), strict=True)
+    ] == [True] * 4
 
 
 def read_chunk_ok(path, chunk):
@@ -202,8 +206,13 @@ def test_zeroed_bytes_anywhere_in_a_chunk_never_give_other_rows(tmp_path):
             assert json.dumps(got) == json.dumps(good), offset
         else:
             reasons.add(got.split(":")[0])
-    assert reasons and reasons <= {"unreadable", "no checksum", "another chunk's draws",
-                                   "rows do not match its draws", "checksum mismatch"}
+    assert reasons and reasons <= {
+        "unreadable",
+        "no checksum",
+        "another chunk's draws",
+        "rows do not match its draws",
+        "checksum mismatch",
+    }
 
 
 def test_memory_is_estimated_before_anything_is_allocated(tmp_path, capsys, monkeypatch):
@@ -255,9 +264,28 @@ def test_a_scheduler_that_never_answers_is_one_line_within_the_timeout(tmp_path)
             run_sweep(ONE, tmp_path / "o", scheduler=addr, timeout=2, show_progress=False)
         assert time.monotonic() - start < 15
         env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.run([sys.executable, "-m", "gtbook", "atlas", "--scheduler", addr, "--timeout", "2",
-                               "--ds", "2", "--draws", "1", "--out", str(tmp_path / "c")],
-                              capture_output=True, text=True, timeout=120, env=env)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gtbook",
+                "atlas",
+                "--scheduler",
+                addr,
+                "--timeout",
+                "2",
+                "--ds",
+                "2",
+                "--draws",
+                "1",
+                "--out",
+                str(tmp_path / "c"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.strip() == f"gtbook: error: the scheduler at {addr}: no answer within 2 s"
     finally:
@@ -270,18 +298,36 @@ def test_a_scheduler_lost_mid_sweep_keeps_the_finished_chunks_and_says_how_to_re
     pytest.importorskip("distributed")
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     file = tmp_path / "scheduler.json"
-    sched = subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
-                              "--no-dashboard", "--scheduler-file", str(file)], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sched = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dask",
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(file),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     worker = None
     try:
         deadline = time.monotonic() + 60
         while not (file.exists() and file.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.1)
         addr = json.loads(file.read_text())["address"]
-        worker = subprocess.Popen([sys.executable, "-m", "dask", "worker", addr, "--nthreads", "1", "--nworkers",
-                                   "1", "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "dask", "worker", addr, "--nthreads", "1", "--nworkers", "1", "--no-dashboard"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         out = tmp_path / "out"
 
         def kill_after_two():

@@ -93,11 +93,11 @@ def test_multihead_rhs_matches_the_peer_formula(H, rng):
     Q, K, V = _qkv(rng, d)
     k = d // H
     rows = [slice(k * h, k * (h + 1)) for h in range(H)]
-    ctl = Controls(V=[np.eye(d)[r].T @ V[r] for r in rows], Q=[Q[r] / np.sqrt(k) for r in rows],
-                   K=[K[r] for r in rows])
+    ctl = Controls(V=[np.eye(d)[r].T @ V[r] for r in rows], Q=[Q[r] / np.sqrt(k) for r in rows], K=[K[r] for r in rows])
     expected = peer_multihead(S, Q, K, V, H)
-    np.testing.assert_allclose(moment_rhs(np.zeros(d), S, ctl)[1], expected, rtol=1e-10,
-                               atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_allclose(
+        moment_rhs(np.zeros(d), S, ctl)[1], expected, rtol=1e-10, atol=1e-12 * np.abs(expected).max()
+    )
 
 
 @pytest.mark.parametrize("name", ["dot", "l2", "sinkhorn"])
@@ -113,7 +113,6 @@ def test_two_heads_of_opposite_signs_cancel(name, rng):
     np.testing.assert_allclose(got[1], ref[1], atol=1e-13)
 
 
-
 @pytest.mark.parametrize("name", ["l2", "sinkhorn"])
 def test_head_cancellation_measures_a_departure_only_when_there_is_one(name, rng):
     """The chapter's statistic: 0 for opposite heads, clearly positive for two equal heads."""
@@ -126,6 +125,7 @@ def test_head_cancellation_measures_a_departure_only_when_there_is_one(name, rng
     equal = Controls(A=0.2 * np.eye(d), V=[V, V], Q=[Q, Q], K=[K, K], attention=name)
     assert max(head_cancellation(opposite, bare, mu, S, x0, 0.5, 5)) < 1e-12
     assert min(head_cancellation(equal, bare, mu, S, x0, 0.5, 5)) > 1e-3
+
 
 # ----------------------------------------------------------------------------- Controls
 def test_controls_build_B_from_Q_and_K(rng):
@@ -140,18 +140,21 @@ def test_controls_build_B_from_Q_and_K(rng):
     assert c.d == d and c.heads == 1 and not np.any(c.V)
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(attention="cosine"), "attention"),
-    (dict(attention=["dot", "l2"]), "attention"),
-    (dict(attention="l2"), "l2.*Q and K"),
-    (dict(Q=np.eye(2)), "K is missing"),
-    (dict(K=np.eye(2)), "Q is missing"),
-    (dict(Q=np.eye(2), K=np.ones((3, 2))), "same shape"),
-    (dict(Q=np.eye(2), K=np.eye(2), B=np.eye(2)), "B or Q and K"),
-    (dict(Q=np.ones((2, 3)), K=np.ones((2, 3))), "Q must have shape"),
-    (dict(Q=np.ones((2, 2, 2)), K=np.ones((2, 2, 2)), V=np.ones((3, 2, 2))), "heads"),
-    (dict(Q=[[np.nan, 0], [0, 1]], K=np.eye(2)), "Q has non-finite"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(attention="cosine"), "attention"),
+        (dict(attention=["dot", "l2"]), "attention"),
+        (dict(attention="l2"), "l2.*Q and K"),
+        (dict(Q=np.eye(2)), "K is missing"),
+        (dict(K=np.eye(2)), "Q is missing"),
+        (dict(Q=np.eye(2), K=np.ones((3, 2))), "same shape"),
+        (dict(Q=np.eye(2), K=np.eye(2), B=np.eye(2)), "B or Q and K"),
+        (dict(Q=np.ones((2, 3)), K=np.ones((2, 3))), "Q must have shape"),
+        (dict(Q=np.ones((2, 2, 2)), K=np.ones((2, 2, 2)), V=np.ones((3, 2, 2))), "heads"),
+        (dict(Q=[[np.nan, 0], [0, 1]], K=np.eye(2)), "Q has non-finite"),
+    ],
+)
 def test_controls_errors_name_the_argument(kw, match):
     base = dict(A=np.eye(2))
     base.update(kw)
@@ -207,8 +210,14 @@ def test_sinkhorn_tilt_matches_the_continuous_problem_by_quadrature(symmetric, r
         B = B + B.T
     y, logw = _gauss_hermite_2d(mu, Sigma, 40)
     xq = mu + rng.standard_normal((5, d))
-    avg, res = sinkhorn_average(torch.as_tensor(y), torch.as_tensor(B), torch.as_tensor(logw),
-                                queries=torch.as_tensor(xq), tol=1e-13, init="zero")
+    avg, res = sinkhorn_average(
+        torch.as_tensor(y),
+        torch.as_tensor(B),
+        torch.as_tensor(logw),
+        queries=torch.as_tensor(xq),
+        tol=1e-13,
+        init="zero",
+    )
     assert res.converged
     M = gaussian_conditional_gain(Sigma, B)
     np.testing.assert_allclose(avg.numpy(), mu + (xq - mu) @ M.T, atol=1e-9)
@@ -224,15 +233,20 @@ def test_sinkhorn_gain_limits(rng):
     eps = 1e-5
     np.testing.assert_allclose(gaussian_conditional_gain(S, eps * B) / eps, S @ B, rtol=1e-8, atol=1e-8)
     s2 = 0.7
-    C_janati = 0.5 * (scipy.linalg.sqrtm(4 * S @ S + s2 ** 2 * np.eye(d)).real - s2 * np.eye(d))
+    C_janati = 0.5 * (scipy.linalg.sqrtm(4 * S @ S + s2**2 * np.eye(d)).real - s2 * np.eye(d))
     np.testing.assert_allclose(gaussian_conditional_gain(S, np.eye(d) / s2) @ S, C_janati, rtol=1e-10, atol=1e-12)
 
 
 def test_sinkhorn_attention_preserves_the_mean(rng):
     """Doubly stochastic: at any Sigma the mean drift is (A + sum_h V_h) mu + b."""
     d = 3
-    ctl = Controls(A=rng.standard_normal((d, d)), b=rng.standard_normal(d), V=rng.standard_normal((2, d, d)),
-                   B=rng.standard_normal((2, d, d)), attention="sinkhorn")
+    ctl = Controls(
+        A=rng.standard_normal((d, d)),
+        b=rng.standard_normal(d),
+        V=rng.standard_normal((2, d, d)),
+        B=rng.standard_normal((2, d, d)),
+        attention="sinkhorn",
+    )
     mu, S = rng.standard_normal(d), random_spd(rng, d, 5.0)
     np.testing.assert_allclose(moment_rhs(mu, S, ctl)[0], (ctl.A + ctl.V.sum(0)) @ mu + ctl.b, rtol=1e-12)
 
@@ -247,8 +261,15 @@ def test_finite_n_sinkhorn_approaches_the_tilt_like_inverse_sqrt_n(rng):
     exact = mu + (xq - mu) @ M.T
     Ns, errs = [200, 800, 3200], []
     for N in Ns:
-        e = [np.abs(sinkhorn_average(torch.as_tensor(gaussian_tokens(N, mu, Sigma, seed)), B,
-                                     queries=torch.as_tensor(xq))[0].numpy() - exact).mean() for seed in range(6)]
+        e = [
+            np.abs(
+                sinkhorn_average(torch.as_tensor(gaussian_tokens(N, mu, Sigma, seed)), B, queries=torch.as_tensor(xq))[
+                    0
+                ].numpy()
+                - exact
+            ).mean()
+            for seed in range(6)
+        ]
         errs.append(np.mean(e))
     assert -0.7 <= loglog_slope(Ns, errs) <= -0.3, errs
 
@@ -258,8 +279,14 @@ def test_finite_n_sinkhorn_approaches_the_tilt_like_inverse_sqrt_n(rng):
 def test_multihead_particles_converge_to_the_moment_ode(name, rng):
     """Two heads with rectangular maps (k = 1 < d = 2): moment error against the ODE ~ N^(-1/2)."""
     mu0, S0 = np.array([0.5, -0.2]), np.array([[1.0, 0.3], [0.3, 0.6]])
-    ctl = Controls(A=[[0.1, 0.4], [-0.4, 0.0]], b=[0.2, 0.0], V=np.array([0.5 * np.eye(2), [[0.0, 0.3], [-0.2, 0.4]]]),
-                   Q=[[[0.4, -0.3]], [[0.2, 0.5]]], K=[[[0.5, 0.2]], [[-0.4, 0.3]]], attention=name)
+    ctl = Controls(
+        A=[[0.1, 0.4], [-0.4, 0.0]],
+        b=[0.2, 0.0],
+        V=np.array([0.5 * np.eye(2), [[0.0, 0.3], [-0.2, 0.4]]]),
+        Q=[[[0.4, -0.3]], [[0.2, 0.5]]],
+        K=[[[0.5, 0.2]], [[-0.4, 0.3]]],
+        attention=name,
+    )
     Ns = [200, 800, 3200] if name == "l2" else [100, 400, 1600]
     errs = particle_moment_errors(ctl, mu0, S0, Ns)
     assert -0.7 <= loglog_slope(Ns, errs) <= -0.3, errs
@@ -354,10 +381,11 @@ def test_l2_predicted_rate_holds_only_when_sigma_grows_in_every_direction():
     # real eigenvalues 0.87, 0.44 (complex ones make log lambda_max oscillate about the rate); the
     # neglected terms are O(1/lambda_min(Sigma)), lambda_min(Sigma(10)) ~ 2e3
     t = np.linspace(0.0, 10.0, 401)
-    good = Controls(V=[[1.0, 0.4], [0.0, 0.7]], Q=[[0.9, 0.4], [0.1, 0.7]], K=[[1.2, 0.3], [0.0, 0.9]],
-                    attention="l2")
-    assert abs(growth_rate(integrate_moments(np.zeros(2), I2, good, (0.0, 10.0), t_eval=t), 1.0)
-               - predicted_rate(good)) < 1e-2
+    good = Controls(V=[[1.0, 0.4], [0.0, 0.7]], Q=[[0.9, 0.4], [0.1, 0.7]], K=[[1.2, 0.3], [0.0, 0.9]], attention="l2")
+    assert (
+        abs(growth_rate(integrate_moments(np.zeros(2), I2, good, (0.0, 10.0), t_eval=t), 1.0) - predicted_rate(good))
+        < 1e-2
+    )
     bad = Controls(V=I2, Q=[[1.0, 3.0], [0.0, -1.0]], K=I2, attention="l2")
     traj = integrate_moments(np.zeros(2), I2, bad, (0.0, 6.0), t_eval=np.linspace(0.0, 6.0, 241))
     assert abs(growth_rate(traj, 1.0) - 2.0) > 0.1  # 2 max Re spec(Q) = 2 would be wrong
@@ -392,8 +420,9 @@ def test_formulas_only_the_dot_product_has_are_refused_by_name():
     with pytest.raises(ValueError, match="'l2'"):
         max_sampling_strength(ctl, [0.0], np.eye(2)[None])
     with pytest.raises(ValueError, match="'sinkhorn'"):
-        ATTENTION_TYPES["sinkhorn"].mixture_average(np.zeros((1, 2)), np.ones(1), np.zeros((1, 2)),
-                                                    np.eye(2)[None], np.eye(2))
+        ATTENTION_TYPES["sinkhorn"].mixture_average(
+            np.zeros((1, 2)), np.ones(1), np.zeros((1, 2)), np.eye(2)[None], np.eye(2)
+        )
 
 
 def test_near_misses_scale_the_drift_and_transpose_the_tilt():
@@ -408,8 +437,9 @@ def test_near_misses_scale_the_drift_and_transpose_the_tilt():
         nm = near_misses(ctl, 1.1)
         base = moment_rhs(np.zeros(2), S, Controls(A=ctl.A))[1]
         att = moment_rhs(np.zeros(2), S, ctl)[1] - base
-        np.testing.assert_allclose(moment_rhs(np.zeros(2), S, nm["attention term x 1.1"])[1] - base, 1.1 * att,
-                                   rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            moment_rhs(np.zeros(2), S, nm["attention term x 1.1"])[1] - base, 1.1 * att, rtol=1e-12, atol=1e-14
+        )
         sw = nm["queries and keys swapped"]
         np.testing.assert_array_equal(sw.Q[0], K)
         np.testing.assert_array_equal(sw.K[0], Q)
@@ -421,11 +451,25 @@ def test_near_misses_scale_the_drift_and_transpose_the_tilt():
 def test_deviation_decay_vanishes_for_the_right_ode_and_levels_off_for_a_wrong_one():
     from gtbook.studies.families.harness import deviation_decay, near_misses
 
-    ctl = Controls(A=[[0.0, -0.3], [0.3, 0.0]], V=[[-0.8, -0.3], [0.3, -0.8]], Q=[[0.45, 0.2], [-0.1, 0.35]],
-                   K=[[2.0, 0.4], [0.2, 1.6]], attention="l2")
+    ctl = Controls(
+        A=[[0.0, -0.3], [0.3, 0.0]],
+        V=[[-0.8, -0.3], [0.3, -0.8]],
+        Q=[[0.45, 0.2], [-0.1, 0.35]],
+        K=[[2.0, 0.4], [0.2, 1.6]],
+        attention="l2",
+    )
     wrong = near_misses(ctl, 1.5)["attention term x 1.5"]
-    dec = deviation_decay(ctl, np.array([0.5, -0.3]), np.array([[1.0, 0.3], [0.3, 0.5]]), 1.0, [100, 1600], 4, 8,
-                          predictions={"right": ctl, "wrong": wrong}, n_boot=200)
+    dec = deviation_decay(
+        ctl,
+        np.array([0.5, -0.3]),
+        np.array([[1.0, 0.3], [0.3, 0.5]]),
+        1.0,
+        [100, 1600],
+        4,
+        8,
+        predictions={"right": ctl, "wrong": wrong},
+        n_boot=200,
+    )
     assert dec["right"].slope < -0.3 and dec["wrong"].slope > -0.1 and dec["right"].se > 0
 
 

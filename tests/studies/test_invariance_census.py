@@ -15,8 +15,7 @@ def test_census_counts_every_draw_and_keeps_what_general_draws_keeps():
     assert census.count(DrawFate.KEPT) == 4
     assert census.tries == sum(census.count(f) for f in DrawFate)
     # the kept draws' kappa is the generator's, and every rejected one is at or above the cap
-    np.testing.assert_allclose(census.kappas[[f is DrawFate.KEPT for f in census.fates]],
-                               [dr.kappa_max for dr in kept])
+    np.testing.assert_allclose(census.kappas[[f is DrawFate.KEPT for f in census.fates]], [dr.kappa_max for dr in kept])
     rejected = census.kappas[[f is DrawFate.ABOVE_CAP for f in census.fates]]
     assert np.all(rejected >= 0.45)
     frac, lo, hi = census.kept_fraction

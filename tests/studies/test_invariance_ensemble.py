@@ -40,8 +40,10 @@ def test_relu_variant_folds_to_the_layer_plus_gain_identity():
 
 def test_stack_without_attention_is_exact_for_every_draw():
     # affine layers: the Euler stack maps each sample exactly as the layer map maps its moments
-    draws = [GeneralDraw(Controls(A=dr.controls.A, b=dr.controls.b), dr.mu0, dr.Sigma0, 0.0)
-             for dr in general_draws(2, 3, T=1.0, seed=3)]
+    draws = [
+        GeneralDraw(Controls(A=dr.controls.A, b=dr.controls.b), dr.mu0, dr.Sigma0, 0.0)
+        for dr in general_draws(2, 3, T=1.0, seed=3)
+    ]
     st = stack_ensemble(draws, 1.0, 6, [40, 80], 2, law="uniform")
     assert st.errors.shape == (2, 2, 2) and st.errors.max() < 1e-12 and st.nonaffine.max() < 1e-12
 

@@ -12,8 +12,13 @@ from gtbook.studies.learning.harness import PairLosses
 def test_run_seeds_are_the_chapters_layout_and_distinct():
     assert run_seed(0, 1, 0, 256, 8) == 1_000_000 + 25_600 + 8
     assert run_seed(5, 2, 1, 128, 4) == 5 + 2_000_000 + 100_000 + 12_800 + 4
-    seeds = {run_seed(0, g, k, n, L) for g in (1, 2, 3) for k in range(3) for n in (32, 64, 128, 256)
-             for L in (1, 2, 4, 8, 16)}
+    seeds = {
+        run_seed(0, g, k, n, L)
+        for g in (1, 2, 3)
+        for k in range(3)
+        for n in (32, 64, 128, 256)
+        for L in (1, 2, 4, 8, 16)
+    }
     assert len(seeds) == 3 * 3 * 4 * 5
 
 

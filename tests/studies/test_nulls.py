@@ -28,8 +28,9 @@ def test_flow_deviations_accept_the_right_ode_and_reject_a_wrong_one():
     dev = flow_deviations(no_att, [0.3, 0.0], np.eye(2), 1.0, 200, 8, 40, predictions={"right": no_att, "wrong": wrong})
     # an affine flow follows its ODE from the cloud's own moments exactly, up to RK4's O(h^4) error
     assert np.abs(dev["right"]).max() < 1e-9
-    dev = flow_deviations(ctl, [0.3, 0.0], np.eye(2), 1.0, 1000, 12, 4, predictions={"right": ctl, "wrong": wrong},
-                          seed=3)
+    dev = flow_deviations(
+        ctl, [0.3, 0.0], np.eye(2), 1.0, 1000, 12, 4, predictions={"right": ctl, "wrong": wrong}, seed=3
+    )
     assert dev["right"].shape == (12, 5)
     assert hotelling_test(dev["wrong"]).ratio > 1 > hotelling_test(dev["right"]).ratio
 

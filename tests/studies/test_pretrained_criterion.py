@@ -50,8 +50,9 @@ def test_a_resample_is_the_statistic_of_the_explicitly_resampled_cloud():
     want = E.cloud_statistics(explicit, n_projections=64, seed=1)
     np.testing.assert_allclose(E._values(cl, counts), [want[s] for s in E.STATISTICS], rtol=2e-5)
     # every sequence twice: the same empirical measure, the same statistics
-    np.testing.assert_allclose(E._values(cl, 2 * np.ones(S, dtype=int)), E._values(cl, np.ones(S, dtype=int)),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        E._values(cl, 2 * np.ones(S, dtype=int)), E._values(cl, np.ones(S, dtype=int)), rtol=1e-5
+    )
 
 
 # ------------------------------------------------------------------ effect sizes of known laws
@@ -93,8 +94,9 @@ def test_bootstrap_intervals_cover_under_within_sequence_dependence():
         return y + 0.5 * np.abs(y)
 
     rng = np.random.default_rng(123)
-    truth = np.mean([E._square(E._values(E._cloud(draw(rng), 16, 0), np.ones(S, dtype=int)))
-                     for _ in range(1500)], axis=0) - np.array([null.mean_sq[s] for s in E.STATISTICS])
+    truth = np.mean(
+        [E._square(E._values(E._cloud(draw(rng), 16, 0), np.ones(S, dtype=int))) for _ in range(1500)], axis=0
+    ) - np.array([null.mean_sq[s] for s in E.STATISTICS])
     hits = np.zeros(3)
     m = 120
     tq = stats.t.ppf(0.975, S - 1)
@@ -104,7 +106,9 @@ def test_bootstrap_intervals_cover_under_within_sequence_dependence():
             hits[j] += abs(e.theta[s] - truth[j]) <= tq * e.se[s]
             assert (e.low[s], e.high[s]) == pytest.approx(
                 (math.sqrt(max(e.theta[s] - tq * e.se[s], 0)), math.sqrt(max(e.theta[s] + tq * e.se[s], 0)))
-                if s == "sliced_w2" else E.magnitude_interval(e.theta[s] - tq * e.se[s], e.theta[s] + tq * e.se[s]))
+                if s == "sliced_w2"
+                else E.magnitude_interval(e.theta[s] - tq * e.se[s], e.theta[s] + tq * e.se[s])
+            )
     assert np.all(hits / m >= 0.88), dict(zip(E.STATISTICS, hits / m, strict=True))
 
 
@@ -116,8 +120,10 @@ def test_bootstrap_error_of_a_gaussian_cloud_matches_its_sampling_spread():
     S, T, d = 8, 128, 64
     st = E.Settings(n_projections=64, n_boot=40, null_repeats=40, null_pool=4)
     null = E.null_moments(S, T, d, seed=5, settings=st)
-    se = [E.effect_sizes(np.random.default_rng(k).standard_normal((S, T, d)), seed=5, settings=st, null=null).se
-          for k in range(4)]
+    se = [
+        E.effect_sizes(np.random.default_rng(k).standard_normal((S, T, d)), seed=5, settings=st, null=null).se
+        for k in range(4)
+    ]
     for s in E.STATISTICS:
         ratio = np.mean([e[s] for e in se]) / null.sd_sq[s]
         assert 0.5 < ratio < 3, (s, ratio)
@@ -143,14 +149,27 @@ def test_seeded_and_independent_of_the_worker_count(monkeypatch):
 
 # ------------------------------------------------------------------------------------ verdicts
 def _effects(value, low, high, rank=5):
-    return E.EffectSizes(raw={}, theta={}, se={}, value=dict(value), low=dict(low), high=dict(high),
-                         sequences=8, tokens=16, rank=rank, n_boot=10, level=0.95)
+    return E.EffectSizes(
+        raw={},
+        theta={},
+        se={},
+        value=dict(value),
+        low=dict(low),
+        high=dict(high),
+        sequences=8,
+        tokens=16,
+        rank=rank,
+        n_boot=10,
+        level=0.95,
+    )
 
 
 def _layers(highs, mode="pure"):
     """LayerEffects whose every statistic has upper ends ``highs`` per layer (lower = value = high / 2)."""
-    eff = [_effects(*({s: h / 2 for s in E.STATISTICS}, {s: h / 2 for s in E.STATISTICS},
-                      {s: h for s in E.STATISTICS})) for h in highs]
+    eff = [
+        _effects(*({s: h / 2 for s in E.STATISTICS}, {s: h / 2 for s in E.STATISTICS}, {s: h for s in E.STATISTICS}))
+        for h in highs
+    ]
     n = len(highs)
     return C.LayerEffects("m", mode, 8, 16, 0, np.arange(n), np.full(n, 5), np.full(n, 5), eff, {})
 
@@ -158,12 +177,15 @@ def _layers(highs, mode="pure"):
 REF = {5: _effects({s: 1.5 for s in E.STATISTICS}, {s: 1.0 for s in E.STATISTICS}, {s: 2.0 for s in E.STATISTICS})}
 
 
-@pytest.mark.parametrize("pure, emb, verdict, first", [
-    # L = 5 blocks: early and intermediate = blocks 1, 2, 3 (ceil(5/2))
-    ([0, .1, .5, .9, 3, 3], [0, .1, .2, .3, .4, 5], C.Verdict.HOLDS, 4),
-    ([0, .1, .5, .9, 3, 3], [0, .1, .2, 1.2, .4, 5], C.Verdict.NOT_CLOSE_EARLY, 4),
-    ([0, .1, .5, .9, .9, .9], [0, .1, .2, .3, .4, 5], C.Verdict.CLOSE_AT_LAST, None),
-])
+@pytest.mark.parametrize(
+    "pure, emb, verdict, first",
+    [
+        # L = 5 blocks: early and intermediate = blocks 1, 2, 3 (ceil(5/2))
+        ([0, 0.1, 0.5, 0.9, 3, 3], [0, 0.1, 0.2, 0.3, 0.4, 5], C.Verdict.HOLDS, 4),
+        ([0, 0.1, 0.5, 0.9, 3, 3], [0, 0.1, 0.2, 1.2, 0.4, 5], C.Verdict.NOT_CLOSE_EARLY, 4),
+        ([0, 0.1, 0.5, 0.9, 0.9, 0.9], [0, 0.1, 0.2, 0.3, 0.4, 5], C.Verdict.CLOSE_AT_LAST, None),
+    ],
+)
 def test_model_verdict(pure, emb, verdict, first):
     v = C.model_verdict({"pure": _layers(pure), "embedding": _layers(emb, "embedding")}, REF)
     assert v.verdict is verdict
@@ -216,8 +238,9 @@ def test_input_validation():
         E.student_t_cloud(2, 2, 2, 3.0, 0)
     with pytest.raises(ValueError, match="null must have"):
         x = np.random.default_rng(0).standard_normal((4, 8, 2))
-        E.effect_sizes(x, seed=0,
-                       null=E.null_moments(4, 9, 2, seed=0, settings=E.Settings(null_repeats=2, null_pool=1)))
+        E.effect_sizes(
+            x, seed=0, null=E.null_moments(4, 9, 2, seed=0, settings=E.Settings(null_repeats=2, null_pool=1))
+        )
 
 
 def test_nulls_and_references_are_computed_once_per_shape_and_read_back_from_disk(tmp_path, monkeypatch):
@@ -253,8 +276,15 @@ def tiny_bert():
 
     from gtcore.models import LoadedTransformer
 
-    cfg = transformers.BertConfig(vocab_size=20, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
-                                  intermediate_size=32, max_position_embeddings=512, attn_implementation="sdpa")
+    cfg = transformers.BertConfig(
+        vocab_size=20,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=512,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
     with torch.no_grad():

@@ -19,8 +19,19 @@ STATS = list(E.STATISTICS)
 
 
 def _effects(value, low, high, rank=5):
-    return E.EffectSizes(raw={}, theta={}, se={}, value=dict(value), low=dict(low), high=dict(high),
-                         sequences=8, tokens=16, rank=rank, n_boot=10, level=0.95)
+    return E.EffectSizes(
+        raw={},
+        theta={},
+        se={},
+        value=dict(value),
+        low=dict(low),
+        high=dict(high),
+        sequences=8,
+        tokens=16,
+        rank=rank,
+        n_boot=10,
+        level=0.95,
+    )
 
 
 def _same(v):
@@ -46,8 +57,8 @@ def _study(pure, emb, sizes=(8,)):
 
 
 # L = 4 blocks: h = 2
-PURE = [(0, 0, .1), (.3, .2, .6), (.6, .4, .9), (1.2, 1.0, 1.6), (3.0, 2.4, 3.6)]
-EMB = [(0, 0, .1), (.1, 0, .2), (.3, .1, .5), (.6, .5, .8), (1.0, .8, 1.4)]
+PURE = [(0, 0, 0.1), (0.3, 0.2, 0.6), (0.6, 0.4, 0.9), (1.2, 1.0, 1.6), (3.0, 2.4, 3.6)]
+EMB = [(0, 0, 0.1), (0.1, 0, 0.2), (0.3, 0.1, 0.5), (0.6, 0.5, 0.8), (1.0, 0.8, 1.4)]
 
 
 def test_fractions_by_hand():
@@ -78,24 +89,39 @@ def test_upper_end_is_the_criterions_ratio():
         assert (p.close_reading() is P.Reading.CONSISTENT) == (v.early_ratio < 1)
 
 
-@pytest.mark.parametrize("pure, close, grows", [
-    (PURE, P.Reading.CONSISTENT, P.Reading.CONSISTENT),
-    # block 2 straddles the reference ([0.2, 1.2]): inconclusive; the last block is resolved above it
-    ([(0, 0, .1), (.3, .2, .6), (.6, .4, 1.2), (1.2, 1.0, 1.6), (3.0, 2.6, 3.6)], P.Reading.INCONCLUSIVE,
-     P.Reading.CONSISTENT),
-    # block 1 resolved beyond the reference (lower end 2.2 / 2 = 1.1): against; the last block's lower end
-    # 2.0 / 2 = 1.0 is above block 2's upper end 0.9 / 1: the departure grows
-    ([(0, 0, .1), (3.0, 2.2, 3.6), (.6, .4, .9), (1.2, 1.0, 1.6), (3.0, 2.0, 3.6)], P.Reading.AGAINST,
-     P.Reading.CONSISTENT),
-    # the last block's interval [1.6 / 2, 3.6] overlaps block 2's [0.2, 0.9]: inconclusive
-    ([(0, 0, .1), (.3, .2, .6), (.6, .4, .9), (1.2, 1.0, 1.6), (3.0, 1.6, 3.6)], P.Reading.CONSISTENT,
-     P.Reading.INCONCLUSIVE),
-    # the last block resolved nearer to Gaussian than block 2: the departure shrinks
-    ([(0, 0, .1), (.3, .2, .6), (.9, .8, .9), (.3, .2, .4), (.1, 0, .2)], P.Reading.CONSISTENT,
-     P.Reading.AGAINST),
-])
+@pytest.mark.parametrize(
+    "pure, close, grows",
+    [
+        (PURE, P.Reading.CONSISTENT, P.Reading.CONSISTENT),
+        # block 2 straddles the reference ([0.2, 1.2]): inconclusive; the last block is resolved above it
+        (
+            [(0, 0, 0.1), (0.3, 0.2, 0.6), (0.6, 0.4, 1.2), (1.2, 1.0, 1.6), (3.0, 2.6, 3.6)],
+            P.Reading.INCONCLUSIVE,
+            P.Reading.CONSISTENT,
+        ),
+        # block 1 resolved beyond the reference (lower end 2.2 / 2 = 1.1): against; the last block's lower end
+        # 2.0 / 2 = 1.0 is above block 2's upper end 0.9 / 1: the departure grows
+        (
+            [(0, 0, 0.1), (3.0, 2.2, 3.6), (0.6, 0.4, 0.9), (1.2, 1.0, 1.6), (3.0, 2.0, 3.6)],
+            P.Reading.AGAINST,
+            P.Reading.CONSISTENT,
+        ),
+        # the last block's interval [1.6 / 2, 3.6] overlaps block 2's [0.2, 0.9]: inconclusive
+        (
+            [(0, 0, 0.1), (0.3, 0.2, 0.6), (0.6, 0.4, 0.9), (1.2, 1.0, 1.6), (3.0, 1.6, 3.6)],
+            P.Reading.CONSISTENT,
+            P.Reading.INCONCLUSIVE,
+        ),
+        # the last block resolved nearer to Gaussian than block 2: the departure shrinks
+        (
+            [(0, 0, 0.1), (0.3, 0.2, 0.6), (0.9, 0.8, 0.9), (0.3, 0.2, 0.4), (0.1, 0, 0.2)],
+            P.Reading.CONSISTENT,
+            P.Reading.AGAINST,
+        ),
+    ],
+)
 def test_readings(pure, close, grows):
-    emb = [(0, 0, .01)] * 5
+    emb = [(0, 0, 0.01)] * 5
     p = P.depth_profile(_study(pure, emb), 8)
     assert p.close_reading() is close
     assert p.growth_reading() is grows
@@ -105,12 +131,20 @@ def test_profile_text_table_and_figure():
     import matplotlib
 
     matplotlib.use("Agg")
-    inconclusive = [(0, 0, .1), (.3, .2, .6), (.6, .4, 1.2), (1.2, 1.0, 1.6), (3.0, 2.6, 3.6)]
-    prof = P.EffectProfile({"m": {8: P.depth_profile(_study(inconclusive, EMB), 8),
-                                  32: P.depth_profile(_study(PURE, EMB, sizes=(32,)), 32)}})
+    inconclusive = [(0, 0, 0.1), (0.3, 0.2, 0.6), (0.6, 0.4, 1.2), (1.2, 1.0, 1.6), (3.0, 2.6, 3.6)]
+    prof = P.EffectProfile(
+        {
+            "m": {
+                8: P.depth_profile(_study(inconclusive, EMB), 8),
+                32: P.depth_profile(_study(PURE, EMB, sizes=(32,)), 32),
+            }
+        }
+    )
     text = prof.reading("m")
-    assert text == ("close through blocks 1-2: consistent with the statement at S = 32; inconclusive at S = 8; "
-                    "the departure grows with depth: consistent with the statement at S = 8 and S = 32")
+    assert text == (
+        "close through blocks 1-2: consistent with the statement at S = 32; inconclusive at S = 8; "
+        "the departure grows with depth: consistent with the statement at S = 8 and S = 32"
+    )
     summary = prof.summary().splitlines()
     # S = 32 (PURE): F(1) = 0.3 / 1.5 = 0.2 in [0.2 / 2, 0.6 / 1]; F(2) = 0.4 in [0.2, 0.9]; F(4) = 2.0 in [1.2, 3.6]
     assert summary[3] == "  S = 32: block 1: 0.20 [0.10, 0.60]; block 2: 0.40 [0.20, 0.90]; block 4: 2.00 [1.20, 3.60]"
@@ -138,8 +172,15 @@ def tiny_bert():
 
     from gtcore.models import LoadedTransformer
 
-    cfg = transformers.BertConfig(vocab_size=20, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
-                                  intermediate_size=32, max_position_embeddings=64, attn_implementation="sdpa")
+    cfg = transformers.BertConfig(
+        vocab_size=20,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
     with torch.no_grad():
@@ -163,15 +204,26 @@ def test_update_norms_match_the_hugging_face_forward(tiny_bert):
             out = block(hs[-1])
             hs.append(out[0] if isinstance(out, tuple) else out)
     hs = [h.double().numpy() for h in hs]
-    want = [np.mean([np.linalg.norm(hs[k][s, t] - hs[k - 1][s, t]) / np.linalg.norm(hs[k - 1][s, t])
-                     for s in range(3) for t in range(20)]) for k in range(1, 4)]
+    want = [
+        np.mean(
+            [
+                np.linalg.norm(hs[k][s, t] - hs[k - 1][s, t]) / np.linalg.norm(hs[k - 1][s, t])
+                for s in range(3)
+                for t in range(20)
+            ]
+        )
+        for k in range(1, 4)
+    ]
     assert list(u.layers) == [0, 1, 2, 3] and math.isnan(u.mean[0])
     np.testing.assert_allclose(u.mean[1:], want, rtol=1e-4)
     assert np.all(u.low[1:] <= u.mean[1:]) and np.all(u.mean[1:] <= u.high[1:])
     assert u.largest == pytest.approx(max(want), rel=1e-4) and u.smallest == pytest.approx(min(want), rel=1e-4)
     rows = P.update_table({"tiny": u}).splitlines()
-    assert len(rows) == 5 and rows[2].split()[0] == "1" and float(rows[2].split()[1]) == pytest.approx(
-        100 * want[0], rel=1e-2)
+    assert (
+        len(rows) == 5
+        and rows[2].split()[0] == "1"
+        and float(rows[2].split()[1]) == pytest.approx(100 * want[0], rel=1e-2)
+    )
 
 
 def test_a_block_that_only_normalises_moves_nothing(tiny_bert):
@@ -222,16 +274,19 @@ def test_criterion_run_and_sweep_tables(tiny_bert):
     run.effects_figure("tiny")
     sw = R.size_sweep(b, a)
     assert sw.sizes == [2, 4, 6] and set(sw.band_blocks) == {"pure", "embedding"}
-    assert sw.effect_blocks["pure"][1] == C.effect_verdict_block({"pure": a.effects[4]["pure"]},
-                                                                 a.references[20.0, 4])
+    assert sw.effect_blocks["pure"][1] == C.effect_verdict_block({"pure": a.effects[4]["pure"]}, a.references[20.0, 4])
     sw.figure()
     assert "first block out of band" in sw.table()
-    clu = R.clustering_run({"tiny": (tiny_bert, tiny_bert)}, run, {"tiny": "tiny BERT"}, sequences=2, tokens=32,
-                           seed=3, threshold=0.9)
+    clu = R.clustering_run(
+        {"tiny": (tiny_bert, tiny_bert)}, run, {"tiny": "tiny BERT"}, sequences=2, tokens=32, seed=3, threshold=0.9
+    )
     assert clu.fewest_clusters >= 1 and clu.table().count("tiny BERT") == 2
     # the clustering profile measures the same update on the same tokens (its own implementation)
-    np.testing.assert_allclose(P.update_norms(tiny_bert, sequences=2, tokens=32, seed=3).mean[1:],
-                               clu.profiles["tiny"][0].update[1:], rtol=1e-10)
+    np.testing.assert_allclose(
+        P.update_norms(tiny_bert, sequences=2, tokens=32, seed=3).mean[1:],
+        clu.profiles["tiny"][0].update[1:],
+        rtol=1e-10,
+    )
     clu.figure()
     scope = parse_scope(R.model_scope(tiny_bert, "model code", "tiny BERT"))
     assert scope.independent and scope.d == (16,) and scope.heads == 2 and scope.family == "tiny BERT"

@@ -30,7 +30,7 @@ def test_digits_split_is_stratified_disjoint_and_standardised():
 def test_corpus_vocabulary_and_held_out_topics():
     train, held, vocab = data.pydoc_corpus()
     assert vocab[: len(data.SPECIALS)] == list(data.SPECIALS)
-    assert set(train) == set(vocab[len(data.SPECIALS):])
+    assert set(train) == set(vocab[len(data.SPECIALS) :])
     assert 0.09 < len(held) / (len(train) + len(held)) < 0.13
     from pydoc_data.topics import topics
 
@@ -88,8 +88,9 @@ def test_training_is_cached_and_deterministic(tmp_path, monkeypatch):
     assert len(list(tmp_path.rglob("model.safetensors"))) == 1
     again = tr.train_vit_digits(s)
     assert again.record.loaded_from_cache and again.record.key == first.record.key
-    for (n, a), (_, b) in zip(first.model.model.state_dict().items(), again.model.model.state_dict().items(),
-                              strict=True):
+    for (n, a), (_, b) in zip(
+        first.model.model.state_dict().items(), again.model.model.state_dict().items(), strict=True
+    ):
         assert torch.equal(a, b), n
     # the initial weights are those training started from: they differ from the trained ones
     w0 = dict(again.initial.model.named_parameters())["embeddings.patch_embeddings.projection.weight"]
@@ -106,13 +107,15 @@ def test_training_is_cached_and_deterministic(tmp_path, monkeypatch):
     monkeypatch.setenv("GTBOOK_CACHE", str(tmp_path / "other"))
     third = tr.train_vit_digits(s)
     assert not third.record.loaded_from_cache and third.record.held_out == first.record.held_out
-    for (n, a), (_, b) in zip(first.model.model.state_dict().items(), third.model.model.state_dict().items(),
-                              strict=True):
+    for (n, a), (_, b) in zip(
+        first.model.model.state_dict().items(), third.model.model.state_dict().items(), strict=True
+    ):
         assert torch.equal(a, b), n
     # another schedule is another key
     other = tr.Schedule(steps=3, batch_size=16, learning_rate=2e-3, warmup=1, eval_every=3)
-    assert tr.training_key("vit-digits", data.vit_digits_config(), other, b"") != \
-        tr.training_key("vit-digits", data.vit_digits_config(), s, b"")
+    assert tr.training_key("vit-digits", data.vit_digits_config(), other, b"") != tr.training_key(
+        "vit-digits", data.vit_digits_config(), s, b""
+    )
 
 
 @pytest.mark.slow
@@ -240,7 +243,8 @@ def test_side_by_side_training_raises_the_childs_exception(tmp_path):
         "        train_side_by_side(tr.vit_schedule(2, 1), tr.mlm_schedule(7, 1))\n"
         "    except ValueError as exc:\n"
         "        print('raised', repr(exc))\n"
-        "        print(exc.__cause__)\n")
+        "        print(exc.__cause__)\n"
+    )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "raised ValueError('no corpus for 7 steps')" in out.stdout
@@ -275,7 +279,8 @@ def test_a_kill_9_of_the_parent_kills_the_child(tmp_path):
         "    time.sleep(600)\n"
         "tr.train_vit_digits, tr.train_modernbert_mlm = vit, mlm\n"
         "if __name__ == '__main__':\n"
-        "    train_side_by_side(tr.vit_schedule(2, 1), tr.mlm_schedule(2, 1))\n")
+        "    train_side_by_side(tr.vit_schedule(2, 1), tr.mlm_schedule(2, 1))\n"
+    )
     parent = subprocess.Popen([sys.executable, str(script)])
     child = None
     try:

@@ -24,8 +24,7 @@ def test_an_affine_velocity_keeps_the_cloud_in_its_subspace():
     x0 = rng.standard_normal((300, 2)) @ F.T
     tr = simulate(x0, no_attention, (0.0, 1.0), 10, method="euler", record_every=10, keep_tokens=True, device="cpu")
     assert excess_spread(tr.tokens[-1], 2) < 1e-7
-    with_attention = simulate(x0, ctl, (0.0, 1.0), 10, method="euler", record_every=10, keep_tokens=True,
-                              device="cpu")
+    with_attention = simulate(x0, ctl, (0.0, 1.0), 10, method="euler", record_every=10, keep_tokens=True, device="cpu")
     assert excess_spread(with_attention.tokens[-1], 2) > 1e-4  # softmax over 300 tokens is not affine
 
 

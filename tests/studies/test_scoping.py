@@ -15,20 +15,23 @@ RNG = np.random.default_rng(7)
 G3 = RNG.standard_normal((3, 3))
 
 
-@pytest.mark.parametrize(("M", "param", "expected"), [
-    (np.zeros((3, 3)), "A", "zero"),
-    (2.5 * np.eye(3), "A", "scalar"),
-    (0.3 * J, "A", "normal"),                      # skew: normal, not symmetric
-    (G3 + G3.T, "A", "normal"),                    # symmetric: normal
-    (np.eye(2) + J, "A", "normal"),                # aI + skew commutes with its transpose
-    (np.array([[1.0, 1.0], [0.0, 1.0]]), "A", "general"),  # a Jordan block
-    (G3, "A", "general"),
-    (np.zeros((2, 2)), "V", "zero"),
-    (-0.8 * np.eye(2), "V", "scalar"),
-    (G3 + G3.T, "V", "symmetric"),
-    (-0.8 * np.eye(2) + 0.3 * J, "V", "general"),  # vI + skew: not symmetric
-    (G3, "B", "general"),
-])
+@pytest.mark.parametrize(
+    ("M", "param", "expected"),
+    [
+        (np.zeros((3, 3)), "A", "zero"),
+        (2.5 * np.eye(3), "A", "scalar"),
+        (0.3 * J, "A", "normal"),  # skew: normal, not symmetric
+        (G3 + G3.T, "A", "normal"),  # symmetric: normal
+        (np.eye(2) + J, "A", "normal"),  # aI + skew commutes with its transpose
+        (np.array([[1.0, 1.0], [0.0, 1.0]]), "A", "general"),  # a Jordan block
+        (G3, "A", "general"),
+        (np.zeros((2, 2)), "V", "zero"),
+        (-0.8 * np.eye(2), "V", "scalar"),
+        (G3 + G3.T, "V", "symmetric"),
+        (-0.8 * np.eye(2) + 0.3 * J, "V", "general"),  # vI + skew: not symmetric
+        (G3, "B", "general"),
+    ],
+)
 def test_matrix_class_against_the_definitions(M, param, expected):
     assert matrix_class(M, param) == expected
 
@@ -53,7 +56,14 @@ def test_matrix_class_refuses_bad_input():
 def test_layer_scope_reads_the_widest_class_over_heads_and_layers():
     skew_layer = Controls(A=0.3 * J, V=-0.8 * np.eye(2), B=np.eye(2))
     assert layer_scope([skew_layer], system="tokens") == {
-        "system": "tokens", "d": (2,), "A": "normal", "B": "scalar", "V": "scalar", "heads": 1, "attention": ("dot",)}
+        "system": "tokens",
+        "d": (2,),
+        "A": "normal",
+        "B": "scalar",
+        "V": "scalar",
+        "heads": 1,
+        "attention": ("dot",),
+    }
     # a second head with a non-symmetric V widens V; a second layer in d = 3 widens d and A
     two_heads = Controls(V=[np.eye(2), np.eye(2) + J], B=[np.eye(2), np.eye(2)])
     general_A = Controls(A=G3, V=np.eye(3), B=G3 + G3.T, attention="sinkhorn")
@@ -66,6 +76,7 @@ def test_layer_scope_reads_the_widest_class_over_heads_and_layers():
 def test_layer_scope_for_l2_reads_the_logits_bilinear_part():
     # Q symmetric, K = I: the bilinear part 2 K^T Q is symmetric; a general K makes it general
     Q = np.array([[1.0, 0.3], [0.3, 0.6]])
+
     def b_class(K):
         return layer_scope([Controls(V=np.eye(2), Q=Q, K=K, attention="l2")], system="moment ODE")["B"]
 

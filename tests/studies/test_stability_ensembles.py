@@ -29,8 +29,9 @@ def _kron_lyapunov(A, Q):
     return 0.5 * (P + P.T)
 
 
-@pytest.mark.parametrize("a, v, beta, s0", [(0.5, 0.5, 1.0, 0.5), (-0.3, 1.0, 0.7, 2.0), (0.0, 0.8, 1.0, 1.0),
-                                            (0.4, -0.6, -1.2, 0.3)])
+@pytest.mark.parametrize(
+    "a, v, beta, s0", [(0.5, 0.5, 1.0, 0.5), (-0.3, 1.0, 0.7, 2.0), (0.0, 0.8, 1.0, 1.0), (0.4, -0.6, -1.2, 0.3)]
+)
 def test_taylor_pole_matches_the_scalar_bernoulli_closed_form(a, v, beta, s0):
     q = 2 * v * beta  # sigma' = 2 a sigma + q sigma^2
     exact = 1 / (q * s0) if a == 0 else math.log1p(2 * a / (q * s0)) / (2 * a)
@@ -89,8 +90,9 @@ def test_taylor_coefficients_are_the_derivatives_of_the_equation():
     S1 = np.array(coef[1], dtype=float)
     np.testing.assert_allclose(S1, F(S0), rtol=1e-13, atol=1e-13)
     h = 1e-6
-    np.testing.assert_allclose(2 * np.array(coef[2], dtype=float), (F(S0 + h * S1) - F(S0 - h * S1)) / (2 * h),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        2 * np.array(coef[2], dtype=float), (F(S0 + h * S1) - F(S0 - h * S1)) / (2 * h), rtol=1e-6, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("kind", ["scalar", "symmetric", "general", "commuting"])
@@ -208,8 +210,9 @@ def test_pole_comparison_flags_a_pole_found_by_one_side_only():
 
     same = PoleComparison(np.array([1.0, np.inf]), np.array([1.0 + 1e-9, np.inf]), np.array([True, True]), np.zeros(0))
     assert same.error == pytest.approx(1e-9, rel=1e-3)
-    assert math.isinf(PoleComparison(np.array([1.0, np.inf]), np.array([1.0, 2.0]), np.array([True, True]),
-                                     np.zeros(0)).error)
+    assert math.isinf(
+        PoleComparison(np.array([1.0, np.inf]), np.array([1.0, 2.0]), np.array([True, True]), np.zeros(0)).error
+    )
 
 
 def test_scalar_poles_agree_with_the_bernoulli_closed_form_written_here():

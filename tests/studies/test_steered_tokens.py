@@ -50,8 +50,9 @@ def _one_at_a_time(d, r, Ns, *, draws, seeds, steps, seed, transposed, T=1.0, ka
         for i, N in enumerate(Ns):
             for s in range(seeds):
                 x0 = mu0 + np.random.default_rng(seed + 1000 * (k + 1) + s).standard_normal((N, r)) @ F0.T
-                run = simulate(x0, _TransposedHead(ctl) if transposed else ctl, (0.0, T), steps, record_every=steps,
-                               device="cpu")
+                run = simulate(
+                    x0, _TransposedHead(ctl) if transposed else ctl, (0.0, T), steps, record_every=steps, device="cpu"
+                )
                 m, S = empirical_moments(run.final_tokens)
                 own = integrate_moments(*empirical_moments(x0), ctl, (0.0, T), rtol=1e-10, atol=1e-12)
                 D[k, i, s] = bures_wasserstein(m, S, mu1, S1) / scale

@@ -54,8 +54,10 @@ def test_error_figure_labels_the_n_values_and_no_minor_ticks():
 
     Ns = [250, 500, 1000, 2000, 4000]
     errors = np.outer(np.array(Ns, float) ** -0.5, np.ones(3))
-    studies = {"weak": SimpleNamespace(Ns=Ns, errors=errors, kappa=0.2, slope=-0.5),
-               "strong": SimpleNamespace(Ns=Ns, errors=2 * errors, kappa=0.9, slope=-0.3)}
+    studies = {
+        "weak": SimpleNamespace(Ns=Ns, errors=errors, kappa=0.2, slope=-0.5),
+        "strong": SimpleNamespace(Ns=Ns, errors=2 * errors, kappa=0.9, slope=-0.3),
+    }
     fig = error_against_n(studies)
     fig.canvas.draw()
     ax = fig.axes[0]
@@ -63,6 +65,8 @@ def test_error_figure_labels_the_n_values_and_no_minor_ticks():
     assert shown == [str(n) for n in Ns]
     assert not [t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()]
     assert not [t.get_text() for t in ax.yaxis.get_minorticklabels() if t.get_text()]
+
+
 def test_mean_field_study_from_the_sample_removes_the_initial_sampling_error():
     # without attention the flow is affine: from each cloud's own moments the ODE is exact (RK4 error only),
     # from the population moments the error is the initial sampling error, ~ N^-1/2

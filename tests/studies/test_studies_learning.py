@@ -66,7 +66,7 @@ def test_slack_slope_recovers_a_known_power_law():
     rng = np.random.default_rng(0)
     pairs = []
     for n in (50, 100, 200, 400, 800):
-        slack = 3.0 * n ** -0.8 * (1.0 + 0.05 * rng.standard_normal(64))
+        slack = 3.0 * n**-0.8 * (1.0 + 0.05 * rng.standard_normal(64))
         pairs.append(PairLosses(losses=slack + 1.0, floors=np.ones(64), n_tokens=n, rank=2))
     fit = slack_slope(pairs, n_boot=300, seed=1)
     assert 0 < fit.se < 0.05
@@ -130,7 +130,9 @@ def test_attended_tokens_is_n_for_uniform_attention_and_one_for_hard_attention()
     assert np.all(np.isinf(learned_clouds.attended_tokens(run, seed=0)))
     from gtcore import Controls
 
-    run.training.controls = (Controls(A=np.zeros((3, 3)), V=np.eye(3), B=np.zeros((3, 3))),
-                             Controls(A=np.zeros((3, 3)), V=np.eye(3), B=200.0 * np.eye(3)))
+    run.training.controls = (
+        Controls(A=np.zeros((3, 3)), V=np.eye(3), B=np.zeros((3, 3))),
+        Controls(A=np.zeros((3, 3)), V=np.eye(3), B=200.0 * np.eye(3)),
+    )
     ess = learned_clouds.attended_tokens(run, seed=0)
     assert ess[0] == pytest.approx(40.0) and ess[1] < 1.5

@@ -49,8 +49,16 @@ def test_affine_flow_against_scipy():
     x0 = np.array([0.3, -0.5, 0.8])
     for t in (0.3, 0.5, 0.9):
         F, g = affine_flow(base, t)
-        sol = solve_ivp(lambda s, x: base(s).A @ x + base(s).b, (0.0, t), x0, rtol=1e-12, atol=1e-13,
-                        t_eval=[t], first_step=1e-3, max_step=0.01)
+        sol = solve_ivp(
+            lambda s, x: base(s).A @ x + base(s).b,
+            (0.0, t),
+            x0,
+            rtol=1e-12,
+            atol=1e-13,
+            t_eval=[t],
+            first_step=1e-3,
+            max_step=0.01,
+        )
         np.testing.assert_allclose(F @ x0 + g, sol.y[:, -1], atol=1e-8)
 
 
@@ -69,8 +77,9 @@ def test_measured_compensation_approaches_the_formula():
         for k, piece in enumerate(ctl.pieces):
             t = (k + 0.5) / 4
             mu, S = base.reference(t)
-            err = max(err, np.abs(piece.A - (base(t).A - V @ S @ B)).max(),
-                      np.abs(piece.b - (base(t).b - V @ mu)).max())
+            err = max(
+                err, np.abs(piece.A - (base(t).A - V @ S @ B)).max(), np.abs(piece.b - (base(t).b - V @ mu)).max()
+            )
         errs.append(err)
     assert errs[1] < 0.05 and errs[1] < errs[0]
 
@@ -99,8 +108,10 @@ def test_attention_only_controls_realise_the_generator_and_reach_the_target():
 def test_table_renders_rows_compactly_and_escapes():
     from gtbook.studies.tables import Table
 
-    t = Table([dict(name="<a>", x=0.123456, ok=True, gap=float("inf")), dict(name="b", x=float("nan"), ok=False)],
-              caption="c & d")
+    t = Table(
+        [dict(name="<a>", x=0.123456, ok=True, gap=float("inf")), dict(name="b", x=float("nan"), ok=False)],
+        caption="c & d",
+    )
     text = repr(t).splitlines()
     assert text[0] == "c & d" and text[1].split() == ["name", "x", "ok", "gap"]
     assert text[2].split() == ["<a>", "0.123", "yes", "∞"] and text[3].split() == ["b", "–", "no"]
@@ -129,7 +140,7 @@ def test_attention_only_batched_runs_match_one_cloud_at_a_time():
         for i, N in enumerate(Ns):
             for s in range(2):
                 x0 = _antithetic(F0, N, seed + 1000 * (k + 1) + s)
-                for transposed in ((False, True) if s == 0 else (False,)):
+                for transposed in (False, True) if s == 0 else (False,):
                     c = AttentionOnlyControls(base, mu1, 0.5, rot, 0.25, transposed=transposed)
                     run = simulate(x0, c, c.span, 5, record_every=5, device="cpu")
                     dist = bures_wasserstein(*empirical_moments(run.final_tokens), mu1, S1) / scale

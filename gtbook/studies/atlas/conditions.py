@@ -31,8 +31,18 @@ from gtbook.studies.scoping import layer_scope
 from gtbook.studies.traced import Sides, merge
 from gtcore.controls import Controls
 
-__all__ = ["CONDITIONS", "CONFIRM_RATIO", "ConditionCount", "ConditionStudy", "Confirmation", "Counterexamples",
-           "FiniteNStudy", "condition_study", "confirm_counterexamples", "finite_n_study"]
+__all__ = [
+    "CONDITIONS",
+    "CONFIRM_RATIO",
+    "ConditionCount",
+    "ConditionStudy",
+    "Confirmation",
+    "Counterexamples",
+    "FiniteNStudy",
+    "condition_study",
+    "confirm_counterexamples",
+    "finite_n_study",
+]
 
 #: condition -> (its name, the regime it predicts)
 CONDITIONS = {"stab": ("stabilising", "equilibrium"), "blow": ("destabilising", "finite-time blow-up")}
@@ -72,7 +82,7 @@ class ConditionCount:
 
     @property
     def reading(self) -> str:
-        """"V = vI" or "general V"."""
+        """ "V = vI" or "general V"."""
         return "V = vI" if self.scalar else "general V"
 
     @property
@@ -104,8 +114,10 @@ class ConditionCount:
 
     def __repr__(self) -> str:
         lo, hi = self.interval
-        return (f"ConditionCount({self.name}, {self.reading}: {self.in_regime}/{self.n} {self.predicted}, "
-                f"Wilson [{lo:.2f}, {hi:.2f}])")
+        return (
+            f"ConditionCount({self.name}, {self.reading}: {self.in_regime}/{self.n} {self.predicted}, "
+            f"Wilson [{lo:.2f}, {hi:.2f}])"
+        )
 
 
 @dataclass
@@ -137,7 +149,7 @@ class ConditionStudy:
 
     @property
     def ensemble(self) -> list[Draw]:
-        return self.draws[:self.n_ensemble]
+        return self.draws[: self.n_ensemble]
 
     def count(self, condition: str, scalar: bool) -> ConditionCount:
         return self.counts[(condition, scalar)]
@@ -148,14 +160,17 @@ class ConditionStudy:
     def table(self) -> str:
         """Markdown: per condition and reading of V, the draws that meet it, the fraction in the predicted
         regime with its Wilson 95 % interval, and the counterexamples."""
-        lines = ["| condition | V | draws | in the predicted regime | fraction [95 % interval] | counterexamples |",
-                 "|---|---|---|---|---|---|"]
+        lines = [
+            "| condition | V | draws | in the predicted regime | fraction [95 % interval] | counterexamples |",
+            "|---|---|---|---|---|---|",
+        ]
         for c in self.counts.values():
             lo, hi = c.interval
             bad = ", ".join(f"`{r['key']}` ({r['outcome']})" for r in c.bad) or "none"
             frac = f"{c.fraction:.2f} [{lo:.2f}, {hi:.2f}]" if c.n else "no draw"
-            lines.append(f"| {c.name} (predicts {c.predicted}) | {c.reading} | {c.n} | {c.in_regime} | {frac} | "
-                         f"{bad} |")
+            lines.append(
+                f"| {c.name} (predicts {c.predicted}) | {c.reading} | {c.n} | {c.in_regime} | {frac} | {bad} |"
+            )
         return "\n".join(lines)
 
     def fractions_figure(self):
@@ -187,15 +202,24 @@ class ConditionStudy:
 
     def scope(self, attentions: Sequence[str], system: str = "moment ODE") -> dict[str, Any]:
         """The scope of every ensemble draw of these attention types."""
-        return layer_scope([draw_controls(dr)[0] for dr in self.ensemble if dr.attention in attentions],
-                           system=system)
+        return layer_scope([draw_controls(dr)[0] for dr in self.ensemble if dr.attention in attentions], system=system)
 
     def __repr__(self) -> str:
         return f"ConditionStudy({self.full!r}; " + "; ".join(repr(c) for c in self.counts.values()) + ")"
 
 
-def condition_study(ds: Sequence[int], n: int, targeted: int, *, seed: int, out: Any = None, lanes: int = 128,
-                    horizon: float = 100.0, scheduler: str | None = None, workers: int = 2) -> ConditionStudy:
+def condition_study(
+    ds: Sequence[int],
+    n: int,
+    targeted: int,
+    *,
+    seed: int,
+    out: Any = None,
+    lanes: int = 128,
+    horizon: float = 100.0,
+    scheduler: str | None = None,
+    workers: int = 2,
+) -> ConditionStudy:
     r"""Sweep the condition ensembles and the targeted draws, and count every draw that meets a condition.
 
     Parameters
@@ -218,8 +242,13 @@ def condition_study(ds: Sequence[int], n: int, targeted: int, *, seed: int, out:
     ens = ensemble_draws(ds, n, seed=seed)
     tgt = targeted_draws(ds, targeted, seed=seed)
     full = run_sweep(ens + tgt, out, lanes=lanes, horizon=horizon, scheduler=scheduler, workers=workers)
-    study = ConditionStudy(ds, ens + tgt, len(ens), full, regime_fractions(
-        SweepResult(full.table.slice(0, len(ens)), 0, 0, 0.0, full.where), list(ATTENTIONS), ds))
+    study = ConditionStudy(
+        ds,
+        ens + tgt,
+        len(ens),
+        full,
+        regime_fractions(SweepResult(full.table.slice(0, len(ens)), 0, 0, 0.0, full.where), list(ATTENTIONS), ds),
+    )
     keyed = {dr.key: dr for dr in ens + tgt}
     for cond, (_, predicted) in CONDITIONS.items():
         for scalar in (True, False):
@@ -229,8 +258,9 @@ def condition_study(ds: Sequence[int], n: int, targeted: int, *, seed: int, out:
             rows = [r for r in rows if r[cond] and r["attention"] in DOT_TYPES and r["scalar_V"] == scalar]
             if len(rows) != counted:  # the same selection as counterexamples(): a guard, not a filter
                 raise RuntimeError(f"condition {cond!r}: {len(rows)} rows against {counted} counted")
-            study.counts[(cond, scalar)] = ConditionCount(cond, scalar, rows, bad,
-                                                          [draw_controls(keyed[r["key"]])[0] for r in rows])
+            study.counts[(cond, scalar)] = ConditionCount(
+                cond, scalar, rows, bad, [draw_controls(keyed[r["key"]])[0] for r in rows]
+            )
     return study
 
 
@@ -285,10 +315,15 @@ class Counterexamples:
 
     def table(self) -> str:
         """Markdown: each counterexample, its kinds, its eigenvalues at 4T and whether it is confirmed."""
-        lines = ["| draw | d | V / B kinds | V definite | λ_min(4T) | λ_max(4T) | confirmed |",
-                 "|---|---|---|---|---|---|---|"]
-        lines += [f"| `{c.key}` | {c.d} | {c.kinds} | {', '.join(c.v_signs)} | {c.lam_min:.2e} | {c.lam_max:.3g} | "
-                  f"{'yes' if c.confirmed else 'NO'} |" for c in self.items]
+        lines = [
+            "| draw | d | V / B kinds | V definite | λ_min(4T) | λ_max(4T) | confirmed |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{c.key}` | {c.d} | {c.kinds} | {', '.join(c.v_signs)} | {c.lam_min:.2e} | {c.lam_max:.3g} | "
+            f"{'yes' if c.confirmed else 'NO'} |"
+            for c in self.items
+        ]
         return "\n".join(lines)
 
     def figure(self):
@@ -302,12 +337,23 @@ class Counterexamples:
         fig, ax = figure(1, 1, width=5.6, height=2.9)
         floor = 1e-16
         for c in self.references:
-            ax.plot(c.t[1:], np.maximum(c.ratio[1:], floor), ls="--", lw=1.2, color=COLORS["floor"],
-                    label=f"V = vI: {c.key}")
+            ax.plot(
+                c.t[1:],
+                np.maximum(c.ratio[1:], floor),
+                ls="--",
+                lw=1.2,
+                color=COLORS["floor"],
+                label=f"V = vI: {c.key}",
+            )
         cmap = mpl.colormaps["plasma"]
         for i, c in enumerate(self.items):
-            ax.plot(c.t[1:], np.maximum(c.ratio[1:], floor), lw=1.5, color=cmap(0.85 * i / max(len(self.items) - 1, 1)),
-                    label=f"general V: {c.key}")
+            ax.plot(
+                c.t[1:],
+                np.maximum(c.ratio[1:], floor),
+                lw=1.5,
+                color=cmap(0.85 * i / max(len(self.items) - 1, 1)),
+                label=f"general V: {c.key}",
+            )
         ax.axhline(CONFIRM_RATIO, color="black", ls=":", lw=1.0, label="confirmation threshold")
         for t, name in ((self.horizon, "T"), (2 * self.horizon, "2T")):
             ax.axvline(t, color=COLORS["floor"], lw=0.6)
@@ -321,8 +367,10 @@ class Counterexamples:
         return fig
 
     def __repr__(self) -> str:
-        return (f"Counterexamples({sum(c.confirmed for c in self.items)} of {len(self.items)} confirmed, "
-                f"{len(self.references)} references)")
+        return (
+            f"Counterexamples({sum(c.confirmed for c in self.items)} of {len(self.items)} confirmed, "
+            f"{len(self.references)} references)"
+        )
 
 
 def _definite(M: np.ndarray) -> str:
@@ -338,13 +386,23 @@ def _integrate(dr: Draw, horizon: float, n_grid: int) -> Confirmation:
     tr = integrate_moments(np.zeros(ctl.d), S0, ctl, (0.0, 4 * horizon), t_eval=t, atol=1e-16, max_nfev=3_000_000)
     lam = np.linalg.eigvalsh(tr.Sigma)
     ok = tr.status == "completed" and lam[-1, 0] < CONFIRM_RATIO * lam[-1, -1]
-    return Confirmation(dr.key, dr.d, f"{info['v_kind']} / {info['b_kind']}", tuple(_definite(V) for V in ctl.V),
-                        tr.t, lam[:, 0] / lam[:, -1],
-                        float(lam[-1, 0]), float(lam[-1, -1]), str(tr.status), bool(ok))
+    return Confirmation(
+        dr.key,
+        dr.d,
+        f"{info['v_kind']} / {info['b_kind']}",
+        tuple(_definite(V) for V in ctl.V),
+        tr.t,
+        lam[:, 0] / lam[:, -1],
+        float(lam[-1, 0]),
+        float(lam[-1, -1]),
+        str(tr.status),
+        bool(ok),
+    )
 
 
-def confirm_counterexamples(study: ConditionStudy, condition: str = "stab", *, horizon: float = 100.0,
-                            references: int = 3, n_grid: int = 401) -> Counterexamples:
+def confirm_counterexamples(
+    study: ConditionStudy, condition: str = "stab", *, horizon: float = 100.0, references: int = 3, n_grid: int = 401
+) -> Counterexamples:
     r"""Integrate each general-V counterexample to ``condition`` again, alone, to :math:`4T` (module docstring).
 
     Parameters
@@ -365,8 +423,9 @@ def confirm_counterexamples(study: ConditionStudy, condition: str = "stab", *, h
     Counterexamples
     """
     if condition != "stab":
-        raise ValueError(f"condition: only 'stab' counterexamples are confirmed by the eigenvalue ratio, "
-                         f"got {condition!r}")
+        raise ValueError(
+            f"condition: only 'stab' counterexamples are confirmed by the eigenvalue ratio, got {condition!r}"
+        )
     bad = study.count(condition, False).bad
     items = [_integrate(study.draw(r["key"]), horizon, n_grid) for r in bad]
     refs = [_integrate(study.draw(r["key"]), horizon, n_grid) for r in study.count(condition, True).rows[:references]]
@@ -403,24 +462,33 @@ class FiniteNStudy:
 
     def scope(self) -> dict[str, Any]:
         """The tokens scope of the informative checks (where the check can tell the ODE from no attention)."""
-        return layer_scope([self.layers[c.draw] for c in self.informative] or list(self.layers.values()),
-                           system="tokens")
+        return layer_scope(
+            [self.layers[c.draw] for c in self.informative] or list(self.layers.values()), system="tokens"
+        )
 
     def table(self) -> str:
         """Markdown: per checked draw, its outcome, the time, D against its ODE and without attention, the floor."""
-        lines = ["| draw | outcome | t | D | D without attention | floor | informative |",
-                 "|---|---|---|---|---|---|---|"]
-        lines += [f"| `{c.draw}` | {c.outcome} | {c.t:.3g} | {c.D:.3g} | {c.D_off:.3g} | {c.floor:.3g} | "
-                  f"{'yes' if c.D_off > c.floor else 'no'} |" for c in self.checks]
+        lines = [
+            "| draw | outcome | t | D | D without attention | floor | informative |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{c.draw}` | {c.outcome} | {c.t:.3g} | {c.D:.3g} | {c.D_off:.3g} | {c.floor:.3g} | "
+            f"{'yes' if c.D_off > c.floor else 'no'} |"
+            for c in self.checks
+        ]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return (f"FiniteNStudy({len(self.checks)} draws, {len(self.informative)} informative, "
-                f"worst D/floor {self.worst:.3g})")
+        return (
+            f"FiniteNStudy({len(self.checks)} draws, {len(self.informative)} informative, "
+            f"worst D/floor {self.worst:.3g})"
+        )
 
 
-def finite_n_study(study: ConditionStudy, per_type: int, n_tokens: int, steps: int, repeats: int, *,
-                   seed: int) -> FiniteNStudy:
+def finite_n_study(
+    study: ConditionStudy, per_type: int, n_tokens: int, steps: int, repeats: int, *, seed: int
+) -> FiniteNStudy:
     """:func:`~gtbook.studies.atlas.study.finite_n_checks` on the ensemble draws of ``study``.
 
     Parameters

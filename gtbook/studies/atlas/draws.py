@@ -52,7 +52,11 @@ class Draw:
 
     def rng(self) -> np.random.Generator:
         """The draw's own generator."""
-        var = {"": 0, "identity": 0, "wishart": 1, "stab": 3, "blow": 4}.get(self.variant, 2) \
-            if isinstance(self.variant, str) else 2
-        return np.random.default_rng([self.seed, _CODES[self.ensemble], _ATT_CODES[self.attention], var,
-                                      self.d, self.index])
+        var = (
+            {"": 0, "identity": 0, "wishart": 1, "stab": 3, "blow": 4}.get(self.variant, 2)
+            if isinstance(self.variant, str)
+            else 2
+        )
+        return np.random.default_rng(
+            [self.seed, _CODES[self.ensemble], _ATT_CODES[self.attention], var, self.d, self.index]
+        )

@@ -60,16 +60,28 @@ __all__ = [
 ATTENTIONS = ("dot", "multihead", "l2", "sinkhorn")
 V_KINDS = ("scalar", "wishart", "goe")
 B_KINDS = ("wishart", "goe", "ginibre")
+
+
 def peer_draws(ds, n, *, seed: int = 0) -> list[Draw]:
     """The peers' experiment: every (attention, V, d) with ``n`` draws each, attention "dot" and "l2"."""
-    return [Draw("peer", att, int(d), i, seed, var) for att in ("dot", "l2") for var in ("identity", "wishart")
-            for d in ds for i in range(n)]
+    return [
+        Draw("peer", att, int(d), i, seed, var)
+        for att in ("dot", "l2")
+        for var in ("identity", "wishart")
+        for d in ds
+        for i in range(n)
+    ]
 
 
 def targeted_draws(ds, n, *, seed: int = 0, attentions=("dot", "multihead")) -> list[Draw]:
     """``n`` draws per (attention, d) and per condition ("stab", "blow") built to satisfy it (module docstring)."""
-    return [Draw("conditions", att, int(d), i, seed, cond) for cond in ("stab", "blow") for att in attentions
-            for d in ds for i in range(n)]
+    return [
+        Draw("conditions", att, int(d), i, seed, cond)
+        for cond in ("stab", "blow")
+        for att in attentions
+        for d in ds
+        for i in range(n)
+    ]
 
 
 def ensemble_draws(ds, n, *, seed: int = 0, attentions=ATTENTIONS) -> list[Draw]:
@@ -183,5 +195,11 @@ def conditions(controls: Controls) -> dict:
     d = controls.d
     scalar = all(np.allclose(V, V[0, 0] * np.eye(d), rtol=0, atol=1e-14) for V in controls.V)
     cls = _spectrum_class(controls.affine_A)[0]
-    return {"opposite": opposite, "same": same, "scalar_V": scalar, "A_class": cls,
-            "stab": opposite and cls == "anti-stable", "blow": same and cls == "anti-stable"}
+    return {
+        "opposite": opposite,
+        "same": same,
+        "scalar_V": scalar,
+        "A_class": cls,
+        "stab": opposite and cls == "anti-stable",
+        "blow": same and cls == "anti-stable",
+    }

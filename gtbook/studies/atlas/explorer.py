@@ -65,8 +65,12 @@ class ExplorerHTML(HTML):
     def __init__(self, html: str, *, n_frames: int, caption: str, alt: str) -> None:
         self.nbytes = len(html.encode())
         self.n_frames = n_frames
-        super().__init__(html, metadata={"gtbook": {"kind": "explorer", "caption": caption, "alt": alt,
-                                                    "frames": n_frames, "bytes": self.nbytes}})
+        super().__init__(
+            html,
+            metadata={
+                "gtbook": {"kind": "explorer", "caption": caption, "alt": alt, "frames": n_frames, "bytes": self.nbytes}
+            },
+        )
 
 
 _SCRIPT = r"""
@@ -123,14 +127,26 @@ def regime_explorer(atlas: AtlasMap, *, caption: str, alt: str, cell: int = 8) -
             rank.append(atlas.rank[e, b].astype(int).tolist())
             tpole.append([[f"{x:.3g}" if np.isfinite(x) else "" for x in row] for row in atlas.t_pole[e, b]])
     hint = "move the pointer over the map to read a point's outcome"
-    data: dict[str, Any] = {"a": [f"{x:.3g}" for x in atlas.a], "v": [f"{x:.3g}" for x in atlas.v],
-            "eps": [f"{x:g}" for x in atlas.eps], "beta": [f"{x:g}" for x in atlas.beta], "names": names,
-            "frames": frames, "outcome": outcome, "rank": rank, "tpole": tpole, "hint": hint}
+    data: dict[str, Any] = {
+        "a": [f"{x:.3g}" for x in atlas.a],
+        "v": [f"{x:.3g}" for x in atlas.v],
+        "eps": [f"{x:g}" for x in atlas.eps],
+        "beta": [f"{x:g}" for x in atlas.beta],
+        "names": names,
+        "frames": frames,
+        "outcome": outcome,
+        "rank": rank,
+        "tpole": tpole,
+        "hint": hint,
+    }
     uid = "gt-explorer-" + hashlib.sha256(json.dumps(data["outcome"]).encode()).hexdigest()[:10]
     payload = json.dumps(data).replace("</", "<\\/")
-    legend = "".join(f'<span style="display:inline-block;margin-right:0.8em"><span style="display:inline-block;'
-                     f'width:0.9em;height:0.9em;background:{OUTCOME_COLORS[n]};margin-right:0.3em;'
-                     f'vertical-align:middle"></span>{_html.escape(n)}</span>' for n in names)
+    legend = "".join(
+        f'<span style="display:inline-block;margin-right:0.8em"><span style="display:inline-block;'
+        f"width:0.9em;height:0.9em;background:{OUTCOME_COLORS[n]};margin-right:0.3em;"
+        f'vertical-align:middle"></span>{_html.escape(n)}</span>'
+        for n in names
+    )
     w, h = na * cell, nv * cell
     a_lo, a_hi, v_lo, v_hi = atlas.a[0], atlas.a[-1], atlas.v[0], atlas.v[-1]
     html = f"""<div class="gt-explorer" id="{uid}" role="group" aria-label="{_html.escape(alt, quote=True)}">
@@ -141,9 +157,9 @@ def regime_explorer(atlas: AtlasMap, *, caption: str, alt: str, cell: int = 8) -
 </div>
 <div style="margin-left:1.6em">a = Re spec(A), {a_lo:g} to {a_hi:g}</div>
 <div class="gt-readout" style="min-height:1.4em;font-family:monospace">{_html.escape(hint)}</div>
-<label>&epsilon; (V = v(I + &epsilon; E)) = <span class="gt-eps">{data['eps'][0]}</span>
+<label>&epsilon; (V = v(I + &epsilon; E)) = <span class="gt-eps">{data["eps"][0]}</span>
 <input type="range" name="eps" min="0" max="{ne - 1}" step="1" value="0"></label><br>
-<label>&beta; (B = B<sub>0</sub> + &beta; J) = <span class="gt-beta">{data['beta'][0]}</span>
+<label>&beta; (B = B<sub>0</sub> + &beta; J) = <span class="gt-beta">{data["beta"][0]}</span>
 <input type="range" name="beta" min="0" max="{nb - 1}" step="1" value="0"></label>
 <div style="margin-top:0.4em">{legend}</div>
 <script type="application/json">{payload}</script>

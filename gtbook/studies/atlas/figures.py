@@ -18,18 +18,24 @@ def rank_histograms(rows, ds):
     keys = sorted({(r.attention, r.variant) for r in rows})
     fig, axes = figure(len(keys), 1, width=3.0, height=2.8, sharey=True)
     axes = np.atleast_1d(axes)
-    styles = [dict(fill=False, edgecolor=COLORS["alt"], lw=1.2, hatch="//"),
-              dict(fill=False, edgecolor=COLORS["particles"], lw=1.2, hatch="\\\\")]
+    styles = [
+        dict(fill=False, edgecolor=COLORS["alt"], lw=1.2, hatch="//"),
+        dict(fill=False, edgecolor=COLORS["particles"], lw=1.2, hatch="\\\\"),
+    ]
     for ax, (att, var) in zip(axes, keys, strict=True):
         sel = [r for r in rows if r.attention == att and r.variant == var]
         for j, r in enumerate(sorted(sel, key=lambda r: r.d)):
             base = 8 * j
             x = np.arange(r.d + 1)
-            ax.bar(base + x - 0.25, r.exact[:r.d + 1], 0.25, color=COLORS["theory"],
-                   label="exact" if j == 0 else None)
+            ax.bar(base + x - 0.25, r.exact[: r.d + 1], 0.25, color=COLORS["theory"], label="exact" if j == 0 else None)
             for k, (name, s) in enumerate(r.schemes.items()):
-                ax.bar(base + x + 0.25 * k, s["hist"][:r.d + 1], 0.25, label=f"Euler, {name}" if j == 0 else None,
-                       **styles[k % 2])
+                ax.bar(
+                    base + x + 0.25 * k,
+                    s["hist"][: r.d + 1],
+                    0.25,
+                    label=f"Euler, {name}" if j == 0 else None,
+                    **styles[k % 2],
+                )
             ax.text(base + r.d / 2, ax.get_ylim()[1] * 0.95 if j else 0, "")
         ticks = [8 * j + k for j in range(len(sel)) for k in range(sorted(sel, key=lambda r: r.d)[j].d + 1)]
         labels = [str(k) for j in range(len(sel)) for k in range(sorted(sel, key=lambda r: r.d)[j].d + 1)]
@@ -51,9 +57,16 @@ def fractions_figure(fr: Fractions):
             p = fr.fraction[i, :, k]
             if not np.any(fr.count[i, :, k]):
                 continue
-            ax.errorbar(ds + 0.06 * (k - 2.5), p,
-                        yerr=[np.maximum(p - fr.low[i, :, k], 0.0), np.maximum(fr.high[i, :, k] - p, 0.0)],
-                        marker="o", ms=3, capsize=2, color=OUTCOME_COLORS[name], label=name)
+            ax.errorbar(
+                ds + 0.06 * (k - 2.5),
+                p,
+                yerr=[np.maximum(p - fr.low[i, :, k], 0.0), np.maximum(fr.high[i, :, k] - p, 0.0)],
+                marker="o",
+                ms=3,
+                capsize=2,
+                color=OUTCOME_COLORS[name],
+                label=name,
+            )
         ax.set_title(att)
         ax.set_xlabel("d")
         ax.set_ylim(-0.02, 1.02)
@@ -83,13 +96,22 @@ def map_panels(atlas: AtlasMap, frames: list[tuple[int, int]]):
     axes = np.atleast_1d(axes)
     for ax, (e, b) in zip(axes, frames, strict=True):
         codes = np.vectorize({n: k for k, n in enumerate(names)}.get)(atlas.outcome[e, b])
-        ax.imshow(codes, origin="lower", cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5, aspect="auto",
-                  extent=(atlas.a[0], atlas.a[-1], atlas.v[0], atlas.v[-1]), interpolation="nearest")
-        ax.set_title(fr"$\varepsilon = {atlas.eps[e]:g}$, $\beta = {atlas.beta[b]:g}$")
+        ax.imshow(
+            codes,
+            origin="lower",
+            cmap=cmap,
+            vmin=-0.5,
+            vmax=len(names) - 0.5,
+            aspect="auto",
+            extent=(atlas.a[0], atlas.a[-1], atlas.v[0], atlas.v[-1]),
+            interpolation="nearest",
+        )
+        ax.set_title(rf"$\varepsilon = {atlas.eps[e]:g}$, $\beta = {atlas.beta[b]:g}$")
         ax.set_xlabel(r"$a = \mathrm{Re}\,\lambda(A)$")
         ax.grid(False)
     axes[0].set_ylabel(r"$v$")
-    handles = [__import__("matplotlib.patches", fromlist=["Patch"]).Patch(color=OUTCOME_COLORS[n], label=n)
-               for n in names]
+    handles = [
+        __import__("matplotlib.patches", fromlist=["Patch"]).Patch(color=OUTCOME_COLORS[n], label=n) for n in names
+    ]
     axes[-1].legend(handles=handles, fontsize=6, loc="lower right")
     return fig

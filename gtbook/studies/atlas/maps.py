@@ -38,8 +38,9 @@ def map_draws(a_values, v_values, eps_values, beta_values, *, omega: float = 0.7
         for b in beta_values:
             for v in v_values:
                 for a in a_values:
-                    out.append(Draw("map", "dot", 2, len(out), 0,
-                                    (float(e), float(b), float(a), float(v), float(omega))))
+                    out.append(
+                        Draw("map", "dot", 2, len(out), 0, (float(e), float(b), float(a), float(v), float(omega)))
+                    )
     return out
 
 
@@ -71,8 +72,10 @@ class AtlasMap:
     t_pole: np.ndarray
 
     def __repr__(self) -> str:
-        return (f"AtlasMap({self.a.size} x {self.v.size} points, eps {list(np.round(self.eps, 3))}, "
-                f"beta {list(np.round(self.beta, 3))})")
+        return (
+            f"AtlasMap({self.a.size} x {self.v.size} points, eps {list(np.round(self.eps, 3))}, "
+            f"beta {list(np.round(self.beta, 3))})"
+        )
 
 
 def assemble_map(result, a_values, v_values, eps_values, beta_values) -> AtlasMap:
@@ -81,6 +84,12 @@ def assemble_map(result, a_values, v_values, eps_values, beta_values) -> AtlasMa
     n = int(np.prod(shape))
     if result.table.num_rows != n:
         raise ValueError(f"result: the sweep has {result.table.num_rows} rows, the grid {n} points")
-    return AtlasMap(a=np.asarray(a_values, float), v=np.asarray(v_values, float), eps=np.asarray(eps_values, float),
-                    beta=np.asarray(beta_values, float), outcome=result.column("outcome").reshape(shape),
-                    rank=result.column("rank").reshape(shape), t_pole=result.column("t_pole").reshape(shape))
+    return AtlasMap(
+        a=np.asarray(a_values, float),
+        v=np.asarray(v_values, float),
+        eps=np.asarray(eps_values, float),
+        beta=np.asarray(beta_values, float),
+        outcome=result.column("outcome").reshape(shape),
+        rank=result.column("rank").reshape(shape),
+        t_pole=result.column("t_pole").reshape(shape),
+    )

@@ -95,8 +95,9 @@ class Outcome(str, Enum):
 OUTCOMES = tuple(Outcome)
 #: the verdicts of the two tests (a limit and its rank, or the kind of escape), as strings; the other outcomes
 #: say what the lane did where the tests abstain
-DECIDED = tuple(o.value for o in (Outcome.EQUILIBRIUM, Outcome.LOWER_RANK, Outcome.COLLAPSE, Outcome.BLOWUP,
-                                  Outcome.EXPONENTIAL))
+DECIDED = tuple(
+    o.value for o in (Outcome.EQUILIBRIUM, Outcome.LOWER_RANK, Outcome.COLLAPSE, Outcome.BLOWUP, Outcome.EXPONENTIAL)
+)
 #: further doubling stages for the lanes the first doubling test leaves undecided (:math:`T` up to :math:`8T`)
 EXTENSIONS = 2
 
@@ -182,8 +183,19 @@ class _OutOfBudget(Exception):
     pass
 
 
-def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray, level: float, rtol: float,
-              atol: float, seen: np.ndarray, first: np.ndarray, n0: float) -> tuple[float, np.ndarray, str]:
+def _implicit(
+    stack: LaneStack,
+    lane: int,
+    t0: float,
+    t1: float,
+    y0: np.ndarray,
+    level: float,
+    rtol: float,
+    atol: float,
+    seen: np.ndarray,
+    first: np.ndarray,
+    n0: float,
+) -> tuple[float, np.ndarray, str]:
     r"""One stiff lane from ``t0`` with LSODA (stiff BDF once it detects stiffness), the two thresholds as events.
 
     At most :data:`IMPLICIT_NFEV` evaluations: past them the lane is "failed"; and it stops as
@@ -218,8 +230,9 @@ def _implicit(stack: LaneStack, lane: int, t0: float, t1: float, y0: np.ndarray,
     escaping.terminal = unresolved.terminal = True  # type: ignore[attr-defined]
     try:
         with np.errstate(over="ignore", invalid="ignore"):
-            sol = solve_ivp(f, (t0, t1), y0, method="LSODA", rtol=rtol, atol=atol,
-                            events=[passing, escaping, unresolved])
+            sol = solve_ivp(
+                f, (t0, t1), y0, method="LSODA", rtol=rtol, atol=atol, events=[passing, escaping, unresolved]
+            )
     except _OutOfBudget:
         return t0, y0, "failed"
     if len(sol.t_events[0]) and not seen[lane]:
@@ -246,9 +259,18 @@ def _initial_covariances(Sigma0: Any, n: int, d: int, horizon: float, escape: fl
     return S0
 
 
-def _escaped_verdicts(stack: LaneStack, esc: np.ndarray, S_end: np.ndarray, t_end: np.ndarray, seen: np.ndarray,
-                      first: np.ndarray, outcome: np.ndarray, t_pole: np.ndarray, kappa: np.ndarray,
-                      rate: np.ndarray) -> None:
+def _escaped_verdicts(
+    stack: LaneStack,
+    esc: np.ndarray,
+    S_end: np.ndarray,
+    t_end: np.ndarray,
+    seen: np.ndarray,
+    first: np.ndarray,
+    outcome: np.ndarray,
+    t_pole: np.ndarray,
+    kappa: np.ndarray,
+    rate: np.ndarray,
+) -> None:
     """The lanes that escaped: growth rate, pole time, growth exponent and outcome (written in place)."""
     S2 = S_end[esc]
     n2, r2 = _norm_rate(S2, stack.covariance_rhs(S2, esc))
@@ -269,9 +291,18 @@ def _escaped_verdicts(stack: LaneStack, esc: np.ndarray, S_end: np.ndarray, t_en
             outcome[lane] = Outcome.POLYNOMIAL.value
 
 
-def _settled_verdicts(stack: LaneStack, done: np.ndarray, Y_T: np.ndarray, S_end: np.ndarray, n0: np.ndarray,
-                      horizon: float, outcome: np.ndarray, rank: np.ndarray, alpha: np.ndarray,
-                      moving: np.ndarray) -> np.ndarray:
+def _settled_verdicts(
+    stack: LaneStack,
+    done: np.ndarray,
+    Y_T: np.ndarray,
+    S_end: np.ndarray,
+    n0: np.ndarray,
+    horizon: float,
+    outcome: np.ndarray,
+    rank: np.ndarray,
+    alpha: np.ndarray,
+    moving: np.ndarray,
+) -> np.ndarray:
     """The doubling test on the lanes that completed :math:`[T, 2T]`: eigenvalue exponents, motion, rank and
     outcome (written in place). Returns, per lane of ``done``, whether the test left it undecided; those lanes'
     outcome is the name of what blocks the decision (module docstring), final only at the last stage."""
@@ -298,19 +329,26 @@ def _settled_verdicts(stack: LaneStack, done: np.ndarray, Y_T: np.ndarray, S_end
     decided = ~between & ~growing & still
     for j, lane in enumerate(done):
         if not decided[j]:
-            outcome[lane] = (Outcome.UNDECIDED if growing[j] else Outcome.ALGEBRAIC if between[j]
-                             else Outcome.ROTATION).value
+            outcome[lane] = (
+                Outcome.UNDECIDED if growing[j] else Outcome.ALGEBRAIC if between[j] else Outcome.ROTATION
+            ).value
             continue
         r = int(persist[j].sum())
         rank[lane] = r
-        outcome[lane] = (Outcome.EQUILIBRIUM if r == d else
-                         Outcome.COLLAPSE if r == 0 else Outcome.LOWER_RANK).value
+        outcome[lane] = (Outcome.EQUILIBRIUM if r == d else Outcome.COLLAPSE if r == 0 else Outcome.LOWER_RANK).value
     return ~decided
 
 
-def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, horizon: float = 100.0,
-                   escape: float = 1e6, rtol: float = 1e-10, atol: float = 1e-14,
-                   max_nfev: int = MAX_NFEV) -> LaneVerdicts:
+def classify_lanes(
+    controls: Sequence[Controls] | LaneStack,
+    Sigma0: Any,
+    *,
+    horizon: float = 100.0,
+    escape: float = 1e6,
+    rtol: float = 1e-10,
+    atol: float = 1e-14,
+    max_nfev: int = MAX_NFEV,
+) -> LaneVerdicts:
     r"""Integrate :math:`\Sigma' = F\Sigma + \Sigma F^\top` for every lane and decide its :class:`Outcome`.
 
     Parameters
@@ -365,8 +403,9 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
         for j in np.flatnonzero(st == "budget"):  # stiff: an implicit method from where DOP853 gave up
             g = lanes[j]
             stiff[g] = True
-            t_out[j], y_out[j], st[j] = _implicit(stack, g, t_out[j], t1, y_out[j], level[g], rtol,
-                                                  atol * n0[g], seen, first, float(n0[g]))
+            t_out[j], y_out[j], st[j] = _implicit(
+                stack, g, t_out[j], t1, y_out[j], level[g], rtol, atol * n0[g], seen, first, float(n0[g])
+            )
         return t_out, y_out, st.astype(str)
 
     outcome = np.full(n, Outcome.UNDECIDED.value, dtype=object)
@@ -389,8 +428,11 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
         S_done = Y_end[done].reshape(-1, d, d)
         S_last = np.zeros((n, d, d))
         S_last[done] = 0.5 * (S_done + np.swapaxes(S_done, 1, 2))
-        undecided = _settled_verdicts(stack, done, Y_T, S_last, n0, T, outcome, rank, alpha, moving) \
-            if done.size else np.zeros(0, dtype=bool)
+        undecided = (
+            _settled_verdicts(stack, done, Y_T, S_last, n0, T, outcome, rank, alpha, moving)
+            if done.size
+            else np.zeros(0, dtype=bool)
+        )
         go, T = done[undecided], 2 * T
     S_end = Y_end.reshape(n, d, d)
     S_end = 0.5 * (S_end + np.swapaxes(S_end, 1, 2))
@@ -403,6 +445,17 @@ def classify_lanes(controls: Sequence[Controls] | LaneStack, Sigma0: Any, *, hor
         alpha[esc], moving[esc], rank[esc] = np.nan, np.nan, -1
         outcome[esc] = Outcome.UNDECIDED.value  # an exponent that cannot be measured decides nothing
         _escaped_verdicts(stack, esc, S_end, t_end, seen, first, outcome, t_pole, kappa, rate)
-    return LaneVerdicts(outcome=outcome.astype(str), rank=rank, t_end=t_end, t_pole=t_pole, kappa=kappa,
-                        rate=rate, alpha=alpha, moving=moving, Sigma=S_end, failed=failed, stiff=stiff,
-                        unresolved=unresolved)
+    return LaneVerdicts(
+        outcome=outcome.astype(str),
+        rank=rank,
+        t_end=t_end,
+        t_pole=t_pole,
+        kappa=kappa,
+        rate=rate,
+        alpha=alpha,
+        moving=moving,
+        Sigma=S_end,
+        failed=failed,
+        stiff=stiff,
+        unresolved=unresolved,
+    )

@@ -100,8 +100,9 @@ class PeerRun:
         return f"PeerRun(n={self.rank.size}, {st})"
 
 
-def projected_euler_lanes(controls: Sequence[Controls] | LaneStack, Sigma0, setting: PeerSetting, *,
-                          explode: float = 1e6) -> PeerRun:
+def projected_euler_lanes(
+    controls: Sequence[Controls] | LaneStack, Sigma0, setting: PeerSetting, *, explode: float = 1e6
+) -> PeerRun:
     r"""The peers' scheme, every draw side by side: :math:`\Sigma_{k+1} = \Pi_+(\Sigma_k + h\,\Sigma'(\Sigma_k))`.
 
     :math:`\Pi_+` clips the eigenvalues at 0. A draw stops when
@@ -147,8 +148,13 @@ def projected_euler_lanes(controls: Sequence[Controls] | LaneStack, Sigma0, sett
         status[active[converged]] = "converged"
         active = active[~(exploded | converged)]
     lam = np.linalg.eigvalsh(S)
-    return PeerRun(rank=np.sum(lam > setting.rank_tol, axis=1), status=status.astype(str), iterations=iterations,
-                   Sigma=S, eigenvalues=lam)
+    return PeerRun(
+        rank=np.sum(lam > setting.rank_tol, axis=1),
+        status=status.astype(str),
+        iterations=iterations,
+        Sigma=S,
+        eigenvalues=lam,
+    )
 
 
 def closed_form_rank(controls: Controls) -> int:
@@ -166,8 +172,12 @@ def closed_form_rank(controls: Controls) -> int:
         The controls are outside the closed form's domain, or the rank of :math:`W` is not certified.
     """
     d = controls.d
-    if controls.attention != "dot" or controls.heads != 1 or np.any(controls.affine_A != 0) or \
-            not np.array_equal(controls.V[0], np.eye(d)):
+    if (
+        controls.attention != "dot"
+        or controls.heads != 1
+        or np.any(controls.affine_A != 0)
+        or not np.array_equal(controls.V[0], np.eye(d))
+    ):
         raise ValueError("controls: the closed form needs one dot-product head with V = I and A = 0")
     B = controls.B[0]
     W = -0.5 * (B + B.T)
@@ -235,8 +245,11 @@ def exact_ranks(controls: Sequence[Controls], Sigma0, *, horizon: float = EXACT_
         if c.heads != 1 or np.any(c.affine_A != 0):
             raise ValueError(f"controls[{k}]: exact_ranks needs one head and A = 0 (time rescaling)")
         s = time_scale(c)
-        rescaled.append(Controls(V=c.V[0] / s, Q=c.Q, K=c.K, attention=c.attention) if c.Q is not None else
-                        Controls(V=c.V[0] / s, B=c.B[0], attention=c.attention))
+        rescaled.append(
+            Controls(V=c.V[0] / s, Q=c.Q, K=c.K, attention=c.attention)
+            if c.Q is not None
+            else Controls(V=c.V[0] / s, B=c.B[0], attention=c.attention)
+        )
     verdicts = classify_lanes(rescaled, Sigma0, horizon=horizon)
     limit = np.isin(verdicts.outcome, [Outcome.EQUILIBRIUM.value, Outcome.LOWER_RANK.value, Outcome.COLLAPSE.value])
     doubling = np.where(limit, verdicts.rank, -1)
@@ -247,6 +260,6 @@ def exact_ranks(controls: Sequence[Controls], Sigma0, *, horizon: float = EXACT_
             method[i] = "closed form"
         except ValueError:
             pass
-    return ExactRanks(rank=rank, method=method.astype(str), doubling_rank=doubling, outcome=verdicts.outcome,
-                      alpha=verdicts.alpha)
-
+    return ExactRanks(
+        rank=rank, method=method.astype(str), doubling_rank=doubling, outcome=verdicts.outcome, alpha=verdicts.alpha
+    )

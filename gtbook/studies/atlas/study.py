@@ -20,8 +20,14 @@ from gtcore.moments.batched import stack_controls
 from gtcore.riccati import blowup_time
 from gtcore.stability import classify
 
-__all__ = ["FiniteNCheck", "PeerComparison", "classify_agreement", "finite_n_checks", "peer_comparison",
-           "pole_time_errors"]
+__all__ = [
+    "FiniteNCheck",
+    "PeerComparison",
+    "classify_agreement",
+    "finite_n_checks",
+    "peer_comparison",
+    "pole_time_errors",
+]
 
 
 @dataclass
@@ -69,16 +75,35 @@ def peer_comparison(draws: Sequence[Draw], settings: Sequence[PeerSetting] = PEE
         for s in settings:
             run = projected_euler_lanes(stack_controls(ctls), np.eye(d), s)
             wrong = decided & (run.rank != ex.rank)
-            schemes[s.name] = {"hist": np.bincount(run.rank, minlength=d + 1), "miscount": int(wrong.sum()),
-                               "unconverged": int(np.sum(run.status != "converged"))}
+            schemes[s.name] = {
+                "hist": np.bincount(run.rank, minlength=d + 1),
+                "miscount": int(wrong.sum()),
+                "unconverged": int(np.sum(run.status != "converged")),
+            }
             for i in np.flatnonzero(wrong)[:2]:
                 if len(examples) < 6:
-                    examples.append({"draw": group[i].key, "setting": s.name, "exact": int(ex.rank[i]),
-                                     "scheme": int(run.rank[i]), "status": str(run.status[i]),
-                                     "iterations": int(run.iterations[i]),
-                                     "eigenvalues": np.round(run.eigenvalues[i], 4).tolist()})
-        rows.append(PeerRow(att, var, d, np.bincount(ex.rank[decided], minlength=d + 1),
-                            int(np.sum(~decided)), int(cf.sum()), schemes))
+                    examples.append(
+                        {
+                            "draw": group[i].key,
+                            "setting": s.name,
+                            "exact": int(ex.rank[i]),
+                            "scheme": int(run.rank[i]),
+                            "status": str(run.status[i]),
+                            "iterations": int(run.iterations[i]),
+                            "eigenvalues": np.round(run.eigenvalues[i], 4).tolist(),
+                        }
+                    )
+        rows.append(
+            PeerRow(
+                att,
+                var,
+                d,
+                np.bincount(ex.rank[decided], minlength=d + 1),
+                int(np.sum(~decided)),
+                int(cf.sum()),
+                schemes,
+            )
+        )
     return PeerComparison(rows, cf_dis, examples)
 
 
@@ -161,8 +186,17 @@ class FiniteNCheck:
     sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
 
-def finite_n_checks(result, draws: Sequence[Draw], n_per_type: int, n_tokens: int, steps: int, repeats: int, *,
-                    seed: int = 0, t_check: float = 0.5) -> list[FiniteNCheck]:
+def finite_n_checks(
+    result,
+    draws: Sequence[Draw],
+    n_per_type: int,
+    n_tokens: int,
+    steps: int,
+    repeats: int,
+    *,
+    seed: int = 0,
+    t_check: float = 0.5,
+) -> list[FiniteNCheck]:
     r"""``n_per_type`` draws per attention type, chosen with ``seed``: tokens against the moment ODE at a fixed time.
 
     The time is ``t_check``, or half the escape time when the lane escaped earlier, and for
@@ -202,7 +236,15 @@ def _finite_n_checks(result, draws, n_per_type, n_tokens, steps, repeats, seed, 
                 off = integrate_moments(run.ode.mu[0], run.ode.Sigma[0], Controls(A=ctl.A), (0.0, t))
                 with predicted():
                     floor = noise_floor(run.ode.mu[-1], run.ode.Sigma[-1], n, repeats, seed=1000 + int(k))
-            checks.append(FiniteNCheck(dr.key, out[dr.key], t, run.discrepancy,
-                                       moment_discrepancy(run.particles.mu[-1], run.particles.Sigma[-1],
-                                                          off.mu[-1], off.Sigma[-1]), floor, sides))
+            checks.append(
+                FiniteNCheck(
+                    dr.key,
+                    out[dr.key],
+                    t,
+                    run.discrepancy,
+                    moment_discrepancy(run.particles.mu[-1], run.particles.Sigma[-1], off.mu[-1], off.Sigma[-1]),
+                    floor,
+                    sides,
+                )
+            )
     return checks

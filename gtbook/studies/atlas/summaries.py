@@ -25,8 +25,7 @@ from gtbook.studies.atlas.sweep import SweepResult, run_sweep
 from gtbook.studies.scoping import layer_scope
 from gtcore.controls import Controls
 
-__all__ = ["PEER_FAMILY", "ClosedFormChecks", "MapStudy", "PeerStudy", "closed_form_checks", "map_study",
-           "peer_study"]
+__all__ = ["PEER_FAMILY", "ClosedFormChecks", "MapStudy", "PeerStudy", "closed_form_checks", "map_study", "peer_study"]
 
 #: the peers' experiment is a special family inside the classes
 PEER_FAMILY = "K = -Q, Q of floor(d/2) rows (the peers' experiment)"
@@ -77,13 +76,18 @@ class PeerStudy:
 
     def scope(self, *, variant: str | None = None, attention: Sequence[str] | None = None) -> dict[str, Any]:
         """The moment-ODE scope of the draws of one V ("identity", "wishart"; None: both) and attention types."""
-        sel = [dr for dr in self.draws if (variant is None or dr.variant == variant)
-               and (attention is None or dr.attention in attention)]
+        sel = [
+            dr
+            for dr in self.draws
+            if (variant is None or dr.variant == variant) and (attention is None or dr.attention in attention)
+        ]
         return layer_scope([draw_controls(dr)[0] for dr in sel], system="moment ODE", family=PEER_FAMILY)
 
     def __repr__(self) -> str:
-        return (f"PeerStudy({len(self.draws)} draws; off rank {self.off_rank}, modal {self.modal}, miscounted "
-                f"{self.comparison.total('miscount')})")
+        return (
+            f"PeerStudy({len(self.draws)} draws; off rank {self.off_rank}, modal {self.modal}, miscounted "
+            f"{self.comparison.total('miscount')})"
+        )
 
 
 def peer_study(ds: Sequence[int], n: int, *, seed: int) -> PeerStudy:
@@ -136,8 +140,10 @@ class ClosedFormChecks:
         return layer_scope(self.layers, system="moment ODE")
 
     def __repr__(self) -> str:
-        return (f"ClosedFormChecks({self.agree}/{self.compared} agree, {len(self.contradictions)} contradictions, "
-                f"{self.pole_errors.size} pole times)")
+        return (
+            f"ClosedFormChecks({self.agree}/{self.compared} agree, {len(self.contradictions)} contradictions, "
+            f"{self.pole_errors.size} pole times)"
+        )
 
 
 def closed_form_checks(sweep: SweepResult, draws: Sequence[Draw]) -> ClosedFormChecks:
@@ -154,8 +160,9 @@ def closed_form_checks(sweep: SweepResult, draws: Sequence[Draw]) -> ClosedFormC
     ClosedFormChecks
     """
     agree, compared, dis = classify_agreement(sweep, draws)
-    layers = [c for c in (draw_controls(dr)[0] for dr in draws if dr.attention == "dot")
-              if c.heads == 1 and _is_scalar_v(c)]
+    layers = [
+        c for c in (draw_controls(dr)[0] for dr in draws if dr.attention == "dot") if c.heads == 1 and _is_scalar_v(c)
+    ]
     return ClosedFormChecks(agree, compared, dis, pole_time_errors(sweep, draws), layers)
 
 
@@ -183,10 +190,12 @@ class MapStudy:
         from gtbook.studies.atlas.explorer import regime_explorer
 
         return regime_explorer(
-            self.atlas, caption="Regime explorer over (a, v) for V = v(I + eps E), B = B0 + beta J",
+            self.atlas,
+            caption="Regime explorer over (a, v) for V = v(I + eps E), B = B0 + beta J",
             alt="A regime map over a (horizontal) and v (vertical) with two sliders, for the anisotropy eps of V and "
-                "the skew part beta of B; coloured cells mark equilibrium, collapse, blow-up, exponential growth and "
-                "other.")
+            "the skew part beta of B; coloured cells mark equilibrium, collapse, blow-up, exponential growth and "
+            "other.",
+        )
 
     def figure(self):
         """Static maps: V = vI, and the largest eps without and with the skew part of B."""
@@ -203,13 +212,24 @@ class MapStudy:
         return layer_scope(layers, system="moment ODE", family=MAP_FAMILY)
 
     def __repr__(self) -> str:
-        return (f"MapStudy({self.atlas!r}; same for every beta {self.same_beta:.3f}, agrees with theory "
-                f"{self.agree:.3f})")
+        return (
+            f"MapStudy({self.atlas!r}; same for every beta {self.same_beta:.3f}, agrees with theory {self.agree:.3f})"
+        )
 
 
-def map_study(a_range: Sequence[float], v_range: Sequence[float], n: int, eps: Sequence[float],
-              beta: Sequence[float], *, out: Any = None, lanes: int = 128, horizon: float = 100.0,
-              scheduler: str | None = None, workers: int = 2) -> MapStudy:
+def map_study(
+    a_range: Sequence[float],
+    v_range: Sequence[float],
+    n: int,
+    eps: Sequence[float],
+    beta: Sequence[float],
+    *,
+    out: Any = None,
+    lanes: int = 128,
+    horizon: float = 100.0,
+    scheduler: str | None = None,
+    workers: int = 2,
+) -> MapStudy:
     r"""Sweep the map over an ``n`` by ``n`` grid of :math:`(a, v)` per :math:`(\varepsilon, \beta)`, and compare the
     :math:`\varepsilon = \beta = 0` frame with :func:`gtcore.stability.classify`.
 
@@ -232,12 +252,20 @@ def map_study(a_range: Sequence[float], v_range: Sequence[float], n: int, eps: S
 
     a_grid = np.linspace(float(a_range[0]), float(a_range[1]), n)
     v_grid = np.linspace(float(v_range[0]), float(v_range[1]), n)
-    sweep = run_sweep(map_draws(a_grid, v_grid, eps, beta), out, lanes=lanes, horizon=horizon, scheduler=scheduler,
-                      workers=workers)
+    sweep = run_sweep(
+        map_draws(a_grid, v_grid, eps, beta), out, lanes=lanes, horizon=horizon, scheduler=scheduler, workers=workers
+    )
     atlas = assemble_map(sweep, a_grid, v_grid, eps, beta)
     same_beta = float(np.mean(atlas.outcome[0, 0] == atlas.outcome[0, -1]))
-    theory = np.array([[classify(rotating_controls(a, v, MAP_B0, omega=0.7), MAP_SIGMA0, t_max=2 * horizon).verdict
-                        for a in a_grid] for v in v_grid])
+    theory = np.array(
+        [
+            [
+                classify(rotating_controls(a, v, MAP_B0, omega=0.7), MAP_SIGMA0, t_max=2 * horizon).verdict
+                for a in a_grid
+            ]
+            for v in v_grid
+        ]
+    )
     names = {"converges": "equilibrium", "collapses to 0": "collapse to 0", "blows up": "finite-time blow-up"}
     theory = np.vectorize(lambda x: names.get(x, "other"))(theory)
     lanes_map = np.where(np.isin(atlas.outcome[0, 0], DECIDED), atlas.outcome[0, 0], "other")  # abstentions: other

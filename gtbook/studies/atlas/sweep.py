@@ -51,8 +51,20 @@ from gtbook.studies.atlas.outcomes import classify_lanes
 from gtcore._progress import progress
 from gtcore._validation import check_count, check_integer, check_positive
 
-__all__ = ["COLUMNS", "Chunk", "SchedulerError", "SweepResult", "atlas", "chunk_bytes", "make_chunks", "read_chunk",
-           "run_chunk", "run_sweep", "sweep_code", "tables_identical"]
+__all__ = [
+    "COLUMNS",
+    "Chunk",
+    "SchedulerError",
+    "SweepResult",
+    "atlas",
+    "chunk_bytes",
+    "make_chunks",
+    "read_chunk",
+    "run_chunk",
+    "run_sweep",
+    "sweep_code",
+    "tables_identical",
+]
 
 #: the schema metadata key of a chunk file: its digest, the keys of its draws, the SHA-256 of its rows
 META_KEY = b"gtbook.atlas"
@@ -61,9 +73,36 @@ META_KEY = b"gtbook.atlas"
 LANE_FACTOR = 128
 
 #: one row per draw
-COLUMNS = ("key", "ensemble", "attention", "variant", "d", "index", "outcome", "rank", "t_end", "t_pole",
-           "kappa", "rate", "moving", "stiff", "failed", "lam_min", "lam_max", "alpha_max", "alpha_min",
-           "opposite", "same", "scalar_V", "A_class", "stab", "blow", "v_kind", "b_kind", "shift")
+COLUMNS = (
+    "key",
+    "ensemble",
+    "attention",
+    "variant",
+    "d",
+    "index",
+    "outcome",
+    "rank",
+    "t_end",
+    "t_pole",
+    "kappa",
+    "rate",
+    "moving",
+    "stiff",
+    "failed",
+    "lam_min",
+    "lam_max",
+    "alpha_max",
+    "alpha_min",
+    "opposite",
+    "same",
+    "scalar_V",
+    "A_class",
+    "stab",
+    "blow",
+    "v_kind",
+    "b_kind",
+    "shift",
+)
 
 
 @dataclass(frozen=True)
@@ -113,7 +152,7 @@ def make_chunks(draws: Sequence[Draw], lanes: int = 256, *, horizon: float = 100
     chunks: list[Chunk] = []
     for group in groups.values():
         for k in range(0, len(group), lanes):
-            chunks.append(Chunk(len(chunks), tuple(group[k:k + lanes]), float(horizon), code))
+            chunks.append(Chunk(len(chunks), tuple(group[k : k + lanes]), float(horizon), code))
     return chunks
 
 
@@ -158,9 +197,11 @@ def _check_memory(chunks: Sequence[Chunk], budget: int | None, where: str) -> No
     if need > budget:
         d = big.draws[0].d
         n = len(big.draws)
-        raise ValueError(f"a chunk of {n} draw{'s' if n > 1 else ''} at d = {d} needs about {need / 2**30:.3g} GiB "
-                         f"(estimated before allocating), more than the {budget / 2**30:.3g} GiB {where}: lower "
-                         f"the dimension{' or --lanes' if len(big.draws) > 1 else ''}")
+        raise ValueError(
+            f"a chunk of {n} draw{'s' if n > 1 else ''} at d = {d} needs about {need / 2**30:.3g} GiB "
+            f"(estimated before allocating), more than the {budget / 2**30:.3g} GiB {where}: lower "
+            f"the dimension{' or --lanes' if len(big.draws) > 1 else ''}"
+        )
 
 
 def run_chunk(chunk: Chunk) -> dict[str, list]:
@@ -175,15 +216,36 @@ def run_chunk(chunk: Chunk) -> dict[str, list]:
     cols: dict[str, list] = {c: [] for c in COLUMNS}
     for i, (dr, (ctl, _, info)) in enumerate(zip(chunk.draws, built, strict=True)):
         cond = conditions(ctl)
-        row = dict(key=dr.key, ensemble=dr.ensemble, attention=dr.attention, variant=str(dr.variant), d=dr.d,
-                   index=dr.index, outcome=str(v.outcome[i]), rank=int(v.rank[i]), t_end=float(v.t_end[i]),
-                   t_pole=float(v.t_pole[i]), kappa=float(v.kappa[i]), rate=float(v.rate[i]),
-                   moving=float(v.moving[i]), stiff=bool(v.stiff[i]), failed=bool(v.failed[i]),
-                   lam_min=float(lam[i, 0]), lam_max=float(lam[i, -1]),
-                   alpha_max=float(np.max(v.alpha[i])), alpha_min=float(np.min(v.alpha[i])),
-                   opposite=cond["opposite"], same=cond["same"], scalar_V=cond["scalar_V"],
-                   A_class=cond["A_class"], stab=cond["stab"], blow=cond["blow"],
-                   v_kind=info["v_kind"], b_kind=info["b_kind"], shift=float(info["shift"]))
+        row = dict(
+            key=dr.key,
+            ensemble=dr.ensemble,
+            attention=dr.attention,
+            variant=str(dr.variant),
+            d=dr.d,
+            index=dr.index,
+            outcome=str(v.outcome[i]),
+            rank=int(v.rank[i]),
+            t_end=float(v.t_end[i]),
+            t_pole=float(v.t_pole[i]),
+            kappa=float(v.kappa[i]),
+            rate=float(v.rate[i]),
+            moving=float(v.moving[i]),
+            stiff=bool(v.stiff[i]),
+            failed=bool(v.failed[i]),
+            lam_min=float(lam[i, 0]),
+            lam_max=float(lam[i, -1]),
+            alpha_max=float(np.max(v.alpha[i])),
+            alpha_min=float(np.min(v.alpha[i])),
+            opposite=cond["opposite"],
+            same=cond["same"],
+            scalar_V=cond["scalar_V"],
+            A_class=cond["A_class"],
+            stab=cond["stab"],
+            blow=cond["blow"],
+            v_kind=info["v_kind"],
+            b_kind=info["b_kind"],
+            shift=float(info["shift"]),
+        )
         for c in COLUMNS:
             cols[c].append(row[c])
     return cols
@@ -211,8 +273,10 @@ class SweepResult:
         return np.asarray(self.table.column(name).to_pylist())
 
     def __repr__(self) -> str:
-        return (f"SweepResult({self.table.num_rows} draws; {self.computed} chunks computed, {self.reused} "
-                f"reused; {self.seconds:.1f} s {self.where})")
+        return (
+            f"SweepResult({self.table.num_rows} draws; {self.computed} chunks computed, {self.reused} "
+            f"reused; {self.seconds:.1f} s {self.where})"
+        )
 
 
 def _rows_digest(cols: dict[str, list]) -> str:
@@ -330,10 +394,19 @@ def _on_cluster(client: Any, pending: list[Chunk], timeout: float, address: str)
             yield futures[fut], cols
 
 
-def run_sweep(draws: Sequence[Draw], out: str | os.PathLike | None = None, *, lanes: int = 256,
-              horizon: float = 100.0, client: Any = None, scheduler: str | None = None, workers: int = 2,
-              show_progress: bool = True, timeout: float = 30.0,
-              log: Callable[[str], None] | None = None) -> SweepResult:
+def run_sweep(
+    draws: Sequence[Draw],
+    out: str | os.PathLike | None = None,
+    *,
+    lanes: int = 256,
+    horizon: float = 100.0,
+    client: Any = None,
+    scheduler: str | None = None,
+    workers: int = 2,
+    show_progress: bool = True,
+    timeout: float = 30.0,
+    log: Callable[[str], None] | None = None,
+) -> SweepResult:
     """Classify every draw, chunk by chunk, in this process or on a Dask cluster (module docstring).
 
     Parameters
@@ -369,8 +442,10 @@ def run_sweep(draws: Sequence[Draw], out: str | os.PathLike | None = None, *, la
     workers = check_count(workers, "workers")
     timeout = check_positive(timeout, "timeout")
     if log is None:
+
         def log(msg: str) -> None:
             print(msg, file=sys.stderr, flush=True)
+
     draws = list(draws)
     if not draws:
         raise ValueError("draws must hold at least one Draw")
@@ -378,8 +453,11 @@ def run_sweep(draws: Sequence[Draw], out: str | os.PathLike | None = None, *, la
     if client is None and scheduler in (None, "local"):
         share = 1 if scheduler is None else workers
         avail = _available_bytes()
-        _check_memory(chunks, None if avail is None else avail // share,
-                      "available" + ("" if share == 1 else f" to each of {workers} workers"))
+        _check_memory(
+            chunks,
+            None if avail is None else avail // share,
+            "available" + ("" if share == 1 else f" to each of {workers} workers"),
+        )
     folder = None if out is None else Path(out)
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -413,14 +491,18 @@ def run_sweep(draws: Sequence[Draw], out: str | os.PathLike | None = None, *, la
                 client = Client(own)
             else:
                 try:
-                    client = _deadline(lambda: Client(scheduler, timeout=timeout), timeout,
-                                       f"the scheduler at {scheduler}")
+                    client = _deadline(
+                        lambda: Client(scheduler, timeout=timeout), timeout, f"the scheduler at {scheduler}"
+                    )
                 except SchedulerError:
                     if quiet is not None:
                         quiet.keep = True  # the hung connection attempt goes on in its thread
                     raise
-                _deadline(lambda: client.wait_for_workers(1, timeout=timeout), 2 * timeout,
-                          f"the scheduler at {scheduler}, waiting for a worker")
+                _deadline(
+                    lambda: client.wait_for_workers(1, timeout=timeout),
+                    2 * timeout,
+                    f"the scheduler at {scheduler}, waiting for a worker",
+                )
                 info = _deadline(client.scheduler_info, timeout, f"the scheduler at {scheduler}")
                 limits = [w.get("memory_limit") or 0 for w in (info or {}).get("workers", {}).values()]
                 if limits and min(limits) > 0:
@@ -438,9 +520,10 @@ def run_sweep(draws: Sequence[Draw], out: str | os.PathLike | None = None, *, la
                 if quiet is not None:
                     quiet.keep = True  # the dead client's reconnection attempts would print tracebacks
                 kept = len(results) - reused
-                raise SchedulerError(f"{exc}; {kept} of {len(pending)} chunks were finished and are kept"
-                                     + (f" in {folder}: run the same sweep again to resume" if folder else "")
-                                     ) from None
+                raise SchedulerError(
+                    f"{exc}; {kept} of {len(pending)} chunks were finished and are kept"
+                    + (f" in {folder}: run the same sweep again to resume" if folder else "")
+                ) from None
     finally:
         if own is not None and client is not None:
             client.close()
@@ -453,13 +536,28 @@ def run_sweep(draws: Sequence[Draw], out: str | os.PathLike | None = None, *, la
     table = pa.concat_tables([pa.table(results[ch.id]) for ch in chunks])
     order = {dr.key: i for i, dr in enumerate(draws)}
     idx = np.argsort([order[k] for k in table.column("key").to_pylist()], kind="stable")
-    return SweepResult(table=table.take(pa.array(idx)), computed=len(pending), reused=reused,
-                       seconds=time.perf_counter() - t0, where=where)
+    return SweepResult(
+        table=table.take(pa.array(idx)),
+        computed=len(pending),
+        reused=reused,
+        seconds=time.perf_counter() - t0,
+        where=where,
+    )
 
 
-def atlas(out: str | os.PathLike, *, ds: Sequence[int] = (2, 3, 4, 5, 6, 7, 8), draws: int = 40, seed: int = 0,
-          lanes: int = 256, horizon: float = 100.0, client: Any = None, scheduler: str | None = None,
-          workers: int = 2, timeout: float = 30.0) -> tuple[SweepResult, str]:
+def atlas(
+    out: str | os.PathLike,
+    *,
+    ds: Sequence[int] = (2, 3, 4, 5, 6, 7, 8),
+    draws: int = 40,
+    seed: int = 0,
+    lanes: int = 256,
+    horizon: float = 100.0,
+    client: Any = None,
+    scheduler: str | None = None,
+    workers: int = 2,
+    timeout: float = 30.0,
+) -> tuple[SweepResult, str]:
     """The condition-ensemble atlas (``gtbook atlas``): ``draws`` per (attention type, d), written to ``out``.
 
     Returns the sweep and a Markdown table of the regime fractions with Wilson 95 % intervals.
@@ -473,16 +571,19 @@ def atlas(out: str | os.PathLike, *, ds: Sequence[int] = (2, 3, 4, 5, 6, 7, 8), 
     ds = [check_count(d, "ds") for d in ds]
     twice = sorted({d for d in ds if ds.count(d) > 1})
     if twice:
-        raise ValueError(f"ds lists d = {', '.join(map(str, twice))} more than once (the draws would be counted "
-                         "twice); give each dimension once")
+        raise ValueError(
+            f"ds lists d = {', '.join(map(str, twice))} more than once (the draws would be counted "
+            "twice); give each dimension once"
+        )
     if not ds:
         raise ValueError("ds must list at least one dimension")
     draws = check_count(draws, "draws")
     seed = check_integer(seed, "seed", 0)
     workers = check_count(workers, "workers")
     ens = ensemble_draws(ds, draws, seed=seed)
-    res = run_sweep(ens, out, lanes=lanes, horizon=horizon, client=client, scheduler=scheduler, workers=workers,
-                    timeout=timeout)
+    res = run_sweep(
+        ens, out, lanes=lanes, horizon=horizon, client=client, scheduler=scheduler, workers=workers, timeout=timeout
+    )
     return res, regime_fractions(res, list(ATTENTIONS), ds).markdown()
 
 

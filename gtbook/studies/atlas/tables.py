@@ -44,14 +44,18 @@ class Fractions:
         rows = [head, "|" + "---|" * (3 + len(self.outcomes))]
         for i, att in enumerate(self.attentions):
             for j, d in enumerate(self.ds):
-                cells = [f"{100 * self.fraction[i, j, k]:.0f} [{100 * self.low[i, j, k]:.0f}, "
-                         f"{100 * self.high[i, j, k]:.0f}]" for k in range(len(self.outcomes))]
+                cells = [
+                    f"{100 * self.fraction[i, j, k]:.0f} [{100 * self.low[i, j, k]:.0f}, "
+                    f"{100 * self.high[i, j, k]:.0f}]"
+                    for k in range(len(self.outcomes))
+                ]
                 rows.append(f"| {att} | {d} | {self.n[i, j]} | " + " | ".join(cells) + " |")
         return "\n".join(rows)
 
     def __repr__(self) -> str:
-        return (f"Fractions({len(self.attentions)} attention types x {len(self.ds)} dimensions, "
-                f"{int(self.n.sum())} draws)")
+        return (
+            f"Fractions({len(self.attentions)} attention types x {len(self.ds)} dimensions, {int(self.n.sum())} draws)"
+        )
 
 
 def regime_fractions(result, attentions: Sequence[str], ds: Sequence[int]) -> Fractions:
@@ -76,8 +80,9 @@ def regime_fractions(result, attentions: Sequence[str], ds: Sequence[int]) -> Fr
     return Fractions(list(attentions), [int(d) for d in ds], names, count, n, low, high)
 
 
-def counterexamples(result, condition: str, predicted: str, *, attentions: Sequence[str] | None = None,
-                    scalar: bool | None = None) -> tuple[int, list[dict]]:
+def counterexamples(
+    result, condition: str, predicted: str, *, attentions: Sequence[str] | None = None, scalar: bool | None = None
+) -> tuple[int, list[dict]]:
     """Draws that satisfy ``condition`` (a boolean column: "stab", "blow") but whose outcome is not ``predicted``.
 
     ``scalar`` restricts to draws with every :math:`V_h = v_hI` (True), to the others (False), or not at all.
@@ -85,8 +90,13 @@ def counterexamples(result, condition: str, predicted: str, *, attentions: Seque
     """
     cols = result.table.to_pydict()
     rows = [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
-    keep = [r for r in rows if r[condition] and (attentions is None or r["attention"] in attentions)
-            and (scalar is None or r["scalar_V"] == scalar)]
+    keep = [
+        r
+        for r in rows
+        if r[condition]
+        and (attentions is None or r["attention"] in attentions)
+        and (scalar is None or r["scalar_V"] == scalar)
+    ]
     return len(keep), [r for r in keep if r["outcome"] != predicted]
 
 
@@ -106,8 +116,12 @@ class PeerRow:
         def hist(h):
             return " ".join(f"{r}:{c}" for r, c in enumerate(h) if c)
 
-        cells = [self.attention, "I" if self.variant == "identity" else "MᵀM", str(self.d),
-                 hist(self.exact) + (f" (undecided {self.undecided})" if self.undecided else "")]
+        cells = [
+            self.attention,
+            "I" if self.variant == "identity" else "MᵀM",
+            str(self.d),
+            hist(self.exact) + (f" (undecided {self.undecided})" if self.undecided else ""),
+        ]
         for s in self.schemes.values():
             cells += [hist(s["hist"]), f"{s['miscount']}", f"{s['unconverged']}"]
         return cells

@@ -32,6 +32,21 @@ from gtbook.studies.beyond.runs import (
     statistic_checks,
 )
 
-__all__ = ["DepartureRates", "FoldCheck", "MixtureSampleCheck", "MixtureStudy", "PredictionNull", "ReluLayer",
-           "ReluSweep", "StatisticChecks", "departure_rates", "feedforward_fold_check", "general_mixture",
-           "mixture_sample_check", "mixture_study", "prediction_null", "relu_sweep", "statistic_checks"]
+__all__ = [
+    "DepartureRates",
+    "FoldCheck",
+    "MixtureSampleCheck",
+    "MixtureStudy",
+    "PredictionNull",
+    "ReluLayer",
+    "ReluSweep",
+    "StatisticChecks",
+    "departure_rates",
+    "feedforward_fold_check",
+    "general_mixture",
+    "mixture_sample_check",
+    "mixture_study",
+    "prediction_null",
+    "relu_sweep",
+    "statistic_checks",
+]

@@ -130,11 +130,12 @@ def sliced_w2_mixture_population(m: float, nodes: int = 32) -> tuple[float, floa
     c = 0.5 * (xg + 1.0)
     w = np.array([_w2sq_mixture_1d(float(ci), m) for ci in c])
     mean = float(0.5 * np.sum(wg * w))
-    return mean, float(0.5 * np.sum(wg * w * w) - mean ** 2)
+    return mean, float(0.5 * np.sum(wg * w * w) - mean**2)
 
 
-def sliced_w2_mixture(m: float, n: int, n_projections: int, *, seed: int,
-                      null_repeats: int = 8) -> dict[str, ExactCheck]:
+def sliced_w2_mixture(
+    m: float, n: int, n_projections: int, *, seed: int, null_repeats: int = 8
+) -> dict[str, ExactCheck]:
     r"""The squared :func:`~gtcore.stats.gaussianity.sliced_w2` of two affine images of the module's mixture
     (``n`` tokens, :math:`d = 3`) against its population value.
 
@@ -160,8 +161,13 @@ def sliced_w2_mixture(m: float, n: int, n_projections: int, *, seed: int,
     z = rng.standard_normal((n, 3)) * np.sqrt([1.0 - m * m, 1.0, 1.0])
     z[:, 0] += m * eps
     shift = rng.standard_normal(3)
-    null = noise_floor(lambda g: sliced_w2(g, n_projections=n_projections, seed=0) ** 2, n, 3,
-                       repeats=null_repeats, seed=int(rng.integers(2**32))).values
+    null = noise_floor(
+        lambda g: sliced_w2(g, n_projections=n_projections, seed=0) ** 2,
+        n,
+        3,
+        repeats=null_repeats,
+        seed=int(rng.integers(2**32)),
+    ).values
     mean, var = sliced_w2_mixture_population(m)
     se = float(np.sqrt(var / n_projections + null.var(ddof=1)))
     out = {}
@@ -172,8 +178,7 @@ def sliced_w2_mixture(m: float, n: int, n_projections: int, *, seed: int,
     return out
 
 
-def band_coverage(statistic: str, n: int, d: int, level: float, repeats: int, fresh: int, *,
-                  seed: int) -> ExactCheck:
+def band_coverage(statistic: str, n: int, d: int, level: float, repeats: int, fresh: int, *, seed: int) -> ExactCheck:
     r"""The fraction of ``fresh`` new Gaussian samples whose statistic falls inside the ``level`` band of
     :func:`~gtcore.stats.gaussianity.noise_floor` (``repeats`` samples), against ``level``.
 
@@ -197,8 +202,9 @@ def band_coverage(statistic: str, n: int, d: int, level: float, repeats: int, fr
     return ExactCheck(cover, level, float(np.sqrt(level * (1 - level) * (1.0 / repeats + 1.0 / fresh))))
 
 
-def per_label_band_coverage(statistic: str, labels: np.ndarray, d: int, level: float, repeats: int,
-                            fresh: int, *, seed: int) -> list[ExactCheck]:
+def per_label_band_coverage(
+    statistic: str, labels: np.ndarray, d: int, level: float, repeats: int, fresh: int, *, seed: int
+) -> list[ExactCheck]:
     r""":func:`band_coverage` for each label's band of :func:`gtcore.stats.mixtures.per_label_noise_floor`:
     the fraction of ``fresh`` Gaussian samples *of that label's size* inside it, against ``level``.
 
@@ -222,8 +228,7 @@ def per_label_band_coverage(statistic: str, labels: np.ndarray, d: int, level: f
     return out
 
 
-def mixture_attention_quadrature(mixture: GaussianMixture, x: np.ndarray, B: np.ndarray,
-                                 nodes: int = 24) -> np.ndarray:
+def mixture_attention_quadrature(mixture: GaussianMixture, x: np.ndarray, B: np.ndarray, nodes: int = 24) -> np.ndarray:
     r"""The attention average :math:`\int y e^{y^\top Bx}d\rho(y) / \int e^{y^\top Bx}d\rho(y)` against a
     Gaussian mixture, by tensor Gauss–Hermite quadrature (``nodes`` per axis) of each component
     :math:`y = \mu_k + C_k s`, :math:`C_kC_k^\top = \Sigma_k` (no moment generating function used).
@@ -254,14 +259,13 @@ def mixture_attention_quadrature(mixture: GaussianMixture, x: np.ndarray, B: np.
         Y.append(mk + S @ C.T)
         LW.append(np.log(wk) + logw)
     Yall, LWall = np.concatenate(Y), np.concatenate(LW)
-    logits = Yall @ (np.asarray(x) @ np.asarray(B).T).T + LWall[:, None]   # (nodes, n): y^T B x + log weight
+    logits = Yall @ (np.asarray(x) @ np.asarray(B).T).T + LWall[:, None]  # (nodes, n): y^T B x + log weight
     logits -= logits.max(axis=0, keepdims=True)
     p = np.exp(logits)
     return (p.T @ Yall) / p.sum(axis=0)[:, None]
 
 
-def mixture_attention_error(seed: int, *, d: int = 3, components: int = 3, queries: int = 16,
-                            nodes: int = 24) -> float:
+def mixture_attention_error(seed: int, *, d: int = 3, components: int = 3, queries: int = 16, nodes: int = 24) -> float:
     r"""Relative error of :meth:`gtcore.stats.mixtures.GaussianMixture.attention_average` against
     :func:`mixture_attention_quadrature` on a seeded general mixture: weights Dirichlet(1),
     means :math:`N(0, I)`, covariances :math:`WW^\top/d + 0.2 I` (:math:`W` i.i.d. :math:`N(0,1)`),

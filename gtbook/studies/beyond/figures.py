@@ -30,8 +30,13 @@ def _series_colors(keys: Sequence[str]) -> dict:
     return cols
 
 
-def relu_gaussianity(paths: Mapping, floors: Mapping, *, level: float = 0.99,
-                     statistics: Sequence[str] = ("sliced_w2", "mardia_kurtosis_excess")) -> plt.Figure:
+def relu_gaussianity(
+    paths: Mapping,
+    floors: Mapping,
+    *,
+    level: float = 0.99,
+    statistics: Sequence[str] = ("sliced_w2", "mardia_kurtosis_excess"),
+) -> plt.Figure:
     """Distance to Gaussianity over time, one curve per run, with the noise-floor band.
 
     Parameters
@@ -50,8 +55,7 @@ def relu_gaussianity(paths: Mapping, floors: Mapping, *, level: float = 0.99,
         for key, p in paths.items():
             t, v = p.t[1:], p.statistics[name][1:]
             t_all = t
-            ax.plot(t, v, marker="o", ms=3, color=cols[key], label=key,
-                    lw=2.2 if key == "identity" else 1.6)
+            ax.plot(t, v, marker="o", ms=3, color=cols[key], label=key, lw=2.2 if key == "identity" else 1.6)
         lo, hi = floors[name].band(level)
         noise_band(ax, t_all, lo, hi, label=f"Gaussian noise floor ({level:.0%} band)")
         ax.set_xscale("log")
@@ -63,8 +67,9 @@ def relu_gaussianity(paths: Mapping, floors: Mapping, *, level: float = 0.99,
     return fig
 
 
-def prediction_error(paths: Mapping, tol: float, *, slope_until: float | None = None,
-                     tol_label: str = "tolerance") -> plt.Figure:
+def prediction_error(
+    paths: Mapping, tol: float, *, slope_until: float | None = None, tol_label: str = "tolerance"
+) -> plt.Figure:
     r"""Relative Bures–Wasserstein error of the identity-activation moment ODE, log–log, with the tolerance.
 
     Parameters
@@ -96,9 +101,15 @@ def prediction_error(paths: Mapping, tol: float, *, slope_until: float | None = 
     return fig
 
 
-def mixture_gaussianity(mixture_path, control_path, floors: Mapping, final_labels: np.ndarray, *,
-                        level: float = 0.99,
-                        statistics: Sequence[str] = ("sliced_w2", "mardia_kurtosis_excess")) -> plt.Figure:
+def mixture_gaussianity(
+    mixture_path,
+    control_path,
+    floors: Mapping,
+    final_labels: np.ndarray,
+    *,
+    level: float = 0.99,
+    statistics: Sequence[str] = ("sliced_w2", "mardia_kurtosis_excess"),
+) -> plt.Figure:
     """Per-component Gaussianity of a mixture against a single-Gaussian control.
 
     Left: the mixture's tokens at the final time, coloured by component. Then one panel per
@@ -116,8 +127,15 @@ def mixture_gaussianity(mixture_path, control_path, floors: Mapping, final_label
     x = mixture_path.final_tokens
     for k in range(int(final_labels.max()) + 1):
         sel = final_labels == k
-        ax.scatter(x[sel, 0], x[sel, 1], s=2, alpha=0.35, color=LABEL_COLORS[k % len(LABEL_COLORS)],
-                   label=f"component {k + 1}", rasterized=True)
+        ax.scatter(
+            x[sel, 0],
+            x[sel, 1],
+            s=2,
+            alpha=0.35,
+            color=LABEL_COLORS[k % len(LABEL_COLORS)],
+            label=f"component {k + 1}",
+            rasterized=True,
+        )
     ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel(r"$x_1$")
     ax.set_ylabel(r"$x_2$")
@@ -128,12 +146,18 @@ def mixture_gaussianity(mixture_path, control_path, floors: Mapping, final_label
         for k, fl in enumerate(floors[name]):
             col = LABEL_COLORS[k % len(LABEL_COLORS)]
             lo, hi = fl.band(level)
-            noise_band(ax, t, lo, hi, color=col, alpha=0.15,
-                       label=f"noise floor, $n = {fl.n}$" if k == 0 else f"$n = {fl.n}$")
-            ax.plot(t, mixture_path.statistics[name][1:, k], color=col, marker="o", ms=3,
-                    label=f"component {k + 1}")
-            ax.plot(t, control_path.statistics[name][1:, k], color=col, ls="--", lw=1.2,
-                    label="single-Gaussian control" if k == 0 else None)
+            noise_band(
+                ax, t, lo, hi, color=col, alpha=0.15, label=f"noise floor, $n = {fl.n}$" if k == 0 else f"$n = {fl.n}$"
+            )
+            ax.plot(t, mixture_path.statistics[name][1:, k], color=col, marker="o", ms=3, label=f"component {k + 1}")
+            ax.plot(
+                t,
+                control_path.statistics[name][1:, k],
+                color=col,
+                ls="--",
+                lw=1.2,
+                label="single-Gaussian control" if k == 0 else None,
+            )
         ax.set_xscale("log")
         if name == "sliced_w2":
             ax.set_yscale("log")
@@ -196,8 +220,17 @@ def relu_departure_rates(t: np.ndarray, rates: Mapping) -> plt.Figure:
     ratio = np.array([r["measured"] / r["closed"] for r in rates.values()])
     lo = np.array([r["band"][0] for r in rates.values()])
     hi = np.array([r["band"][1] for r in rates.values()])
-    bx.errorbar(c0s, 0.5 * (lo + hi), yerr=0.5 * (hi - lo), fmt="none", ecolor=COLORS["floor"], capsize=4,
-                lw=6, alpha=0.4, label="99% sampling band")
+    bx.errorbar(
+        c0s,
+        0.5 * (lo + hi),
+        yerr=0.5 * (hi - lo),
+        fmt="none",
+        ecolor=COLORS["floor"],
+        capsize=4,
+        lw=6,
+        alpha=0.4,
+        label="99% sampling band",
+    )
     bx.plot(c0s, ratio, "o", color=COLORS["particles"], label="measured / closed form")
     bx.axhline(1.0, color=COLORS["theory"], lw=1)
     bx.set_xlabel("kink offset $c_0$")

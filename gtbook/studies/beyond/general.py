@@ -42,8 +42,15 @@ from gtcore.moments import integrate_moments
 from gtcore.stats.inference import HotellingTest, hotelling_test
 from gtcore.stats.mixtures import GaussianMixture
 
-__all__ = ["FoldCheck", "GeneralLayer", "MixtureSampleCheck", "feedforward_fold_check", "general_feedforward_layer",
-           "general_mixture", "mixture_sample_check"]
+__all__ = [
+    "FoldCheck",
+    "GeneralLayer",
+    "MixtureSampleCheck",
+    "feedforward_fold_check",
+    "general_feedforward_layer",
+    "general_mixture",
+    "mixture_sample_check",
+]
 
 
 @dataclass(frozen=True)
@@ -147,16 +154,29 @@ class FoldCheck:
 
     def table(self) -> dict[str, dict[str, Any]]:
         """Per prediction: :math:`T^2` over its 99% quantile and the p-value."""
-        return {k: dict(T2_over_threshold=round(t.ratio, 3), p_value=float(f"{t.p_value:.2g}"))
-                for k, t in self.tests.items()}
+        return {
+            k: dict(T2_over_threshold=round(t.ratio, 3), p_value=float(f"{t.p_value:.2g}"))
+            for k, t in self.tests.items()
+        }
 
     def __repr__(self) -> str:
-        return (f"FoldCheck(d={self.layer.controls.d}, N={self.n_tokens}, clouds={self.clouds}, "
-                + ", ".join(f"{k}: {t.ratio:.3g}" for k, t in self.tests.items()) + ")")
+        return (
+            f"FoldCheck(d={self.layer.controls.d}, N={self.n_tokens}, clouds={self.clouds}, "
+            + ", ".join(f"{k}: {t.ratio:.3g}" for k, t in self.tests.items())
+            + ")"
+        )
 
 
-def feedforward_fold_check(d: int = 3, *, T: float = 1.0, seed: int, n_tokens: int = 2000, clouds: int = 24,
-                           steps: int = 10, level: float = 0.99) -> FoldCheck:
+def feedforward_fold_check(
+    d: int = 3,
+    *,
+    T: float = 1.0,
+    seed: int,
+    n_tokens: int = 2000,
+    clouds: int = 24,
+    steps: int = 10,
+    level: float = 0.99,
+) -> FoldCheck:
     r"""Move ``clouds`` clouds of ``n_tokens`` tokens through ``general_feedforward_layer`` (identity
     activation, ``steps`` RK4 steps over :math:`[0, T]`) and test their deviations from three moment ODEs
     (module docstring) with :func:`gtcore.stats.inference.hotelling_test` at ``level``.
@@ -176,14 +196,17 @@ def feedforward_fold_check(d: int = 3, *, T: float = 1.0, seed: int, n_tokens: i
         "U taken as I": Controls(A=c.A, b=c.b, V=c.V, B=c.B, U=np.eye(d), W=c.W, c=c.c),
     }
     with collect() as sides:
-        dev = flow_deviations(c, layer.mu0, layer.Sigma0, T, n_tokens, clouds, steps, predictions=predictions,
-                              seed=int(seed) + 1)
-    return FoldCheck(layer, {k: hotelling_test(v, level) for k, v in dev.items()}, int(n_tokens), int(clouds),
-                     int(steps), sides)
+        dev = flow_deviations(
+            c, layer.mu0, layer.Sigma0, T, n_tokens, clouds, steps, predictions=predictions, seed=int(seed) + 1
+        )
+    return FoldCheck(
+        layer, {k: hotelling_test(v, level) for k, v in dev.items()}, int(n_tokens), int(clouds), int(steps), sides
+    )
 
 
-def general_mixture(d: int = 3, *, seed: int, weights: Any = (0.5, 0.3, 0.2),
-                    eigenvalue_range: tuple[float, float] = (0.2, 2.0)) -> GaussianMixture:
+def general_mixture(
+    d: int = 3, *, seed: int, weights: Any = (0.5, 0.3, 0.2), eigenvalue_range: tuple[float, float] = (0.2, 2.0)
+) -> GaussianMixture:
     r"""A seeded mixture with full covariances: means :math:`N(0, I)`, covariances :math:`R\Lambda R^\top` with
     :math:`R` a Haar rotation and :math:`\log\Lambda` uniform on :math:`\log` ``eigenvalue_range`` (no
     eigenvector along an axis, so every covariance has non-zero off-diagonal entries).
@@ -235,8 +258,7 @@ class MixtureSampleCheck:
     @property
     def max_abs_z(self) -> float:
         """The largest :math:`|z|` over every entry."""
-        return float(max(np.abs(self.z_components).max(), np.abs(self.z_counts).max(),
-                         np.abs(self.z_mixture).max()))
+        return float(max(np.abs(self.z_components).max(), np.abs(self.z_counts).max(), np.abs(self.z_mixture).max()))
 
     @property
     def count(self) -> int:
@@ -277,7 +299,13 @@ def mixture_sample_check(mixture: GaussianMixture, n: int, *, seed: int) -> Mixt
     w = np.asarray(mixture.weights)
     counts = np.bincount(s.labels, minlength=w.size)
     z_counts = (counts - n * w) / np.sqrt(n * w * (1 - w))
-    z_comp = np.stack([_moment_z(s.tokens[s.labels == k], np.asarray(mixture.means[k]),
-                                 np.asarray(mixture.covariances[k]), plug_in=False) for k in range(w.size)])
+    z_comp = np.stack(
+        [
+            _moment_z(
+                s.tokens[s.labels == k], np.asarray(mixture.means[k]), np.asarray(mixture.covariances[k]), plug_in=False
+            )
+            for k in range(w.size)
+        ]
+    )
     mu, Sigma = mixture.moments()
     return MixtureSampleCheck(z_comp, z_counts, _moment_z(s.tokens, mu, Sigma, plug_in=True), int(n))

@@ -112,12 +112,22 @@ class GaussianityPath:
     sides: Sides = field(default_factory=Sides.empty)
 
 
-def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *, labels: Any = None,
-                      statistics: Sequence[str] = ("sliced_w2", "mardia_kurtosis_excess"),
-                      max_step: float = 0.05, method: str = "rk4", ff: str = "identity",
-                      average: str = "empirical", dtype: torch.dtype = torch.float64,
-                      device: str = "auto", progress: bool = False,
-                      kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> GaussianityPath:
+def track_gaussianity(
+    x0: Any,
+    controls: ControlsLike,
+    times: Sequence[float],
+    *,
+    labels: Any = None,
+    statistics: Sequence[str] = ("sliced_w2", "mardia_kurtosis_excess"),
+    max_step: float = 0.05,
+    method: str = "rk4",
+    ff: str = "identity",
+    average: str = "empirical",
+    dtype: torch.dtype = torch.float64,
+    device: str = "auto",
+    progress: bool = False,
+    kernel_dtype: Any = STUDY_KERNEL_DTYPE,
+) -> GaussianityPath:
     r"""Move tokens through a layer and measure, at each time, how Gaussian the cloud is.
 
     Moves the tokens with :func:`gtcore.particles.simulate` (``t_eval=times``: it steps exactly to
@@ -152,9 +162,21 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
     check_positive(max_step, "max_step")
     with collect() as sides:  # the statistics below are comparisons: traced on neither side
         with observed():
-            path = simulate(x, controls, (0.0, float(ts[-1])), t_eval=ts, max_step=max_step, method=method, ff=ff,
-                            average=average, dtype=dtype, device=device, keep_tokens=True, progress=progress,
-                            kernel_dtype=kernel_dtype)
+            path = simulate(
+                x,
+                controls,
+                (0.0, float(ts[-1])),
+                t_eval=ts,
+                max_step=max_step,
+                method=method,
+                ff=ff,
+                average=average,
+                dtype=dtype,
+                device=device,
+                keep_tokens=True,
+                progress=progress,
+                kernel_dtype=kernel_dtype,
+            )
         keep = np.isin(path.t, np.concatenate([[0.0], ts]))  # on blow-up: up to the last time reached
         assert path.tokens is not None  # keep_tokens=True
         tokens = path.tokens[keep]
@@ -166,12 +188,22 @@ def track_gaussianity(x0: Any, controls: ControlsLike, times: Sequence[float], *
             stats = {name: per_label_statistic(path.tokens, labels, name) for name in statistics}
         with predicted():
             err = gaussian_prediction_error(path.t, path.mu, path.Sigma, controls)
-    return GaussianityPath(t=path.t, mu=path.mu, Sigma=path.Sigma, statistics=stats, prediction_error=err,
-                           final_tokens=tokens[-1], status=path.status, steps=path.steps, sides=sides)
+    return GaussianityPath(
+        t=path.t,
+        mu=path.mu,
+        Sigma=path.Sigma,
+        statistics=stats,
+        prediction_error=err,
+        final_tokens=tokens[-1],
+        status=path.status,
+        steps=path.steps,
+        sides=sides,
+    )
 
 
-def noise_floors(statistics: Sequence[str], n: int, d: int, *, labels: Any = None, repeats: int = 64,
-                 seed: int = 0) -> dict:
+def noise_floors(
+    statistics: Sequence[str], n: int, d: int, *, labels: Any = None, repeats: int = 64, seed: int = 0
+) -> dict:
     """Noise floors of several statistics: one :class:`~gtcore.stats.gaussianity.NoiseFloor` each (size ``n``), or with
     ``labels`` a list with one per label (at that label's size; ``n`` is then ignored)."""
     out: dict[str, Any] = {}
@@ -182,8 +214,6 @@ def noise_floors(statistics: Sequence[str], n: int, d: int, *, labels: Any = Non
         else:
             out[name] = per_label_noise_floor(name, labels, d, repeats=repeats, seed=s)
     return out
-
-
 
 
 __all__ = ["GaussianityPath", "gaussian_prediction_error", "noise_floors", "time_within", "track_gaussianity"]

@@ -43,8 +43,19 @@ from gtcore.stats.inference import HotellingTest, hotelling_test
 from gtcore.stats.mixtures import GaussianMixture, LabelledTokens
 from gtcore.stats.sampling import moment_matched_tokens
 
-__all__ = ["DepartureRates", "MixtureStudy", "PredictionNull", "ReluLayer", "ReluSweep", "StatisticChecks",
-           "departure_rates", "mixture_study", "prediction_null", "relu_sweep", "statistic_checks"]
+__all__ = [
+    "DepartureRates",
+    "MixtureStudy",
+    "PredictionNull",
+    "ReluLayer",
+    "ReluSweep",
+    "StatisticChecks",
+    "departure_rates",
+    "mixture_study",
+    "prediction_null",
+    "relu_sweep",
+    "statistic_checks",
+]
 
 #: the Gaussianity statistics the chapter tracks
 STATS = ("sliced_w2", "mardia_kurtosis_excess")
@@ -78,16 +89,24 @@ class ReluLayer:
         """The layer with the kink :math:`c_0` standard deviations from the mean in each coordinate."""
         d, W = self.d, np.asarray(self.W, float)
         c = c0 * np.ones(d)
-        return Controls(b=-W @ c + np.asarray(self.drift, float), V=-self.v * np.eye(d), B=self.beta * np.eye(d),
-                        U=np.eye(d), W=W, c=c)
+        return Controls(
+            b=-W @ c + np.asarray(self.drift, float),
+            V=-self.v * np.eye(d),
+            B=self.beta * np.eye(d),
+            U=np.eye(d),
+            W=W,
+            c=c,
+        )
 
     def prediction(self, times: Sequence[float]) -> dict[str, dict[str, Any]]:
         """The Gaussian prediction (moment ODE of the identity-activation layer from :math:`N(0, I)`) at ``times``
         (the first one 0)."""
         d = self.d
         p = integrate_moments(np.zeros(d), np.eye(d), self(0.0), (0, max(times)), t_eval=list(times))
-        return {f"t={t:g}": dict(mu=m.round(3).tolist(), Sigma=S.round(3).tolist())
-                for t, m, S in zip(p.t, p.mu, p.Sigma, strict=True)}
+        return {
+            f"t={t:g}": dict(mu=m.round(3).tolist(), Sigma=S.round(3).tolist())
+            for t, m, S in zip(p.t, p.mu, p.Sigma, strict=True)
+        }
 
 
 @dataclass
@@ -127,12 +146,16 @@ class ReluSweep:
         """Per run: both statistics at T, the last time in the band and within the tolerance, the prediction
         error at T."""
         hi = self.band_top
-        return {k: dict(sliced_w2_at_T=round(float(r.statistics["sliced_w2"][-1]), 4),
-                        kurtosis_excess_at_T=round(float(r.statistics["mardia_kurtosis_excess"][-1]), 4),
-                        last_time_in_band=round(time_within(r.t, r.statistics["sliced_w2"], hi), 4),
-                        last_time_within_tolerance=round(time_within(r.t, r.prediction_error, self.tolerance), 4),
-                        prediction_error_at_T=round(float(r.prediction_error[-1]), 4))
-                for k, r in self.runs.items()}
+        return {
+            k: dict(
+                sliced_w2_at_T=round(float(r.statistics["sliced_w2"][-1]), 4),
+                kurtosis_excess_at_T=round(float(r.statistics["mardia_kurtosis_excess"][-1]), 4),
+                last_time_in_band=round(time_within(r.t, r.statistics["sliced_w2"], hi), 4),
+                last_time_within_tolerance=round(time_within(r.t, r.prediction_error, self.tolerance), 4),
+                prediction_error_at_T=round(float(r.prediction_error[-1]), 4),
+            )
+            for k, r in self.runs.items()
+        }
 
     def gaussianity_figure(self) -> Any:
         """:func:`gtbook.studies.beyond.figures.relu_gaussianity`."""
@@ -143,8 +166,18 @@ class ReluSweep:
         return figs.prediction_error(self.runs, self.tolerance, tol_label="reference level")
 
 
-def relu_sweep(layer: ReluLayer, x0: Any, offsets: Sequence[float], times: Sequence[float], *, max_step: float,
-               noise_repeats: int, seed: int, level: float = 0.99, tolerance: float = 0.05) -> ReluSweep:
+def relu_sweep(
+    layer: ReluLayer,
+    x0: Any,
+    offsets: Sequence[float],
+    times: Sequence[float],
+    *,
+    max_step: float,
+    noise_repeats: int,
+    seed: int,
+    level: float = 0.99,
+    tolerance: float = 0.05,
+) -> ReluSweep:
     r"""Move ``x0`` through the identity-activation layer and through the ReLU layer of each offset, tracking both
     statistics at ``times``; the noise floors at the cloud's size from ``noise_repeats`` Gaussian samples
     (seed ``seed``).
@@ -188,13 +221,29 @@ class PredictionNull:
 
     def table(self) -> dict[str, dict[str, Any]]:
         """Per test: :math:`T^2` over its quantile, the p-value, the mean deviation and its standard error."""
-        return {k: dict(T2_over_threshold=round(t.ratio, 3), p_value=float(f"{t.p_value:.2g}"),
-                        mean_deviation=t.mean.round(5).tolist(), standard_error=t.standard_error.round(5).tolist())
-                for k, t in self.tests.items()}
+        return {
+            k: dict(
+                T2_over_threshold=round(t.ratio, 3),
+                p_value=float(f"{t.p_value:.2g}"),
+                mean_deviation=t.mean.round(5).tolist(),
+                standard_error=t.standard_error.round(5).tolist(),
+            )
+            for k, t in self.tests.items()
+        }
 
 
-def prediction_null(layer: ReluLayer, offsets: Sequence[float], T: float, *, n_tokens: int, clouds: int, steps: int,
-                    gain_error: float, seed: int, level: float = 0.99) -> PredictionNull:
+def prediction_null(
+    layer: ReluLayer,
+    offsets: Sequence[float],
+    T: float,
+    *,
+    n_tokens: int,
+    clouds: int,
+    steps: int,
+    gain_error: float,
+    seed: int,
+    level: float = 0.99,
+) -> PredictionNull:
     r"""``clouds`` clouds of ``n_tokens`` tokens from :math:`N(0, I)` (seeds ``seed + s``) through the
     identity-activation layer, against its moment ODE and the ODE with :math:`V \to` ``gain_error`` :math:`V`;
     and the same clouds through each ReLU layer against the identity-activation ODE
@@ -210,14 +259,32 @@ def prediction_null(layer: ReluLayer, offsets: Sequence[float], T: float, *, n_t
     assert ident.U is not None  # the chapter's layer has a block
     wrong_gain = Controls(b=ident.b, V=gain_error * ident.V[0], B=ident.B[0], U=ident.U, W=ident.W, c=ident.c)
     with collect() as ident_sides:
-        dev = flow_deviations(ident, np.zeros(d), np.eye(d), T, n_tokens, clouds, steps,
-                              predictions={"identity ODE": ident, f"ODE with {gain_error:g} V": wrong_gain}, seed=seed)
+        dev = flow_deviations(
+            ident,
+            np.zeros(d),
+            np.eye(d),
+            T,
+            n_tokens,
+            clouds,
+            steps,
+            predictions={"identity ODE": ident, f"ODE with {gain_error:g} V": wrong_gain},
+            seed=seed,
+        )
     sides = dict.fromkeys(dev, ident_sides)
     for c0 in offsets:
         with collect() as sides[f"ReLU c0={c0:g}"]:
-            dev[f"ReLU c0={c0:g}"] = flow_deviations(layer(c0), np.zeros(d), np.eye(d), T, n_tokens, clouds, steps,
-                                                     predictions={"identity ODE": layer(c0)}, ff="relu",
-                                                     seed=seed)["identity ODE"]
+            dev[f"ReLU c0={c0:g}"] = flow_deviations(
+                layer(c0),
+                np.zeros(d),
+                np.eye(d),
+                T,
+                n_tokens,
+                clouds,
+                steps,
+                predictions={"identity ODE": layer(c0)},
+                ff="relu",
+                seed=seed,
+            )["identity ODE"]
     return PredictionNull({k: hotelling_test(v, level) for k, v in dev.items()}, float(gain_error), sides)
 
 
@@ -264,10 +331,15 @@ class DepartureRates:
 
     def table(self) -> dict[str, Any]:
         """Per offset: closed form, measured rate, their ratio and the band; the uniform control; :math:`z`."""
-        out: dict[str, Any] = {f"c0={c0:g}": dict(closed_form=round(r["closed"], 5), measured=round(r["measured"], 5),
-                                                  ratio=round(float(r["measured"] / r["closed"]), 3),
-                                                  band=tuple(round(x, 3) for x in r["band"]))
-                               for c0, r in self.rates.items()}
+        out: dict[str, Any] = {
+            f"c0={c0:g}": dict(
+                closed_form=round(r["closed"], 5),
+                measured=round(r["measured"], 5),
+                ratio=round(float(r["measured"] / r["closed"]), 3),
+                band=tuple(round(x, 3) for x in r["band"]),
+            )
+            for c0, r in self.rates.items()
+        }
         out[f"uniform, c0={self.uniform_c0:g}: ratio"] = round(self.uniform_ratio, 3)
         out["z of the mean sample rate"] = {f"c0={c0:g}": round(z, 2) for c0, z in self.z_by_c0.items()}
         return out
@@ -277,9 +349,18 @@ class DepartureRates:
         return figs.relu_departure_rates(self.t, self.rates)
 
 
-def departure_rates(layer: ReluLayer, sweep: ReluSweep, offsets: Sequence[float], *, repeats: int, seed: int,
-                    max_step: float, level: float = 0.99, uniform_c0: float = 2.0,
-                    min_beyond: int = 50) -> DepartureRates:
+def departure_rates(
+    layer: ReluLayer,
+    sweep: ReluSweep,
+    offsets: Sequence[float],
+    *,
+    repeats: int,
+    seed: int,
+    max_step: float,
+    level: float = 0.99,
+    uniform_c0: float = 2.0,
+    min_beyond: int = 50,
+) -> DepartureRates:
     r"""The measured short-time rate :math:`D(t_1)/t_1` of each ReLU run of ``sweep`` against the closed form, the
     sample rate's spread over ``repeats`` Gaussian clouds of the run's size (seed ``seed``), the uniform control
     (tokens uniform on a box with moments :math:`(0, I)`, seed ``seed + 1``, at ``uniform_c0``, RK4 steps of at
@@ -299,16 +380,24 @@ def departure_rates(layer: ReluLayer, sweep: ReluSweep, offsets: Sequence[float]
         closed = relu_departure_rate(np.zeros(d), np.eye(d), layer(c0))
         path = sweep.runs[f"ReLU, c0={c0:g}"]
         D = moment_departure(path.mu, path.Sigma, ident.mu, ident.Sigma)
-        rates[c0] = dict(closed=closed, D=D, measured=float(D[1] / path.t[1]),
-                         band=NoiseFloor(values=spread / closed, n=n, d=d).band(level))
+        rates[c0] = dict(
+            closed=closed,
+            D=D,
+            measured=float(D[1] / path.t[1]),
+            band=NoiseFloor(values=spread / closed, n=n, d=d).band(level),
+        )
     x_uniform = moment_matched_tokens("uniform", n, np.zeros(d), np.eye(d), seed + 1)
     t1 = [float(ident.t[1])]
     u_relu = simulate(x_uniform, layer(uniform_c0), (0.0, t1[-1]), t_eval=t1, max_step=max_step, ff="relu")
     u_id = simulate(x_uniform, layer(uniform_c0), (0.0, t1[-1]), t_eval=t1, max_step=max_step, ff="identity")
-    uniform_ratio = float(moment_departure(u_relu.mu, u_relu.Sigma, u_id.mu, u_id.Sigma)[1] / t1[0]
-                          / rates[uniform_c0]["closed"])
-    z_by_c0 = {c0: float((s.mean() - rates[c0]["closed"]) / (s.std(ddof=1) / np.sqrt(s.size)))
-               for c0, s in zip(offsets, samples, strict=True) if n * norm.cdf(-c0) >= min_beyond}
+    uniform_ratio = float(
+        moment_departure(u_relu.mu, u_relu.Sigma, u_id.mu, u_id.Sigma)[1] / t1[0] / rates[uniform_c0]["closed"]
+    )
+    z_by_c0 = {
+        c0: float((s.mean() - rates[c0]["closed"]) / (s.std(ddof=1) / np.sqrt(s.size)))
+        for c0, s in zip(offsets, samples, strict=True)
+        if n * norm.cdf(-c0) >= min_beyond
+    }
     return DepartureRates(rates, ident.t, list(samples), uniform_ratio, float(uniform_c0), z_by_c0, int(min_beyond))
 
 
@@ -364,8 +453,18 @@ class MixtureStudy:
         return figs.mixture_attention(self.mixture, B)
 
 
-def mixture_study(layer: Controls, x0: Any, times: Sequence[float], *, separation: float, weights: Sequence[float],
-                  max_step: float, noise_repeats: int, seed: int, level: float = 0.99) -> MixtureStudy:
+def mixture_study(
+    layer: Controls,
+    x0: Any,
+    times: Sequence[float],
+    *,
+    separation: float,
+    weights: Sequence[float],
+    max_step: float,
+    noise_repeats: int,
+    seed: int,
+    level: float = 0.99,
+) -> MixtureStudy:
     r"""The mixture :math:`\sum_k w_k N((\pm m, 0), \operatorname{diag}(1 - m^2, 1))` (moments :math:`(0, I)`),
     sampled with ``seed``, and the Gaussian tokens ``x0`` split by its labels, through ``layer`` (identity
     activation) at ``times``; each label's noise floor at its size (seed ``seed + 1``).
@@ -383,8 +482,9 @@ def mixture_study(layer: Controls, x0: Any, times: Sequence[float], *, separatio
         run = track_gaussianity(sample.tokens, layer, times, labels=sample.labels, max_step=max_step)
     control = track_gaussianity(x0, layer, times, labels=sample.labels, max_step=max_step)
     with collect() as floor_sides, predicted():
-        floors = noise_floors(STATS, x0.shape[0], x0.shape[1], labels=sample.labels, repeats=noise_repeats,
-                              seed=seed + 1)
+        floors = noise_floors(
+            STATS, x0.shape[0], x0.shape[1], labels=sample.labels, repeats=noise_repeats, seed=seed + 1
+        )
     return MixtureStudy(mixture, sample, run, control, floors, float(level), run_sides.with_prediction(floor_sides))
 
 
@@ -421,11 +521,25 @@ class StatisticChecks:
         return max(self.sliced.values(), key=lambda e: abs(e.z))
 
 
-def statistic_checks(labels: Any, *, separation: float, seed: int, level: float = 0.99, label_d: int = 2,
-                     t_nu: float = 12,
-                     t_tokens: int = 20000, t_repeats: int = 20, sw_tokens: int = 20000, sw_projections: int = 512,
-                     cover_tokens: int = 50, cover_repeats: int = 10000, cover_fresh: int = 10000,
-                     label_repeats: int = 1000, label_fresh: int = 1000, quad_nodes: int = 32) -> StatisticChecks:
+def statistic_checks(
+    labels: Any,
+    *,
+    separation: float,
+    seed: int,
+    level: float = 0.99,
+    label_d: int = 2,
+    t_nu: float = 12,
+    t_tokens: int = 20000,
+    t_repeats: int = 20,
+    sw_tokens: int = 20000,
+    sw_projections: int = 512,
+    cover_tokens: int = 50,
+    cover_repeats: int = 10000,
+    cover_fresh: int = 10000,
+    label_repeats: int = 1000,
+    label_fresh: int = 1000,
+    quad_nodes: int = 32,
+) -> StatisticChecks:
     r"""Each statistic against an answer computed without it (:mod:`gtbook.studies.beyond.exact_statistics`):
     Mardia's excess of an affine Student :math:`t_\nu` in :math:`d = 3` (seed ``seed``), the sliced :math:`W_2` of
     a mixture of separation ``separation`` (``seed + 1``), the band's coverage in :math:`d = 3` (``seed + 2``),
@@ -436,15 +550,28 @@ def statistic_checks(labels: Any, *, separation: float, seed: int, level: float 
     -------
     StatisticChecks
     """
-    sizes = dict(t_nu=t_nu, t_tokens=t_tokens, t_repeats=t_repeats, sw_tokens=sw_tokens, sw_projections=sw_projections,
-                 cover_tokens=cover_tokens, cover_repeats=cover_repeats, cover_fresh=cover_fresh,
-                 label_repeats=label_repeats, label_fresh=label_fresh, quad_nodes=quad_nodes)
+    sizes = dict(
+        t_nu=t_nu,
+        t_tokens=t_tokens,
+        t_repeats=t_repeats,
+        sw_tokens=sw_tokens,
+        sw_projections=sw_projections,
+        cover_tokens=cover_tokens,
+        cover_repeats=cover_repeats,
+        cover_fresh=cover_fresh,
+        label_repeats=label_repeats,
+        label_fresh=label_fresh,
+        quad_nodes=quad_nodes,
+    )
     return StatisticChecks(
         mardia=mardia_student_t(t_nu, t_tokens, t_repeats, 3, seed=seed),
         sliced=sliced_w2_mixture(separation, sw_tokens, sw_projections, seed=seed + 1),
-        coverage=band_coverage("mardia_kurtosis_excess", cover_tokens, 3, level, cover_repeats, cover_fresh,
-                               seed=seed + 2),
-        labels=per_label_band_coverage("mardia_kurtosis_excess", labels, label_d, level, label_repeats, label_fresh,
-                                       seed=seed + 4),
+        coverage=band_coverage(
+            "mardia_kurtosis_excess", cover_tokens, 3, level, cover_repeats, cover_fresh, seed=seed + 2
+        ),
+        labels=per_label_band_coverage(
+            "mardia_kurtosis_excess", labels, label_d, level, label_repeats, label_fresh, seed=seed + 4
+        ),
         quadrature_error=mixture_attention_error(seed + 3, nodes=quad_nodes),
-        sizes=sizes)
+        sizes=sizes,
+    )

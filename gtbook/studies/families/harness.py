@@ -23,19 +23,33 @@ from gtcore.particles import ParticleTrajectory, simulate
 from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.stats.sampling import gaussian_tokens
 
-__all__ = ["DeviationDecay", "FamilyRun", "deviation_decay", "growth_bound_excess", "growth_rate", "head_cancellation",
-           "moment_discrepancy", "near_misses", "noise_floor", "predicted_rate", "run_family"]
+__all__ = [
+    "DeviationDecay",
+    "FamilyRun",
+    "deviation_decay",
+    "growth_bound_excess",
+    "growth_rate",
+    "head_cancellation",
+    "moment_discrepancy",
+    "near_misses",
+    "noise_floor",
+    "predicted_rate",
+    "run_family",
+]
 
 
 def moment_discrepancy(mu_hat: np.ndarray, Sigma_hat: np.ndarray, mu: np.ndarray, Sigma: np.ndarray) -> float:
     r""":math:`\|\hat\mu - \mu\|_2/\|\Sigma\|_2^{1/2} + \|\hat\Sigma - \Sigma\|_F/\|\Sigma\|_F`: scale-free moment
     error."""
-    return float(np.linalg.norm(mu_hat - mu) / np.sqrt(np.linalg.norm(Sigma, 2))
-                 + np.linalg.norm(Sigma_hat - Sigma) / np.linalg.norm(Sigma))
+    return float(
+        np.linalg.norm(mu_hat - mu) / np.sqrt(np.linalg.norm(Sigma, 2))
+        + np.linalg.norm(Sigma_hat - Sigma) / np.linalg.norm(Sigma)
+    )
 
 
-def noise_floor(mu: np.ndarray, Sigma: np.ndarray, n_tokens: int, repeats: int, seed: int = 0,
-                quantile: float = 0.99) -> float:
+def noise_floor(
+    mu: np.ndarray, Sigma: np.ndarray, n_tokens: int, repeats: int, seed: int = 0, quantile: float = 0.99
+) -> float:
     """The ``quantile`` of :func:`moment_discrepancy` between N i.i.d. tokens of N(mu, Sigma) and (mu, Sigma)."""
     vals = []
     for r in range(repeats):
@@ -63,8 +77,16 @@ class FamilyRun:
     discrepancy: float
 
 
-def run_family(controls: Controls, mu0: np.ndarray, Sigma0: np.ndarray, t_end: float, n_tokens: int,
-               steps: int, seed: int = 0, record: int = 4) -> FamilyRun:
+def run_family(
+    controls: Controls,
+    mu0: np.ndarray,
+    Sigma0: np.ndarray,
+    t_end: float,
+    n_tokens: int,
+    steps: int,
+    seed: int = 0,
+    record: int = 4,
+) -> FamilyRun:
     """Simulate ``n_tokens`` tokens (RK4, ``steps`` steps) and integrate the moment ODE over ``[0, t_end]``
     from their own moments (inside a :func:`gtbook.studies.traced.collect` block: the tokens traced as the observed
     side, the ODE as the predicted one)."""
@@ -117,13 +139,16 @@ def predicted_rate(controls: Controls) -> float:
     att = attention_of(controls)
     F = controls.affine_A + att.asymptotic_linear_part(controls.V, att.params(controls))
     if np.linalg.eigvals(F).real.min() <= 0:
-        raise ValueError(f"predicted_rate for {controls.attention!r} needs every eigenvalue of A + lim sum_h V_h "
-                         "M_h to have positive real part (otherwise Sigma does not grow in every direction)")
+        raise ValueError(
+            f"predicted_rate for {controls.attention!r} needs every eigenvalue of A + lim sum_h V_h "
+            "M_h to have positive real part (otherwise Sigma does not grow in every direction)"
+        )
     return float(2.0 * np.linalg.eigvals(F).real.max())
 
 
-def head_cancellation(with_heads: Controls, bare: Controls, mu0: np.ndarray, Sigma0: np.ndarray,
-                      x0: np.ndarray, t_end: float, steps: int) -> tuple[float, float]:
+def head_cancellation(
+    with_heads: Controls, bare: Controls, mu0: np.ndarray, Sigma0: np.ndarray, x0: np.ndarray, t_end: float, steps: int
+) -> tuple[float, float]:
     r"""How far two heads of opposite values :math:`(V, Q, K)`, :math:`(-V, Q, K)` are from no attention.
 
     Returns ``(ode, tokens)``: the largest entry of the moment right-hand side's difference
@@ -161,10 +186,16 @@ def near_misses(controls: Controls, gain: float = 1.1) -> dict[str, Controls]:
     c = controls
     if c.has_feedforward:
         raise ValueError("controls: near_misses needs a layer without a feed-forward block")
-    scaled = (Controls(A=c.A, b=c.b, V=gain * c.V, Q=c.Q, K=c.K, attention=c.attention) if c.Q is not None
-              else Controls(A=c.A, b=c.b, V=gain * c.V, B=c.B, attention=c.attention))
-    swapped = (Controls(A=c.A, b=c.b, V=c.V, Q=c.K, K=c.Q, attention=c.attention) if c.Q is not None
-               else Controls(A=c.A, b=c.b, V=c.V, B=np.swapaxes(c.B, 1, 2), attention=c.attention))
+    scaled = (
+        Controls(A=c.A, b=c.b, V=gain * c.V, Q=c.Q, K=c.K, attention=c.attention)
+        if c.Q is not None
+        else Controls(A=c.A, b=c.b, V=gain * c.V, B=c.B, attention=c.attention)
+    )
+    swapped = (
+        Controls(A=c.A, b=c.b, V=c.V, Q=c.K, K=c.Q, attention=c.attention)
+        if c.Q is not None
+        else Controls(A=c.A, b=c.b, V=c.V, B=np.swapaxes(c.B, 1, 2), attention=c.attention)
+    )
     return {f"attention term x {gain:g}": scaled, "queries and keys swapped": swapped}
 
 
@@ -193,9 +224,20 @@ class DeviationDecay:
         return f"DeviationDecay(Ns={self.Ns.tolist()}, slope={self.slope:.3f}, se={self.se:.3f})"
 
 
-def deviation_decay(controls: ControlsLike, mu0: np.ndarray, Sigma0: np.ndarray, T: float, Ns, seeds: int,
-                    steps: int, *, predictions: dict, seed: int = 0, n_boot: int = 2000,
-                    boot_seed: int = 0) -> dict:
+def deviation_decay(
+    controls: ControlsLike,
+    mu0: np.ndarray,
+    Sigma0: np.ndarray,
+    T: float,
+    Ns,
+    seeds: int,
+    steps: int,
+    *,
+    predictions: dict,
+    seed: int = 0,
+    n_boot: int = 2000,
+    boot_seed: int = 0,
+) -> dict:
     r"""For each prediction, the decay in N of the clouds' covariance deviation from it.
 
     For each N of ``Ns``, :func:`gtbook.studies.nulls.flow_deviations` (covariance part, float64 kernel,
@@ -224,11 +266,29 @@ def deviation_decay(controls: ControlsLike, mu0: np.ndarray, Sigma0: np.ndarray,
     dict name -> DeviationDecay
     """
     Ns = np.asarray(Ns, int)
-    per_n = [flow_deviations(controls, mu0, Sigma0, T, int(N), seeds, steps, predictions=predictions,
-                             seed=int(seed) + 1000 * i, mean=False, kernel_dtype=None) for i, N in enumerate(Ns)]
+    per_n = [
+        flow_deviations(
+            controls,
+            mu0,
+            Sigma0,
+            T,
+            int(N),
+            seeds,
+            steps,
+            predictions=predictions,
+            seed=int(seed) + 1000 * i,
+            mean=False,
+            kernel_dtype=None,
+        )
+        for i, N in enumerate(Ns)
+    ]
     out = {}
     for name in predictions:
         norms = np.stack([np.linalg.norm(d[name], axis=1) for d in per_n])[None]
-        out[name] = DeviationDecay(Ns, norms, pooled_loglog_slope(Ns, norms),
-                                   pooled_slope_standard_error(Ns, norms, n_boot=n_boot, seed=boot_seed))
+        out[name] = DeviationDecay(
+            Ns,
+            norms,
+            pooled_loglog_slope(Ns, norms),
+            pooled_slope_standard_error(Ns, norms, n_boot=n_boot, seed=boot_seed),
+        )
     return out

@@ -45,9 +45,22 @@ from gtcore.controls import Controls
 from gtcore.moments import MomentTrajectory, integrate_moments
 from gtcore.stats.inference import HotellingTest, hotelling_test
 
-__all__ = ["DECAY_SEED", "EXTRAPOLATION_RATIO", "GAIN_ERROR", "NULL_LEVEL", "NULL_SEED", "RATE_WINDOW", "TYPES",
-           "AsymptoticsStudy", "HeadsStudy", "InvarianceStudy", "asymptotics_study", "families_layer", "heads_study",
-           "invariance_study"]
+__all__ = [
+    "DECAY_SEED",
+    "EXTRAPOLATION_RATIO",
+    "GAIN_ERROR",
+    "NULL_LEVEL",
+    "NULL_SEED",
+    "RATE_WINDOW",
+    "TYPES",
+    "AsymptoticsStudy",
+    "HeadsStudy",
+    "InvarianceStudy",
+    "asymptotics_study",
+    "families_layer",
+    "heads_study",
+    "invariance_study",
+]
 
 #: the attention types compared
 TYPES = ("dot", "l2", "sinkhorn")
@@ -77,18 +90,39 @@ def _markdown(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)])
 
 
-def _null_tests(controls: Controls, mu0: Any, Sigma0: Any, T: float, n_tokens: int, seeds: int, steps: int,
-                predictions: Mapping[str, Controls], seed: int, *,
-                extrapolate: bool) -> tuple[dict[str, HotellingTest], float | None]:
+def _null_tests(
+    controls: Controls,
+    mu0: Any,
+    Sigma0: Any,
+    T: float,
+    n_tokens: int,
+    seeds: int,
+    steps: int,
+    predictions: Mapping[str, Controls],
+    seed: int,
+    *,
+    extrapolate: bool,
+) -> tuple[dict[str, HotellingTest], float | None]:
     """Hotelling's test of every prediction on ``seeds`` clouds; with ``extrapolate`` the covariance part
     with the 1/N bias extrapolated out, and the plain test's ratio at ``n_tokens`` for the own ODE."""
     if extrapolate:
-        dev, plain = extrapolated_flow_deviations(controls, mu0, Sigma0, T, n_tokens, seeds, steps,
-                                                  predictions=predictions, ratio=EXTRAPOLATION_RATIO, seed=seed)
+        dev, plain = extrapolated_flow_deviations(
+            controls,
+            mu0,
+            Sigma0,
+            T,
+            n_tokens,
+            seeds,
+            steps,
+            predictions=predictions,
+            ratio=EXTRAPOLATION_RATIO,
+            seed=seed,
+        )
         plain_ratio = hotelling_test(plain["own ODE"], NULL_LEVEL).ratio
     else:
-        dev = flow_deviations(controls, mu0, Sigma0, T, n_tokens, seeds, steps, predictions=predictions, seed=seed,
-                              kernel_dtype=None)
+        dev = flow_deviations(
+            controls, mu0, Sigma0, T, n_tokens, seeds, steps, predictions=predictions, seed=seed, kernel_dtype=None
+        )
         plain_ratio = None
     return {k: hotelling_test(v, NULL_LEVEL) for k, v in dev.items()}, plain_ratio
 
@@ -140,15 +174,29 @@ class InvarianceStudy:
     def table(self) -> str:
         """Markdown: per type, D against its floor, then T^2 over its 99 % quantile for every prediction."""
         preds = list(dict.fromkeys(k for t in self.tests.values() for k in t if not k.endswith(" ODE")))
-        head = ["tokens", "D (own ODE)", "floor", "T²/q₉₉ own ODE", *[f"T²/q₉₉ {p}" for p in preds],
-                "T²/q₉₉ other types (smallest)"]
+        head = [
+            "tokens",
+            "D (own ODE)",
+            "floor",
+            "T²/q₉₉ own ODE",
+            *[f"T²/q₉₉ {p}" for p in preds],
+            "T²/q₉₉ other types (smallest)",
+        ]
         rows = []
         for i, name in enumerate(TYPES):
             t = self.tests[name]
             others = min(v.ratio for k, v in t.items() if k.endswith(" ODE") and k != "own ODE")
             own = f"{t['own ODE'].ratio:.3g}" + (f" (plain {self.sinkhorn_plain:.3g})" if name == "sinkhorn" else "")
-            rows.append([name, f"{self.D[i, i]:.3g}", f"{self.floors[i]:.3g}", own,
-                         *[f"{t[p].ratio:.3g}" if p in t else "" for p in preds], f"{others:.3g}"])
+            rows.append(
+                [
+                    name,
+                    f"{self.D[i, i]:.3g}",
+                    f"{self.floors[i]:.3g}",
+                    own,
+                    *[f"{t[p].ratio:.3g}" if p in t else "" for p in preds],
+                    f"{others:.3g}",
+                ]
+            )
         return _markdown(head, rows)
 
     def scope(self, name: str, system: str = "tokens") -> dict[str, Any]:
@@ -169,9 +217,20 @@ class InvarianceStudy:
         return {name: _ratios(t) for name, t in self.tests.items()}
 
 
-def invariance_study(controls: Mapping[str, Controls], mu0: Any, Sigma0: Any, t_end: float, *, n_tokens: int,
-                     steps: int, noise_repeats: int, null_tokens: int, null_seeds: int, decay_Ns: Sequence[int],
-                     seed: int) -> InvarianceStudy:
+def invariance_study(
+    controls: Mapping[str, Controls],
+    mu0: Any,
+    Sigma0: Any,
+    t_end: float,
+    *,
+    n_tokens: int,
+    steps: int,
+    noise_repeats: int,
+    null_tokens: int,
+    null_seeds: int,
+    decay_Ns: Sequence[int],
+    seed: int,
+) -> InvarianceStudy:
     r"""Section (a) of chapter 7 (module docstring).
 
     Parameters
@@ -198,21 +257,52 @@ def invariance_study(controls: Mapping[str, Controls], mu0: Any, Sigma0: Any, t_
     mu0, Sigma0 = np.asarray(mu0, float), np.asarray(Sigma0, float)
     null_seed, decay_seed = seed + NULL_SEED, seed + DECAY_SEED
     runs = {name: run_family(controls[name], mu0, Sigma0, t_end, n_tokens, steps, seed=seed) for name in TYPES}
-    D = np.array([[moment_discrepancy(runs[a].particles.mu[-1], runs[a].particles.Sigma[-1],
-                                      runs[b].ode.mu[-1], runs[b].ode.Sigma[-1]) for b in TYPES] for a in TYPES])
+    D = np.array(
+        [
+            [
+                moment_discrepancy(
+                    runs[a].particles.mu[-1], runs[a].particles.Sigma[-1], runs[b].ode.mu[-1], runs[b].ode.Sigma[-1]
+                )
+                for b in TYPES
+            ]
+            for a in TYPES
+        ]
+    )
     floors = [noise_floor(runs[a].ode.mu[-1], runs[a].ode.Sigma[-1], n_tokens, noise_repeats, seed=100) for a in TYPES]
     tests, plain, sides = {}, float("nan"), {}
     for i, name in enumerate(TYPES):
-        preds = {"own ODE": controls[name], **near_misses(controls[name], GAIN_ERROR),
-                 **{f"{other} ODE": controls[other] for other in TYPES if other != name}}
+        preds = {
+            "own ODE": controls[name],
+            **near_misses(controls[name], GAIN_ERROR),
+            **{f"{other} ODE": controls[other] for other in TYPES if other != name},
+        }
         with collect() as sides[name]:
-            tests[name], p = _null_tests(controls[name], mu0, Sigma0, t_end, null_tokens, null_seeds, steps, preds,
-                                         null_seed + 100 * i, extrapolate=name == "sinkhorn")
+            tests[name], p = _null_tests(
+                controls[name],
+                mu0,
+                Sigma0,
+                t_end,
+                null_tokens,
+                null_seeds,
+                steps,
+                preds,
+                null_seed + 100 * i,
+                extrapolate=name == "sinkhorn",
+            )
         plain = plain if p is None else p
     sk = controls["sinkhorn"]
     with collect() as sides["decay"]:
-        decay = deviation_decay(sk, mu0, Sigma0, t_end, decay_Ns, null_seeds, steps,
-                                predictions={"own ODE": sk, **near_misses(sk, GAIN_ERROR)}, seed=decay_seed)
+        decay = deviation_decay(
+            sk,
+            mu0,
+            Sigma0,
+            t_end,
+            decay_Ns,
+            null_seeds,
+            steps,
+            predictions={"own ODE": sk, **near_misses(sk, GAIN_ERROR)},
+            seed=decay_seed,
+        )
     return InvarianceStudy(dict(controls), runs, D, floors, tests, plain, decay, sides)
 
 
@@ -252,9 +342,16 @@ class AsymptoticsStudy:
         """Markdown: per bounded type, the predicted and fitted rates, the bound's excess and the T^2 ratios."""
         preds = list(dict.fromkeys(k for t in self.tests.values() for k in t))
         head = ["type", "predicted rate", "fitted rate", "Grönwall excess", *[f"T²/q₉₉ {p}" for p in preds]]
-        rows = [[name, f"{self.predicted[name]:.4f}", f"{self.fitted[name]:.4f}", f"{self.bound_excess[name]:.2g}",
-                 *[f"{self.tests[name][p].ratio:.3g}" if p in self.tests[name] else "" for p in preds]]
-                for name in self.predicted]
+        rows = [
+            [
+                name,
+                f"{self.predicted[name]:.4f}",
+                f"{self.fitted[name]:.4f}",
+                f"{self.bound_excess[name]:.2g}",
+                *[f"{self.tests[name][p].ratio:.3g}" if p in self.tests[name] else "" for p in preds],
+            ]
+            for name in self.predicted
+        ]
         return _markdown(head, rows)
 
     def scope(self, name: str, system: str = "moment ODE") -> dict[str, Any]:
@@ -270,16 +367,30 @@ class AsymptoticsStudy:
         r""":math:`\log\lambda_{\max}(\Sigma(t))` per type, with the tokens and the predicted slopes."""
         from gtbook.studies.families.figures import growth_curves
 
-        return growth_curves(self.long, self.t_star, self.predicted,
-                             particles={k: v.particles for k, v in self.runs.items()})
+        return growth_curves(
+            self.long, self.t_star, self.predicted, particles={k: v.particles for k, v in self.runs.items()}
+        )
 
     def __repr__(self) -> str:
-        return (f"AsymptoticsStudy(t*={self.t_star:.4g}, fitted={ {k: round(v, 4) for k, v in self.fitted.items()} }, "
-                f"tests={ {k: _ratios(t) for k, t in self.tests.items()} })")
+        return (
+            f"AsymptoticsStudy(t*={self.t_star:.4g}, fitted={ {k: round(v, 4) for k, v in self.fitted.items()} }, "
+            f"tests={ {k: _ratios(t) for k, t in self.tests.items()} })"
+        )
 
 
-def asymptotics_study(Q: Any, *, t_long: float, horizon: float, n_tokens: int, steps: int, null_tokens: int,
-                      null_seeds: int, decay_Ns: Sequence[int], seed: int, n_grid: int = 321) -> AsymptoticsStudy:
+def asymptotics_study(
+    Q: Any,
+    *,
+    t_long: float,
+    horizon: float,
+    n_tokens: int,
+    steps: int,
+    null_tokens: int,
+    null_seeds: int,
+    decay_Ns: Sequence[int],
+    seed: int,
+    n_grid: int = 321,
+) -> AsymptoticsStudy:
     r"""Section (b) of chapter 7 (module docstring).
 
     Parameters
@@ -324,17 +435,42 @@ def asymptotics_study(Q: Any, *, t_long: float, horizon: float, n_tokens: int, s
     tests, plain, sides = {}, float("nan"), {}
     scaled = f"attention term x {GAIN_ERROR:g}"
     for i, (name, other) in enumerate((("l2", "sinkhorn"), ("sinkhorn", "l2"))):
-        preds = {"own ODE": ctl[name], "attention-free ODE": Controls(A=np.zeros((2, 2))),
-                 scaled: near_misses(ctl[name], GAIN_ERROR)[scaled], f"{other} ODE": ctl[other]}
+        preds = {
+            "own ODE": ctl[name],
+            "attention-free ODE": Controls(A=np.zeros((2, 2))),
+            scaled: near_misses(ctl[name], GAIN_ERROR)[scaled],
+            f"{other} ODE": ctl[other],
+        }
         with collect() as sides[name]:
-            tests[name], p = _null_tests(ctl[name], np.zeros(2), _I2, t_tok, null_tokens, null_seeds, steps, preds,
-                                         null_seed + 1000 + 100 * i, extrapolate=name == "sinkhorn")
+            tests[name], p = _null_tests(
+                ctl[name],
+                np.zeros(2),
+                _I2,
+                t_tok,
+                null_tokens,
+                null_seeds,
+                steps,
+                preds,
+                null_seed + 1000 + 100 * i,
+                extrapolate=name == "sinkhorn",
+            )
         plain = plain if p is None else p
     with collect() as sides["decay"]:
-        decay = deviation_decay(ctl["sinkhorn"], np.zeros(2), _I2, t_tok, decay_Ns, null_seeds, steps,
-                                predictions={"own ODE": ctl["sinkhorn"], "attention-free": Controls(A=np.zeros((2, 2))),
-                                             scaled: near_misses(ctl["sinkhorn"], GAIN_ERROR)[scaled]},
-                                seed=decay_seed + 10000)
+        decay = deviation_decay(
+            ctl["sinkhorn"],
+            np.zeros(2),
+            _I2,
+            t_tok,
+            decay_Ns,
+            null_seeds,
+            steps,
+            predictions={
+                "own ODE": ctl["sinkhorn"],
+                "attention-free": Controls(A=np.zeros((2, 2))),
+                scaled: near_misses(ctl["sinkhorn"], GAIN_ERROR)[scaled],
+            },
+            seed=decay_seed + 10000,
+        )
     return AsymptoticsStudy(ctl, float(t_star), long, predicted, fitted, excess, runs, tests, plain, decay, sides)
 
 
@@ -370,8 +506,10 @@ class HeadsStudy:
             c = self.controls
             if c.Q is None or c.K is None:
                 raise ValueError("controls: the heads layer has no Q, K")
-            pairs = [Controls(A=c.A, V=[c.V[0], -c.V[0]], Q=[c.Q[0], c.Q[0]], K=[c.K[0], c.K[0]], attention=name)
-                     for name in TYPES]
+            pairs = [
+                Controls(A=c.A, V=[c.V[0], -c.V[0]], Q=[c.Q[0], c.Q[0]], K=[c.K[0], c.K[0]], attention=name)
+                for name in TYPES
+            ]
             return layer_scope(pairs, system=system, family="two heads (V, Q, K) and (-V, Q, K)")
         return layer_scope([self.growth if which == "growth" else self.controls], system=system)
 
@@ -386,9 +524,24 @@ class HeadsStudy:
         return f"HeadsStudy(tests={_ratios(self.tests)}, rate {self.fitted:.4f} vs {self.predicted:.4f})"
 
 
-def heads_study(n_heads: int, scale: float, *, omega_A: float, Q_blow: Any, mu0: Any, Sigma0: Any, t_end: float,
-                t_long: float, null_tokens: int, null_seeds: int, steps: int, seed: int, n_grid: int = 321,
-                cancel_tokens: int = 500, cancel_steps: int = 10) -> HeadsStudy:
+def heads_study(
+    n_heads: int,
+    scale: float,
+    *,
+    omega_A: float,
+    Q_blow: Any,
+    mu0: Any,
+    Sigma0: Any,
+    t_end: float,
+    t_long: float,
+    null_tokens: int,
+    null_seeds: int,
+    steps: int,
+    seed: int,
+    n_grid: int = 321,
+    cancel_tokens: int = 500,
+    cancel_steps: int = 10,
+) -> HeadsStudy:
     r"""Section (c) of chapter 7 (module docstring).
 
     ``n_heads`` L2 heads with :math:`Q_h = s G_h`, :math:`K_h = I + s G'_h`, :math:`V_h = -I/2 + s G''_h`
@@ -426,15 +579,37 @@ def heads_study(n_heads: int, scale: float, *, omega_A: float, Q_blow: Any, mu0:
     ctl = Controls(A=A, V=Vh, Q=Qh, K=Kh, attention="l2")
     one = Controls(A=A, V=Vh[:1], Q=Qh[:1], K=Kh[:1], attention="l2")
     with collect() as sides:
-        dev = flow_deviations(ctl, mu0, Sigma0, t_end, null_tokens, null_seeds, steps,
-                              predictions={"summed ODE": ctl, "one-head ODE": one, **near_misses(ctl, GAIN_ERROR)},
-                              seed=seed + NULL_SEED + 2000, kernel_dtype=None)
+        dev = flow_deviations(
+            ctl,
+            mu0,
+            Sigma0,
+            t_end,
+            null_tokens,
+            null_seeds,
+            steps,
+            predictions={"summed ODE": ctl, "one-head ODE": one, **near_misses(ctl, GAIN_ERROR)},
+            seed=seed + NULL_SEED + 2000,
+            kernel_dtype=None,
+        )
     tests = {k: hotelling_test(v, NULL_LEVEL) for k, v in dev.items()}
-    growth = Controls(V=np.stack([_I2 / n_heads] * n_heads), Q=Qh + np.stack([np.asarray(Q_blow, float)] * n_heads),
-                      K=Kh, attention="l2")
+    growth = Controls(
+        V=np.stack([_I2 / n_heads] * n_heads),
+        Q=Qh + np.stack([np.asarray(Q_blow, float)] * n_heads),
+        K=Kh,
+        attention="l2",
+    )
     long = integrate_moments(np.zeros(2), _I2, growth, (0.0, t_long), t_eval=np.linspace(0.0, t_long, n_grid))
     x0 = gaussian_tokens(cancel_tokens, mu0, Sigma0, seed=seed + 3)
-    cancel = {name: head_cancellation(Controls(A=A, V=[Vh[0], -Vh[0]], Q=[Qh[0], Qh[0]], K=[Kh[0], Kh[0]],
-                                               attention=name), Controls(A=A), mu0, Sigma0, x0, t_end, cancel_steps)
-              for name in TYPES}
+    cancel = {
+        name: head_cancellation(
+            Controls(A=A, V=[Vh[0], -Vh[0]], Q=[Qh[0], Qh[0]], K=[Kh[0], Kh[0]], attention=name),
+            Controls(A=A),
+            mu0,
+            Sigma0,
+            x0,
+            t_end,
+            cancel_steps,
+        )
+        for name in TYPES
+    }
     return HeadsStudy(ctl, one, tests, growth, predicted_rate(growth), growth_rate(long, RATE_WINDOW), cancel, sides)

@@ -23,6 +23,20 @@ from gtbook.studies.invariance.runs import (
 )
 from gtbook.studies.invariance.strength import strength_draws
 
-__all__ = ["DrawCensus", "EnsembleStudy", "FiniteNRates", "GaussianityStudy", "LayerMapCheck", "StackRates",
-           "draw_census", "ensemble_study", "excursion", "figures", "finite_n_rates", "gaussianity_study",
-           "layer_map_check", "stack_rates", "strength_draws"]
+__all__ = [
+    "DrawCensus",
+    "EnsembleStudy",
+    "FiniteNRates",
+    "GaussianityStudy",
+    "LayerMapCheck",
+    "StackRates",
+    "draw_census",
+    "ensemble_study",
+    "excursion",
+    "figures",
+    "finite_n_rates",
+    "gaussianity_study",
+    "layer_map_check",
+    "stack_rates",
+    "strength_draws",
+]

@@ -69,18 +69,24 @@ class DrawCensus:
         """Counts per fate, the kept fraction with its interval, the largest kappa of a rejected draw."""
         frac, lo, hi = self.kept_fraction
         rejected = self.kappas[[f is not DrawFate.KEPT for f in self.fates]]
-        return {"draws made": self.tries, **{f.value: self.count(f) for f in DrawFate},
-                "kept fraction (95% Wilson)": (round(frac, 3), round(lo, 3), round(hi, 3)),
-                "kappa of the rejected draws": [round(float(k), 3) for k in rejected]}
+        return {
+            "draws made": self.tries,
+            **{f.value: self.count(f) for f in DrawFate},
+            "kept fraction (95% Wilson)": (round(frac, 3), round(lo, 3), round(hi, 3)),
+            "kappa of the rejected draws": [round(float(k), 3) for k in rejected],
+        }
 
     def __repr__(self) -> str:
-        return (f"DrawCensus({self.tries} draws: {self.count(DrawFate.KEPT)} kept, "
-                f"{self.count(DrawFate.ABOVE_CAP)} above the cap {self.cap:g}, "
-                f"{self.count(DrawFate.NOT_COMPLETED)} not completed)")
+        return (
+            f"DrawCensus({self.tries} draws: {self.count(DrawFate.KEPT)} kept, "
+            f"{self.count(DrawFate.ABOVE_CAP)} above the cap {self.cap:g}, "
+            f"{self.count(DrawFate.NOT_COMPLETED)} not completed)"
+        )
 
 
-def draw_census(kept: Sequence[GeneralDraw], n: int, d: int, *, T: float, seed: int, kappa: float = 0.25,
-                kappa_cap: float = 0.45) -> DrawCensus:
+def draw_census(
+    kept: Sequence[GeneralDraw], n: int, d: int, *, T: float, seed: int, kappa: float = 0.25, kappa_cap: float = 0.45
+) -> DrawCensus:
     r"""Replay :func:`~gtbook.studies.invariance.ensemble.general_draws` (same arguments) and classify every draw.
 
     Parameters
@@ -123,6 +129,8 @@ def draw_census(kept: Sequence[GeneralDraw], n: int, d: int, *, T: float, seed: 
         if len(fates) > 10_000:
             raise ValueError(f"draw_census: fewer than {n} draws kept in 10000 tries")
     if len(kept) != len(mine) or any(not np.array_equal(a, dr.mu0) for a, dr in zip(mine, kept, strict=True)):
-        raise ValueError("draw_census: the replay keeps other draws than the ensemble given (the generator "
-                         "general_draws changed); the census would describe another ensemble")
+        raise ValueError(
+            "draw_census: the replay keeps other draws than the ensemble given (the generator "
+            "general_draws changed); the census would describe another ensemble"
+        )
     return DrawCensus(tuple(fates), np.array(kappas), float(kappa_cap))

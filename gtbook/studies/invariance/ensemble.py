@@ -45,8 +45,15 @@ from gtcore.stats.gaussianity import sliced_w2
 from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 from gtcore.stats.sampling import gaussian_tokens, moment_matched_tokens
 
-__all__ = ["EnsembleStack", "GeneralDraw", "gaussianity_ensemble", "general_draw", "general_draws", "relu_variant",
-           "stack_ensemble"]
+__all__ = [
+    "EnsembleStack",
+    "GeneralDraw",
+    "gaussianity_ensemble",
+    "general_draw",
+    "general_draws",
+    "relu_variant",
+    "stack_ensemble",
+]
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,9 @@ def general_draw(d: int, rng: np.random.Generator, *, kappa: float = 0.25) -> tu
     return ctl, mu0, 0.5 * (Sigma0 + Sigma0.T)
 
 
-def general_draws(n: int, d: int, *, T: float, seed: int, kappa: float = 0.25, kappa_cap: float = 0.45,
-                  max_tries: int = 200) -> list[GeneralDraw]:
+def general_draws(
+    n: int, d: int, *, T: float, seed: int, kappa: float = 0.25, kappa_cap: float = 0.45, max_tries: int = 200
+) -> list[GeneralDraw]:
     r"""``n`` draws of :func:`general_draw` whose moment ODE completes on :math:`[0, T]`, with a cap on :math:`\kappa`.
 
     Kept: the draws with :math:`\kappa <` ``kappa_cap`` along the path.
@@ -211,13 +219,24 @@ class EnsembleStack:
         return pooled_slope_standard_error(self.Ns, getattr(self, which), n_boot=n_boot, seed=seed)
 
     def __repr__(self) -> str:
-        return (f"EnsembleStack(law={self.law!r}, draws={self.errors.shape[0]}, Ns={self.Ns.tolist()}, "
-                f"seeds={self.errors.shape[2]}, slope={self.slope:.3f}, nonaffine_slope={self.nonaffine_slope:.3f})")
+        return (
+            f"EnsembleStack(law={self.law!r}, draws={self.errors.shape[0]}, Ns={self.Ns.tolist()}, "
+            f"seeds={self.errors.shape[2]}, slope={self.slope:.3f}, nonaffine_slope={self.nonaffine_slope:.3f})"
+        )
 
 
-def stack_ensemble(draws: Sequence[GeneralDraw], T: float, n_layers: int, Ns: Sequence[int], seeds: int, *,
-                   law: str = "gaussian", seed: int = 0, progress: bool = False,
-                   kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> EnsembleStack:
+def stack_ensemble(
+    draws: Sequence[GeneralDraw],
+    T: float,
+    n_layers: int,
+    Ns: Sequence[int],
+    seeds: int,
+    *,
+    law: str = "gaussian",
+    seed: int = 0,
+    progress: bool = False,
+    kernel_dtype: Any = STUDY_KERNEL_DTYPE,
+) -> EnsembleStack:
     r""":func:`~gtbook.studies.invariance.nongaussian.softmax_stack_study` on every draw, the clouds of one N
     advanced together.
 
@@ -248,10 +267,21 @@ def stack_ensemble(draws: Sequence[GeneralDraw], T: float, n_layers: int, Ns: Se
     for i in progress_bar(range(N_arr.size), f"stack ensemble ({law})", enabled=progress):
         jobs = [(k, s) for k in range(len(draws)) for s in range(S)]
         with observed():  # the tokens (gtbook.studies.traced: recorded when a caller collects the sides)
-            x0s = [moment_matched_tokens(law, int(N_arr[i]), draws[k].mu0, draws[k].Sigma0,
-                                         int(seed) + 1000 * k + s) for k, s in jobs]
-            runs = simulate_batch(x0s, [draws[k].controls for k, _ in jobs], (0.0, float(T)), L, method="euler",
-                                  record_every=L, device="cpu", kernel_dtype=kernel_dtype, keep_tokens=True)
+            x0s = [
+                moment_matched_tokens(law, int(N_arr[i]), draws[k].mu0, draws[k].Sigma0, int(seed) + 1000 * k + s)
+                for k, s in jobs
+            ]
+            runs = simulate_batch(
+                x0s,
+                [draws[k].controls for k, _ in jobs],
+                (0.0, float(T)),
+                L,
+                method="euler",
+                record_every=L,
+                device="cpu",
+                kernel_dtype=kernel_dtype,
+                keep_tokens=True,
+            )
         for (k, s), x0, tr in zip(jobs, x0s, runs, strict=True):
             with predicted():  # the exact layer map from the cloud's own moments
                 mus, Sigmas = layer_stack(tr.mu[0], tr.Sigma[0], per_layer[k], h)
@@ -266,9 +296,19 @@ def _slope_or_nan(Ns: np.ndarray, values: np.ndarray) -> float:
     return pooled_loglog_slope(Ns, values) if np.all(values > 0) else float("nan")
 
 
-def gaussianity_ensemble(draws: Sequence[GeneralDraw], T: float, steps: int, n_tokens: int, *, relu: bool = False,
-                         gain: float = 0.5, seed: int = 0, projections_seed: int = 0, progress: bool = False,
-                         kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> np.ndarray:
+def gaussianity_ensemble(
+    draws: Sequence[GeneralDraw],
+    T: float,
+    steps: int,
+    n_tokens: int,
+    *,
+    relu: bool = False,
+    gain: float = 0.5,
+    seed: int = 0,
+    projections_seed: int = 0,
+    progress: bool = False,
+    kernel_dtype: Any = STUDY_KERNEL_DTYPE,
+) -> np.ndarray:
     r"""Sliced :math:`W_2` (:func:`gtcore.stats.gaussianity.sliced_w2`) of each draw's cloud at time T.
 
     Draw ``k``: ``n_tokens`` tokens from :math:`N(\mu_0, \Sigma_0)` (seed ``seed + k``), ``steps`` RK4
@@ -283,8 +323,17 @@ def gaussianity_ensemble(draws: Sequence[GeneralDraw], T: float, steps: int, n_t
     with observed():  # the tokens (gtbook.studies.traced: recorded when a caller collects the sides)
         x0s = [gaussian_tokens(int(n_tokens), dr.mu0, dr.Sigma0, int(seed) + k) for k, dr in enumerate(draws)]
         ctls = [relu_variant(dr.controls, dr.mu0, gain) if relu else dr.controls for dr in draws]
-        runs = simulate_batch(x0s, ctls, (0.0, float(T)), int(steps), ff="relu" if relu else "identity",
-                              record_every=int(steps), keep_tokens=True, device="cpu", kernel_dtype=kernel_dtype)
+        runs = simulate_batch(
+            x0s,
+            ctls,
+            (0.0, float(T)),
+            int(steps),
+            ff="relu" if relu else "identity",
+            record_every=int(steps),
+            keep_tokens=True,
+            device="cpu",
+            kernel_dtype=kernel_dtype,
+        )
     out = np.empty(len(draws))
     for k, tr in enumerate(progress_bar(runs, "Gaussianity ensemble", enabled=progress)):
         assert tr.tokens is not None  # keep_tokens=True

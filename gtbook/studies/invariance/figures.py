@@ -10,15 +10,15 @@ import numpy as np
 from gtbook.studies.style import COLORS, figure, noise_band, plot_ellipse, reference_slope
 
 
-def cloud_with_ellipses(tokens: np.ndarray, times: Sequence[float], mus: np.ndarray, Sigmas: np.ndarray,
-                        max_points: int = 3000):
+def cloud_with_ellipses(
+    tokens: np.ndarray, times: Sequence[float], mus: np.ndarray, Sigmas: np.ndarray, max_points: int = 3000
+):
     """Token clouds at a few times, each with the moment ODE's 1- and 2-sigma ellipses."""
     fig, axes = figure(len(times), 1, width=3.3, height=3.2, sharex=True, sharey=True)
     axes = np.atleast_1d(axes)
     for ax, x, t, mu, S in zip(axes, tokens, times, mus, Sigmas, strict=True):
         pts = x[:max_points]
-        ax.scatter(pts[:, 0], pts[:, 1], s=2, alpha=0.35, color=COLORS["particles"], rasterized=True,
-                   label="tokens")
+        ax.scatter(pts[:, 0], pts[:, 1], s=2, alpha=0.35, color=COLORS["particles"], rasterized=True, label="tokens")
         for r, ls in ((1, "-"), (2, "--")):
             plot_ellipse(ax, mu, S, radius=r, ls=ls, lw=1.4, label=f"ODE {r}σ" if t == times[0] else None)
         ax.set_title(f"t = {t:g}")
@@ -61,8 +61,11 @@ def _errors_against_n(studies: Mapping[str, Any], label, ylabel: str):
 
 def error_against_n(studies: Mapping[str, object]):
     """Moment error against N on log–log axes, one curve per setting, with the N^(-1/2) line."""
-    return _errors_against_n(studies, lambda name, st: f"{name}: κ = {st.kappa:.2f}, slope {st.slope:.2f}",
-                             r"$\|\hat\mu - \mu\| + \|\hat\Sigma - \Sigma\|_F$ at $t = T$")
+    return _errors_against_n(
+        studies,
+        lambda name, st: f"{name}: κ = {st.kappa:.2f}, slope {st.slope:.2f}",
+        r"$\|\hat\mu - \mu\| + \|\hat\Sigma - \Sigma\|_F$ at $t = T$",
+    )
 
 
 def layer_errors(errors: Mapping[str, np.ndarray]):
@@ -80,13 +83,20 @@ def stack_error_against_n(studies: Mapping[str, object]):
     """Softmax-stack error against N (log–log), one curve per law, with the N^(-1/2) line.
 
     ``studies`` maps a label to a :class:`gtbook.studies.invariance.nongaussian.StackStudy`."""
-    return _errors_against_n(studies, lambda name, st: f"{name}: slope {st.slope:.2f}",
-                             r"$\|\hat\mu_L - \mu_L\| + \|\hat\Sigma_L - \Sigma_L\|_F$")
+    return _errors_against_n(
+        studies,
+        lambda name, st: f"{name}: slope {st.slope:.2f}",
+        r"$\|\hat\mu_L - \mu_L\| + \|\hat\Sigma_L - \Sigma_L\|_F$",
+    )
 
 
-def statistics_with_controls(times: Sequence[float], flows: Mapping[str, Mapping[str, np.ndarray]],
-                             bands: Mapping[str, tuple[float, float]], controls: Mapping[str, Mapping[str, float]],
-                             level: float = 0.99):
+def statistics_with_controls(
+    times: Sequence[float],
+    flows: Mapping[str, Mapping[str, np.ndarray]],
+    bands: Mapping[str, tuple[float, float]],
+    controls: Mapping[str, Mapping[str, float]],
+    level: float = 0.99,
+):
     """Each Gaussianity statistic over time for several flows, inside the noise band, with the
     values of moment-matched non-Gaussian samples (controls) marked at t = 0."""
     names = list(bands)
@@ -128,14 +138,29 @@ def ode_animation(cloud, ode, *, max_frames: int = 40, max_tokens: int = 500, **
     if getattr(cloud, "tokens", None) is None:
         raise ValueError("cloud has no tokens: run simulate(..., keep_tokens=True)")
     mu, Sigma = moments_at(ode, cloud.t, name="ode")
-    kwargs.setdefault("caption", "The token cloud (dots) moved by the Transformer with softmax attention, and "
-                                 "the $2\\sigma$ ellipse of the Gaussian solving the moment ODE (1.1).")
-    return animate_clouds(CloudPanel(cloud.tokens, cloud.t, mu=mu, Sigma=Sigma, title="tokens and ODE"),
-                          max_frames=max_frames, max_tokens=max_tokens, **kwargs)
+    kwargs.setdefault(
+        "caption",
+        "The token cloud (dots) moved by the Transformer with softmax attention, and "
+        "the $2\\sigma$ ellipse of the Gaussian solving the moment ODE (1.1).",
+    )
+    return animate_clouds(
+        CloudPanel(cloud.tokens, cloud.t, mu=mu, Sigma=Sigma, title="tokens and ODE"),
+        max_frames=max_frames,
+        max_tokens=max_tokens,
+        **kwargs,
+    )
 
 
-def ensemble_figure(gauss_stack, uniform_stack, affine_gauss, affine_uniform, flow_values: np.ndarray,
-                    relu_values: np.ndarray, null_values: np.ndarray, threshold: float):
+def ensemble_figure(
+    gauss_stack,
+    uniform_stack,
+    affine_gauss,
+    affine_uniform,
+    flow_values: np.ndarray,
+    relu_values: np.ndarray,
+    null_values: np.ndarray,
+    threshold: float,
+):
     r"""The chapter's statements over an ensemble of general layers (three panels).
 
     Left and middle: each draw's stack moment error (``gauss_stack``, ``uniform_stack``) and non-affine
@@ -153,8 +178,10 @@ def ensemble_figure(gauss_stack, uniform_stack, affine_gauss, affine_uniform, fl
     threshold : float
     """
     fig, axes = figure(3, 1, width=3.8, height=3.4)
-    panels = ((axes[0], "errors", "moment error", gauss_stack, uniform_stack),
-              (axes[1], "nonaffine", "non-affine residual", affine_gauss, affine_uniform))
+    panels = (
+        (axes[0], "errors", "moment error", gauss_stack, uniform_stack),
+        (axes[1], "nonaffine", "non-affine residual", affine_gauss, affine_uniform),
+    )
     for ax, which, ylabel, g, u in panels:
         for st, c, name in ((g, COLORS["particles"], "Gaussian"), (u, COLORS["alt"], "uniform")):
             m = getattr(st, which).mean(axis=2)
@@ -170,10 +197,18 @@ def ensemble_figure(gauss_stack, uniform_stack, affine_gauss, affine_uniform, fl
         ax.legend(fontsize=7)
     bx = axes[2]
     rng = np.random.default_rng(0)
-    bx.plot(rng.uniform(-0.25, 0.25, len(null_values)), null_values, ".", color=COLORS["floor"], ms=2,
-            label="Gaussian samples (null)")
-    for x, vals, c, name in ((1.0, flow_values, COLORS["particles"], "flow"),
-                             (2.0, relu_values, COLORS["alt"], "flow + ReLU block")):
+    bx.plot(
+        rng.uniform(-0.25, 0.25, len(null_values)),
+        null_values,
+        ".",
+        color=COLORS["floor"],
+        ms=2,
+        label="Gaussian samples (null)",
+    )
+    for x, vals, c, name in (
+        (1.0, flow_values, COLORS["particles"], "flow"),
+        (2.0, relu_values, COLORS["alt"], "flow + ReLU block"),
+    ):
         bx.plot(np.full(len(vals), x), vals, "o", ms=4, color=c, label=name)
         bx.plot([x - 0.25, x + 0.25], [np.mean(vals)] * 2, color=c, lw=2)
     bx.axhline(threshold, color="k", ls="--", lw=1, label="99% quantile of the null's ensemble mean")

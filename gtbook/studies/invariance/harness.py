@@ -35,8 +35,9 @@ from gtcore.stats.inference import loglog_slope
 from gtcore.stats.sampling import gaussian_tokens
 
 
-def relative_moment_discrepancy(mu: np.ndarray, Sigma: np.ndarray, mu_ref: np.ndarray,
-                                Sigma_ref: np.ndarray) -> np.ndarray:
+def relative_moment_discrepancy(
+    mu: np.ndarray, Sigma: np.ndarray, mu_ref: np.ndarray, Sigma_ref: np.ndarray
+) -> np.ndarray:
     r"""Per time (or layer), the larger of the two relative moment errors,
 
     .. math::
@@ -80,10 +81,21 @@ class MeanFieldStudy:
         return self.errors.mean(axis=1)
 
 
-def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tuple[float, float],
-                     Ns: Sequence[int] | np.ndarray, seeds: int, steps: int, *, method: str = "rk4",
-                     progress: bool = True, kernel_dtype: Any = STUDY_KERNEL_DTYPE, start: str = "sample",
-                     seed: int = 0) -> MeanFieldStudy:
+def mean_field_study(
+    mu0: Any,
+    Sigma0: Any,
+    controls: ControlsLike,
+    t_span: tuple[float, float],
+    Ns: Sequence[int] | np.ndarray,
+    seeds: int,
+    steps: int,
+    *,
+    method: str = "rk4",
+    progress: bool = True,
+    kernel_dtype: Any = STUDY_KERNEL_DTYPE,
+    start: str = "sample",
+    seed: int = 0,
+) -> MeanFieldStudy:
     r"""Run the N-token Transformer from seeded Gaussian samples and compare with the moment ODE.
 
     For each :math:`N` in ``Ns`` and each seed :math:`s < \text{seeds}`, tokens are drawn from
@@ -111,8 +123,15 @@ def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tupl
         mu_T, S_T = ref.final
         for i, N, s in progress_bar(jobs, "N-token runs", enabled=progress):
             with observed():
-                tr = simulate(gaussian_tokens(int(N), mu0, Sigma0, int(seed) + s), controls, t_span, steps,
-                              method=method, record_every=steps, kernel_dtype=kernel_dtype)
+                tr = simulate(
+                    gaussian_tokens(int(N), mu0, Sigma0, int(seed) + s),
+                    controls,
+                    t_span,
+                    steps,
+                    method=method,
+                    record_every=steps,
+                    kernel_dtype=kernel_dtype,
+                )
             if start == "sample":
                 with predicted():
                     own = integrate_moments(tr.mu[0], tr.Sigma[0], controls, t_span)
@@ -123,8 +142,7 @@ def mean_field_study(mu0: Any, Sigma0: Any, controls: ControlsLike, t_span: tupl
                 m_T, s_T = mu_T, S_T
             errors[i, s] = np.linalg.norm(tr.mu[-1] - m_T) + np.linalg.norm(tr.Sigma[-1] - s_T)
     kappa = max_sampling_strength(controls, ref.t, ref.Sigma)
-    return MeanFieldStudy(Ns=Ns, errors=errors, kappa=kappa, slope=loglog_slope(Ns, errors.mean(axis=1)),
-                          sides=sides)
+    return MeanFieldStudy(Ns=Ns, errors=errors, kappa=kappa, slope=loglog_slope(Ns, errors.mean(axis=1)), sides=sides)
 
 
 __all__ = ["MeanFieldStudy", "loglog_slope", "mean_field_study", "relative_moment_discrepancy"]

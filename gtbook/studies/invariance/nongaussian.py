@@ -86,10 +86,21 @@ def nonaffine_residual(x0: Any, x1: Any) -> float:
     return float(np.linalg.norm(x1 - design @ coef) / np.linalg.norm(x1 - x1.mean(axis=0)))
 
 
-def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, n_layers: int,
-                        Ns: Sequence[int] | np.ndarray, seeds: int, *, law: str = "gaussian", seed: int = 0,
-                        progress: bool = False, kernel_dtype: Any = STUDY_KERNEL_DTYPE,
-                        **law_kwargs) -> StackStudy:
+def softmax_stack_study(
+    mu0: Any,
+    Sigma0: Any,
+    controls: ControlsLike,
+    T: float,
+    n_layers: int,
+    Ns: Sequence[int] | np.ndarray,
+    seeds: int,
+    *,
+    law: str = "gaussian",
+    seed: int = 0,
+    progress: bool = False,
+    kernel_dtype: Any = STUDY_KERNEL_DTYPE,
+    **law_kwargs,
+) -> StackStudy:
     r"""How far the softmax residual stack is from the Gaussian layer map, as N grows.
 
     For each N and each of ``seeds`` samples (drawn by :func:`~gtcore.stats.sampling.moment_matched_tokens` from
@@ -124,15 +135,25 @@ def softmax_stack_study(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float,
         for i, N, s in progress_bar(jobs, f"softmax stack ({law})", enabled=progress):
             with observed():
                 x0 = moment_matched_tokens(law, int(N), mu0, Sigma0, seed + s, **law_kwargs)
-                tr = simulate(x0, controls, (0.0, float(T)), int(n_layers), method="euler",
-                              record_every=int(n_layers), device="cpu", kernel_dtype=kernel_dtype, keep_tokens=True)
+                tr = simulate(
+                    x0,
+                    controls,
+                    (0.0, float(T)),
+                    int(n_layers),
+                    method="euler",
+                    record_every=int(n_layers),
+                    device="cpu",
+                    kernel_dtype=kernel_dtype,
+                    keep_tokens=True,
+                )
             with predicted():
                 mus, Sigmas = layer_stack(tr.mu[0], tr.Sigma[0], per_layer, h)
             errors[i, s] = np.linalg.norm(tr.mu[-1] - mus[-1]) + np.linalg.norm(tr.Sigma[-1] - Sigmas[-1])
             assert tr.tokens is not None  # keep_tokens=True
             nonaffine[i, s] = nonaffine_residual(x0, tr.tokens[-1])
-    return StackStudy(Ns=Ns, errors=errors, slope=loglog_slope(Ns, errors.mean(axis=1)), law=law,
-                      nonaffine=nonaffine, sides=sides)
+    return StackStudy(
+        Ns=Ns, errors=errors, slope=loglog_slope(Ns, errors.mean(axis=1)), law=law, nonaffine=nonaffine, sides=sides
+    )
 
 
 __all__ = ["StackStudy", "nonaffine_residual", "softmax_stack_study"]

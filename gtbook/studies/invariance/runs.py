@@ -39,8 +39,19 @@ from gtcore.stats.gaussianity import NoiseFloor, mardia_kurtosis, noise_floor, s
 from gtcore.stats.inference import mean_of_k_quantile, slope_difference_standard_error, slope_standard_error
 from gtcore.stats.sampling import moment_matched_tokens
 
-__all__ = ["EnsembleStudy", "FiniteNRates", "GaussianityStudy", "LayerMapCheck", "StackRates", "ensemble_study",
-           "excursion", "finite_n_rates", "gaussianity_study", "layer_map_check", "stack_rates"]
+__all__ = [
+    "EnsembleStudy",
+    "FiniteNRates",
+    "GaussianityStudy",
+    "LayerMapCheck",
+    "StackRates",
+    "ensemble_study",
+    "excursion",
+    "finite_n_rates",
+    "gaussianity_study",
+    "layer_map_check",
+    "stack_rates",
+]
 
 
 def excursion(values: Any, band: tuple[float, float]) -> float:
@@ -79,8 +90,19 @@ class FiniteNRates:
         return figs.error_against_n({"weak attention": self.weak, "strong attention": self.strong})
 
 
-def finite_n_rates(mu0: Any, Sigma0: Any, weak: Controls, strong: Controls, T: float, Ns: Sequence[int], seeds: int,
-                   steps: int, *, seed: int, n_boot: int = 2000) -> FiniteNRates:
+def finite_n_rates(
+    mu0: Any,
+    Sigma0: Any,
+    weak: Controls,
+    strong: Controls,
+    T: float,
+    Ns: Sequence[int],
+    seeds: int,
+    steps: int,
+    *,
+    seed: int,
+    n_boot: int = 2000,
+) -> FiniteNRates:
     r""":func:`gtbook.studies.invariance.harness.mean_field_study` for both heads (samples ``0 .. seeds - 1``), the
     slopes' bootstrap standard errors (seeds ``seed``, ``seed + 1``) and that of their difference (``seed + 2``).
 
@@ -90,9 +112,13 @@ def finite_n_rates(mu0: Any, Sigma0: Any, weak: Controls, strong: Controls, T: f
     """
     w = mean_field_study(mu0, Sigma0, weak, (0, T), Ns, seeds, steps)
     s = mean_field_study(mu0, Sigma0, strong, (0, T), Ns, seeds, steps)
-    return FiniteNRates(w, s, slope_standard_error(Ns, w.errors, n_boot=n_boot, seed=seed),
-                        slope_standard_error(Ns, s.errors, n_boot=n_boot, seed=seed + 1),
-                        slope_difference_standard_error(Ns, w.errors, s.errors, n_boot=n_boot, seed=seed + 2))
+    return FiniteNRates(
+        w,
+        s,
+        slope_standard_error(Ns, w.errors, n_boot=n_boot, seed=seed),
+        slope_standard_error(Ns, s.errors, n_boot=n_boot, seed=seed + 1),
+        slope_difference_standard_error(Ns, w.errors, s.errors, n_boot=n_boot, seed=seed + 2),
+    )
 
 
 @dataclass
@@ -113,8 +139,9 @@ class LayerMapCheck:
 
     def figure(self) -> Any:
         """:func:`gtbook.studies.invariance.figures.layer_errors`."""
-        return figs.layer_errors({"Gaussian attention on the tokens": self.gaussian,
-                                  "softmax attention over the tokens": self.softmax})
+        return figs.layer_errors(
+            {"Gaussian attention on the tokens": self.gaussian, "softmax attention over the tokens": self.softmax}
+        )
 
 
 def layer_map_check(x0: Any, controls: Controls, T: float, n_layers: int) -> LayerMapCheck:
@@ -129,8 +156,10 @@ def layer_map_check(x0: Any, controls: Controls, T: float, n_layers: int) -> Lay
     exact = simulate(x0, controls, (0, T), n_layers, method="euler", average="gaussian")
     soft = simulate(x0, controls, (0, T), n_layers, method="euler")
     mus, Sigmas = layer_stack(exact.mu[0], exact.Sigma[0], [controls] * n_layers, h)
-    return LayerMapCheck(relative_moment_discrepancy(exact.mu, exact.Sigma, mus, Sigmas)[1:],
-                         relative_moment_discrepancy(soft.mu, soft.Sigma, mus, Sigmas)[1:])
+    return LayerMapCheck(
+        relative_moment_discrepancy(exact.mu, exact.Sigma, mus, Sigmas)[1:],
+        relative_moment_discrepancy(soft.mu, soft.Sigma, mus, Sigmas)[1:],
+    )
 
 
 @dataclass
@@ -156,17 +185,33 @@ class StackRates:
 
     def figure(self) -> Any:
         """:func:`gtbook.studies.invariance.figures.stack_error_against_n`."""
-        return figs.stack_error_against_n({"Gaussian tokens": self.gaussian,
-                                           "uniform tokens, same moments (control)": self.uniform})
+        return figs.stack_error_against_n(
+            {"Gaussian tokens": self.gaussian, "uniform tokens, same moments (control)": self.uniform}
+        )
 
     def table(self) -> dict[str, Any]:
         """The slopes and the band."""
-        return dict(gaussian_slope=round(self.gaussian.slope, 3), bootstrap_se=round(self.se, 3),
-                    band=tuple(round(x, 3) for x in self.band), uniform_slope=round(self.uniform.slope, 3))
+        return dict(
+            gaussian_slope=round(self.gaussian.slope, 3),
+            bootstrap_se=round(self.se, 3),
+            band=tuple(round(x, 3) for x in self.band),
+            uniform_slope=round(self.uniform.slope, 3),
+        )
 
 
-def stack_rates(mu0: Any, Sigma0: Any, controls: Controls, T: float, n_layers: int, Ns: Sequence[int], seeds: int,
-                *, seed: int, control_seeds: int = 8, n_boot: int = 2000) -> StackRates:
+def stack_rates(
+    mu0: Any,
+    Sigma0: Any,
+    controls: Controls,
+    T: float,
+    n_layers: int,
+    Ns: Sequence[int],
+    seeds: int,
+    *,
+    seed: int,
+    control_seeds: int = 8,
+    n_boot: int = 2000,
+) -> StackRates:
     r""":func:`gtbook.studies.invariance.nongaussian.softmax_stack_study` on Gaussian tokens (samples ``seed + 100``
     onwards) and on the moment-matched uniform law (``control_seeds`` samples per N, ``seed + 200`` onwards); the
     Gaussian slope's bootstrap standard error (seed ``seed``).
@@ -222,15 +267,32 @@ class GaussianityStudy:
     def table(self) -> dict[str, Any]:
         """Per statistic: its band, the first flow's largest value and the second flow's value at T; the ReLU flow."""
         first, second = self.flows.values()
-        return {name: dict(band=tuple(round(x, 4) for x in band), B_mid_max=round(float(first[name].max()), 4),
-                           B_strong_at_T=round(float(second[name][-1]), 4)) for name, band in self.bands.items()} | {
-            "B_mid + ReLU block: sliced W2 at T": round(self.relu_w2, 4)}
+        return {
+            name: dict(
+                band=tuple(round(x, 4) for x in band),
+                B_mid_max=round(float(first[name].max()), 4),
+                B_strong_at_T=round(float(second[name][-1]), 4),
+            )
+            for name, band in self.bands.items()
+        } | {"B_mid + ReLU block: sliced W2 at T": round(self.relu_w2, 4)}
 
 
-def gaussianity_study(x0: Any, mu0: Any, Sigma0: Any, heads: Mapping[str, Controls], T: float, steps: int, *,
-                      noise_repeats: int, seed: int, record_times: int = 11, level: float = 0.99,
-                      student_dof: float = 5.0, mixture_separation: float = 0.9,
-                      relu_gain: float = 0.5) -> GaussianityStudy:
+def gaussianity_study(
+    x0: Any,
+    mu0: Any,
+    Sigma0: Any,
+    heads: Mapping[str, Controls],
+    T: float,
+    steps: int,
+    *,
+    noise_repeats: int,
+    seed: int,
+    record_times: int = 11,
+    level: float = 0.99,
+    student_dof: float = 5.0,
+    mixture_separation: float = 0.9,
+    relu_gain: float = 0.5,
+) -> GaussianityStudy:
     r"""Move ``x0`` through each layer of ``heads`` (``steps`` RK4 steps, ``record_times`` recorded times) and
     track its sliced :math:`W_2` (projections seeded ``seed``) and Mardia kurtosis; their noise floors at the
     cloud's size (``noise_repeats`` Gaussian samples, seed ``seed + 1``); three moment-matched non-Gaussian clouds
@@ -261,23 +323,36 @@ def gaussianity_study(x0: Any, mu0: Any, Sigma0: Any, heads: Mapping[str, Contro
         t = tracked.t
     with collect() as floor_sides, predicted():
         w2_floor = noise_floor(lambda z: sliced_w2(z, seed=seed), n, d, repeats=noise_repeats, seed=seed + 1)
-    floors = {"sliced W2": w2_floor,
-              "Mardia kurtosis": noise_floor(mardia_kurtosis, n, d, repeats=noise_repeats, seed=seed + 1)}
+    floors = {
+        "sliced W2": w2_floor,
+        "Mardia kurtosis": noise_floor(mardia_kurtosis, n, d, repeats=noise_repeats, seed=seed + 1),
+    }
     clouds = {
         "uniform": moment_matched_tokens("uniform", n, mu0, Sigma0, seed + 3),
-        f"Student-t ({student_dof:g} dof)": moment_matched_tokens("student_t", n, mu0, Sigma0, seed + 4,
-                                                                   dof=student_dof),
-        "two-component mixture": moment_matched_tokens("mixture", n, mu0, Sigma0, seed + 5,
-                                                       separation=mixture_separation),
+        f"Student-t ({student_dof:g} dof)": moment_matched_tokens(
+            "student_t", n, mu0, Sigma0, seed + 4, dof=student_dof
+        ),
+        "two-component mixture": moment_matched_tokens(
+            "mixture", n, mu0, Sigma0, seed + 5, separation=mixture_separation
+        ),
     }
-    controls = {law: {"sliced W2": sliced_w2(x, seed=seed), "Mardia kurtosis": mardia_kurtosis(x)}
-                for law, x in clouds.items()}
+    controls = {
+        law: {"sliced W2": sliced_w2(x, seed=seed), "Mardia kurtosis": mardia_kurtosis(x)} for law, x in clouds.items()
+    }
     first = next(iter(heads.values()))
-    relu = simulate(x0, relu_variant(first, mu0, relu_gain), (0, T), steps, ff="relu", keep_tokens=True,
-                    record_every=steps)
+    relu = simulate(
+        x0, relu_variant(first, mu0, relu_gain), (0, T), steps, ff="relu", keep_tokens=True, record_every=steps
+    )
     assert relu.tokens is not None  # keep_tokens=True
-    return GaussianityStudy(t, flows, floors, float(level), controls, sliced_w2(relu.tokens[-1], seed=seed),
-                            {k: v.with_prediction(floor_sides) for k, v in observed_by.items()})
+    return GaussianityStudy(
+        t,
+        flows,
+        floors,
+        float(level),
+        controls,
+        sliced_w2(relu.tokens[-1], seed=seed),
+        {k: v.with_prediction(floor_sides) for k, v in observed_by.items()},
+    )
 
 
 @dataclass
@@ -335,26 +410,60 @@ class EnsembleStudy:
 
     def figure(self) -> Any:
         """:func:`gtbook.studies.invariance.figures.ensemble_figure`."""
-        return figs.ensemble_figure(self.gauss, self.uniform, self.weak_gauss, self.weak_uniform, self.flow,
-                                    self.relu, self.null, self.null_quantile)
+        return figs.ensemble_figure(
+            self.gauss,
+            self.uniform,
+            self.weak_gauss,
+            self.weak_uniform,
+            self.flow,
+            self.relu,
+            self.null,
+            self.null_quantile,
+        )
 
     def summary(self) -> dict[str, float]:
         """The numbers the chapter's prose quotes, by their glue names."""
-        return dict(ens_slope=self.gauss.slope, ens_se=self.se, ens_uniform_slope=self.uniform.slope,
-                    ens_kappa_max=max(dr.kappa_max for dr in self.draws), aff_slope=self.weak_gauss.nonaffine_slope,
-                    aff_se=self.weak_se, aff_uniform_slope=self.weak_uniform.nonaffine_slope,
-                    aff_kappa_max=max(dr.kappa_max for dr in self.weak_draws),
-                    ens_affine_slope=self.gauss.nonaffine_slope, ens_affine_se=self.affine_se,
-                    ens_flow_mean=float(self.flow.mean()), ens_relu_mean=float(self.relu.mean()),
-                    ens_worst_draw=float(self.flow.max()), ens_null_mean=float(self.null.mean()),
-                    ens_null_sd=float(self.null.std(ddof=1)), ens_q=self.null_quantile)
+        return dict(
+            ens_slope=self.gauss.slope,
+            ens_se=self.se,
+            ens_uniform_slope=self.uniform.slope,
+            ens_kappa_max=max(dr.kappa_max for dr in self.draws),
+            aff_slope=self.weak_gauss.nonaffine_slope,
+            aff_se=self.weak_se,
+            aff_uniform_slope=self.weak_uniform.nonaffine_slope,
+            aff_kappa_max=max(dr.kappa_max for dr in self.weak_draws),
+            ens_affine_slope=self.gauss.nonaffine_slope,
+            ens_affine_se=self.affine_se,
+            ens_flow_mean=float(self.flow.mean()),
+            ens_relu_mean=float(self.relu.mean()),
+            ens_worst_draw=float(self.flow.max()),
+            ens_null_mean=float(self.null.mean()),
+            ens_null_sd=float(self.null.std(ddof=1)),
+            ens_q=self.null_quantile,
+        )
 
 
-def ensemble_study(n_draws: int, d: int, T: float, n_layers: int, Ns: Sequence[int], seeds: int, n_tokens: int, *,
-                   seeds_of: Mapping[str, int], kappa: float = 0.25, kappa_cap: float = 0.45,
-                   weak_kappa: float = 0.1, weak_cap: float = 0.2, control_seeds: int = 2, steps: int = 10,
-                   null_repeats: int = 400, relu_gain: float = 0.5, level: float = 0.99,
-                   n_boot: int = 2000) -> EnsembleStudy:
+def ensemble_study(
+    n_draws: int,
+    d: int,
+    T: float,
+    n_layers: int,
+    Ns: Sequence[int],
+    seeds: int,
+    n_tokens: int,
+    *,
+    seeds_of: Mapping[str, int],
+    kappa: float = 0.25,
+    kappa_cap: float = 0.45,
+    weak_kappa: float = 0.1,
+    weak_cap: float = 0.2,
+    control_seeds: int = 2,
+    steps: int = 10,
+    null_repeats: int = 400,
+    relu_gain: float = 0.5,
+    level: float = 0.99,
+    n_boot: int = 2000,
+) -> EnsembleStudy:
     r"""The chapter's ensembles (:mod:`gtbook.studies.invariance.ensemble`): ``n_draws`` general layers in dimension
     ``d`` at :math:`\kappa_0` = ``kappa`` (kept while :math:`\kappa <` ``kappa_cap`` along the moment ODE) and a
     second ensemble at ``weak_kappa`` / ``weak_cap``; the softmax stack of ``n_layers`` layers on each, Gaussian
@@ -381,11 +490,21 @@ def ensemble_study(n_draws: int, d: int, T: float, n_layers: int, Ns: Sequence[i
     relu = gaussianity_ensemble(ens, T, steps, n_tokens, relu=True, gain=relu_gain, seed=s["ens_flow"])
     null = noise_floor("sliced_w2", n_tokens, d, repeats=null_repeats, seed=s["ens_null"]).values
     return EnsembleStudy(
-        ens, aff,
+        ens,
+        aff,
         draw_census(ens, n_draws, d, T=T, seed=s["ens_draw"], kappa=kappa, kappa_cap=kappa_cap),
         draw_census(aff, n_draws, d, T=T, seed=s["aff_draw"], kappa=weak_kappa, kappa_cap=weak_cap),
-        gauss, uniform, aff_gauss, aff_uniform,
+        gauss,
+        uniform,
+        aff_gauss,
+        aff_uniform,
         gauss.slope_standard_error(n_boot=n_boot, seed=s["ens_boot"]),
         aff_gauss.slope_standard_error("nonaffine", n_boot=n_boot, seed=s["aff_boot"]),
         gauss.slope_standard_error("nonaffine", n_boot=n_boot, seed=s["ens_boot"] + 1),
-        flow, relu, null, mean_of_k_quantile(null, n_draws, level, seed=s["ens_null"]), ens_sides, aff_sides)
+        flow,
+        relu,
+        null,
+        mean_of_k_quantile(null, n_draws, level, seed=s["ens_null"]),
+        ens_sides,
+        aff_sides,
+    )

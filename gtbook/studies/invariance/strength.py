@@ -27,8 +27,9 @@ from gtcore.attention import ATTENTION_TYPES
 __all__ = ["StrengthCheck", "kappa_by_maximisation", "strength_draws"]
 
 
-def kappa_by_maximisation(Sigma: np.ndarray, B: np.ndarray, *, seed: int, directions: int = 4096,
-                          starts: int = 4) -> float:
+def kappa_by_maximisation(
+    Sigma: np.ndarray, B: np.ndarray, *, seed: int, directions: int = 4096, starts: int = 4
+) -> float:
     r""":math:`\sup_x x^\top B^\top\Sigma Bx / x^\top\Sigma^{-1}x` by direct maximisation.
 
     Parameters

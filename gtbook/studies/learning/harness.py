@@ -76,8 +76,16 @@ def haar_rotation(d: int, rng: np.random.Generator) -> np.ndarray:
     return Q
 
 
-def random_targets(count: int, d: int, rank: int, *, seed: int, eigenvalue_range: tuple[float, float] = (0.4, 2.5),
-                   mean_scale: float = 1.0, prefix: str = "") -> list[Target]:
+def random_targets(
+    count: int,
+    d: int,
+    rank: int,
+    *,
+    seed: int,
+    eigenvalue_range: tuple[float, float] = (0.4, 2.5),
+    mean_scale: float = 1.0,
+    prefix: str = "",
+) -> list[Target]:
     r"""A seeded ensemble of Gaussian targets of rank ``rank`` in dimension ``d``.
 
     .. math::
@@ -153,13 +161,16 @@ class PairLosses:
         return NoiseFloor(values=self.losses, n=self.n_tokens, d=0)
 
     def __repr__(self) -> str:
-        return (f"PairLosses(N={self.n_tokens}, {self.losses.size} pairs, mean {self.mean:.4g}, "
-                f"mean slack over F_{self.rank} {float(np.mean(self.slack)):.4g})")
+        return (
+            f"PairLosses(N={self.n_tokens}, {self.losses.size} pairs, mean {self.mean:.4g}, "
+            f"mean slack over F_{self.rank} {float(np.mean(self.slack)):.4g})"
+        )
 
 
 @disk_cache
-def null_losses(mu1: np.ndarray, Sigma1: np.ndarray, *, n_tokens: int, rank: int, repeats: int,
-                seed: int, scale: float = 1.0) -> PairLosses:
+def null_losses(
+    mu1: np.ndarray, Sigma1: np.ndarray, *, n_tokens: int, rank: int, repeats: int, seed: int, scale: float = 1.0
+) -> PairLosses:
     r"""The noise floor: :math:`W_2^2(X', Y')` for ``repeats`` independent pairs of N-samples.
 
     :math:`Y' \sim N(\mu_1, \Sigma_1)` and :math:`X' \sim N(\mu_1, P\Sigma_1P)`, the nearest Gaussian of rank
@@ -226,14 +237,31 @@ class LearningRun:
 
     def __repr__(self) -> str:
         t = self.training
-        return (f"LearningRun(N={t.n_tokens}, L={t.layers}, attention {'on' if t.attention else 'off'}, "
-                f"start rank {self.start_rank}, test loss {self.test_loss:.4g}, energy {t.energy:.4g})")
+        return (
+            f"LearningRun(N={t.n_tokens}, L={t.layers}, attention {'on' if t.attention else 'off'}, "
+            f"start rank {self.start_rank}, test loss {self.test_loss:.4g}, energy {t.energy:.4g})"
+        )
 
 
 @disk_cache
-def learning_run(mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigma1: np.ndarray, *, n_tokens: int,
-                 layers: int, T: float, attention: bool, steps: int, lr: float, final_lr: float,
-                 init_scale: float, seed: int, test_repeats: int, test_seed: int) -> LearningRun:
+def learning_run(
+    mu0: np.ndarray,
+    Sigma0: np.ndarray,
+    mu1: np.ndarray,
+    Sigma1: np.ndarray,
+    *,
+    n_tokens: int,
+    layers: int,
+    T: float,
+    attention: bool,
+    steps: int,
+    lr: float,
+    final_lr: float,
+    init_scale: float,
+    seed: int,
+    test_repeats: int,
+    test_seed: int,
+) -> LearningRun:
     r"""Train the L-layer Transformer from :math:`N(\mu_0, \Sigma_0)` to :math:`N(\mu_1, \Sigma_1)` on N tokens,
     then test it.
 
@@ -251,11 +279,20 @@ def learning_run(mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigma1: n
     began = time.perf_counter()
     with collect() as sides:
         with observed():
-            result = train_transformer(functools.partial(gaussian_tokens, n, mu0, Sigma0),
-                                       functools.partial(gaussian_tokens, n, mu1, Sigma1),
-                                       layers=layers, T=T, attention=attention, steps=steps, lr=lr,
-                                       final_lr=final_lr, init_scale=init_scale, seed=seed,
-                                       target_moments=(mu1, Sigma1), progress=False)
+            result = train_transformer(
+                functools.partial(gaussian_tokens, n, mu0, Sigma0),
+                functools.partial(gaussian_tokens, n, mu1, Sigma1),
+                layers=layers,
+                T=T,
+                attention=attention,
+                steps=steps,
+                lr=lr,
+                final_lr=final_lr,
+                init_scale=init_scale,
+                seed=seed,
+                target_moments=(mu1, Sigma1),
+                progress=False,
+            )
         r = covariance_rank(Sigma0)
         rng = np.random.default_rng(test_seed)
         losses, floors = np.empty(repeats), np.empty(repeats)
@@ -266,9 +303,13 @@ def learning_run(mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigma1: n
             losses[k] = book_w2_squared(x, y)
             with predicted():
                 floors[k] = empirical_rank_floor(y, r)
-    return LearningRun(training=result, test=PairLosses(losses, floors, n, r, sides), start_rank=r,
-                       gaussian_energy=gaussian_energy(result.controls, result.h, mu0, Sigma0),
-                       seconds=time.perf_counter() - began)
+    return LearningRun(
+        training=result,
+        test=PairLosses(losses, floors, n, r, sides),
+        start_rank=r,
+        gaussian_energy=gaussian_energy(result.controls, result.h, mu0, Sigma0),
+        seconds=time.perf_counter() - began,
+    )
 
 
 @dataclass(frozen=True)
@@ -284,16 +325,36 @@ class TrainingSettings:
     test_repeats: int = 32
 
 
-def run_for(target: Target, start_rank: int, n_tokens: int, settings: TrainingSettings, *, seed: int,
-            attention: bool = True, layers: int | None = None) -> LearningRun:
+def run_for(
+    target: Target,
+    start_rank: int,
+    n_tokens: int,
+    settings: TrainingSettings,
+    *,
+    seed: int,
+    attention: bool = True,
+    layers: int | None = None,
+) -> LearningRun:
     """``learning_run`` from :func:`standard_start` of ``start_rank`` to ``target`` (test pairs seeded by
     ``seed + 7919``)."""
     mu0, Sigma0 = standard_start(target.mu.shape[0], start_rank)
-    return learning_run(mu0, Sigma0, target.mu, target.Sigma, n_tokens=int(n_tokens),
-                        layers=int(settings.layers if layers is None else layers), T=settings.T,
-                        attention=bool(attention), steps=settings.steps, lr=settings.lr, final_lr=settings.final_lr,
-                        init_scale=settings.init_scale, seed=int(seed), test_repeats=settings.test_repeats,
-                        test_seed=int(seed) + 7919)
+    return learning_run(
+        mu0,
+        Sigma0,
+        target.mu,
+        target.Sigma,
+        n_tokens=int(n_tokens),
+        layers=int(settings.layers if layers is None else layers),
+        T=settings.T,
+        attention=bool(attention),
+        steps=settings.steps,
+        lr=settings.lr,
+        final_lr=settings.final_lr,
+        init_scale=settings.init_scale,
+        seed=int(seed),
+        test_repeats=settings.test_repeats,
+        test_seed=int(seed) + 7919,
+    )
 
 
 def output_tokens(run: LearningRun, n_tokens: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -334,8 +395,9 @@ class EnergyComparison:
 
 
 @disk_cache
-def steering_energies(mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigma1: np.ndarray, *, T: float,
-                      pieces: int) -> tuple[float, float, float]:
+def steering_energies(
+    mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigma1: np.ndarray, *, T: float, pieces: int
+) -> tuple[float, float, float]:
     r"""``(constructive, minimum, endpoint error)`` energies of chapter 3's controls from
     :math:`(\mu_0, \Sigma_0)` to the target, or to its nearest Gaussian of rank
     :math:`\operatorname{rank}\Sigma_0` when the ranks differ. Cached."""
@@ -347,15 +409,22 @@ def steering_energies(mu0: np.ndarray, Sigma0: np.ndarray, mu1: np.ndarray, Sigm
     return constructive.energy(), best.energy, best.endpoint_error
 
 
-def energy_comparison(target: Target, start_rank: int, run: LearningRun, run_no_attention: LearningRun,
-                      *, pieces: int) -> EnergyComparison:
+def energy_comparison(
+    target: Target, start_rank: int, run: LearningRun, run_no_attention: LearningRun, *, pieces: int
+) -> EnergyComparison:
     """The :class:`EnergyComparison` for one target: trained runs against chapter 3's controls."""
     mu0, Sigma0 = standard_start(target.mu.shape[0], start_rank)
-    constructive, minimum, err = steering_energies(mu0, Sigma0, target.mu, target.Sigma, T=run.training.T,
-                                                   pieces=int(pieces))
-    return EnergyComparison(learned=run.training.energy, learned_gaussian=run.gaussian_energy,
-                            learned_no_attention=run_no_attention.training.energy, constructive=constructive,
-                            min_energy=minimum, min_energy_error=err)
+    constructive, minimum, err = steering_energies(
+        mu0, Sigma0, target.mu, target.Sigma, T=run.training.T, pieces=int(pieces)
+    )
+    return EnergyComparison(
+        learned=run.training.energy,
+        learned_gaussian=run.gaussian_energy,
+        learned_no_attention=run_no_attention.training.energy,
+        constructive=constructive,
+        min_energy=minimum,
+        min_energy_error=err,
+    )
 
 
 # ------------------------------------------------------------------------------- slopes

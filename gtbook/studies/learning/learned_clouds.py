@@ -70,8 +70,9 @@ class Thickness:
         return f"Thickness(slope {self.slope:.3f}, kappa {self.kappa:.3f}, N = {self.n_tokens.tolist()})"
 
 
-def thickness_against_n(run: LearningRun, ns: Sequence[int], *, clouds: int, seed: int,
-                        target: Target | None = None) -> Thickness:
+def thickness_against_n(
+    run: LearningRun, ns: Sequence[int], *, clouds: int, seed: int, target: Target | None = None
+) -> Thickness:
     r"""The trained network of ``run`` on ``clouds`` fresh input clouds of each N in ``ns``: the off-subspace
     ratio :math:`\sigma_{r+1}/\sigma_1` of its output (:math:`r` the start's rank), its mean's log–log slope in
     N, the largest :math:`\kappa` of its layers and, with a ``target``, the loss of each cloud against a fresh
@@ -92,8 +93,14 @@ def thickness_against_n(run: LearningRun, ns: Sequence[int], *, clouds: int, see
                 y = gaussian_tokens(n, target.mu, target.Sigma, seed=rng)
                 losses[i, k] = w2_squared(out, y)
                 floors[i, k] = empirical_rank_floor(y, run.start_rank)
-    return Thickness(n_tokens=np.array(ns), ratios=ratios, slope=loglog_slope(ns, ratios.mean(axis=1)),
-                     kappa=max_sampling_strength(run), losses=losses, floors=floors)
+    return Thickness(
+        n_tokens=np.array(ns),
+        ratios=ratios,
+        slope=loglog_slope(ns, ratios.mean(axis=1)),
+        kappa=max_sampling_strength(run),
+        losses=losses,
+        floors=floors,
+    )
 
 
 def max_sampling_strength(run: LearningRun) -> float:
@@ -112,8 +119,9 @@ def max_sampling_strength(run: LearningRun) -> float:
     if traj.status != "completed":
         return float("inf")
     dot = DotProduct()
-    return float(max(dot.sampling_strength(S, B)
-                     for c, S in zip(t.controls, traj.Sigma[:-1], strict=True) for B in c.B))
+    return float(
+        max(dot.sampling_strength(S, B) for c, S in zip(t.controls, traj.Sigma[:-1], strict=True) for B in c.B)
+    )
 
 
 def attended_tokens(run: LearningRun, *, seed: int) -> np.ndarray:
@@ -130,8 +138,14 @@ def attended_tokens(run: LearningRun, *, seed: int) -> np.ndarray:
             out.append(np.inf)
         else:
             xt = torch.as_tensor(x)
-            ess = [float(torch.median(1.0 / (torch.softmax((xt @ torch.as_tensor(np.array(B)).T) @ xt.T, dim=1) ** 2
-                                             ).sum(dim=1))) for B in c.B]
+            ess = [
+                float(
+                    torch.median(
+                        1.0 / (torch.softmax((xt @ torch.as_tensor(np.array(B)).T) @ xt.T, dim=1) ** 2).sum(dim=1)
+                    )
+                )
+                for B in c.B
+            ]
             out.append(min(ess))
         x = apply_transformer(x, (c,), t.h)
     return np.array(out)
@@ -178,12 +192,15 @@ class MeanFieldDeparture:
         return bool(np.isinf(self.departure) or self.departure > self.floor.band(0.98)[1])
 
     def __repr__(self) -> str:
-        return (f"MeanFieldDeparture(departure {self.departure:.3g}, floor q99 {self.floor.band(0.98)[1]:.3g}, "
-                f"endpoint W2^2 {self.endpoint_w2sq:.3g}, rank {self.endpoint_rank}, kappa {self.kappa:.3g})")
+        return (
+            f"MeanFieldDeparture(departure {self.departure:.3g}, floor q99 {self.floor.band(0.98)[1]:.3g}, "
+            f"endpoint W2^2 {self.endpoint_w2sq:.3g}, rank {self.endpoint_rank}, kappa {self.kappa:.3g})"
+        )
 
 
-def mean_field_departure(run: LearningRun, mu1: Any, Sigma1: Any, *, clouds: int, repeats: int,
-                         seed: int) -> MeanFieldDeparture:
+def mean_field_departure(
+    run: LearningRun, mu1: Any, Sigma1: Any, *, clouds: int, repeats: int, seed: int
+) -> MeanFieldDeparture:
     """:class:`MeanFieldDeparture` of ``run`` (``clouds`` fresh input clouds, a floor of ``repeats`` samples)."""
     from gtcore.moments import layer_stack
     from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
@@ -198,8 +215,14 @@ def mean_field_departure(run: LearningRun, mu1: Any, Sigma1: Any, *, clouds: int
         with predicted():
             traj = layer_stack(mu0, Sigma0, list(t.controls), t.h)
         if traj.status != "completed":
-            return MeanFieldDeparture(float("inf"), NoiseFloor(floor_values, n, 0), float("inf"),
-                                      int(covariance_rank(traj.Sigma[-1])), float("inf"), sides)
+            return MeanFieldDeparture(
+                float("inf"),
+                NoiseFloor(floor_values, n, 0),
+                float("inf"),
+                int(covariance_rank(traj.Sigma[-1])),
+                float("inf"),
+                sides,
+            )
         mL, SL = traj.final
         dist = []
         for _ in range(check_count(clouds, "clouds")):
@@ -209,9 +232,14 @@ def mean_field_departure(run: LearningRun, mu1: Any, Sigma1: Any, *, clouds: int
         for k in range(floor_values.size):
             with predicted():  # the floor, its statistic included
                 floor_values[k] = gaussian_w2(*empirical_moments(gaussian_tokens(n, mL, SL, seed=rng)), mL, SL)
-    return MeanFieldDeparture(departure=float(np.mean(dist)), floor=NoiseFloor(floor_values, n, 0),
-                              endpoint_w2sq=bures_wasserstein(mL, SL, mu1, Sigma1) ** 2,
-                              endpoint_rank=int(covariance_rank(SL)), kappa=max_sampling_strength(run), sides=sides)
+    return MeanFieldDeparture(
+        departure=float(np.mean(dist)),
+        floor=NoiseFloor(floor_values, n, 0),
+        endpoint_w2sq=bures_wasserstein(mL, SL, mu1, Sigma1) ** 2,
+        endpoint_rank=int(covariance_rank(SL)),
+        kappa=max_sampling_strength(run),
+        sides=sides,
+    )
 
 
 __all__ = [

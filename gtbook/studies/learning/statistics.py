@@ -83,8 +83,10 @@ def gaussian_w2(mu1: Any, Sigma1: Any, mu2: Any, Sigma2: Any) -> float:
     S1, S2 = np.asarray(Sigma1, float), np.asarray(Sigma2, float)
     d = m1.shape[0] if m1.ndim == 1 else -1
     if d < 1 or m2.shape != (d,) or S1.shape != (d, d) or S2.shape != (d, d):
-        raise ValueError(f"mu1, mu2 must be (d,) and Sigma1, Sigma2 (d, d) arrays of one d, got {m1.shape}, "
-                         f"{m2.shape}, {S1.shape}, {S2.shape}")
+        raise ValueError(
+            f"mu1, mu2 must be (d,) and Sigma1, Sigma2 (d, d) arrays of one d, got {m1.shape}, "
+            f"{m2.shape}, {S1.shape}, {S2.shape}"
+        )
     lam = np.clip(np.linalg.eigvals(S1 @ S2).real, 0.0, None)
     w2sq = float(np.sum((m1 - m2) ** 2) + np.trace(S1) + np.trace(S2) - 2.0 * np.sqrt(lam).sum())
     return float(np.sqrt(max(w2sq, 0.0)))

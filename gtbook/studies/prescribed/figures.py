@@ -16,9 +16,16 @@ def _finite(y: np.ndarray) -> np.ndarray:
     return y
 
 
-def regimes_figure(destab: Sequence, stab: Sequence, *, layer_norm: Sequence = (),
-                   unscaled: Sequence = (), no_affine: Sequence = (), factor: float = 1e3,
-                   Sigma_star_norm: float | None = None) -> plt.Figure:
+def regimes_figure(
+    destab: Sequence,
+    stab: Sequence,
+    *,
+    layer_norm: Sequence = (),
+    unscaled: Sequence = (),
+    no_affine: Sequence = (),
+    factor: float = 1e3,
+    Sigma_star_norm: float | None = None,
+) -> plt.Figure:
     r""":math:`\|\Sigma_\ell\|_F / \|\Sigma_0\|_F` per layer, one column per family.
 
     Top: the destabilising configuration; the real model (blue), the exact layer map (red
@@ -34,14 +41,12 @@ def regimes_figure(destab: Sequence, stab: Sequence, *, layer_norm: Sequence = (
         ax = axes[0, k]
         ell = np.arange(run.Sigma_model.shape[0])
         ax.semilogy(ell, run.model_ratio, color=COLORS["particles"], marker=".", label="model")
-        ax.semilogy(ell, _finite(run.map_ratio), "o", mfc="none", color=COLORS["theory"], ms=5,
-                    label="layer map")
+        ax.semilogy(ell, _finite(run.map_ratio), "o", mfc="none", color=COLORS["theory"], ms=5, label="layer map")
         ax.semilogy(run.t_ode / run.h, run.ode_ratio, color=COLORS["theory"], lw=1, label="moment ODE")
         if k < len(layer_norm):
             ax.semilogy(ell, layer_norm[k].model_ratio, color=COLORS["alt"], label="model, LayerNorm")
         if k < len(unscaled):
-            ax.semilogy(ell, unscaled[k].model_ratio, color=COLORS["floor"], ls="-.",
-                        label="model, unscaled B")
+            ax.semilogy(ell, unscaled[k].model_ratio, color=COLORS["floor"], ls="-.", label="model, unscaled B")
         ax.axvline(run.t_star / run.h, color="k", ls="--", lw=1, label=r"$t^*/h$")
         ax.axhline(factor, color=COLORS["floor"], ls=":", lw=1)
         ax.set_ylim(0.5, 1e5)
@@ -55,13 +60,11 @@ def regimes_figure(destab: Sequence, stab: Sequence, *, layer_norm: Sequence = (
         ell = np.arange(run.Sigma_model.shape[0])
         ax.plot(ell, run.model_ratio, color=COLORS["particles"], label="model")
         ax.plot(ell, _finite(run.map_ratio), color=COLORS["theory"], ls="--", lw=1.2, label="layer map")
-        ax.plot(run.t_ode / run.h, run.ode_ratio, color=COLORS["theory"], lw=0.8, alpha=0.6,
-                label="moment ODE")
+        ax.plot(run.t_ode / run.h, run.ode_ratio, color=COLORS["theory"], lw=0.8, alpha=0.6, label="moment ODE")
         if k < len(no_affine):
             ax.plot(ell, no_affine[k].model_ratio, color=COLORS["floor"], label="model, A = 0")
         if Sigma_star_norm is not None:
-            ax.axhline(Sigma_star_norm, color="k", ls=":", lw=1,
-                       label=r"$\|\Sigma^*_h\|_F / \|\Sigma_0\|_F$")
+            ax.axhline(Sigma_star_norm, color="k", ls=":", lw=1, label=r"$\|\Sigma^*_h\|_F / \|\Sigma_0\|_F$")
         ax.set_title(f"{run.family}: opposite definiteness")
         ax.set_xlabel(r"layer $\ell$")
         if k == 0:
@@ -77,13 +80,21 @@ def depth_convergence_figure(dc) -> plt.Figure:
     reference_slope(ax, dc.hs, dc.errors[0], 1.0, label=r"$\propto h$")
     ax.set_xlabel(r"layer size $h$")
     ax.set_ylabel(r"$|\ell^* h - t^*|$")
-    ax.set_title(fr"fitted order {dc.order:.2f}")
+    ax.set_title(rf"fitted order {dc.order:.2f}")
     ax.legend()
     return fig
 
 
-def layers_animation(tokens_destab: np.ndarray, destab, tokens_stab: np.ndarray, stab, *,
-                     max_frames: int = 25, max_tokens: int = 300, **kwargs):
+def layers_animation(
+    tokens_destab: np.ndarray,
+    destab,
+    tokens_stab: np.ndarray,
+    stab,
+    *,
+    max_frames: int = 25,
+    max_tokens: int = 300,
+    **kwargs,
+):
     r"""The token cloud layer by layer with the layer map's ellipse: destabilising vs stabilising.
 
     Left: the hidden states of the destabilising model (:math:`V, B` of the same definiteness)
@@ -111,17 +122,31 @@ def layers_animation(tokens_destab: np.ndarray, destab, tokens_stab: np.ndarray,
     for X, run, name in ((tokens_destab, destab, "same definiteness"), (tokens_stab, stab, "opposite")):
         X = np.asarray(X, float)
         if X.shape[0] != run.Sigma_map.shape[0]:
-            raise ValueError(f"tokens of {name}: {X.shape[0]} hidden states but the run has "
-                             f"{run.Sigma_map.shape[0]} layers (L + 1)")
+            raise ValueError(
+                f"tokens of {name}: {X.shape[0]} hidden states but the run has {run.Sigma_map.shape[0]} layers (L + 1)"
+            )
         mr, pr = run.model_ratio, run.map_ratio
-        notes = [f"\u2016\u03a3\u2113\u2016/\u2016\u03a3\u2080\u2016: model {m:.3g}, map {p:.3g}"
-                 for m, p in zip(mr, pr, strict=True)]  # plain text: mathtext per frame is slow
+        notes = [
+            f"\u2016\u03a3\u2113\u2016/\u2016\u03a3\u2080\u2016: model {m:.3g}, map {p:.3g}"
+            for m, p in zip(mr, pr, strict=True)
+        ]  # plain text: mathtext per frame is slow
         mu = np.zeros((X.shape[0], X.shape[2]))
-        panels.append(CloudPanel(X, np.arange(X.shape[0]), mu=mu, Sigma=run.Sigma_map, annotations=notes,
-                                 title=f"{run.family}, {name}", time_label="layer \u2113",
-                                 limits="follow" if name == "same definiteness" else "fixed"))
-    caption = (f"{destab.family}, layer by layer: the hidden-state cloud and the layer map's $2\\sigma$ "
-               "ellipse; destabilising (left) blows up, stabilising (right) settles on $\\Sigma^*_h$.")
+        panels.append(
+            CloudPanel(
+                X,
+                np.arange(X.shape[0]),
+                mu=mu,
+                Sigma=run.Sigma_map,
+                annotations=notes,
+                title=f"{run.family}, {name}",
+                time_label="layer \u2113",
+                limits="follow" if name == "same definiteness" else "fixed",
+            )
+        )
+    caption = (
+        f"{destab.family}, layer by layer: the hidden-state cloud and the layer map's $2\\sigma$ "
+        "ellipse; destabilising (left) blows up, stabilising (right) settles on $\\Sigma^*_h$."
+    )
     kwargs.setdefault("caption", caption)
     return animate_clouds(panels, max_frames=max_frames, max_tokens=max_tokens, **kwargs)
 
@@ -142,7 +167,7 @@ def beta_figure(bd, beta_used: float, null_scale: float | None = None) -> plt.Fi
     """
     fig, (ax, bx) = figure(2, 1, width=4.0, height=3.2)
     ax.loglog(bd.betas, bd.deviation, "o-", color=COLORS["particles"], label="model vs layer map")
-    ax.axvline(beta_used, color="k", ls=":", lw=1, label=fr"$\beta$ used ({beta_used:g})")
+    ax.axvline(beta_used, color="k", ls=":", lw=1, label=rf"$\beta$ used ({beta_used:g})")
     if null_scale is not None:
         ax.axhline(null_scale, color=COLORS["floor"], ls="--", lw=1, label="finite-$N$ null (one cloud, sd)")
     ax.set_xlabel(r"logit scale $\beta$ (same $vB$)")

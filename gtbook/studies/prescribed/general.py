@@ -59,8 +59,17 @@ def _shift_to(G: np.ndarray, margin: float) -> np.ndarray:
     return G + (margin - np.linalg.eigvalsh(0.5 * (G + G.T))[0]) * np.eye(G.shape[0])
 
 
-def general_layer(regime: str, d: int, rng: np.random.Generator, *, beta: float, v: float = 0.25,
-                  margin: float = 0.5, a: float = 0.2, a_min: float = 1.0) -> Controls:
+def general_layer(
+    regime: str,
+    d: int,
+    rng: np.random.Generator,
+    *,
+    beta: float,
+    v: float = 0.25,
+    margin: float = 0.5,
+    a: float = 0.2,
+    a_min: float = 1.0,
+) -> Controls:
     r"""One layer of the regime's class (module docstring).
 
     Parameters
@@ -203,8 +212,10 @@ def _ratios(hs: np.ndarray, x0: np.ndarray, ctl: Controls, h: float, layers: Seq
             out.append(np.nan)
             continue
         with np.errstate(over="ignore"):  # a map past float range near the pole: its norm is inf, as below
-            dev = [signed_deviation(np.zeros(d), empirical_moments(hs[ell, s])[1], np.zeros(d), maps[s][ell],
-                                    mean=False) for s in range(len(x0))]
+            dev = [
+                signed_deviation(np.zeros(d), empirical_moments(hs[ell, s])[1], np.zeros(d), maps[s][ell], mean=False)
+                for s in range(len(x0))
+            ]
         try:
             out.append(hotelling_test(np.array(dev), level).ratio)
         except ValueError:  # a singular spread (deviations dominated by one direction): no test at this layer
@@ -212,8 +223,18 @@ def _ratios(hs: np.ndarray, x0: np.ndarray, ctl: Controls, h: float, layers: Seq
     return np.array(out), maps
 
 
-def run_draw(regime: str, family: str, ctl: Controls, *, n_tokens: int, clouds: int, n_layers: int, h: float,
-             seed: int, factor: float = 1e3) -> RegimeDraw:
+def run_draw(
+    regime: str,
+    family: str,
+    ctl: Controls,
+    *,
+    n_tokens: int,
+    clouds: int,
+    n_layers: int,
+    h: float,
+    seed: int,
+    factor: float = 1e3,
+) -> RegimeDraw:
     r"""Run one draw on one encoder (module docstring); cloud ``s`` uses seed ``seed + s`` for both laws."""
     import time
 
@@ -238,8 +259,10 @@ def run_draw(regime: str, family: str, ctl: Controls, *, n_tokens: int, clouds: 
     model_norm = np.linalg.norm([empirical_moments(x)[1] for x in hg[:, 0]], axis=(1, 2))
     model_norm = model_norm / model_norm[0]
     depth_map = first_exceedance(map_norm, factor)
-    stop = min(depth_map if depth_map is not None else n_layers + 1,
-               int(np.argmax(kappa >= 0.5)) if np.any(kappa >= 0.5) else n_layers + 1)
+    stop = min(
+        depth_map if depth_map is not None else n_layers + 1,
+        int(np.argmax(kappa >= 0.5)) if np.any(kappa >= 0.5) else n_layers + 1,
+    )
     layers = list(range(1, stop))  # every layer before kappa reaches 1/2 and before the map's blow-up depth
     level = 1.0 - 0.01 / len(layers)
     gaps, match = [], True
@@ -254,8 +277,25 @@ def run_draw(regime: str, family: str, ctl: Controls, *, n_tokens: int, clouds: 
     # a layer without a test counts against the Gaussian clouds and does not count as the control's rejection
     g_ratio = float(np.max(np.nan_to_num(_ratios(hg, xg, ctl, h, layers, level)[0], nan=np.inf)))
     u_ratio = float(np.max(np.nan_to_num(_ratios(hu, xu, ctl, h, layers, level)[0], nan=-np.inf)))
-    return RegimeDraw(regime, family, ctl, float(h), gauss, uniform, len(layers), float(level), g_ratio, u_ratio,
-                      depth_gap, bool(match), map_norm, model_norm, kappa, float(seconds), sides)
+    return RegimeDraw(
+        regime,
+        family,
+        ctl,
+        float(h),
+        gauss,
+        uniform,
+        len(layers),
+        float(level),
+        g_ratio,
+        u_ratio,
+        depth_gap,
+        bool(match),
+        map_norm,
+        model_norm,
+        kappa,
+        float(seconds),
+        sides,
+    )
 
 
 @dataclass
@@ -281,10 +321,23 @@ class GeneralRegimes:
 
     def table(self) -> Table:
         """One row per draw."""
-        return Table([dict(regime=r.regime, family=r.family, h=round(r.h, 4), layers_compared=r.compared,
-                     gauss=round(r.gauss_ratio, 2), uniform=round(r.uniform_ratio, 1),
-                     depth_gap=r.depth_gap, follows=r.follows, depth_ok=r.depth_ok, control=r.control_rejected)
-                      for r in self.draws])
+        return Table(
+            [
+                dict(
+                    regime=r.regime,
+                    family=r.family,
+                    h=round(r.h, 4),
+                    layers_compared=r.compared,
+                    gauss=round(r.gauss_ratio, 2),
+                    uniform=round(r.uniform_ratio, 1),
+                    depth_gap=r.depth_gap,
+                    follows=r.follows,
+                    depth_ok=r.depth_ok,
+                    control=r.control_rejected,
+                )
+                for r in self.draws
+            ]
+        )
 
     def figure(self):
         """Per-layer Hotelling ratios and norms (:func:`gtbook.studies.prescribed.figures.general_figure`)."""
@@ -298,15 +351,28 @@ class GeneralRegimes:
         return float(sum(r.seconds for r in self.draws))
 
     def __repr__(self) -> str:
-        parts = [f"{g}: {self.fraction(g)[0]}/{self.fraction(g)[1]} follow, "
-                 f"{self.fraction(g, 'control_rejected')[0]} uniform rejected"
-                 for g in ("destabilising", "stabilising")]
+        parts = [
+            f"{g}: {self.fraction(g)[0]}/{self.fraction(g)[1]} follow, "
+            f"{self.fraction(g, 'control_rejected')[0]} uniform rejected"
+            for g in ("destabilising", "stabilising")
+        ]
         return "GeneralRegimes(" + "; ".join(parts) + ")"
 
 
-def general_regimes(draws: int, *, beta: float, n_tokens: int, clouds: int, n_layers: int,
-                    depth_over_tstar: float, stable_h: float, stable_t: float, seed: int,
-                    families: Sequence[str] = FAMILIES, d: int = 3) -> GeneralRegimes:
+def general_regimes(
+    draws: int,
+    *,
+    beta: float,
+    n_tokens: int,
+    clouds: int,
+    n_layers: int,
+    depth_over_tstar: float,
+    stable_h: float,
+    stable_t: float,
+    seed: int,
+    families: Sequence[str] = FAMILIES,
+    d: int = 3,
+) -> GeneralRegimes:
     r"""``draws`` layers of each regime (``general_layer``), draw ``k`` on ``families[k % len(families)]``.
 
     Destabilising draw: ``n_layers`` layers of size :math:`h = \text{depth\_over\_tstar}\cdot t^*/L` (:math:`t^*`
@@ -345,6 +411,16 @@ def general_regimes(draws: int, *, beta: float, n_tokens: int, clouds: int, n_la
             else:
                 h = min(stable_h, 1.0 / float(np.linalg.norm(ctl.V[0], 2)))
                 L = int(np.ceil(stable_t / h))
-            out.draws.append(run_draw(regime, family, ctl, n_tokens=n_tokens, clouds=clouds, n_layers=L, h=h,
-                                      seed=seed + 100 * k + (0 if regime == "destabilising" else 50)))
+            out.draws.append(
+                run_draw(
+                    regime,
+                    family,
+                    ctl,
+                    n_tokens=n_tokens,
+                    clouds=clouds,
+                    n_layers=L,
+                    h=h,
+                    seed=seed + 100 * k + (0 if regime == "destabilising" else 50),
+                )
+            )
     return out

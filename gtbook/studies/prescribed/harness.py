@@ -16,9 +16,20 @@ from gtcore.models.prescribed import hidden_states, prescribed_transformer
 from gtcore.models.prescribed_moments import split_controls
 from gtcore.moments import layer_map
 
-__all__ = ["BetaDependence", "BlowupDepth", "DepthConvergence", "PrescribedRun", "antithetic_gaussian_tokens",
-           "beta_dependence", "covariance_band", "depth_convergence", "first_exceedance", "layer_map_blowup_depth",
-           "prescribed_deviations", "run_prescribed"]
+__all__ = [
+    "BetaDependence",
+    "BlowupDepth",
+    "DepthConvergence",
+    "PrescribedRun",
+    "antithetic_gaussian_tokens",
+    "beta_dependence",
+    "covariance_band",
+    "depth_convergence",
+    "first_exceedance",
+    "layer_map_blowup_depth",
+    "prescribed_deviations",
+    "run_prescribed",
+]
 
 
 @dataclass(frozen=True)
@@ -51,9 +62,16 @@ def first_exceedance(norm_ratios: Any, factor: float) -> int | None:
     return int(hit[0]) if hit.size else None
 
 
-def layer_map_blowup_depth(mu0: Any, Sigma0: Any, controls: Controls, h: float, *,
-                           factor: float = 1e3, max_layers: int = 1_000_000,
-                           feed_forward: bool | None = None) -> BlowupDepth:
+def layer_map_blowup_depth(
+    mu0: Any,
+    Sigma0: Any,
+    controls: Controls,
+    h: float,
+    *,
+    factor: float = 1e3,
+    max_layers: int = 1_000_000,
+    feed_forward: bool | None = None,
+) -> BlowupDepth:
     r"""Depth at which the exact layer map's covariance first exceeds ``factor`` times its start.
 
     Iterates :func:`~gtcore.models.prescribed_moments.layer_moments`' map one block at a time and stops at the
@@ -173,8 +191,9 @@ class PrescribedRun:
     def deviation(self) -> np.ndarray:
         r""":math:`\|\hat\Sigma_\ell - \Sigma^{\text{map}}_\ell\|_F / \|\Sigma^{\text{map}}_\ell\|_F` per layer."""
         with np.errstate(invalid="ignore", over="ignore"):
-            return (np.linalg.norm(self.Sigma_model - self.Sigma_map, axis=(1, 2))
-                    / np.linalg.norm(self.Sigma_map, axis=(1, 2)))
+            return np.linalg.norm(self.Sigma_model - self.Sigma_map, axis=(1, 2)) / np.linalg.norm(
+                self.Sigma_map, axis=(1, 2)
+            )
 
 
 def _map_until_overflow(mu0, S0, controls, n_layers, h, feed_forward, cap=1e150):
@@ -196,9 +215,17 @@ def _map_until_overflow(mu0, S0, controls, n_layers, h, feed_forward, cap=1e150)
     return np.stack(out)
 
 
-def run_prescribed(family: str, controls: Controls, tokens: Any, n_layers: int, h: float, *,
-                   layer_norm: bool = False, feed_forward: bool | None = None,
-                   keep_tokens: bool = False) -> PrescribedRun:
+def run_prescribed(
+    family: str,
+    controls: Controls,
+    tokens: Any,
+    n_layers: int,
+    h: float,
+    *,
+    layer_norm: bool = False,
+    feed_forward: bool | None = None,
+    keep_tokens: bool = False,
+) -> PrescribedRun:
     """Build the prescribed Transformer, run ``tokens`` through it, and compute the predictions.
 
     ``keep_tokens=True`` also returns the hidden states after every layer (``PrescribedRun.tokens``).
@@ -213,8 +240,9 @@ def run_prescribed(family: str, controls: Controls, tokens: Any, n_layers: int, 
         feed_forward = bool(np.any(controls.A) or np.any(controls.b))
     with collect() as sides:
         with observed():  # the Transformer, built from the controls and run on the tokens
-            model = prescribed_transformer(family, controls, n_layers, h=h, layer_norm=layer_norm,
-                                           feed_forward=feed_forward)
+            model = prescribed_transformer(
+                family, controls, n_layers, h=h, layer_norm=layer_norm, feed_forward=feed_forward
+            )
             t0 = time.perf_counter()
             hs = hidden_states(model, tokens)
             seconds = time.perf_counter() - t0
@@ -225,9 +253,20 @@ def run_prescribed(family: str, controls: Controls, tokens: Any, n_layers: int, 
     grid = h * np.arange(n_layers + 1)
     ode = integrate_moments(mu0, S0, controls, (0.0, grid[-1]), t_eval=grid)
     t_star = float(blowup_time(S0, controls).t_star)
-    return PrescribedRun(family, bool(layer_norm), bool(feed_forward), float(h), Sm, Smap,
-                         np.asarray(ode.t), np.asarray(ode.Sigma), t_star, seconds,
-                         tokens=np.asarray(hs) if keep_tokens else None, sides=sides)
+    return PrescribedRun(
+        family,
+        bool(layer_norm),
+        bool(feed_forward),
+        float(h),
+        Sm,
+        Smap,
+        np.asarray(ode.t),
+        np.asarray(ode.Sigma),
+        t_star,
+        seconds,
+        tokens=np.asarray(hs) if keep_tokens else None,
+        sides=sides,
+    )
 
 
 @dataclass
@@ -249,8 +288,9 @@ class DepthConvergence:
     order: float
 
 
-def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[float] | np.ndarray, *,
-                      factor: float = 1e8) -> DepthConvergence:
+def depth_convergence(
+    mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[float] | np.ndarray, *, factor: float = 1e8
+) -> DepthConvergence:
     r"""Blow-up depth of the exact layer map for each ``h`` (:func:`layer_map_blowup_depth`)
     and its convergence to the ODE's :math:`t^*`; ``factor`` large so that the ODE's own crossing
     time is :math:`t^*` to :math:`O(1/\text{factor})`."""
@@ -260,8 +300,9 @@ def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[fl
     hs = np.asarray(hs, float)
     found: list[float] = []
     for h in hs:
-        bd = layer_map_blowup_depth(mu0, Sigma0, controls, float(h), factor=factor,
-                                    max_layers=int(10 * t_star / h) + 10)
+        bd = layer_map_blowup_depth(
+            mu0, Sigma0, controls, float(h), factor=factor, max_layers=int(10 * t_star / h) + 10
+        )
         found.append(np.nan if bd.depth is None else bd.depth)
     depths = np.array(found, float)
     errors = np.abs(depths * hs - t_star)
@@ -269,9 +310,20 @@ def depth_convergence(mu0: Any, Sigma0: Any, controls: Controls, hs: Sequence[fl
     return DepthConvergence(hs, depths, t_star, float(factor), errors, order)
 
 
-def prescribed_deviations(family: str, controls: Controls, Sigma0: Any, n_tokens: int, seeds: int, n_layers: int,
-                          h: float, layer: int, *, predictions: dict, seed: int = 0,
-                          feed_forward: bool | None = None) -> dict:
+def prescribed_deviations(
+    family: str,
+    controls: Controls,
+    Sigma0: Any,
+    n_tokens: int,
+    seeds: int,
+    n_layers: int,
+    h: float,
+    layer: int,
+    *,
+    predictions: dict,
+    seed: int = 0,
+    feed_forward: bool | None = None,
+) -> dict:
     r"""Signed covariance deviations of R independent clouds through a prescribed Transformer, at one layer.
 
     Cloud ``s < seeds``: :func:`antithetic_gaussian_tokens` (``n_tokens``, :math:`\Sigma_0`, seed
@@ -351,8 +403,18 @@ class BetaDependence:
         return f"BetaDependence(betas={self.betas.tolist()}, deviation={np.round(self.deviation, 4).tolist()})"
 
 
-def beta_dependence(family: str, B0: Any, vb: float, betas: Sequence[float], tokens: Any, n_layers: int, h: float, *,
-                    close_cut: float = 10.0, factor: float = 1e3) -> BetaDependence:
+def beta_dependence(
+    family: str,
+    B0: Any,
+    vb: float,
+    betas: Sequence[float],
+    tokens: Any,
+    n_layers: int,
+    h: float,
+    *,
+    close_cut: float = 10.0,
+    factor: float = 1e3,
+) -> BetaDependence:
     r"""The destabilising model :math:`V = (vb/\beta) I`, :math:`B = \beta B_0` for each :math:`\beta`.
 
     Every :math:`\beta` has the same product :math:`vB`.

@@ -34,8 +34,17 @@ from gtcore.stability import equilibrium
 from gtcore.stats.gaussianity import empirical_moments
 from gtcore.stats.inference import HotellingTest, hotelling_test
 
-__all__ = ["BetaStudy", "DepthStudy", "Example", "ExampleNulls", "beta_study", "bridge_errors", "depth_study",
-           "example_nulls", "vi_example"]
+__all__ = [
+    "BetaStudy",
+    "DepthStudy",
+    "Example",
+    "ExampleNulls",
+    "beta_study",
+    "bridge_errors",
+    "depth_study",
+    "example_nulls",
+    "vi_example",
+]
 
 
 @dataclass
@@ -91,8 +100,13 @@ class Example:
         """First layers beyond ``factor`` times the initial norm: model, layer map, unscaled model, LayerNorm models."""
         r = self.run("destab")
         m, p = r.depth(factor)
-        return {"model": m, "map": p, "t_star/h": r.t_star / self.h, "unscaled": self.run("unscaled").depth(factor)[0],
-                "layer_norm": {f: rl.depth(factor)[0] for f, rl in zip(self.families, self.runs["ln"], strict=True)}}
+        return {
+            "model": m,
+            "map": p,
+            "t_star/h": r.t_star / self.h,
+            "unscaled": self.run("unscaled").depth(factor)[0],
+            "layer_norm": {f: rl.depth(factor)[0] for f, rl in zip(self.families, self.runs["ln"], strict=True)},
+        }
 
     def band(self, S: np.ndarray, z: float) -> float:
         """:func:`~gtbook.studies.prescribed.harness.covariance_band` of N/2 samples."""
@@ -100,9 +114,15 @@ class Example:
 
     def figure(self, factor: float):
         """:func:`~gtbook.studies.prescribed.figures.regimes_figure` of the first family."""
-        return figs.regimes_figure(self.runs["destab"], self.runs["stab"], layer_norm=self.runs["ln"][:1],
-                                   unscaled=self.runs["unscaled"], no_affine=self.runs["no_A"], factor=factor,
-                                   Sigma_star_norm=np.linalg.norm(self.Sigma_star_h) / np.linalg.norm(self.S_hat))
+        return figs.regimes_figure(
+            self.runs["destab"],
+            self.runs["stab"],
+            layer_norm=self.runs["ln"][:1],
+            unscaled=self.runs["unscaled"],
+            no_affine=self.runs["no_A"],
+            factor=factor,
+            Sigma_star_norm=np.linalg.norm(self.Sigma_star_h) / np.linalg.norm(self.S_hat),
+        )
 
     def animation(self, **kwargs):
         """:func:`~gtbook.studies.prescribed.figures.layers_animation` of the first family's runs."""
@@ -112,9 +132,22 @@ class Example:
         return figs.layers_animation(d.tokens, d, s.tokens, s, **kwargs)
 
 
-def vi_example(*, families: Sequence[str], B0: Any, vb: float, beta: float, beta_unscaled: float, n_layers: int,
-               depth_over_tstar: float, a_stable: float, omega: float, h_stable: float, t_stable: float,
-               n_tokens: int, seed: int) -> Example:
+def vi_example(
+    *,
+    families: Sequence[str],
+    B0: Any,
+    vb: float,
+    beta: float,
+    beta_unscaled: float,
+    n_layers: int,
+    depth_over_tstar: float,
+    a_stable: float,
+    omega: float,
+    h_stable: float,
+    t_stable: float,
+    n_tokens: int,
+    seed: int,
+) -> Example:
     r"""Build the :math:`V = vI` configurations and run them (the first family; LayerNorm on every family) on one
     antithetic cloud of ``n_tokens`` (seed ``seed``); :math:`h = \text{depth\_over\_tstar}\cdot t^*/L`."""
     B0 = np.asarray(B0, float)
@@ -141,9 +174,27 @@ def vi_example(*, families: Sequence[str], B0: Any, vb: float, beta: float, beta
         "stab": [run_prescribed(first, stab, x0, L_stab, h_stable, keep_tokens=True)],
         "no_A": [run_prescribed(first, stab_no_A, x0, L_stab, h_stable, feed_forward=False)],
     }
-    return Example(destab, unscaled, stab, stab_no_A, Sigma0, S_hat, float(h), float(t_star0), runs, Sigma_star_h,
-                   equilibrium(stab).Sigma, list(families), int(n_tokens), int(L_stab), float(h_stable), x0, B0,
-                   float(vb), int(n_layers))
+    return Example(
+        destab,
+        unscaled,
+        stab,
+        stab_no_A,
+        Sigma0,
+        S_hat,
+        float(h),
+        float(t_star0),
+        runs,
+        Sigma_star_h,
+        equilibrium(stab).Sigma,
+        list(families),
+        int(n_tokens),
+        int(L_stab),
+        float(h_stable),
+        x0,
+        B0,
+        float(vb),
+        int(n_layers),
+    )
 
 
 def bridge_errors(ex: Example, *, tokens: int, layers: int, seed: int) -> dict:
@@ -152,8 +203,10 @@ def bridge_errors(ex: Example, *, tokens: int, layers: int, seed: int) -> dict:
     :func:`gtcore.particles.simulate` with ``method="euler"`` and the same steps."""
     xb = antithetic_gaussian_tokens(tokens, ex.Sigma0, seed=seed + 1)
     ref = simulate(xb, ex.destab, (0.0, layers * ex.h), layers, method="euler", keep_tokens=True, device="cpu")
-    return {fam: float(np.abs(hidden_states(prescribed_transformer(fam, ex.destab, layers, h=ex.h), xb)
-                              - ref.tokens).max()) for fam in ex.families}
+    return {
+        fam: float(np.abs(hidden_states(prescribed_transformer(fam, ex.destab, layers, h=ex.h), xb) - ref.tokens).max())
+        for fam in ex.families
+    }
 
 
 @dataclass
@@ -171,8 +224,9 @@ class ExampleNulls:
     stab_sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
 
-def example_nulls(ex: Example, *, close_cut: float, null_seeds: int, null_level: float, gain_error: float,
-                  null_seed: int) -> ExampleNulls:
+def example_nulls(
+    ex: Example, *, close_cut: float, null_seeds: int, null_level: float, gain_error: float, null_seed: int
+) -> ExampleNulls:
     r"""The example's finite-N nulls (:func:`~gtbook.studies.prescribed.harness.prescribed_deviations`): destabilising
     at the last layer with the map within ``close_cut`` of its start (seeds from ``null_seed``), stabilising at its last
     layer (seeds from ``null_seed + 1000``), each against the layer map and against the map with
@@ -183,18 +237,43 @@ def example_nulls(ex: Example, *, close_cut: float, null_seeds: int, null_level:
     L = r.Sigma_model.shape[0] - 1
     wrong = Controls(V=gain_error * ex.destab.V[0], B=ex.destab.B[0])
     with collect() as destab_sides:
-        dev = prescribed_deviations(first, ex.destab, ex.Sigma0, ex.n_tokens, null_seeds, L, ex.h, close_layer,
-                                    predictions={"layer map": ex.destab, "gain error": wrong}, seed=null_seed)
+        dev = prescribed_deviations(
+            first,
+            ex.destab,
+            ex.Sigma0,
+            ex.n_tokens,
+            null_seeds,
+            L,
+            ex.h,
+            close_layer,
+            predictions={"layer map": ex.destab, "gain error": wrong},
+            seed=null_seed,
+        )
     wrong_s = Controls(A=ex.stab.A, V=gain_error * ex.stab.V[0], B=ex.stab.B[0])
     with collect() as stab_sides:
-        dev_s = prescribed_deviations(first, ex.stab, ex.Sigma0, ex.n_tokens, null_seeds, ex.L_stab, ex.h_stable,
-                                      ex.L_stab, predictions={"layer map": ex.stab, "gain error": wrong_s},
-                                      seed=null_seed + 1000)
+        dev_s = prescribed_deviations(
+            first,
+            ex.stab,
+            ex.Sigma0,
+            ex.n_tokens,
+            null_seeds,
+            ex.L_stab,
+            ex.h_stable,
+            ex.L_stab,
+            predictions={"layer map": ex.stab, "gain error": wrong_s},
+            seed=null_seed + 1000,
+        )
     rs = ex.run("stab")
     map_to_star = float(np.linalg.norm(rs.Sigma_map[-1] - ex.Sigma_star_h) / np.linalg.norm(ex.Sigma_star_h))
-    return ExampleNulls(close_layer, {k: hotelling_test(v, null_level) for k, v in dev.items()},
-                        {k: hotelling_test(v, null_level) for k, v in dev_s.items()}, dev, map_to_star, destab_sides,
-                        stab_sides)
+    return ExampleNulls(
+        close_layer,
+        {k: hotelling_test(v, null_level) for k, v in dev.items()},
+        {k: hotelling_test(v, null_level) for k, v in dev_s.items()},
+        dev,
+        map_to_star,
+        destab_sides,
+        stab_sides,
+    )
 
 
 @dataclass
@@ -230,5 +309,8 @@ class BetaStudy:
 
 def beta_study(ex: Example, betas: Sequence[float], *, close_cut: float, factor: float) -> BetaStudy:
     """:func:`~gtbook.studies.prescribed.harness.beta_dependence` of the first family on the example's cloud."""
-    return BetaStudy(beta_dependence(ex.families[0], ex.B0, ex.vb, betas, ex.x0, ex.n_layers, ex.h,
-                                     close_cut=close_cut, factor=factor))
+    return BetaStudy(
+        beta_dependence(
+            ex.families[0], ex.B0, ex.vb, betas, ex.x0, ex.n_layers, ex.h, close_cut=close_cut, factor=factor
+        )
+    )

@@ -88,21 +88,35 @@ class ClusteringProfile:
     update: np.ndarray
 
     def __repr__(self) -> str:
-        return (f"ClusteringProfile({self.model!r}, {self.mode}: mean cosine {self.mean_cosine[0]:.2f} -> "
-                f"{self.mean_cosine[-1]:.2f}, clusters {self.clusters[0]:.0f} -> {self.clusters[-1]:.1f})")
+        return (
+            f"ClusteringProfile({self.model!r}, {self.mode}: mean cosine {self.mean_cosine[0]:.2f} -> "
+            f"{self.mean_cosine[-1]:.2f}, clusters {self.clusters[0]:.0f} -> {self.clusters[-1]:.1f})"
+        )
 
     def table(self) -> str:
         """One row per layer: mean cosine similarity and cluster count."""
-        lines = [f"{self.model}, mode={self.mode}: {self.sequences} sequences x T={self.tokens}; clusters at "
-                 f"cosine >= {self.threshold:g}; update = mean |x_l - x_(l-1)| / |x_(l-1)|",
-                 f"{'layer':>5} {'mean cos':>9} {'clusters':>9} {'update':>9}"]
-        lines += [f"{layer:>5d} {c:9.3f} {k:9.1f} {u:9.3g}" for layer, c, k, u in
-                  zip(self.layers, self.mean_cosine, self.clusters, self.update, strict=True)]
+        lines = [
+            f"{self.model}, mode={self.mode}: {self.sequences} sequences x T={self.tokens}; clusters at "
+            f"cosine >= {self.threshold:g}; update = mean |x_l - x_(l-1)| / |x_(l-1)|",
+            f"{'layer':>5} {'mean cos':>9} {'clusters':>9} {'update':>9}",
+        ]
+        lines += [
+            f"{layer:>5d} {c:9.3f} {k:9.1f} {u:9.3g}"
+            for layer, c, k, u in zip(self.layers, self.mean_cosine, self.clusters, self.update, strict=True)
+        ]
         return "\n".join(lines)
 
 
-def clustering_profile(model: Any, *, mode: str = "pure", sequences: int = 4, tokens: int = 512, seed: int,
-                       threshold: float = 0.9, bins: int = 50) -> ClusteringProfile:
+def clustering_profile(
+    model: Any,
+    *,
+    mode: str = "pure",
+    sequences: int = 4,
+    tokens: int = 512,
+    seed: int,
+    threshold: float = 0.9,
+    bins: int = 50,
+) -> ClusteringProfile:
     r"""Feed Gaussian tokens (the first ``sequences`` of stream ``tokens`` of ``seed``, as
     :func:`~gtbook.studies.pretrained.criterion.layer_effects` draws them) and measure, per layer, the
     cosine-similarity histogram and the cluster count.
@@ -137,13 +151,27 @@ def clustering_profile(model: Any, *, mode: str = "pure", sequences: int = 4, to
     prev = None
     for layer, h in iter_layers(model, x.reshape(S, T, d), mode):
         arr = h.double().cpu().numpy()
-        updates.append(math.nan if prev is None else float(np.mean(
-            np.linalg.norm(arr - prev, axis=-1) / np.linalg.norm(prev, axis=-1))))
+        updates.append(
+            math.nan
+            if prev is None
+            else float(np.mean(np.linalg.norm(arr - prev, axis=-1) / np.linalg.norm(prev, axis=-1)))
+        )
         prev = arr
         cos = np.concatenate([cosine_similarities(a) for a in arr])
         layers.append(layer)
         hists.append(np.histogram(cos, bins=edges, density=True)[0])
         means.append(float(cos.mean()))
         counts.append(float(np.mean([cluster_count(a, threshold) for a in arr])))
-    return ClusteringProfile(model.name, mode, S, T, np.array(layers), edges, np.array(hists), np.array(means),
-                             np.array(counts), float(threshold), np.array(updates))
+    return ClusteringProfile(
+        model.name,
+        mode,
+        S,
+        T,
+        np.array(layers),
+        edges,
+        np.array(hists),
+        np.array(means),
+        np.array(counts),
+        float(threshold),
+        np.array(updates),
+    )

@@ -154,8 +154,9 @@ class LayerEffects:
         (or, for ``"value"``, the point estimate) of :math:`\Delta_s(\mathrm{ref})`; ``inf`` when that is 0.
         Close for :math:`s` iff ``ratio(refs, s) < 1``."""
         num = self.array(what, statistic)
-        den = np.array([getattr(references[int(q)], "value" if what == "value" else "low")[statistic]
-                        for q in self.null_rank])
+        den = np.array(
+            [getattr(references[int(q)], "value" if what == "value" else "low")[statistic] for q in self.null_rank]
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.inf)
 
@@ -165,15 +166,20 @@ class LayerEffects:
 
     def first_not_close(self, references: Mapping[int, EffectSizes], statistic: str) -> int | None:
         """The first block :math:`\\ell \\ge 1` not close for ``statistic`` alone (``None``: none)."""
-        bad = [int(layer) for layer, r in zip(self.layers, self.ratio(references, statistic), strict=True)
-               if layer >= 1 and not r < 1]
+        bad = [
+            int(layer)
+            for layer, r in zip(self.layers, self.ratio(references, statistic), strict=True)
+            if layer >= 1 and not r < 1
+        ]
         return bad[0] if bad else None
 
     def table(self, references: Mapping[int, EffectSizes] | None = None) -> str:
         """One row per layer: each :math:`\\Delta_s` with its interval (and, given references, ``*``
         where not close for that statistic)."""
-        head = (f"{self.model}, mode={self.mode}: S={self.sequences} x T={self.tokens}, within sequences; "
-                f"Delta [95% interval]" + ("; * = not close to the reference" if references else ""))
+        head = (
+            f"{self.model}, mode={self.mode}: S={self.sequences} x T={self.tokens}, within sequences; "
+            f"Delta [95% interval]" + ("; * = not close to the reference" if references else "")
+        )
         lines = [head, f"{'layer':>5} {'rank':>5} " + " ".join(f"{STATISTICS[s]:>34}" for s in STATISTICS)]
         ratios = {s: self.ratio(references, s) for s in STATISTICS} if references else None
         for i, layer in enumerate(self.layers):
@@ -186,8 +192,16 @@ class LayerEffects:
         return "\n".join(lines)
 
 
-def layer_effects(model: Any, *, mode: str = "pure", sequences: int = 8, tokens: int = 512, seed: int,
-                  settings: Settings = Settings(), progress: bool = False) -> LayerEffects:
+def layer_effects(
+    model: Any,
+    *,
+    mode: str = "pure",
+    sequences: int = 8,
+    tokens: int = 512,
+    seed: int,
+    settings: Settings = Settings(),
+    progress: bool = False,
+) -> LayerEffects:
     r"""Feed :math:`S` sequences of :math:`T` Gaussian tokens :math:`N(0, I_d)` to a model and measure the
     effect sizes at every layer (:func:`~gtbook.studies.pretrained.effects.effect_sizes`, within sequences).
 
@@ -220,8 +234,14 @@ def layer_effects(model: Any, *, mode: str = "pure", sequences: int = 8, tokens:
     x = gaussian_tokens(S * T, np.zeros(d), np.eye(d), seed=np.random.default_rng(stream(seed, _TOKENS)))
     layers, ranks, reps, effects, nulls = [], [], [], [], {}
     seen: list[int] = []
-    blocks = iter(progress_bar(iter_layers(model, x.reshape(S, T, d), mode), f"{model.name} {mode}",
-                               enabled=progress, total=model.n_layers + 1))
+    blocks = iter(
+        progress_bar(
+            iter_layers(model, x.reshape(S, T, d), mode),
+            f"{model.name} {mode}",
+            enabled=progress,
+            total=model.n_layers + 1,
+        )
+    )
     forward = Sides.empty()
     while True:
         with collect() as step, observed():  # the forward pass runs as the layers are drawn
@@ -239,18 +259,31 @@ def layer_effects(model: Any, *, mode: str = "pure", sequences: int = 8, tokens:
         layers.append(layer)
         ranks.append(cl.rank)
         reps.append(q)
-    return LayerEffects(model.name, mode, S, T, int(seed), np.array(layers), np.array(ranks), np.array(reps),
-                        effects, nulls, merge(forward, *(n.sides for n in nulls.values())))
+    return LayerEffects(
+        model.name,
+        mode,
+        S,
+        T,
+        int(seed),
+        np.array(layers),
+        np.array(ranks),
+        np.array(reps),
+        effects,
+        nulls,
+        merge(forward, *(n.sides for n in nulls.values())),
+    )
 
 
-def references_for(results: Iterable[LayerEffects], nu: float = REFERENCE_NU, *, settings: Settings = Settings(),
-                   control: bool = False) -> dict[int, EffectSizes]:
+def references_for(
+    results: Iterable[LayerEffects], nu: float = REFERENCE_NU, *, settings: Settings = Settings(), control: bool = False
+) -> dict[int, EffectSizes]:
     """The reference effect sizes at every null rank the results use (same shape and seed as each)."""
     refs: dict[int, EffectSizes] = {}
     for res in results:
         for q in sorted(set(int(q) for q in res.null_rank)):
-            refs[q] = reference_effect_sizes(float(nu), res.sequences, res.tokens, q, seed=res.seed,
-                                             settings=settings, control=control)
+            refs[q] = reference_effect_sizes(
+                float(nu), res.sequences, res.tokens, q, seed=res.seed, settings=settings, control=control
+            )
     return refs
 
 
@@ -288,12 +321,15 @@ class ModelVerdict:
     last_ratio: float
 
     def __repr__(self) -> str:
-        return (f"ModelVerdict({self.model!r}, S={self.sequences}, nu={self.nu:g}: {self.verdict}; "
-                f"early ratio {self.early_ratio:.3g}, last ratio {self.last_ratio:.3g})")
+        return (
+            f"ModelVerdict({self.model!r}, S={self.sequences}, nu={self.nu:g}: {self.verdict}; "
+            f"early ratio {self.early_ratio:.3g}, last ratio {self.last_ratio:.3g})"
+        )
 
 
-def model_verdict(results: Mapping[str, LayerEffects], references: Mapping[int, EffectSizes],
-                  nu: float = REFERENCE_NU) -> ModelVerdict:
+def model_verdict(
+    results: Mapping[str, LayerEffects], references: Mapping[int, EffectSizes], nu: float = REFERENCE_NU
+) -> ModelVerdict:
     r"""The verdict of the criterion from the effect sizes of both modes (see the module docstring).
 
     Parameters
@@ -320,7 +356,7 @@ def model_verdict(results: Mapping[str, LayerEffects], references: Mapping[int, 
     for mode, r in results.items():
         ratios = np.array([r.ratio(references, s) for s in STATISTICS])  # (3, L+1)
         worst = ratios.max(axis=0)
-        early.append(float(worst[1:half + 1].max()))
+        early.append(float(worst[1 : half + 1].max()))
         last.append(float(worst[-1]))
         for s in STATISTICS:
             first[mode, s] = r.first_not_close(references, s)
@@ -331,8 +367,9 @@ def model_verdict(results: Mapping[str, LayerEffects], references: Mapping[int, 
         verdict = Verdict.HOLDS
     else:
         verdict = Verdict.CLOSE_AT_LAST
-    return ModelVerdict(res[0].model, res[0].sequences, res[0].tokens, L, half, float(nu), verdict, first,
-                        early_ratio, last_ratio)
+    return ModelVerdict(
+        res[0].model, res[0].sequences, res[0].tokens, L, half, float(nu), verdict, first, early_ratio, last_ratio
+    )
 
 
 def interval_disagreements(a: LayerEffects, b: LayerEffects) -> list[tuple[int, str]]:
@@ -343,8 +380,9 @@ def interval_disagreements(a: LayerEffects, b: LayerEffects) -> list[tuple[int, 
     out = []
     for s in STATISTICS:
         alo, ahi, blo, bhi = a.array("low", s), a.array("high", s), b.array("low", s), b.array("high", s)
-        out += [(int(layer), s) for i, layer in enumerate(a.layers)
-                if layer >= 1 and (ahi[i] < blo[i] or bhi[i] < alo[i])]
+        out += [
+            (int(layer), s) for i, layer in enumerate(a.layers) if layer >= 1 and (ahi[i] < blo[i] or bhi[i] < alo[i])
+        ]
     return sorted(out)
 
 
@@ -398,8 +436,10 @@ class ModelStudy:
         (:mod:`gtbook.studies.traced`): the forward passes (observed); the nulls and the reference law's effect
         sizes (predicted)."""
         chosen = [int(S) for S in sizes] or list(self.sizes)
-        return merge(*(e.sides for S in chosen for e in self.effects[S].values()),
-                     *(r.sides for S in chosen for r in self.references[REFERENCE_NU, S].values()))
+        return merge(
+            *(e.sides for S in chosen for e in self.effects[S].values()),
+            *(r.sides for S in chosen for r in self.references[REFERENCE_NU, S].values()),
+        )
 
     def verdict(self, sequences: int, nu: float = REFERENCE_NU) -> ModelVerdict:
         return self.verdicts[float(nu), int(sequences)]
@@ -419,8 +459,9 @@ class ModelStudy:
         r""":math:`\max_s` upper end of the control's :math:`\Delta_s` over the lower end of the reference's
         (at least 1: the criterion does not call the reference law close to itself)."""
         refs, ctrl = self.references[REFERENCE_NU, int(sequences)], self.controls[int(sequences)]
-        return max(ctrl[q].high[s] / refs[q].low[s] if refs[q].low[s] > 0 else math.inf
-                   for q in ctrl for s in STATISTICS)
+        return max(
+            ctrl[q].high[s] / refs[q].low[s] if refs[q].low[s] > 0 else math.inf for q in ctrl for s in STATISTICS
+        )
 
     def reference_low(self, sequences: int) -> float:
         """The smallest lower end of the reference's effect sizes (positive: its departure is resolved)."""
@@ -439,10 +480,15 @@ class ModelStudy:
         rows = []
         for S in self.sizes:
             v = self.verdict(S, nu)
-            first = " ".join(f"{'-' if v.first_not_close[m, s] is None else v.first_not_close[m, s]:>3}"
-                             for m in self.effects[S] for s in STATISTICS)
-            rows.append(f"{self.model[:44]:<44} {S:>3} {nu:>4g} {v.verdict!s:<52} {v.early_ratio:7.3g} "
-                        f"{v.last_ratio:7.3g}   {first}")
+            first = " ".join(
+                f"{'-' if v.first_not_close[m, s] is None else v.first_not_close[m, s]:>3}"
+                for m in self.effects[S]
+                for s in STATISTICS
+            )
+            rows.append(
+                f"{self.model[:44]:<44} {S:>3} {nu:>4g} {v.verdict!s:<52} {v.early_ratio:7.3g} "
+                f"{v.last_ratio:7.3g}   {first}"
+            )
         return rows
 
     def fraction_rows(self, sequences: int) -> list[str]:
@@ -461,10 +507,18 @@ class ModelStudy:
         return f"ModelStudy({self.model!r}, L={self.n_blocks}, T={self.tokens}: {cells})"
 
 
-def study_model(model: Any, *, sizes: Sequence[int], seeds: Sequence[int], tokens: int = 512,
-                settings: Settings = Settings(), modes: Sequence[str] = ("pure", "embedding"),
-                nus: Sequence[float] = (REFERENCE_NU, *SENSITIVITY_NU), controls: bool = True,
-                progress: bool = False) -> ModelStudy:
+def study_model(
+    model: Any,
+    *,
+    sizes: Sequence[int],
+    seeds: Sequence[int],
+    tokens: int = 512,
+    settings: Settings = Settings(),
+    modes: Sequence[str] = ("pure", "embedding"),
+    nus: Sequence[float] = (REFERENCE_NU, *SENSITIVITY_NU),
+    controls: bool = True,
+    progress: bool = False,
+) -> ModelStudy:
     r"""Run the criterion on one model at every size :math:`S` of ``sizes`` (with its seed), in every mode.
 
     For each size: ``layer_effects`` per mode, the references of every :math:`\nu` of ``nus`` at the
@@ -493,8 +547,10 @@ def study_model(model: Any, *, sizes: Sequence[int], seeds: Sequence[int], token
         raise ValueError(f"nus must start with the criterion's reference nu = {REFERENCE_NU:g}, got {nus!r}")
     effects, refs, verdicts, ctrls = {}, {}, {}, {}
     for S, seed in zip(sizes, seeds, strict=True):
-        effects[S] = {m: layer_effects(model, mode=m, sequences=S, tokens=tokens, seed=seed, settings=settings,
-                                       progress=progress) for m in modes}
+        effects[S] = {
+            m: layer_effects(model, mode=m, sequences=S, tokens=tokens, seed=seed, settings=settings, progress=progress)
+            for m in modes
+        }
         for nu in nus:
             refs[float(nu), S] = references_for(effects[S].values(), nu, settings=settings)
             verdicts[float(nu), S] = model_verdict(effects[S], refs[float(nu), S], nu)
@@ -503,10 +559,14 @@ def study_model(model: Any, *, sizes: Sequence[int], seeds: Sequence[int], token
     return ModelStudy(model.name, int(tokens), sizes, seeds, effects, refs, verdicts, ctrls)
 
 
-VERDICT_HEADER = (f"{'model':<44} {'S':>3} {'nu':>4} {'verdict':<52} {'early':>7} {'last':>7}   "
-                  "first block not close: pure (SW2 Mardia coord), embedding (SW2 Mardia coord)")
-FRACTION_HEADER = (f"{'model':<44} {'S':>3} {'mode':<9} Delta / Delta_ref at blocks 1, ceil(L/2), L: "
-                   "sliced W2 | Mardia | coordinate kurtosis")
+VERDICT_HEADER = (
+    f"{'model':<44} {'S':>3} {'nu':>4} {'verdict':<52} {'early':>7} {'last':>7}   "
+    "first block not close: pure (SW2 Mardia coord), embedding (SW2 Mardia coord)"
+)
+FRACTION_HEADER = (
+    f"{'model':<44} {'S':>3} {'mode':<9} Delta / Delta_ref at blocks 1, ceil(L/2), L: "
+    "sliced W2 | Mardia | coordinate kurtosis"
+)
 
 
 __all__ = [

@@ -120,8 +120,11 @@ class Settings:
     level: float = 0.95
 
     def __post_init__(self):
-        if isinstance(self.null_pool, bool) or int(self.null_pool) != self.null_pool or not (
-                1 <= self.null_pool <= self.null_repeats):
+        if (
+            isinstance(self.null_pool, bool)
+            or int(self.null_pool) != self.null_pool
+            or not (1 <= self.null_pool <= self.null_repeats)
+        ):
             raise ValueError(f"null_pool must be an integer in [1, null_repeats], got {self.null_pool!r}")
         for name in ("n_projections", "n_boot", "null_repeats"):
             v = getattr(self, name)
@@ -136,11 +139,11 @@ class Settings:
 class _Cloud:
     """A centred (S, T, d) sample with what every replicate needs precomputed."""
 
-    z32: np.ndarray       # (S, T, d) float32, each sequence centred on its own mean
-    scatter: np.ndarray   # (S, d, d) float64, per-sequence sum of z z^T
-    m2: np.ndarray        # (S, d) per-sequence sums of z_a^2
-    m4: np.ndarray        # (S, d) per-sequence sums of z_a^4
-    theta: np.ndarray     # (d, K) Gaussian directions in the ambient space
+    z32: np.ndarray  # (S, T, d) float32, each sequence centred on its own mean
+    scatter: np.ndarray  # (S, d, d) float64, per-sequence sum of z z^T
+    m2: np.ndarray  # (S, d) per-sequence sums of z_a^2
+    m4: np.ndarray  # (S, d) per-sequence sums of z_a^4
+    theta: np.ndarray  # (d, K) Gaussian directions in the ambient space
     rank: int
 
     @property
@@ -180,15 +183,15 @@ def _values(cl: _Cloud, counts: np.ndarray) -> np.ndarray:
     # sum_s c_s scatter_s / n as one matrix-vector product over the flattened scatters (absent ones weigh 0)
     w, U = np.linalg.eigh((counts.astype(np.float64) @ cl.scatter.reshape(len(counts), d * d)).reshape(d, d) / n)
     w, U = w[-r:], U[:, -r:]
-    W = U / np.sqrt(w)                         # y = W^T z: whitened coordinates on the range
-    Th = U.T @ cl.theta                        # the directions seen in those coordinates, unit length
+    W = U / np.sqrt(w)  # y = W^T z: whitened coordinates on the range
+    Th = U.T @ cl.theta  # the directions seen in those coordinates, unit length
     Th /= np.linalg.norm(Th, axis=0)
     zu = cl.z32[idx].reshape(-1, d)
-    Y = zu @ W.astype(np.float32)              # (len(idx) T, r)
+    Y = zu @ W.astype(np.float32)  # (len(idx) T, r)
     q = np.einsum("ij,ij->i", Y, Y, dtype=np.float64).reshape(len(idx), T)
     b2 = float(c @ (q * q).sum(axis=1)) / n
     mardia = (b2 - r * (r + 2)) / (r * (r + 2))
-    P = (W @ Th).T.astype(np.float32) @ zu.T   # (K, len(idx) T): one projection per row
+    P = (W @ Th).T.astype(np.float32) @ zu.T  # (K, len(idx) T): one projection per row
     P = np.repeat(P.reshape(-1, len(idx), T), counts[idx], axis=1).reshape(P.shape[0], n)
     P.sort(axis=1)  # standardising each row (below) is increasing affine: it keeps the order
     P = P.astype(np.float64)
@@ -254,8 +257,9 @@ def _workers() -> int:
         return max(1, min(2, os.cpu_count() or 1))
 
 
-def _evaluate(tasks: Sequence[tuple[_Cloud, np.ndarray]], progress: bool = False, desc: str = "bootstrap"
-              ) -> np.ndarray:
+def _evaluate(
+    tasks: Sequence[tuple[_Cloud, np.ndarray]], progress: bool = False, desc: str = "bootstrap"
+) -> np.ndarray:
     """The statistics of each ``(cloud, counts)`` task, in order (threads over tasks, one BLAS thread each)."""
     tasks = list(tasks)
     with threadpool_limits(limits=1, user_api="blas"):
@@ -264,8 +268,9 @@ def _evaluate(tasks: Sequence[tuple[_Cloud, np.ndarray]], progress: bool = False
             rows = [_values(cl, c) for cl, c in progress_bar(tasks, desc, enabled=progress)]
         else:
             with ThreadPoolExecutor(n_workers) as ex:
-                rows = list(progress_bar(ex.map(lambda t: _values(*t), tasks), desc,
-                                         enabled=progress, total=len(tasks)))
+                rows = list(
+                    progress_bar(ex.map(lambda t: _values(*t), tasks), desc, enabled=progress, total=len(tasks))
+                )
     return np.array(rows)
 
 
@@ -311,13 +316,14 @@ class NullMoments:
         return normal_band(self.mean[statistic], self.sd[statistic], level)
 
     def __repr__(self) -> str:
-        return (f"NullMoments(S={self.sequences}, T={self.tokens}, r={self.rank}, R={self.repeats}, "
-                f"E[SW2^2]={self.mean_sq['sliced_w2']:.3g})")
+        return (
+            f"NullMoments(S={self.sequences}, T={self.tokens}, r={self.rank}, R={self.repeats}, "
+            f"E[SW2^2]={self.mean_sq['sliced_w2']:.3g})"
+        )
 
 
 @functools.lru_cache(maxsize=64)
-def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings: Settings = Settings()
-                 ) -> NullMoments:
+def null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings: Settings = Settings()) -> NullMoments:
     r"""The statistics of :data:`STATISTICS` over ``settings.null_repeats`` Gaussian samples.
 
     Each sample is :math:`x_{s,t} \sim N(0, I_r)` i.i.d., :math:`s \le S`, :math:`t \le T` (stream
@@ -357,8 +363,12 @@ def _null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings
         batch: list[_Cloud] = []  # unpooled samples, evaluated a few at a time (bounded memory)
         for k in range(settings.null_repeats):
             pool = k < settings.null_pool  # resampled below: keep the per-sequence sums
-            cl = _cloud(rng.standard_normal((int(sequences), int(tokens), int(rank))),
-                        settings.n_projections, seed, per_sequence=pool)
+            cl = _cloud(
+                rng.standard_normal((int(sequences), int(tokens), int(rank))),
+                settings.n_projections,
+                seed,
+                per_sequence=pool,
+            )
             if pool:  # the sample itself, then its B resamples
                 own = _evaluate([(cl, one), *((cl, c) for c in counts)])
                 rows.append(own[0])
@@ -371,10 +381,18 @@ def _null_moments(sequences: int, tokens: int, rank: int, *, seed: int, settings
         vals = np.array(rows)
         sq = _square(vals)
         names = list(STATISTICS)
-    return NullMoments(int(sequences), int(tokens), int(rank), settings.null_repeats,
-                       dict(zip(names, vals.mean(0), strict=True)), dict(zip(names, vals.std(0, ddof=1), strict=True)),
-                       dict(zip(names, sq.mean(0), strict=True)), dict(zip(names, sq.std(0, ddof=1), strict=True)),
-                       np.mean(pooled, axis=0), sides)
+    return NullMoments(
+        int(sequences),
+        int(tokens),
+        int(rank),
+        settings.null_repeats,
+        dict(zip(names, vals.mean(0), strict=True)),
+        dict(zip(names, vals.std(0, ddof=1), strict=True)),
+        dict(zip(names, sq.mean(0), strict=True)),
+        dict(zip(names, sq.std(0, ddof=1), strict=True)),
+        np.mean(pooled, axis=0),
+        sides,
+    )
 
 
 def bootstrap_counts(sequences: int, n_boot: int, seed: int) -> np.ndarray:
@@ -446,12 +464,24 @@ def _effects(cl: _Cloud, null: NullMoments, seed: int, settings: Settings, progr
             low, high = magnitude_interval(lo, hi)
         for k, v in zip(out, (float(raw[j]), theta, se, value, low, high), strict=True):
             out[k][s] = v
-    return EffectSizes(out["raw"], out["theta"], out["se"], out["value"], out["low"], out["high"], sequences=S,
-                       tokens=cl.shape[1], rank=cl.rank, n_boot=settings.n_boot, level=settings.level)
+    return EffectSizes(
+        out["raw"],
+        out["theta"],
+        out["se"],
+        out["value"],
+        out["low"],
+        out["high"],
+        sequences=S,
+        tokens=cl.shape[1],
+        rank=cl.rank,
+        n_boot=settings.n_boot,
+        level=settings.level,
+    )
 
 
-def effect_sizes(x: Any, *, seed: int, settings: Settings = Settings(), null: NullMoments | None = None,
-                 progress: bool = False) -> EffectSizes:
+def effect_sizes(
+    x: Any, *, seed: int, settings: Settings = Settings(), null: NullMoments | None = None, progress: bool = False
+) -> EffectSizes:
     r"""The debiased effect sizes :math:`\Delta_s` of an :math:`(S, T, d)` cloud with bootstrap intervals.
 
     .. math::
@@ -485,13 +515,11 @@ def effect_sizes(x: Any, *, seed: int, settings: Settings = Settings(), null: Nu
     if null is None:
         null = null_moments(S, T, cl.rank, seed=seed, settings=settings)
     elif (null.sequences, null.tokens) != (S, T):
-        raise ValueError(f"null must have the cloud's shape (S, T) = ({S}, {T}), got "
-                         f"({null.sequences}, {null.tokens})")
+        raise ValueError(f"null must have the cloud's shape (S, T) = ({S}, {T}), got ({null.sequences}, {null.tokens})")
     return _effects(cl, null, seed, settings, progress)
 
 
-def student_t_cloud(sequences: int, tokens: int, dim: int, nu: float, seed: np.random.SeedSequence | int
-                    ) -> np.ndarray:
+def student_t_cloud(sequences: int, tokens: int, dim: int, nu: float, seed: np.random.SeedSequence | int) -> np.ndarray:
     r""":math:`(S, T, r)` i.i.d. multivariate Student-:math:`t` tokens with identity covariance.
 
     :math:`x = \sqrt{(\nu-2)/\nu}\; z/\sqrt{g/\nu}`, :math:`z \sim N(0, I_r)`, :math:`g \sim \chi^2_\nu`:
@@ -507,8 +535,16 @@ def student_t_cloud(sequences: int, tokens: int, dim: int, nu: float, seed: np.r
 
 
 @functools.lru_cache(maxsize=64)
-def reference_effect_sizes(nu: float, sequences: int, tokens: int, rank: int, *, seed: int,
-                           settings: Settings = Settings(), control: bool = False) -> EffectSizes:
+def reference_effect_sizes(
+    nu: float,
+    sequences: int,
+    tokens: int,
+    rank: int,
+    *,
+    seed: int,
+    settings: Settings = Settings(),
+    control: bool = False,
+) -> EffectSizes:
     r"""The effect sizes of moment-matched Student-:math:`t` tokens (:func:`student_t_cloud`) of shape
     :math:`(S, T)` in dimension ``rank``, with their intervals: the reference of the criterion
     (:math:`\nu = 20`) or of its sensitivity (:math:`\nu = 10, 50`).
@@ -519,13 +555,15 @@ def reference_effect_sizes(nu: float, sequences: int, tokens: int, rank: int, *,
     stream(seed)  # a valid seed, checked before the cache
     if not float(nu) > 4:
         raise ValueError(f"nu must exceed 4 (a finite kurtosis), got {nu!r}")
-    return _reference_effect_sizes(float(nu), int(sequences), int(tokens), int(rank), seed=int(seed),
-                                   settings=settings, control=bool(control))
+    return _reference_effect_sizes(
+        float(nu), int(sequences), int(tokens), int(rank), seed=int(seed), settings=settings, control=bool(control)
+    )
 
 
 @disk_cache
-def _reference_effect_sizes(nu: float, sequences: int, tokens: int, rank: int, *, seed: int, settings: Settings,
-                            control: bool) -> EffectSizes:
+def _reference_effect_sizes(
+    nu: float, sequences: int, tokens: int, rank: int, *, seed: int, settings: Settings, control: bool
+) -> EffectSizes:
     """:func:`reference_effect_sizes` on checked arguments (the disk-cached computation)."""
     ss = stream(seed, _CONTROL if control else _REFERENCE, round(float(nu) * 1000), int(rank))
     with collect() as sides, predicted():  # the reference law: its samples, their statistics and the null

@@ -18,8 +18,16 @@ if TYPE_CHECKING:
     from gtbook.studies.pretrained.training import TrainingRecord
 
 #: line colours for successive models / modes in one figure
-PALETTE = (COLORS["particles"], COLORS["alt"], COLORS["target"], COLORS["theory"],
-           "#9467bd", "#8c564b", "#e377c2", "#17becf")
+PALETTE = (
+    COLORS["particles"],
+    COLORS["alt"],
+    COLORS["target"],
+    COLORS["theory"],
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+)
 
 #: the axis label of each per-layer statistic, in the table order of
 #: :data:`gtbook.studies.pretrained.statistics.STATISTICS` (the same keys; a test checks it)
@@ -31,8 +39,7 @@ _AXES = {
 }
 
 
-def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = None, *,
-                            relative_depth: bool = False):
+def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = None, *, relative_depth: bool = False):
     r"""Each Gaussianity statistic against depth, with the noise band of a true Gaussian.
 
     Four panels (sliced :math:`W_2`, Mardia kurtosis excess, mean per-coordinate
@@ -65,18 +72,19 @@ def layer_statistics_figure(results: Sequence, labels: Sequence[str] | None = No
         for k, (res, lab) in enumerate(zip(results, labels, strict=True)):
             c = PALETTE[k % len(PALETTE)]
             x = res.layers / (res.layers[-1] if relative_depth else 1)
-            ax.fill_between(x, res.floor_low[stat], res.floor_high[stat], color=c, alpha=0.15,
-                            lw=0)
+            ax.fill_between(x, res.floor_low[stat], res.floor_high[stat], color=c, alpha=0.15, lw=0)
             ax.plot(x, res.values[stat], "-o", color=c, ms=3.5, label=lab)
             out = ~res.within_band(stat)
             ax.plot(x[out], res.values[stat][out], "o", color="k", ms=3.5, zorder=3)
         ax.set_ylabel(_AXES[stat])
         ax.set_xlabel(r"relative depth $\ell/L$" if relative_depth else r"layer $\ell$")
     axes[0].plot([], [], "o", color="k", ms=3.5, label="outside its noise band")
-    axes[0].fill_between([], [], [], color=COLORS["floor"], alpha=0.3, lw=0,
-                         label=f"Gaussian noise band ({results[0].level:g})")
+    axes[0].fill_between(
+        [], [], [], color=COLORS["floor"], alpha=0.3, lw=0, label=f"Gaussian noise band ({results[0].level:g})"
+    )
     axes[0].legend(loc="best")
     return fig
+
 
 _LABELS = {
     "sliced_w2": r"sliced $W_2$: $\Delta_{SW}$",
@@ -121,8 +129,13 @@ def effect_size_figure(results: Mapping[str, LayerEffects], references: Mapping[
     return fig
 
 
-def criteria_across_sizes_figure(sizes: Sequence[int], band_blocks: Mapping[str, Sequence[int]],
-                                 effect_blocks: Mapping[str, Sequence[int]], n_blocks: int, title: str = ""):
+def criteria_across_sizes_figure(
+    sizes: Sequence[int],
+    band_blocks: Mapping[str, Sequence[int]],
+    effect_blocks: Mapping[str, Sequence[int]],
+    n_blocks: int,
+    title: str = "",
+):
     r"""The first block at which each criterion fails against the number of sequences :math:`S`.
 
     Parameters
@@ -140,15 +153,28 @@ def criteria_across_sizes_figure(sizes: Sequence[int], band_blocks: Mapping[str,
     fig, ax = figure(1, 1, width=5.6, height=3.6)
     n = max(len(band_blocks), 1)
     for k, (label, blocks) in enumerate(band_blocks.items()):  # series offset so equal ones stay visible
-        ax.plot(sizes, np.asarray(blocks) + 0.08 * (k - (n - 1) / 2) - 0.04, color=PALETTE[k % len(PALETTE)],
-                ls="--", marker="s", label=f"noise band (exact Gaussianity), {label}")
+        ax.plot(
+            sizes,
+            np.asarray(blocks) + 0.08 * (k - (n - 1) / 2) - 0.04,
+            color=PALETTE[k % len(PALETTE)],
+            ls="--",
+            marker="s",
+            label=f"noise band (exact Gaussianity), {label}",
+        )
     for k, (label, blocks) in enumerate(effect_blocks.items()):
-        ax.plot(sizes, np.asarray(blocks) + 0.08 * (k - (n - 1) / 2) + 0.12, color=PALETTE[k % len(PALETTE)],
-                ls="-", marker="o", label=f"effect size vs Student-$t$, {label}")
+        ax.plot(
+            sizes,
+            np.asarray(blocks) + 0.08 * (k - (n - 1) / 2) + 0.12,
+            color=PALETTE[k % len(PALETTE)],
+            ls="-",
+            marker="o",
+            label=f"effect size vs Student-$t$, {label}",
+        )
     half = int(np.ceil(n_blocks / 2))
     ax.axhline(half + 0.5, color=COLORS["floor"], ls=":", lw=1)
-    ax.text(sizes[0], half + 0.6, r"fails after $\lceil L/2\rceil$: statement can hold", fontsize=8,
-            color=COLORS["floor"])
+    ax.text(
+        sizes[0], half + 0.6, r"fails after $\lceil L/2\rceil$: statement can hold", fontsize=8, color=COLORS["floor"]
+    )
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(sizes), [str(s) for s in sizes])
     ax.set_yticks(range(1, n_blocks + 2), [str(b) for b in range(1, n_blocks + 1)] + ["none"])
@@ -197,11 +223,23 @@ def closeness_and_clustering_figure(columns: Mapping[str, Mapping[str, Any]]):
         prof = col["profile"]
         depth = prof.layers / prof.layers[-1]
         ax = axes[0, j]
-        ax.plot(depth, np.clip(col["ratio"], 1e-3, None), color=COLORS["particles"], marker="o", ms=3,
-                label="trained / pretrained")
+        ax.plot(
+            depth,
+            np.clip(col["ratio"], 1e-3, None),
+            color=COLORS["particles"],
+            marker="o",
+            ms=3,
+            label="trained / pretrained",
+        )
         if col.get("initial_ratio") is not None:
-            ax.plot(depth, np.clip(col["initial_ratio"], 1e-3, None), color=COLORS["floor"], ls="--",
-                    marker=".", label="random initialisation")
+            ax.plot(
+                depth,
+                np.clip(col["initial_ratio"], 1e-3, None),
+                color=COLORS["floor"],
+                ls="--",
+                marker=".",
+                label="random initialisation",
+            )
         ax.axhline(1.0, color=COLORS["theory"], lw=1)
         ax.axvline(0.5, color=COLORS["floor"], ls=":", lw=1)
         ax.set_yscale("log")
@@ -209,9 +247,14 @@ def closeness_and_clustering_figure(columns: Mapping[str, Mapping[str, Any]]):
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("upper $\\Delta$ / lower $\\Delta_{ref}$\n(close below 1)")
         ax = axes[1, j]
-        ax.imshow(prof.histogram.T, origin="lower", aspect="auto", cmap="viridis",
-                  extent=(-0.5 / prof.layers[-1], 1 + 0.5 / prof.layers[-1], -1, 1),
-                  vmax=np.quantile(prof.histogram, 0.99))
+        ax.imshow(
+            prof.histogram.T,
+            origin="lower",
+            aspect="auto",
+            cmap="viridis",
+            extent=(-0.5 / prof.layers[-1], 1 + 0.5 / prof.layers[-1], -1, 1),
+            vmax=np.quantile(prof.histogram, 0.99),
+        )
         ax.plot(depth, prof.mean_cosine, color="w", lw=1)
         ax.set_ylabel("cosine similarity\n(histogram; white: mean)")
         ax.grid(False)
@@ -229,5 +272,12 @@ def closeness_and_clustering_figure(columns: Mapping[str, Mapping[str, Any]]):
             ax.legend(fontsize=7, loc="upper left")
     return fig
 
-__all__ = ["PALETTE", "closeness_and_clustering_figure", "criteria_across_sizes_figure", "effect_size_figure",
-           "layer_statistics_figure", "training_figure"]
+
+__all__ = [
+    "PALETTE",
+    "closeness_and_clustering_figure",
+    "criteria_across_sizes_figure",
+    "effect_size_figure",
+    "layer_statistics_figure",
+    "training_figure",
+]

@@ -76,11 +76,13 @@ def _centre_sequences(x: np.ndarray, S: int, T: int) -> np.ndarray:
 def _within_values(x: np.ndarray, S: int, T: int, n_projections: int, seed: int) -> np.ndarray:
     z = _centre_sequences(x, S, T)
     y = whiten(z)  # once, for both whitened statistics
-    return np.array([
-        sliced_w2_of_whitened(y, n_projections=n_projections, seed=seed),
-        mardia_kurtosis_excess_of_whitened(y),
-        float(np.nanmean(np.abs(excess_kurtosis_per_coordinate(z)))),
-    ])
+    return np.array(
+        [
+            sliced_w2_of_whitened(y, n_projections=n_projections, seed=seed),
+            mardia_kurtosis_excess_of_whitened(y),
+            float(np.nanmean(np.abs(excess_kurtosis_per_coordinate(z)))),
+        ]
+    )
 
 
 _pooled_values = _statistics  # the four statistics of layer_statistics, one definition
@@ -131,11 +133,12 @@ class WithinSequenceStatistics:
 
     def table(self) -> str:
         """One row per layer: each statistic with its band (``*`` marks out of band)."""
-        lines = [f"{self.model}, mode={self.mode}, within-sequence (each sequence centred on its "
-                 f"own mean): S={self.sequences} x T={self.tokens}; {self.level:g} bands over "
-                 f"{self.repeats} Gaussian samples centred the same way; * = outside",
-                 f"{'layer':>5} {'rank':>5} " + " ".join(f"{STATISTICS[s][0] + ' [band]':>26}"
-                                                        for s in WITHIN)]
+        lines = [
+            f"{self.model}, mode={self.mode}, within-sequence (each sequence centred on its "
+            f"own mean): S={self.sequences} x T={self.tokens}; {self.level:g} bands over "
+            f"{self.repeats} Gaussian samples centred the same way; * = outside",
+            f"{'layer':>5} {'rank':>5} " + " ".join(f"{STATISTICS[s][0] + ' [band]':>26}" for s in WITHIN),
+        ]
         for i, layer in enumerate(self.layers):
             row = [f"{layer:>5d}", f"{self.rank[i]:>5d}"]
             for s in WITHIN:
@@ -145,17 +148,23 @@ class WithinSequenceStatistics:
         return "\n".join(lines)
 
 
-def _band(kind: str, S: int, T: int, r: int, n_projections: int, repeats: int, seed: int,
-          level: float):
+def _band(kind: str, S: int, T: int, r: int, n_projections: int, repeats: int, seed: int, level: float):
     fl = _floor(kind, S, T, r, n_projections, repeats, seed)
     lo, hi = fl.band(level, method="normal")
     return np.atleast_1d(lo), np.atleast_1d(hi)
 
 
-def within_sequence_statistics(model: LoadedTransformer, *, sequences: int = 8, tokens: int = 512,
-                               seed: int = 0, mode: str = "pure", n_projections: int = 128,
-                               repeats: int = 32, level: float = 0.99
-                               ) -> WithinSequenceStatistics:
+def within_sequence_statistics(
+    model: LoadedTransformer,
+    *,
+    sequences: int = 8,
+    tokens: int = 512,
+    seed: int = 0,
+    mode: str = "pure",
+    n_projections: int = 128,
+    repeats: int = 32,
+    level: float = 0.99,
+) -> WithinSequenceStatistics:
     r"""As :func:`gtbook.studies.pretrained.statistics.layer_statistics` (same seeded tokens), centred per sequence.
 
     At each layer the tokens :math:`y_{s,t}` are replaced by :math:`y_{s,t} - \bar y_s` and the
@@ -184,14 +193,20 @@ def within_sequence_statistics(model: LoadedTransformer, *, sequences: int = 8, 
             q = near[0] if near else max(int(r), 1)
             if not near:
                 floor_ranks.append(q)
-            lo[i], hi[i] = _band("within", S, T, q, int(n_projections), int(repeats), int(seed),
-                                 float(level))
+            lo[i], hi[i] = _band("within", S, T, q, int(n_projections), int(repeats), int(seed), float(level))
     return WithinSequenceStatistics(
-        model=model.name, mode=mode, sequences=S, tokens=T, layers=np.array(layers),
-        rank=np.array(ranks), values={s: vals[:, j] for j, s in enumerate(WITHIN)},
+        model=model.name,
+        mode=mode,
+        sequences=S,
+        tokens=T,
+        layers=np.array(layers),
+        rank=np.array(ranks),
+        values={s: vals[:, j] for j, s in enumerate(WITHIN)},
         floor_low={s: lo[:, j] for j, s in enumerate(WITHIN)},
-        floor_high={s: hi[:, j] for j, s in enumerate(WITHIN)}, level=float(level),
-        repeats=int(repeats))
+        floor_high={s: hi[:, j] for j, s in enumerate(WITHIN)},
+        level=float(level),
+        repeats=int(repeats),
+    )
 
 
 @dataclass
@@ -211,13 +226,17 @@ class SampleStatistics:
         return float(min(v - lo, hi - v) / (hi - lo))
 
     def table(self) -> str:
-        return "\n".join(f"{STATISTICS[s][0]:>10}: {self.values[s]:9.4g} "
-                          f"{' ' if self.inside(s) else '*'}[{self.floor_low[s]:7.3g}, "
-                          f"{self.floor_high[s]:7.3g}]" for s in self.values)
+        return "\n".join(
+            f"{STATISTICS[s][0]:>10}: {self.values[s]:9.4g} "
+            f"{' ' if self.inside(s) else '*'}[{self.floor_low[s]:7.3g}, "
+            f"{self.floor_high[s]:7.3g}]"
+            for s in self.values
+        )
 
 
-def sample_statistics(x: Any, *, within: bool = False, n_projections: int = 128, repeats: int = 32,
-                      level: float = 0.99, seed: int = 0) -> SampleStatistics:
+def sample_statistics(
+    x: Any, *, within: bool = False, n_projections: int = 128, repeats: int = 32, level: float = 0.99, seed: int = 0
+) -> SampleStatistics:
     r"""The four statistics of :data:`gtbook.studies.pretrained.statistics.STATISTICS` on an :math:`(S, T, d)`
     sample, with the same bands as :func:`gtbook.studies.pretrained.statistics.layer_statistics` (mean
     :math:`\pm z` std over ``repeats`` Gaussian samples of the same shape and rank); with
@@ -235,9 +254,11 @@ def sample_statistics(x: Any, *, within: bool = False, n_projections: int = 128,
         r = numerical_rank(Z.T @ Z / (S * T))
         lo, hi = _band(kind, S, T, r, int(n_projections), int(repeats), int(seed), float(level))
     names = list(WITHIN) if within else list(STATISTICS)
-    return SampleStatistics(values=dict(zip(names, map(float, vals), strict=True)),
-                            floor_low=dict(zip(names, map(float, lo), strict=True)),
-                            floor_high=dict(zip(names, map(float, hi), strict=True)))
+    return SampleStatistics(
+        values=dict(zip(names, map(float, vals), strict=True)),
+        floor_low=dict(zip(names, map(float, lo), strict=True)),
+        floor_high=dict(zip(names, map(float, hi), strict=True)),
+    )
 
 
 def student_t_tokens(S: int, T: int, d: int, nu: float, *, seed: int = 0) -> np.ndarray:

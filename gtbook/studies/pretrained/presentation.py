@@ -158,15 +158,19 @@ class SizeSweep:
         (8 x 3.4 inches) so that it takes little of the page's height."""
         from gtbook.studies.pretrained.figures import criteria_across_sizes_figure
 
-        fig = criteria_across_sizes_figure(self.sizes, self.band_blocks, self.effect_blocks, self.n_blocks,
-                                           title=title or self.model)
+        fig = criteria_across_sizes_figure(
+            self.sizes, self.band_blocks, self.effect_blocks, self.n_blocks, title=title or self.model
+        )
         fig.set_size_inches(8.0, 3.4)
         return fig
 
     def table(self) -> str:
         """One line per mode."""
-        return "\n".join(f"{m:>9}: S = {self.sizes}: first block out of band {self.band_blocks[m]}, first block "
-                         f"not close {self.effect_blocks[m]} ({self.n_blocks + 1} = none)" for m in self.band_blocks)
+        return "\n".join(
+            f"{m:>9}: S = {self.sizes}: first block out of band {self.band_blocks[m]}, first block "
+            f"not close {self.effect_blocks[m]} ({self.n_blocks + 1} = none)"
+            for m in self.band_blocks
+        )
 
 
 def size_sweep(*studies: ModelStudy) -> SizeSweep:
@@ -232,8 +236,16 @@ class ClusteringRun:
         return float(np.max(self.profiles[label][0].mean_cosine))
 
 
-def clustering_run(models: Mapping[str, tuple[Any, Any]], criterion: CriterionRun, titles: Mapping[str, str], *,
-                   sequences: int, tokens: int, seed: int, threshold: float) -> ClusteringRun:
+def clustering_run(
+    models: Mapping[str, tuple[Any, Any]],
+    criterion: CriterionRun,
+    titles: Mapping[str, str],
+    *,
+    sequences: int,
+    tokens: int,
+    seed: int,
+    threshold: float,
+) -> ClusteringRun:
     r"""Cluster profiles (:func:`~gtbook.studies.pretrained.clustering.clustering_profile`, pure mode) of each
     model and, when given, its random initialisation, beside the criterion's ratio at the first size.
 
@@ -256,14 +268,24 @@ def clustering_run(models: Mapping[str, tuple[Any, Any]], criterion: CriterionRu
 
     columns, profiles = {}, {}
     for label, (model, init) in models.items():
-        prof = clustering_profile(model, mode="pure", sequences=sequences, tokens=tokens, seed=seed,
-                                  threshold=threshold)
-        iprof = (clustering_profile(init, mode="pure", sequences=sequences, tokens=tokens, seed=seed,
-                                    threshold=threshold) if init is not None else None)
+        prof = clustering_profile(
+            model, mode="pure", sequences=sequences, tokens=tokens, seed=seed, threshold=threshold
+        )
+        iprof = (
+            clustering_profile(init, mode="pure", sequences=sequences, tokens=tokens, seed=seed, threshold=threshold)
+            if init is not None
+            else None
+        )
         profiles[label] = (prof, iprof)
         S0 = criterion.studies[label].sizes[0]
         columns[titles[label]] = {
-            "ratio": criterion.worst_ratio(label, S0), "profile": prof, "initial_profile": iprof,
-            "initial_ratio": (criterion.worst_ratio(label, criterion.initial[label].sizes[0], initial=True)
-                              if label in criterion.initial else None)}
+            "ratio": criterion.worst_ratio(label, S0),
+            "profile": prof,
+            "initial_profile": iprof,
+            "initial_ratio": (
+                criterion.worst_ratio(label, criterion.initial[label].sizes[0], initial=True)
+                if label in criterion.initial
+                else None
+            ),
+        }
     return ClusteringRun(columns, profiles)

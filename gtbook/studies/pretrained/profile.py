@@ -51,8 +51,16 @@ from gtbook.studies.pretrained.effects import STATISTICS
 if TYPE_CHECKING:
     from gtbook.studies.pretrained.criterion import ModelStudy
 
-__all__ = ["DepthProfile", "EffectProfile", "Reading", "UpdateNorms", "depth_profile", "effect_profile",
-           "update_norms", "update_table"]
+__all__ = [
+    "DepthProfile",
+    "EffectProfile",
+    "Reading",
+    "UpdateNorms",
+    "depth_profile",
+    "effect_profile",
+    "update_norms",
+    "update_table",
+]
 
 
 class Reading(enum.Enum):
@@ -112,12 +120,12 @@ class DepthProfile:
     @property
     def early_high(self) -> float:
         r""":math:`\max_{1\le\ell\le h} F^{\rm hi}(\ell)` (the criterion's early ratio: close iff below 1)."""
-        return float(self.largest()[2][1:self.half + 1].max())
+        return float(self.largest()[2][1 : self.half + 1].max())
 
     @property
     def early_low(self) -> float:
         r""":math:`\max_{1\le\ell\le h} F^{\rm lo}(\ell)` (against the statement iff at least 1)."""
-        return float(self.largest()[1][1:self.half + 1].max())
+        return float(self.largest()[1][1 : self.half + 1].max())
 
     @property
     def growth(self) -> float:
@@ -149,8 +157,10 @@ class DepthProfile:
         return float(col.min()), float(col.max())
 
     def __repr__(self) -> str:
-        return (f"DepthProfile({self.model!r}, S={self.sequences}, L={self.n_blocks}: close through 1-{self.half} "
-                f"{self.close_reading()}; growth {self.growth_reading()})")
+        return (
+            f"DepthProfile({self.model!r}, S={self.sequences}, L={self.n_blocks}: close through 1-{self.half} "
+            f"{self.close_reading()}; growth {self.growth_reading()})"
+        )
 
 
 def depth_profile(study: ModelStudy, sequences: int, nu: float = REFERENCE_NU) -> DepthProfile:
@@ -191,8 +201,9 @@ def depth_profile(study: ModelStudy, sequences: int, nu: float = REFERENCE_NU) -
             point[i, j] = _divide(v, r_val)
             low[i, j] = _divide(lo, r_hi)
             high[i, j] = _divide(hi, r_lo)
-    return DepthProfile(study.model, S, modes, np.asarray(study.effects[S][modes[0]].layers), point, low, high,
-                        float(nu))
+    return DepthProfile(
+        study.model, S, modes, np.asarray(study.effects[S][modes[0]].layers), point, low, high, float(nu)
+    )
 
 
 def _divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -230,14 +241,17 @@ class EffectProfile:
         for S, p in by_size.items():
             close[p.close_reading()].append(S)
             grows[p.growth_reading()].append(S)
-        return (f"close through blocks 1-{half}: {_sizes_text(close)}; "
-                f"the departure grows with depth: {_sizes_text(grows)}")
+        return (
+            f"close through blocks 1-{half}: {_sizes_text(close)}; the departure grows with depth: {_sizes_text(grows)}"
+        )
 
     def table(self) -> str:
         r"""One block per model and row per layer: :math:`F(\ell)` with its interval at each size, and the
         smallest-to-largest point estimate over statistics and modes."""
-        lines = ["The largest fraction of the Student-t reference's departure over statistics and modes, "
-                 "F(l) [interval] (close iff the upper end < 1), and the range of the point estimates"]
+        lines = [
+            "The largest fraction of the Student-t reference's departure over statistics and modes, "
+            "F(l) [interval] (close iff the upper end < 1), and the range of the point estimates"
+        ]
         for label, by_size in self.profiles.items():
             sizes = list(by_size)
             first = by_size[sizes[0]]
@@ -258,8 +272,9 @@ class EffectProfile:
     def summary(self) -> str:
         r"""Per model: its reading in plain words, and :math:`F` with its interval at blocks 1, :math:`h` and
         :math:`L` at each size (the rows of :meth:`table` that carry the statement)."""
-        lines = ["F(l), the largest fraction of the Student-t reference's departure [interval]; close iff the upper "
-                 "end < 1"]
+        lines = [
+            "F(l), the largest fraction of the Student-t reference's departure [interval]; close iff the upper end < 1"
+        ]
         for label, by_size in self.profiles.items():
             lines.append(f"{label}: {self.reading(label)}")
             for S, p in by_size.items():
@@ -268,8 +283,9 @@ class EffectProfile:
                 lines.append(f"  S = {S:>2}: " + "; ".join(cells))
         return "\n".join(lines)
 
-    def figure(self, initial: Mapping[str, Mapping[int, DepthProfile]] | None = None,
-               notes: Mapping[str, str] | None = None):
+    def figure(
+        self, initial: Mapping[str, Mapping[int, DepthProfile]] | None = None, notes: Mapping[str, str] | None = None
+    ):
         r""":math:`F(\ell)` with its interval against the block, one panel per model, one series per sample size
         (and, dashed, a random initialisation's, when given); the early and intermediate blocks shaded, the
         reference at 1.
@@ -294,25 +310,41 @@ class EffectProfile:
         fig, axes = figure(n, 1, width=3.9, height=3.3)
         axes = np.atleast_1d(axes)
         floor, cap = 1e-3, 1e4
-        finite = [float(x) for by_size in self.profiles.values() for p in by_size.values()
-                  for x in p.largest()[2][1:] if np.isfinite(x)]
+        finite = [
+            float(x)
+            for by_size in self.profiles.values()
+            for p in by_size.values()
+            for x in p.largest()[2][1:]
+            if np.isfinite(x)
+        ]
         top = min(max(2.0, 2.0 * max(finite, default=1.0)), cap)
         for ax, (label, by_size) in zip(axes, self.profiles.items(), strict=True):
             first = next(iter(by_size.values()))
-            ax.axvspan(0.5, first.half + 0.5, color=COLORS["floor"], alpha=0.12, lw=0,
-                       label="early and intermediate blocks")
+            ax.axvspan(
+                0.5, first.half + 0.5, color=COLORS["floor"], alpha=0.12, lw=0, label="early and intermediate blocks"
+            )
             ax.axhline(1.0, color=COLORS["theory"], lw=1.2, label=r"the Student-$t$ reference ($\nu$ = 20)")
             for k, (S, p) in enumerate(by_size.items()):
                 F, lo, hi = p.largest()
                 x = p.layers[1:] + (k - (len(by_size) - 1) / 2) * 0.15
                 F, lo, hi = (np.clip(np.nan_to_num(a[1:], posinf=cap), floor, cap) for a in (F, lo, hi))
                 err = [np.maximum(F - lo, 0), np.maximum(hi - F, 0)]  # 0 where a clipped end meets F
-                ax.errorbar(x, F, yerr=err, color=PALETTE[k % len(PALETTE)], marker="o", ms=3.5, lw=1.3, capsize=2,
-                            label=f"S = {S} sequences")
+                ax.errorbar(
+                    x,
+                    F,
+                    yerr=err,
+                    color=PALETTE[k % len(PALETTE)],
+                    marker="o",
+                    ms=3.5,
+                    lw=1.3,
+                    capsize=2,
+                    label=f"S = {S} sequences",
+                )
             for S, p in (initial or {}).get(label, {}).items():
                 F = np.clip(np.nan_to_num(p.largest()[0][1:], posinf=cap), floor, cap)
-                ax.plot(p.layers[1:], F, color=COLORS["floor"], ls="--", marker=".",
-                        label=f"random initialisation, S = {S}")
+                ax.plot(
+                    p.layers[1:], F, color=COLORS["floor"], ls="--", marker=".", label=f"random initialisation, S = {S}"
+                )
             ax.set_yscale("log")
             ax.set_ylim(floor * 0.8, top)
             ax.set_xlabel(r"block $\ell$")
@@ -325,8 +357,9 @@ class EffectProfile:
         return "EffectProfile(" + "; ".join(f"{k}: {self.reading(k)}" for k in self.profiles) + ")"
 
 
-def effect_profile(studies: Mapping[str, ModelStudy], nu: float = REFERENCE_NU,
-                   sizes: Sequence[int] | None = None) -> EffectProfile:
+def effect_profile(
+    studies: Mapping[str, ModelStudy], nu: float = REFERENCE_NU, sizes: Sequence[int] | None = None
+) -> EffectProfile:
     """The :class:`EffectProfile` of each study at each of its sizes (or at ``sizes``).
 
     Parameters
@@ -341,8 +374,9 @@ def effect_profile(studies: Mapping[str, ModelStudy], nu: float = REFERENCE_NU,
     -------
     EffectProfile
     """
-    return EffectProfile({label: {int(S): depth_profile(st, S, nu) for S in (sizes or st.sizes)}
-                          for label, st in studies.items()})
+    return EffectProfile(
+        {label: {int(S): depth_profile(st, S, nu) for S in (sizes or st.sizes)} for label, st in studies.items()}
+    )
 
 
 # ================================================================================ how far tokens move
@@ -381,12 +415,12 @@ class UpdateNorms:
         return float(np.nanmin(self.mean))
 
     def __repr__(self) -> str:
-        return (f"UpdateNorms({self.model!r}, {self.mode}: {100 * self.smallest:.3g}-{100 * self.largest:.3g} % "
-                f"per block)")
+        return (
+            f"UpdateNorms({self.model!r}, {self.mode}: {100 * self.smallest:.3g}-{100 * self.largest:.3g} % per block)"
+        )
 
 
-def update_norms(model: Any, *, mode: str = "pure", sequences: int = 4, tokens: int = 512, seed: int
-                 ) -> UpdateNorms:
+def update_norms(model: Any, *, mode: str = "pure", sequences: int = 4, tokens: int = 512, seed: int) -> UpdateNorms:
     r"""Feed :math:`S` sequences of :math:`T` Gaussian tokens :math:`N(0, I_d)` (stream ``tokens`` of ``seed``,
     as :func:`~gtbook.studies.pretrained.criterion.layer_effects` draws them) and measure each block's update
 
@@ -438,12 +472,17 @@ def update_table(norms: Mapping[str, UpdateNorms]) -> str:
     if not norms:
         raise ValueError("norms must hold at least one UpdateNorms")
     depth = max(len(n.layers) for n in norms.values())
-    lines = ["Mean relative update of each block, |x_out - x_in| / |x_in|, in per cent [range over sequences]",
-             f"{'block':>5} " + " ".join(f"{label[:26]:>26}" for label in norms)]
+    lines = [
+        "Mean relative update of each block, |x_out - x_in| / |x_in|, in per cent [range over sequences]",
+        f"{'block':>5} " + " ".join(f"{label[:26]:>26}" for label in norms),
+    ]
     for layer in range(1, depth):
         cells = []
         for n in norms.values():
-            cells.append(f"{100 * n.mean[layer]:7.3g} [{100 * n.low[layer]:5.3g}, {100 * n.high[layer]:5.3g}]"
-                         if layer < len(n.layers) else "")
+            cells.append(
+                f"{100 * n.mean[layer]:7.3g} [{100 * n.low[layer]:5.3g}, {100 * n.high[layer]:5.3g}]"
+                if layer < len(n.layers)
+                else ""
+            )
         lines.append(f"{layer:>5} " + " ".join(f"{c:>26}" for c in cells))
     return "\n".join(lines)

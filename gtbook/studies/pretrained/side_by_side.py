@@ -82,8 +82,9 @@ def train_side_by_side(vit: Schedule, mlm: Schedule, *, progress: bool = False) 
     """
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_train_in_child, args=(mlm, send, os.getpid()), name="gtbook-modernbert-training",
-                        daemon=True)
+    child = ctx.Process(
+        target=_train_in_child, args=(mlm, send, os.getpid()), name="gtbook-modernbert-training", daemon=True
+    )
     try:
         child.start()
         send.close()  # the child holds the only sending end now: if it dies, receiving raises EOFError
@@ -92,8 +93,9 @@ def train_side_by_side(vit: Schedule, mlm: Schedule, *, progress: bool = False) 
             message = pickle.loads(receive.recv_bytes())
         except EOFError:
             child.join()
-            raise RuntimeError(f"the ModernBERT's training process died (exit code {child.exitcode}) before "
-                               "it sent its model") from None
+            raise RuntimeError(
+                f"the ModernBERT's training process died (exit code {child.exitcode}) before it sent its model"
+            ) from None
         if not message[0]:
             raise message[1] from RuntimeError(f"in the ModernBERT's training process:\n{message[2]}")
         return first, message[1]

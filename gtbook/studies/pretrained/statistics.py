@@ -94,18 +94,21 @@ def _statistics(x: np.ndarray, S: int, T: int, n_projections: int, seed: int) ->
     """The four statistics of :data:`STATISTICS` on a pooled (S*T, d) sample (whitened once: the
     values of :func:`sliced_w2`, :func:`mardia_kurtosis_excess` and :func:`between_sequence_ratio`)."""
     y = whiten(x)
-    return np.array([
-        sliced_w2_of_whitened(y, n_projections=n_projections, seed=seed),
-        mardia_kurtosis_excess_of_whitened(y),
-        float(np.nanmean(np.abs(excess_kurtosis_per_coordinate(x)))),
-        _between_ratio_of_whitened(y.reshape(S, T, -1)),
-    ])
+    return np.array(
+        [
+            sliced_w2_of_whitened(y, n_projections=n_projections, seed=seed),
+            mardia_kurtosis_excess_of_whitened(y),
+            float(np.nanmean(np.abs(excess_kurtosis_per_coordinate(x)))),
+            _between_ratio_of_whitened(y.reshape(S, T, -1)),
+        ]
+    )
 
 
 @functools.lru_cache(maxsize=32)
 def _floor(S: int, T: int, r: int, n_projections: int, repeats: int, seed: int, values=_statistics):
     """The noise floor of a statistics vector ``values(x, S, T, n_projections, seed)`` of an
     (S*T, r) sample (default: the four of :data:`STATISTICS`), over ``repeats`` Gaussian samples."""
+
     def stat(z):
         return values(z, S, T, n_projections, seed)
 
@@ -186,15 +189,21 @@ class LayerStatistics:
         """One row per layer: moments, each statistic with its band (``*`` marks out of band)."""
         cols = [f"{'layer':>5}", f"{'|mu|':>8}", f"{'trS/d':>8}", f"{'rank':>5}"]
         cols += [f"{STATISTICS[s][0] + ' [band]':>26}" for s in STATISTICS]
-        lines = [f"{self.model}, mode={self.mode}: S={self.sequences} sequences x T={self.tokens} "
-                 f"tokens pooled (n={self.sequences * self.tokens}); {self.level:g} bands: mean "
-                 f"+- {ndtri(0.5 + self.level / 2):.3g} std over {self.repeats} Gaussian samples; "
-                 f"* = outside",
-                 " ".join(cols)]
+        lines = [
+            f"{self.model}, mode={self.mode}: S={self.sequences} sequences x T={self.tokens} "
+            f"tokens pooled (n={self.sequences * self.tokens}); {self.level:g} bands: mean "
+            f"+- {ndtri(0.5 + self.level / 2):.3g} std over {self.repeats} Gaussian samples; "
+            f"* = outside",
+            " ".join(cols),
+        ]
         d = self.mu.shape[1]
         for i, layer in enumerate(self.layers):
-            row = [f"{layer:>5d}", f"{np.linalg.norm(self.mu[i]):8.3g}",
-                   f"{np.trace(self.Sigma[i]) / d:8.3g}", f"{self.rank[i]:>5d}"]
+            row = [
+                f"{layer:>5d}",
+                f"{np.linalg.norm(self.mu[i]):8.3g}",
+                f"{np.trace(self.Sigma[i]) / d:8.3g}",
+                f"{self.rank[i]:>5d}",
+            ]
             for s in STATISTICS:
                 v, lo, hi = self.values[s][i], self.floor_low[s][i], self.floor_high[s][i]
                 mark = " " if lo <= v <= hi else "*"
@@ -203,11 +212,20 @@ class LayerStatistics:
         return "\n".join(lines)
 
 
-def layer_statistics(model: LoadedTransformer | str | os.PathLike, mu: Any = None,
-                     Sigma: Any = None, *, sequences: int = 8, tokens: int = 512, seed: int = 0,
-                     mode: str = "pure",
-                     n_projections: int = 128, repeats: int = 32, level: float = 0.99,
-                     progress: bool = False) -> LayerStatistics:
+def layer_statistics(
+    model: LoadedTransformer | str | os.PathLike,
+    mu: Any = None,
+    Sigma: Any = None,
+    *,
+    sequences: int = 8,
+    tokens: int = 512,
+    seed: int = 0,
+    mode: str = "pure",
+    n_projections: int = 128,
+    repeats: int = 32,
+    level: float = 0.99,
+    progress: bool = False,
+) -> LayerStatistics:
     r"""Feed Gaussian tokens to a Transformer and measure their Gaussianity after every layer.
 
     Draws :math:`x_{s,t} \sim N(\mu, \Sigma)` i.i.d. for :math:`S` sequences of :math:`T`
@@ -267,8 +285,9 @@ def layer_statistics(model: LoadedTransformer | str | os.PathLike, mu: Any = Non
     # torch's OpenMP threads and OpenBLAS's threads spin against each other on few cores: a
     # 384 x 384 eigh ran 5-10x slower with 2 BLAS threads than with 1 in a torch process.
     with threadpool_limits(limits=1, user_api="blas"):
-        return _layer_statistics(lt, mu, Sigma, S, T, int(seed), mode, int(n_projections),
-                                 int(repeats), float(level), progress)
+        return _layer_statistics(
+            lt, mu, Sigma, S, T, int(seed), mode, int(n_projections), int(repeats), float(level), progress
+        )
 
 
 def _layer_statistics(lt, mu, Sigma, S, T, seed, mode, n_projections, repeats, level, progress):
@@ -297,24 +316,34 @@ def _layer_statistics(lt, mu, Sigma, S, T, seed, mode, n_projections, repeats, l
         mean[i] = fl.mean
         lo[i], hi[i] = fl.band(level, method="normal")
     names = list(STATISTICS)
-    pooling = (f"statistics on the pooled n = S*T = {S}*{T} = {S * T} tokens of {S} independent "
-               f"sequences; the between-sequence ratio checks that the sequences are "
-               f"interchangeable; noise floors from {repeats} Gaussian samples of the same "
-               f"(S, T) shape in the layer's rank")
+    pooling = (
+        f"statistics on the pooled n = S*T = {S}*{T} = {S * T} tokens of {S} independent "
+        f"sequences; the between-sequence ratio checks that the sequences are "
+        f"interchangeable; noise floors from {repeats} Gaussian samples of the same "
+        f"(S, T) shape in the layer's rank"
+    )
     return LayerStatistics(
-        model=lt.name, mode=mode, sequences=S, tokens=T, layers=np.array(layers),
-        mu=np.array(mus), Sigma=np.array(Sigmas), rank=np.array(ranks),
+        model=lt.name,
+        mode=mode,
+        sequences=S,
+        tokens=T,
+        layers=np.array(layers),
+        mu=np.array(mus),
+        Sigma=np.array(Sigmas),
+        rank=np.array(ranks),
         values={s: vals[:, j] for j, s in enumerate(names)},
         floor_mean={s: mean[:, j] for j, s in enumerate(names)},
         floor_low={s: lo[:, j] for j, s in enumerate(names)},
         floor_high={s: hi[:, j] for j, s in enumerate(names)},
-        level=float(level), repeats=int(repeats), pooling=pooling)
+        level=float(level),
+        repeats=int(repeats),
+        pooling=pooling,
+    )
 
 
 def departure_table(results: Sequence[LayerStatistics]) -> str:
     """For each result: the first layer at which each statistic leaves its band ("-": never)."""
-    head = f"{'model':<34} {'mode':<9} {'L':>3} " + " ".join(f"{STATISTICS[s][0]:>10}"
-                                                           for s in STATISTICS)
+    head = f"{'model':<34} {'mode':<9} {'L':>3} " + " ".join(f"{STATISTICS[s][0]:>10}" for s in STATISTICS)
     rows = [head]
     for r in results:
         dep = r.departures()
@@ -334,8 +363,7 @@ class ProbeResult:
     def table(self) -> str:
         """The per-layer table (one row per layer) and the first departure of each statistic."""
         dep = self.statistics.departures()
-        tail = ", ".join(f"{STATISTICS[s][0]}: {'never' if v is None else f'layer {v}'}"
-                         for s, v in dep.items())
+        tail = ", ".join(f"{STATISTICS[s][0]}: {'never' if v is None else f'layer {v}'}" for s, v in dep.items())
         return f"{self.statistics.table()}\nfirst layer out of band -> {tail}"
 
     def figure(self):
@@ -354,13 +382,21 @@ def _check_figure_path(path: Path) -> None:
     formats = Figure().canvas.get_supported_filetypes()
     ext = path.suffix.lstrip(".").lower()
     if ext not in formats:
-        raise ValueError(f"figure_path: {path.name!r} has no image format matplotlib can write "
-                         f"(use one of: {', '.join(sorted(formats))})")
+        raise ValueError(
+            f"figure_path: {path.name!r} has no image format matplotlib can write "
+            f"(use one of: {', '.join(sorted(formats))})"
+        )
 
 
-def probe(name_or_path: str | os.PathLike = "minilm", *, mode: str = "pure", tokens: int = 512,
-          sequences: int = 8, seed: int = 0, figure_path: str | os.PathLike | None = None
-          ) -> ProbeResult:
+def probe(
+    name_or_path: str | os.PathLike = "minilm",
+    *,
+    mode: str = "pure",
+    tokens: int = 512,
+    sequences: int = 8,
+    seed: int = 0,
+    figure_path: str | os.PathLike | None = None,
+) -> ProbeResult:
     r"""Feed :math:`N(0, I_d)` tokens to a local model and report per-layer Gaussianity.
 
     The command-line ``gtbook probe PATH_OR_NAME [--mode ...] [--tokens ...] [--sequences ...]
@@ -406,5 +442,12 @@ def probe(name_or_path: str | os.PathLike = "minilm", *, mode: str = "pure", tok
     return result
 
 
-__all__ = ["STATISTICS", "LayerStatistics", "ProbeResult", "between_sequence_ratio", "departure_table",
-           "layer_statistics", "probe"]
+__all__ = [
+    "STATISTICS",
+    "LayerStatistics",
+    "ProbeResult",
+    "between_sequence_ratio",
+    "departure_table",
+    "layer_statistics",
+    "probe",
+]

@@ -164,9 +164,11 @@ class TrainingRecord:
         return self.final - self.baseline if self.higher_is_better else self.baseline - self.final
 
     def __repr__(self) -> str:
-        return (f"TrainingRecord({self.name!r}: {self.metric} {self.final:.4g} vs {self.baseline_name} "
-                f"{self.baseline:.4g} after {self.steps[-1]} steps, {self.seconds:.0f} s cold"
-                f"{', loaded from cache' if self.loaded_from_cache else ''})")
+        return (
+            f"TrainingRecord({self.name!r}: {self.metric} {self.final:.4g} vs {self.baseline_name} "
+            f"{self.baseline:.4g} after {self.steps[-1]} steps, {self.seconds:.0f} s cold"
+            f"{', loaded from cache' if self.loaded_from_cache else ''})"
+        )
 
 
 @dataclass
@@ -196,15 +198,29 @@ class TrainedModel:
 def vit_schedule(steps: int, seed: int) -> Schedule:
     """The ViT's schedule: batches of 64 images, AdamW at 5e-4 (30 warm-up steps), weight decay 0.05,
     held-out accuracy every 25 steps."""
-    return Schedule(steps=int(steps), batch_size=64, learning_rate=5e-4, warmup=min(30, int(steps) - 1),
-                    weight_decay=0.05, eval_every=25, seed=int(seed))
+    return Schedule(
+        steps=int(steps),
+        batch_size=64,
+        learning_rate=5e-4,
+        warmup=min(30, int(steps) - 1),
+        weight_decay=0.05,
+        eval_every=25,
+        seed=int(seed),
+    )
 
 
 def mlm_schedule(steps: int, seed: int) -> Schedule:
     """ModernBERT's schedule: batches of 16 windows of 256 characters, AdamW at 2e-3 (30 warm-up steps),
     weight decay 0.01, held-out loss every 50 steps."""
-    return Schedule(steps=int(steps), batch_size=16, learning_rate=2e-3, warmup=min(30, int(steps) - 1),
-                    weight_decay=0.01, eval_every=50, seed=int(seed))
+    return Schedule(
+        steps=int(steps),
+        batch_size=16,
+        learning_rate=2e-3,
+        warmup=min(30, int(steps) - 1),
+        weight_decay=0.01,
+        eval_every=50,
+        seed=int(seed),
+    )
 
 
 # ================================================================================= cache and keys
@@ -221,10 +237,16 @@ def _versions() -> dict[str, str]:
 def training_key(name: str, config: Any, schedule: Schedule, data: bytes) -> str:
     """The cache key of one training run (see the module docstring): 16 hex digits."""
     h = hashlib.sha256()
-    for part in (Path(__file__).read_bytes(), Path(training_data.__file__).read_bytes(), name.encode(),
-                 json.dumps(config.to_dict(), sort_keys=True, default=repr).encode(),
-                 json.dumps(asdict(schedule), sort_keys=True).encode(), hashlib.sha256(data).digest(),
-                 json.dumps(_versions(), sort_keys=True).encode(), str(TRAIN_THREADS).encode()):
+    for part in (
+        Path(__file__).read_bytes(),
+        Path(training_data.__file__).read_bytes(),
+        name.encode(),
+        json.dumps(config.to_dict(), sort_keys=True, default=repr).encode(),
+        json.dumps(asdict(schedule), sort_keys=True).encode(),
+        hashlib.sha256(data).digest(),
+        json.dumps(_versions(), sort_keys=True).encode(),
+        str(TRAIN_THREADS).encode(),
+    ):
         h.update(part + b"\0")
     return h.hexdigest()[:16]
 
@@ -295,9 +317,12 @@ def _train(model, schedule: Schedule, batch_fn, evaluate, desc: str, progress: b
 
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "norm" not in n.lower()]
     rest = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "norm" not in n.lower())]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": schedule.weight_decay},
-                             {"params": rest, "weight_decay": 0.0}], lr=schedule.learning_rate,
-                            betas=(0.9, 0.98), eps=1e-8)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": schedule.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+        lr=schedule.learning_rate,
+        betas=(0.9, 0.98),
+        eps=1e-8,
+    )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule.lr_factor)
     steps, losses, held = [0], [math.nan], [evaluate(model)]
     running = []
@@ -319,8 +344,18 @@ def _train(model, schedule: Schedule, batch_fn, evaluate, desc: str, progress: b
     return steps, losses, held
 
 
-def _trained_model(name: str, label: str, family: str, config, model_cls, schedule: Schedule, data: bytes,
-                   run, base_attr: str, progress: bool) -> TrainedModel:
+def _trained_model(
+    name: str,
+    label: str,
+    family: str,
+    config,
+    model_cls,
+    schedule: Schedule,
+    data: bytes,
+    run,
+    base_attr: str,
+    progress: bool,
+) -> TrainedModel:
     import torch
 
     from gtcore.models import LoadedTransformer
@@ -338,9 +373,19 @@ def _trained_model(name: str, label: str, family: str, config, model_cls, schedu
             steps, losses, held, baseline, sizes = run(model, progress)
             seconds = time.perf_counter() - t0
         trained = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        record = TrainingRecord(name=name, task=label, steps=steps, train_loss=losses, held_out=held,
-                                seconds=seconds, threads=TRAIN_THREADS, schedule=asdict(schedule), key=key,
-                                **baseline, **sizes)
+        record = TrainingRecord(
+            name=name,
+            task=label,
+            steps=steps,
+            train_loss=losses,
+            held_out=held,
+            seconds=seconds,
+            threads=TRAIN_THREADS,
+            schedule=asdict(schedule),
+            key=key,
+            **baseline,
+            **sizes,
+        )
         if not _cache_off():
             _save(folder, initial, trained, config, record)
 
@@ -351,8 +396,9 @@ def _trained_model(name: str, label: str, family: str, config, model_cls, schedu
         base = getattr(m, base_attr).float().eval()
         return LoadedTransformer(base, family, f"{label} ({suffix})", str(folder), suffix == TRAINED_HERE)
 
-    return TrainedModel(loaded(trained, TRAINED_HERE), loaded(initial, "its random initialisation"), record,
-                        str(folder))
+    return TrainedModel(
+        loaded(trained, TRAINED_HERE), loaded(initial, "its random initialisation"), record, str(folder)
+    )
 
 
 def train_vit_digits(schedule: Schedule, *, progress: bool = False) -> TrainedModel:
@@ -387,7 +433,7 @@ def train_vit_digits(schedule: Schedule, *, progress: bool = False) -> TrainedMo
             nonlocal order
             while len(order) < schedule.batch_size:
                 order += torch.randperm(len(Y), generator=gen).tolist()
-            idx, order = order[: schedule.batch_size], order[schedule.batch_size:]
+            idx, order = order[: schedule.batch_size], order[schedule.batch_size :]
             return {"pixel_values": X[idx], "labels": Y[idx]}
 
         def accuracy(m):
@@ -397,12 +443,31 @@ def train_vit_digits(schedule: Schedule, *, progress: bool = False) -> TrainedMo
 
         steps, losses, held = _train(model, schedule, batch, accuracy, "ViT on digits", progress)
         chance = float(np.bincount(yte).max() / len(yte))
-        return (steps, losses, held, {"metric": "accuracy", "baseline_name": "chance (most frequent class)",
-                                      "baseline": chance, "higher_is_better": True},
-                {"n_train": len(ytr), "n_held_out": len(yte)})
+        return (
+            steps,
+            losses,
+            held,
+            {
+                "metric": "accuracy",
+                "baseline_name": "chance (most frequent class)",
+                "baseline": chance,
+                "higher_is_better": True,
+            },
+            {"n_train": len(ytr), "n_held_out": len(yte)},
+        )
 
-    return _trained_model("vit-digits", "DeiT-tiny-configured ViT on digits", "vit", config,
-                          ViTForImageClassification, schedule, data, run, "vit", progress)
+    return _trained_model(
+        "vit-digits",
+        "DeiT-tiny-configured ViT on digits",
+        "vit",
+        config,
+        ViTForImageClassification,
+        schedule,
+        data,
+        run,
+        "vit",
+        progress,
+    )
 
 
 def train_modernbert_mlm(schedule: Schedule, *, window: int = 256, progress: bool = False) -> TrainedModel:
@@ -444,7 +509,7 @@ def train_modernbert_mlm(schedule: Schedule, *, window: int = 256, progress: boo
 
         def batch(step):
             start = torch.randint(0, len(Tr) - window, (schedule.batch_size,), generator=gen_data)
-            ids = torch.stack([Tr[s:s + window] for s in start.tolist()])
+            ids = torch.stack([Tr[s : s + window] for s in start.tolist()])
             inputs, labels = mask_tokens(ids, V, gen_data)
             return {"input_ids": inputs, "labels": labels}
 
@@ -453,21 +518,42 @@ def train_modernbert_mlm(schedule: Schedule, *, window: int = 256, progress: boo
             total, count = 0.0, 0
             with torch.no_grad():
                 for i in range(0, n_win, 32):
-                    logits = m(input_ids=eval_in[i:i + 32]).logits
-                    lab = eval_lab[i:i + 32]
-                    total += float(torch.nn.functional.cross_entropy(logits.reshape(-1, V), lab.reshape(-1),
-                                                                     ignore_index=-100, reduction="sum"))
+                    logits = m(input_ids=eval_in[i : i + 32]).logits
+                    lab = eval_lab[i : i + 32]
+                    total += float(
+                        torch.nn.functional.cross_entropy(
+                            logits.reshape(-1, V), lab.reshape(-1), ignore_index=-100, reduction="sum"
+                        )
+                    )
                     count += int((lab != -100).sum())
             return total / count
 
         steps, losses, held = _train(model, schedule, batch, held_out_loss, "ModernBERT MLM", progress)
-        return (steps, losses, held, {"metric": "masked-token cross-entropy (nats)",
-                                      "baseline_name": "unigram model", "baseline": baseline,
-                                      "higher_is_better": False},
-                {"n_train": len(tr), "n_held_out": n_win * window})
+        return (
+            steps,
+            losses,
+            held,
+            {
+                "metric": "masked-token cross-entropy (nats)",
+                "baseline_name": "unigram model",
+                "baseline": baseline,
+                "higher_is_better": False,
+            },
+            {"n_train": len(tr), "n_held_out": n_win * window},
+        )
 
-    return _trained_model("modernbert-pydoc", "small ModernBERT, MLM on pydoc_data", "modernbert", config,
-                          ModernBertForMaskedLM, schedule, data, run, "model", progress)
+    return _trained_model(
+        "modernbert-pydoc",
+        "small ModernBERT, MLM on pydoc_data",
+        "modernbert",
+        config,
+        ModernBertForMaskedLM,
+        schedule,
+        data,
+        run,
+        "model",
+        progress,
+    )
 
 
 __all__ = [

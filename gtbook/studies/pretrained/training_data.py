@@ -99,9 +99,19 @@ def vit_digits_config():
     from transformers import ViTConfig
 
     # transformers 5 takes num_labels and attn_implementation through **kwargs: one typed dict, same order
-    vit: dict[str, Any] = dict(hidden_size=192, num_hidden_layers=12, num_attention_heads=3, intermediate_size=768,
-                               image_size=8, patch_size=2, num_channels=1, num_labels=10, hidden_dropout_prob=0.0,
-                               attention_probs_dropout_prob=0.0, attn_implementation="sdpa")
+    vit: dict[str, Any] = dict(
+        hidden_size=192,
+        num_hidden_layers=12,
+        num_attention_heads=3,
+        intermediate_size=768,
+        image_size=8,
+        patch_size=2,
+        num_channels=1,
+        num_labels=10,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        attn_implementation="sdpa",
+    )
     return ViTConfig(**vit)
 
 
@@ -113,18 +123,27 @@ def modernbert_small_config(vocab_size: int):
     ids = {name.strip("[]").lower() + "_token_id": i for i, name in enumerate(SPECIALS[:3])}
     # transformers 5 takes global_attn_every_n_layers and attn_implementation through **kwargs: one typed
     # dict, the keywords in the same order
-    modern: dict[str, Any] = dict(vocab_size=int(vocab_size), hidden_size=128, num_hidden_layers=6,
-                                  num_attention_heads=4, intermediate_size=192, global_attn_every_n_layers=3,
-                                  local_attention=128, max_position_embeddings=1024,
-                                  bos_token_id=ids["cls_token_id"], eos_token_id=ids["sep_token_id"], **ids,
-                                  attn_implementation="sdpa")
+    modern: dict[str, Any] = dict(
+        vocab_size=int(vocab_size),
+        hidden_size=128,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        intermediate_size=192,
+        global_attn_every_n_layers=3,
+        local_attention=128,
+        max_position_embeddings=1024,
+        bos_token_id=ids["cls_token_id"],
+        eos_token_id=ids["sep_token_id"],
+        **ids,
+        attn_implementation="sdpa",
+    )
     return ModernBertConfig(**modern)
 
 
 def unigram_cross_entropy(train_ids: np.ndarray, targets: np.ndarray, vocab_size: int) -> float:
     r"""Cross-entropy (nats) of ``targets`` under the training text's unigram frequencies,
     add-one smoothed over the non-special characters: :math:`-\frac1m\sum_j \log p(t_j)`."""
-    counts = np.bincount(train_ids, minlength=vocab_size).astype(np.float64)[len(SPECIALS):] + 1.0
+    counts = np.bincount(train_ids, minlength=vocab_size).astype(np.float64)[len(SPECIALS) :] + 1.0
     logp = np.log(counts / counts.sum())
     return float(-np.mean(logp[np.asarray(targets) - len(SPECIALS)]))
 

@@ -16,6 +16,17 @@ from gtbook.studies.reachability.sections import (
     token_distance_study,
 )
 
-__all__ = ["EXAMPLES", "attention_example", "attention_only_steering", "heads_figure", "measured_steering",
-           "min_energy_study", "rank_figure", "rank_on_ode", "rank_tokens_study", "steered_study", "steering_examples",
-           "token_distance_study"]
+__all__ = [
+    "EXAMPLES",
+    "attention_example",
+    "attention_only_steering",
+    "heads_figure",
+    "measured_steering",
+    "min_energy_study",
+    "rank_figure",
+    "rank_on_ode",
+    "rank_tokens_study",
+    "steered_study",
+    "steering_examples",
+    "token_distance_study",
+]

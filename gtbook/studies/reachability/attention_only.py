@@ -103,8 +103,15 @@ class AttentionOnlyControls:
         Use :math:`B(t)^\top` (the control).
     """
 
-    def __init__(self, base: SteeringControls, mu1: np.ndarray, beta: float, rotation: np.ndarray, translate: float,
-                 transposed: bool = False) -> None:
+    def __init__(
+        self,
+        base: SteeringControls,
+        mu1: np.ndarray,
+        beta: float,
+        rotation: np.ndarray,
+        translate: float,
+        transposed: bool = False,
+    ) -> None:
         if base.heads is not None:
             raise ValueError("base must be attention-free steering controls")
         self.base, self.mu1, self.beta = base, np.asarray(mu1, float), float(beta)
@@ -170,8 +177,9 @@ class AttentionOnlySteering:
         """Per-draw slope of the log seed-mean of ``"distance"`` (or ``"control"``) in log N."""
         v = self.distance.mean(axis=2) if which == "distance" else self.control
         x = np.log(self.Ns)
-        return np.array([np.polyfit(x, np.log(row), 1)[0] if np.all(np.isfinite(row)) and np.all(row > 0)
-                         else np.inf for row in v])
+        return np.array(
+            [np.polyfit(x, np.log(row), 1)[0] if np.all(np.isfinite(row)) and np.all(row > 0) else np.inf for row in v]
+        )
 
     @property
     def amplification(self) -> np.ndarray:
@@ -196,12 +204,34 @@ class AttentionOnlySteering:
 
     def table(self) -> Table:
         """One row per draw: slopes, amplifications (observed and predicted by eq. (1.1)), what the target asked."""
-        return Table([dict(draw=k, slope=round(float(sl), 2), reached=bool(r), amplification=round(float(a), 1),
-                     predicted=round(float(p), 1), control=round(float(c), 1), cond0=round(float(c0), 1),
-                     cond1=round(float(c1), 1), log_norm=round(float(g), 2))
-                for k, (sl, r, a, p, c, c0, c1, g) in enumerate(zip(
-                    self.slopes(), self.reached, self.amplification, self.predicted, self.control_amplification,
-                    self.cond0, self.cond1, self.log_norm, strict=True))])
+        return Table(
+            [
+                dict(
+                    draw=k,
+                    slope=round(float(sl), 2),
+                    reached=bool(r),
+                    amplification=round(float(a), 1),
+                    predicted=round(float(p), 1),
+                    control=round(float(c), 1),
+                    cond0=round(float(c0), 1),
+                    cond1=round(float(c1), 1),
+                    log_norm=round(float(g), 2),
+                )
+                for k, (sl, r, a, p, c, c0, c1, g) in enumerate(
+                    zip(
+                        self.slopes(),
+                        self.reached,
+                        self.amplification,
+                        self.predicted,
+                        self.control_amplification,
+                        self.cond0,
+                        self.cond1,
+                        self.log_norm,
+                        strict=True,
+                    )
+                )
+            ]
+        )
 
     def figure(self):
         """Per-draw distances against N, and the amplification against eq. (1.1)'s
@@ -215,9 +245,21 @@ class AttentionOnlySteering:
         return f"AttentionOnlySteering(reached {k}/{n}, Ns={self.Ns.tolist()}, ode_error={self.ode_error:.1e})"
 
 
-def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations: int, steps: int,
-                            beta: float = 0.5, theta: float = 0.6, T: float = 1.0, translate: float = 0.25,
-                            cut: float = 3.0, seed: int = 0) -> AttentionOnlySteering:
+def attention_only_steering(
+    d: int,
+    Ns,
+    *,
+    draws: int,
+    seeds: int,
+    perturbations: int,
+    steps: int,
+    beta: float = 0.5,
+    theta: float = 0.6,
+    T: float = 1.0,
+    translate: float = 0.25,
+    cut: float = 3.0,
+    seed: int = 0,
+) -> AttentionOnlySteering:
     r"""Steer full-rank antithetic token clouds to random targets by the attention alone (module docstring).
 
     Draw ``k``: :func:`~gtbook.studies.reachability.steered_tokens.random_steering_draw` with ``r = d`` (the
@@ -271,8 +313,12 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
                 scale, F = np.sqrt(np.trace(S1)), affine_flow(base, T)[0]
             traced.append(draw_sides)
             ref = integrate_moments(zero, S0, ctl, ctl.span, rtol=1e-11, atol=1e-13)
-            ode_error = max(ode_error, np.inf if ref.status != "completed"
-                            else float(bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale))
+            ode_error = max(
+                ode_error,
+                np.inf
+                if ref.status != "completed"
+                else float(bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale),
+            )
         w0, w1 = np.linalg.eigvalsh(S0), np.linalg.eigvalsh(S1)
         extra[k] = (w0[-1] / w0[0], w1[-1] / w1[0], np.linalg.norm(base.stages[0].A) * T)
         problems.append((F0, mu1, S1, scale, F, ctl, wrong))
@@ -287,8 +333,14 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
         out: dict[tuple[int, int, int], object] = {}
         for span in dict.fromkeys(problems[job[0]][5].span for job in batch):
             group = [job for job in batch if problems[job[0]][5].span == span]
-            runs = simulate_batch([x0s[job] for job in group], [remembered[job[0]][which] for job in group], span,
-                                  steps, record_every=steps, device="cpu")
+            runs = simulate_batch(
+                [x0s[job] for job in group],
+                [remembered[job[0]][which] for job in group],
+                span,
+                steps,
+                record_every=steps,
+                device="cpu",
+            )
             out.update(zip(group, runs, strict=True))
         return [out[job] for job in batch]
 
@@ -311,8 +363,10 @@ def attention_only_steering(d: int, Ns, *, draws: int, seeds: int, perturbations
             S_start = empirical_moments(_antithetic(F0, int(Ns[-1]), seed + 1000 * (k + 1) + 500 + j))[1]
             own = integrate_moments(zero, S_start, ctl, ctl.span, rtol=1e-10, atol=1e-12)
             free = bures_wasserstein(mu1, F @ S_start @ F.T, mu1, S1)
-            ratios.append(bures_wasserstein(own.mu[-1], own.Sigma[-1], mu1, S1) / free
-                          if own.status == "completed" else np.inf)
+            ratios.append(
+                bures_wasserstein(own.mu[-1], own.Sigma[-1], mu1, S1) / free if own.status == "completed" else np.inf
+            )
         pred[k] = np.median(ratios)
-    return AttentionOnlySteering(Ns, D, DA, Dc, pred, float(ode_error), extra[:, 0], extra[:, 1], extra[:, 2],
-                                 float(cut), merge(*traced))
+    return AttentionOnlySteering(
+        Ns, D, DA, Dc, pred, float(ode_error), extra[:, 0], extra[:, 1], extra[:, 2], float(cut), merge(*traced)
+    )

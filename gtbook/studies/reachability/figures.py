@@ -24,8 +24,11 @@ def rank_figure(result: RankInvariance, tokens=None) -> plt.Figure:
     if tokens is not None:
         fig, (ax1, ax2, ax3) = figure(3, 1, width=3.3, height=3.0)
         g, u = tokens.gauss, tokens.uniform
-        _bundles(ax3, "excess spread $\\epsilon$", [("Gaussian", g.Ns, g.excess, g.slope),
-                                                     ("uniform (control)", u.Ns, u.excess, u.slope)])
+        _bundles(
+            ax3,
+            "excess spread $\\epsilon$",
+            [("Gaussian", g.Ns, g.excess, g.slope), ("uniform (control)", u.Ns, u.excess, u.slope)],
+        )
         ax3.set_title("on $N$ softmax tokens")
     else:
         fig, (ax1, ax2) = figure(2, 1, width=4.3)
@@ -33,10 +36,16 @@ def rank_figure(result: RankInvariance, tokens=None) -> plt.Figure:
     floor = np.finfo(float).tiny
     for k in range(sv.shape[1]):
         color = COLORS["theory"] if k < r else COLORS["floor"]
-        ax1.semilogy(t, np.maximum(sv[:, k], floor), color=color, alpha=1.0 if k < r else 0.8,
-                     label=("non-zero" if k == 0 else None) if k < r else ("zero at $t=0$" if k == r else None))
-    ax1.axhline(np.finfo(float).eps * sv[:, 0].max(), color="k", ls=":", lw=1,
-                label=r"$\varepsilon_{\rm mach}\,\max\sigma_1$")
+        ax1.semilogy(
+            t,
+            np.maximum(sv[:, k], floor),
+            color=color,
+            alpha=1.0 if k < r else 0.8,
+            label=("non-zero" if k == 0 else None) if k < r else ("zero at $t=0$" if k == r else None),
+        )
+    ax1.axhline(
+        np.finfo(float).eps * sv[:, 0].max(), color="k", ls=":", lw=1, label=r"$\varepsilon_{\rm mach}\,\max\sigma_1$"
+    )
     ax1.set_xlabel("$t$")
     ax1.set_ylabel(r"singular values of $\Sigma(t)$")
     ax1.set_title(f"rank {r} of d = {sv.shape[1]}: the zero ones stay zero")
@@ -57,8 +66,7 @@ def _time_colors(n: int):
     return _TIME_CMAP(np.linspace(0.0, 1.0, n))
 
 
-def steering_figure(traj2, target2: tuple[Any, Any], traj3, target3: tuple[Any, Any],
-                    snapshots: int = 9) -> plt.Figure:
+def steering_figure(traj2, target2: tuple[Any, Any], traj3, target3: tuple[Any, Any], snapshots: int = 9) -> plt.Figure:
     r"""Left: a d = 2 Gaussian's 2-sd ellipse along the steering trajectory (colour = time),
     the target dashed. Right: a rank-1 Gaussian in d = 3, drawn as its 2-sd segment
     :math:`\mu \pm 2\sqrt{\lambda_1}u_1`, steered to another rank-1 target."""
@@ -107,8 +115,7 @@ def distance_vs_n_figure(ns: Sequence[int] | np.ndarray, distances: np.ndarray, 
     ns = np.asarray(ns, float)
     D = np.asarray(distances, float)
     for j in range(D.shape[1]):
-        ax.loglog(ns, D[:, j], ".", color=COLORS["particles"], alpha=0.35,
-                  label="one sample" if j == 0 else None)
+        ax.loglog(ns, D[:, j], ".", color=COLORS["particles"], alpha=0.35, label="one sample" if j == 0 else None)
     gm = np.exp(np.log(D).mean(axis=1))
     ax.loglog(ns, gm, "o-", color=COLORS["particles"], label=f"geometric mean (slope {slope:.2f})")
     reference_slope(ax, ns, gm[0], -0.5, label=r"$\propto N^{-1/2}$")
@@ -119,20 +126,27 @@ def distance_vs_n_figure(ns: Sequence[int] | np.ndarray, distances: np.ndarray, 
     return fig
 
 
-def attention_figure(comp_traj, uncomp_traj, tokens: np.ndarray, start: tuple[Any, Any],
-                     target: tuple[Any, Any], t: np.ndarray, norms_comp: np.ndarray,
-                     norms_base: np.ndarray) -> plt.Figure:
+def attention_figure(
+    comp_traj,
+    uncomp_traj,
+    tokens: np.ndarray,
+    start: tuple[Any, Any],
+    target: tuple[Any, Any],
+    t: np.ndarray,
+    norms_comp: np.ndarray,
+    norms_base: np.ndarray,
+) -> plt.Figure:
     r"""Left: steering with attention on. Initial and target ellipses, the moment ODE under the
     compensated controls (its path and endpoint) and under the attention-free controls with the
     heads left on (uncompensated), and N tokens moved by the compensated controls with empirical
     softmax attention. Right: :math:`\|A(t)\|_F` of the compensated and attention-free controls."""
     fig, (ax1, ax2) = figure(2, 1, width=4.4, height=3.8)
-    ax1.scatter(tokens[:, 0], tokens[:, 1], s=2, color=COLORS["particles"], alpha=0.25,
-                label=f"{len(tokens)} tokens at $T$")
+    ax1.scatter(
+        tokens[:, 0], tokens[:, 1], s=2, color=COLORS["particles"], alpha=0.25, label=f"{len(tokens)} tokens at $T$"
+    )
     plot_ellipse(ax1, *start, color=COLORS["floor"], lw=1.2, label="start")
     plot_ellipse(ax1, *target, color=COLORS["target"], ls="--", lw=2.4, label="target")
-    plot_ellipse(ax1, comp_traj.mu[-1], comp_traj.Sigma[-1], color=COLORS["theory"], lw=1.2,
-                 label="compensated (ODE)")
+    plot_ellipse(ax1, comp_traj.mu[-1], comp_traj.Sigma[-1], color=COLORS["theory"], lw=1.2, label="compensated (ODE)")
     ax1.plot(comp_traj.mu[:, 0], comp_traj.mu[:, 1], color=COLORS["theory"], lw=0.8)
     mu_u, S_u = uncomp_traj.mu[-1], uncomp_traj.Sigma[-1]
     pts = ellipse_points(mu_u, S_u)
@@ -152,8 +166,12 @@ def attention_figure(comp_traj, uncomp_traj, tokens: np.ndarray, start: tuple[An
     return fig
 
 
-def energy_figure(t: np.ndarray, constructive: tuple[np.ndarray, np.ndarray],
-                  optimal: tuple[np.ndarray, np.ndarray], energies: tuple[float, float]) -> plt.Figure:
+def energy_figure(
+    t: np.ndarray,
+    constructive: tuple[np.ndarray, np.ndarray],
+    optimal: tuple[np.ndarray, np.ndarray],
+    energies: tuple[float, float],
+) -> plt.Figure:
     r"""The control paths :math:`\|A(t)\|_F` (left) and :math:`\|b(t)\|` (right) of the
     constructive and minimum-energy controls, energies in the legend."""
     fig, (ax1, ax2) = figure(2, 1, width=4.2)
@@ -168,8 +186,7 @@ def energy_figure(t: np.ndarray, constructive: tuple[np.ndarray, np.ndarray],
     return fig
 
 
-def steering_animation(run, ode, target: tuple[Any, Any], *, max_frames: int = 40, max_tokens: int = 400,
-                       **kwargs):
+def steering_animation(run, ode, target: tuple[Any, Any], *, max_frames: int = 40, max_tokens: int = 400, **kwargs):
     r"""A token cloud steered onto a Gaussian target with attention on (chapter 3), animated.
 
     Parameters
@@ -195,12 +212,20 @@ def steering_animation(run, ode, target: tuple[Any, Any], *, max_frames: int = 4
     m1, S1 = np.asarray(target[0], float), np.asarray(target[1], float)
     emp = np.asarray(run.mu, float)
     notes = [f"|mean - target mean| = {np.linalg.norm(m - m1):.3f}" for m in emp]
-    kwargs.setdefault("caption", "Exact steering with attention on: the tokens (softmax attention over the "
-                                 "cloud) and the moment ODE's $2\\sigma$ ellipse land on the target (dashed) "
-                                 "at $t = T$.")
-    return animate_clouds(CloudPanel(run.tokens, run.t, mu=mu, Sigma=Sigma, target=(m1, S1), annotations=notes,
-                                     title="steering, attention on"),
-                          max_frames=max_frames, max_tokens=max_tokens, **kwargs)
+    kwargs.setdefault(
+        "caption",
+        "Exact steering with attention on: the tokens (softmax attention over the "
+        "cloud) and the moment ODE's $2\\sigma$ ellipse land on the target (dashed) "
+        "at $t = T$.",
+    )
+    return animate_clouds(
+        CloudPanel(
+            run.tokens, run.t, mu=mu, Sigma=Sigma, target=(m1, S1), annotations=notes, title="steering, attention on"
+        ),
+        max_frames=max_frames,
+        max_tokens=max_tokens,
+        **kwargs,
+    )
 
 
 def _n_ticks(ax, Ns) -> None:
@@ -261,17 +286,36 @@ def heads_figure(steered, measured) -> plt.Figure:
     fig, axes = figure(2, 2, width=4.2, height=2.7, squeeze=False)
     g, c, m = steered.gauss, steered.transposed, measured
     _bundles(axes[0, 0], "$D_N$", [("tokens", g.Ns, g.distance, g.slope)])
-    _bundles(axes[0, 1], "$E_N$", [
-        ("tokens", g.Ns, g.dynamic, g.dynamic_slope),
-        ("tokens' head $B^\\top$ (control)", c.Ns, c.dynamic, c.dynamic_slope)])
-    _bundles(axes[1, 0], "$D_N$", [
-        ("tokens", m.Ns, m.distance, m.slope("distance")),
-        ("tokens' head $B^\\top$ (control)", m.Ns, m.distance_transposed, m.slope("distance_transposed"))])
-    _bundles(axes[1, 1], "$E_N$", [
-        ("eq. (1.1)", m.Ns, m.dynamic, m.slope("dynamic")),
-        ("eq. (1.1) with $B^\\top$ (control)", m.Ns, m.dynamic_transposed, m.slope("dynamic_transposed"))])
-    titles = ("to the target; compensation by eq. (1.1)", "to eq. (1.1); compensation by eq. (1.1)",
-              "to the target; measured compensation", "to eq. (1.1); measured compensation")
+    _bundles(
+        axes[0, 1],
+        "$E_N$",
+        [
+            ("tokens", g.Ns, g.dynamic, g.dynamic_slope),
+            ("tokens' head $B^\\top$ (control)", c.Ns, c.dynamic, c.dynamic_slope),
+        ],
+    )
+    _bundles(
+        axes[1, 0],
+        "$D_N$",
+        [
+            ("tokens", m.Ns, m.distance, m.slope("distance")),
+            ("tokens' head $B^\\top$ (control)", m.Ns, m.distance_transposed, m.slope("distance_transposed")),
+        ],
+    )
+    _bundles(
+        axes[1, 1],
+        "$E_N$",
+        [
+            ("eq. (1.1)", m.Ns, m.dynamic, m.slope("dynamic")),
+            ("eq. (1.1) with $B^\\top$ (control)", m.Ns, m.dynamic_transposed, m.slope("dynamic_transposed")),
+        ],
+    )
+    titles = (
+        "to the target; compensation by eq. (1.1)",
+        "to eq. (1.1); compensation by eq. (1.1)",
+        "to the target; measured compensation",
+        "to eq. (1.1); measured compensation",
+    )
     for ax, title in zip(axes.flat, titles, strict=True):
         ax.set_title(title, fontsize=9)
     return fig
@@ -281,16 +325,34 @@ def measured_figure(result) -> plt.Figure:
     r"""Steering with a token-measured compensation (:class:`~gtbook.studies.reachability.measured.MeasuredSteering`):
     per-draw :math:`D_N` and :math:`E_N` against N with their controls, via ``ensemble_vs_n_figure``."""
     Ns = result.Ns
-    return ensemble_vs_n_figure([
-        ("distance to the target $D_N$", [
-            ("Gaussian tokens", Ns, result.distance, result.slope("distance")),
-            ("tokens' head with $B^\\top$ (control)", Ns, result.distance_transposed,
-             result.slope("distance_transposed"))]),
-        ("distance to eq. (1.1) $E_N$", [
-            ("eq. (1.1)", Ns, result.dynamic, result.slope("dynamic")),
-            ("eq. (1.1) with $B^\\top$ (control)", Ns, result.dynamic_transposed,
-             result.slope("dynamic_transposed"))]),
-    ])
+    return ensemble_vs_n_figure(
+        [
+            (
+                "distance to the target $D_N$",
+                [
+                    ("Gaussian tokens", Ns, result.distance, result.slope("distance")),
+                    (
+                        "tokens' head with $B^\\top$ (control)",
+                        Ns,
+                        result.distance_transposed,
+                        result.slope("distance_transposed"),
+                    ),
+                ],
+            ),
+            (
+                "distance to eq. (1.1) $E_N$",
+                [
+                    ("eq. (1.1)", Ns, result.dynamic, result.slope("dynamic")),
+                    (
+                        "eq. (1.1) with $B^\\top$ (control)",
+                        Ns,
+                        result.dynamic_transposed,
+                        result.slope("dynamic_transposed"),
+                    ),
+                ],
+            ),
+        ]
+    )
 
 
 def attention_only_figure(result) -> plt.Figure:
@@ -307,8 +369,14 @@ def attention_only_figure(result) -> plt.Figure:
     for k, row in enumerate(m / m[:, :1]):
         ok = bool(result.reached[k])
         first = k == int(np.flatnonzero(result.reached == ok)[0])
-        ax.plot(Ns, row, color=COLORS["particles"] if ok else COLORS["alt"], ls="-" if ok else "--", lw=0.9,
-                label=("reached" if ok else "not reached") if first else None)
+        ax.plot(
+            Ns,
+            row,
+            color=COLORS["particles"] if ok else COLORS["alt"],
+            ls="-" if ok else "--",
+            lw=0.9,
+            label=("reached" if ok else "not reached") if first else None,
+        )
     ax.plot(Ns, (Ns / Ns[0]) ** -0.5, "k:", lw=1.0, label="$N^{-1/2}$")
     ax.set_xscale("log")
     ax.set_yscale("log")

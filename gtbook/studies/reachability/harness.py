@@ -42,8 +42,15 @@ class RankInvariance:
     status: str
 
 
-def rank_invariance(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, *, n_times: int = 121,
-                    rtols: Sequence[float] = (1e-8, 1e-10, 1e-12, 2.5e-14)) -> RankInvariance:
+def rank_invariance(
+    mu0: Any,
+    Sigma0: Any,
+    controls: ControlsLike,
+    T: float,
+    *,
+    n_times: int = 121,
+    rtols: Sequence[float] = (1e-8, 1e-10, 1e-12, 2.5e-14),
+) -> RankInvariance:
     r"""Singular values of :math:`\Sigma(t)` along the moment ODE, at several solver tolerances.
 
     Integrates eq. (1.1) with :func:`gtcore.moments.integrate_moments` on ``n_times`` times in
@@ -72,15 +79,23 @@ def rank_invariance(mu0: Any, Sigma0: Any, controls: ControlsLike, T: float, *, 
         rt = check_positive(rt, "rtols")
         traj = integrate_moments(mu0, Sigma0, controls, (0.0, T), t_eval=t, rtol=rt, atol=1e-4 * rt)
         if traj.status != "completed":
-            raise ValueError(f"the moment ODE did not complete on [0, T] (status {traj.status!r}); "
-                             f"choose smaller controls or a shorter T")
+            raise ValueError(
+                f"the moment ODE did not complete on [0, T] (status {traj.status!r}); "
+                f"choose smaller controls or a shorter T"
+            )
         sv = singular_values(traj.Sigma)
         etas.append(float(np.max(sv[:, r:] / sv[:, :1])) if r < mu0.shape[0] else 0.0)
     if traj is None:
         raise ValueError("rtols must hold at least one tolerance")
-    return RankInvariance(t=traj.t, singular_values=sv, rank0=r,
-                          ranks=np.array([covariance_rank(S) for S in traj.Sigma]),
-                          rtols=np.array(list(rtols), float), eta=np.array(etas), status=traj.status)
+    return RankInvariance(
+        t=traj.t,
+        singular_values=sv,
+        rank0=r,
+        ranks=np.array([covariance_rank(S) for S in traj.Sigma]),
+        rtols=np.array(list(rtols), float),
+        eta=np.array(etas),
+        status=traj.status,
+    )
 
 
 class RememberedControls:
@@ -113,9 +128,21 @@ class RememberedControls:
         return value
 
 
-def token_distances(controls: ControlsLike, mu0: Any, Sigma0: Any, mu1: Any, Sigma1: Any, T: float,
-                    ns: Sequence[int], repeats: int, steps: int, *, seed: int = 0,
-                    progress: bool = True, **simulate_kwargs) -> np.ndarray:
+def token_distances(
+    controls: ControlsLike,
+    mu0: Any,
+    Sigma0: Any,
+    mu1: Any,
+    Sigma1: Any,
+    T: float,
+    ns: Sequence[int],
+    repeats: int,
+    steps: int,
+    *,
+    seed: int = 0,
+    progress: bool = True,
+    **simulate_kwargs,
+) -> np.ndarray:
     r"""Bures–Wasserstein distance from N steered tokens' moments to the target, for each N.
 
     For each :math:`N` in ``ns`` and each of ``repeats`` seeded samples

@@ -47,8 +47,14 @@ from gtcore.reachability import SteeringControls, steer
 from gtcore.stats.gaussianity import bures_wasserstein, empirical_moments
 from gtcore.stats.inference import pooled_loglog_slope, pooled_slope_standard_error
 
-__all__ = ["MeasuredSteering", "affine_flow", "measured_compensation", "measured_steering", "response_fit",
-           "softmax_average"]
+__all__ = [
+    "MeasuredSteering",
+    "affine_flow",
+    "measured_compensation",
+    "measured_steering",
+    "response_fit",
+    "softmax_average",
+]
 
 
 def softmax_average(x: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -121,8 +127,9 @@ def affine_flow(base: SteeringControls, t: float) -> tuple[np.ndarray, np.ndarra
     return G[:d, :d], G[:d, d]
 
 
-def measured_compensation(base: SteeringControls, V: np.ndarray, B: np.ndarray, pilot: np.ndarray,
-                          pieces: int) -> PiecewiseControls:
+def measured_compensation(
+    base: SteeringControls, V: np.ndarray, B: np.ndarray, pilot: np.ndarray, pieces: int
+) -> PiecewiseControls:
     r"""Piecewise-constant controls that compensate the head :math:`(V, B)` with the response measured on
     the pilot cloud (module docstring).
 
@@ -213,13 +220,26 @@ class MeasuredSteering:
         return measured_figure(self)
 
     def __repr__(self) -> str:
-        return (f"MeasuredSteering(draws={self.distance.shape[0]}, Ns={self.Ns.tolist()}, "
-                f"slopes D={self.slope():.3f}, E={self.slope('dynamic'):.3f}, "
-                f"E(B^T)={self.slope('dynamic_transposed'):.3f}, D(B^T)={self.slope('distance_transposed'):.3f})")
+        return (
+            f"MeasuredSteering(draws={self.distance.shape[0]}, Ns={self.Ns.tolist()}, "
+            f"slopes D={self.slope():.3f}, E={self.slope('dynamic'):.3f}, "
+            f"E(B^T)={self.slope('dynamic_transposed'):.3f}, D(B^T)={self.slope('distance_transposed'):.3f})"
+        )
 
 
-def measured_steering(d: int, Ns: Sequence[int], *, draws: int, seeds: int, control_seeds: int, steps: int,
-                      T: float = 1.0, seed: int = 0, head_scale: float = 0.5, kappa: float = 0.2) -> MeasuredSteering:
+def measured_steering(
+    d: int,
+    Ns: Sequence[int],
+    *,
+    draws: int,
+    seeds: int,
+    control_seeds: int,
+    steps: int,
+    T: float = 1.0,
+    seed: int = 0,
+    head_scale: float = 0.5,
+    kappa: float = 0.2,
+) -> MeasuredSteering:
     r"""Steer full-rank token clouds to random targets, the head compensated by a measured response.
 
     Draw ``k``: :func:`~gtbook.studies.reachability.steered_tokens.random_steering_draw` with ``r = d``
@@ -270,8 +290,10 @@ def measured_steering(d: int, Ns: Sequence[int], *, draws: int, seeds: int, cont
             with observed():  # the attention-free steering the compensation is measured along
                 base = steer(mu0, S0, mu1, S1, T)
             scale = np.sqrt(np.trace(S1))
-            path = max(float(np.max(np.linalg.eigvals(B.T @ S @ B @ S).real))
-                       for S in (base.reference(float(t))[1] for t in np.linspace(0.0, T, 11)))
+            path = max(
+                float(np.max(np.linalg.eigvals(B.T @ S @ B @ S).real))
+                for S in (base.reference(float(t))[1] for t in np.linspace(0.0, T, 11))
+            )
             B = B * np.sqrt(kappa / path)  # kappa is quadratic in B
             jobs = [(i, s) for i in range(len(sizes)) for s in range(seeds)]
             x0s, ctls = {}, {}
@@ -284,11 +306,23 @@ def measured_steering(d: int, Ns: Sequence[int], *, draws: int, seeds: int, cont
                     ctls[i, s] = measured_compensation(base, V, B, pilot, steps)
             # the draw's clouds advance together (simulate_batch: the numbers of one simulate() per cloud)
             with observed():  # the tokens the compensation steers
-                runs = simulate_batch([x0s[job] for job in jobs], [ctls[job] for job in jobs], (0.0, T), steps,
-                                      record_every=steps, device="cpu")
+                runs = simulate_batch(
+                    [x0s[job] for job in jobs],
+                    [ctls[job] for job in jobs],
+                    (0.0, T),
+                    steps,
+                    record_every=steps,
+                    device="cpu",
+                )
             controls = [(i, s) for i, s in jobs if s < control_seeds]
-            control_runs = simulate_batch([x0s[job] for job in controls], [_transposed(ctls[job]) for job in controls],
-                                          (0.0, T), steps, record_every=steps, device="cpu")
+            control_runs = simulate_batch(
+                [x0s[job] for job in controls],
+                [_transposed(ctls[job]) for job in controls],
+                (0.0, T),
+                steps,
+                record_every=steps,
+                device="cpu",
+            )
             for (i, s), run in zip(jobs, runs, strict=True):
                 ctl = ctls[i, s]
                 m, S = empirical_moments(run.final_tokens)

@@ -68,8 +68,7 @@ def excess_spread(x: Any, r: int) -> float:
     return float(np.sqrt(max(lam[r], 0.0) / lam[0]))
 
 
-def random_rank_draw(d: int, r: int, rng: np.random.Generator, *, kappa: float = 0.15
-                     ) -> tuple[Controls, np.ndarray]:
+def random_rank_draw(d: int, r: int, rng: np.random.Generator, *, kappa: float = 0.15) -> tuple[Controls, np.ndarray]:
     r"""Constant controls (non-zero :math:`A`, non-scalar :math:`V`, non-symmetric :math:`B`) and a factor :math:`F`.
 
     :math:`A, V, B` are Ginibre matrices scaled by :math:`0.5/\sqrt d`, :math:`0.8/\sqrt d`,
@@ -132,13 +131,27 @@ class RankOnTokens:
         return pooled_slope_standard_error(self.Ns, self.excess, n_boot=n_boot, seed=seed)
 
     def __repr__(self) -> str:
-        return (f"RankOnTokens(law={self.law!r}, draws={self.excess.shape[0]}, Ns={self.Ns.tolist()}, "
-                f"seeds={self.excess.shape[2]}, slope={self.slope:.3f}, kappa_max={self.kappa_max:.3f})")
+        return (
+            f"RankOnTokens(law={self.law!r}, draws={self.excess.shape[0]}, Ns={self.Ns.tolist()}, "
+            f"seeds={self.excess.shape[2]}, slope={self.slope:.3f}, kappa_max={self.kappa_max:.3f})"
+        )
 
 
-def rank_on_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int, seeds: int, layers: int,
-                   T: float = 1.0, law: str = "gaussian", seed: int = 0, kappa: float = 0.15, kappa_cap: float = 0.45,
-                   max_tries: int = 100) -> RankOnTokens:
+def rank_on_tokens(
+    d: int,
+    r: int,
+    Ns: Sequence[int] | np.ndarray,
+    *,
+    draws: int,
+    seeds: int,
+    layers: int,
+    T: float = 1.0,
+    law: str = "gaussian",
+    seed: int = 0,
+    kappa: float = 0.15,
+    kappa_cap: float = 0.45,
+    max_tries: int = 100,
+) -> RankOnTokens:
     r"""Run ``layers`` residual layers (explicit Euler, step :math:`T/\text{layers}`) on rank-r clouds.
 
     Parameters
@@ -199,10 +212,17 @@ def rank_on_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
                 g = np.random.default_rng(seed + 1000 * (k + 1) + s)
                 z = g.standard_normal((N, r)) if law == "gaussian" else g.uniform(-np.sqrt(3), np.sqrt(3), (N, r))
                 with collect() as sides, observed():  # the token layers (the draw's kappa check: on neither side)
-                    tr = simulate(z @ F.T, ctl, (0.0, T), layers, method="euler", record_every=layers,
-                                  keep_tokens=True, device="cpu")
+                    tr = simulate(
+                        z @ F.T,
+                        ctl,
+                        (0.0, T),
+                        layers,
+                        method="euler",
+                        record_every=layers,
+                        keep_tokens=True,
+                        device="cpu",
+                    )
                 traced.append(sides)
                 assert tr.tokens is not None  # keep_tokens=True
                 out[k, i, s] = excess_spread(tr.tokens[-1], r)
-    return RankOnTokens(Ns, out, law, float(kappa_max), pooled_loglog_slope(Ns, out),
-                        no_prediction(merge(*traced)))
+    return RankOnTokens(Ns, out, law, float(kappa_max), pooled_loglog_slope(Ns, out), no_prediction(merge(*traced)))

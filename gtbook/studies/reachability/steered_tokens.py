@@ -140,14 +140,29 @@ class SteeredTokens:
         return pooled_slope_standard_error(self.Ns, values, n_boot=n_boot, seed=seed)
 
     def __repr__(self) -> str:
-        return (f"SteeredTokens(law={self.law!r}, transposed={self.transposed}, draws={self.distance.shape[0]}, "
-                f"Ns={self.Ns.tolist()}, slope={self.slope:.3f}, dynamic_slope={self.dynamic_slope:.3f}, "
-                f"ode_error={self.ode_error:.2g}, kappa_max={self.kappa_max:.3f})")
+        return (
+            f"SteeredTokens(law={self.law!r}, transposed={self.transposed}, draws={self.distance.shape[0]}, "
+            f"Ns={self.Ns.tolist()}, slope={self.slope:.3f}, dynamic_slope={self.dynamic_slope:.3f}, "
+            f"ode_error={self.ode_error:.2g}, kappa_max={self.kappa_max:.3f})"
+        )
 
 
-def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int, seeds: int, steps: int,
-                   T: float = 1.0, law: str = "gaussian", transposed: bool = False, seed: int = 0,
-                   head_scale: float = 0.5, kappa_cap: float = 0.45, max_tries: int = 100) -> SteeredTokens:
+def steered_tokens(
+    d: int,
+    r: int,
+    Ns: Sequence[int] | np.ndarray,
+    *,
+    draws: int,
+    seeds: int,
+    steps: int,
+    T: float = 1.0,
+    law: str = "gaussian",
+    transposed: bool = False,
+    seed: int = 0,
+    head_scale: float = 0.5,
+    kappa_cap: float = 0.45,
+    max_tries: int = 100,
+) -> SteeredTokens:
     r"""Steer rank-r token clouds to random same-rank targets with a head on (module docstring).
 
     Parameters
@@ -181,14 +196,38 @@ def steered_tokens(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int
     SteeredTokens
     """
     counts = {bool(transposed): int(seeds)}
-    return _steered(d, r, Ns, counts, steps=steps, T=T, law=law, seed=seed, draws=draws, head_scale=head_scale,
-                    kappa_cap=kappa_cap, max_tries=max_tries)[bool(transposed)]
+    return _steered(
+        d,
+        r,
+        Ns,
+        counts,
+        steps=steps,
+        T=T,
+        law=law,
+        seed=seed,
+        draws=draws,
+        head_scale=head_scale,
+        kappa_cap=kappa_cap,
+        max_tries=max_tries,
+    )[bool(transposed)]
 
 
-def steered_tokens_and_control(d: int, r: int, Ns: Sequence[int] | np.ndarray, *, draws: int, seeds: int,
-                               control_seeds: int, steps: int, T: float = 1.0, law: str = "gaussian", seed: int = 0,
-                               head_scale: float = 0.5, kappa_cap: float = 0.45,
-                               max_tries: int = 100) -> tuple[SteeredTokens, SteeredTokens]:
+def steered_tokens_and_control(
+    d: int,
+    r: int,
+    Ns: Sequence[int] | np.ndarray,
+    *,
+    draws: int,
+    seeds: int,
+    control_seeds: int,
+    steps: int,
+    T: float = 1.0,
+    law: str = "gaussian",
+    seed: int = 0,
+    head_scale: float = 0.5,
+    kappa_cap: float = 0.45,
+    max_tries: int = 100,
+) -> tuple[SteeredTokens, SteeredTokens]:
     r"""``steered_tokens(..., seeds=seeds)`` and its control ``steered_tokens(..., seeds=control_seeds,
     transposed=True)`` with the same draws, computed together: the same numbers as the two calls.
 
@@ -210,14 +249,38 @@ def steered_tokens_and_control(d: int, r: int, Ns: Sequence[int] | np.ndarray, *
     (SteeredTokens, SteeredTokens)
         The clouds with the compensated head, and the control (``transposed=True``).
     """
-    out = _steered(d, r, Ns, {False: int(seeds), True: int(control_seeds)}, steps=steps, T=T, law=law, seed=seed,
-                   draws=draws, head_scale=head_scale, kappa_cap=kappa_cap, max_tries=max_tries)
+    out = _steered(
+        d,
+        r,
+        Ns,
+        {False: int(seeds), True: int(control_seeds)},
+        steps=steps,
+        T=T,
+        law=law,
+        seed=seed,
+        draws=draws,
+        head_scale=head_scale,
+        kappa_cap=kappa_cap,
+        max_tries=max_tries,
+    )
     return out[False], out[True]
 
 
-def _steered(d: int, r: int, Ns: Sequence[int] | np.ndarray, counts: dict[bool, int], *, draws: int, steps: int,
-             T: float, law: str, seed: int, head_scale: float, kappa_cap: float,
-             max_tries: int) -> dict[bool, SteeredTokens]:
+def _steered(
+    d: int,
+    r: int,
+    Ns: Sequence[int] | np.ndarray,
+    counts: dict[bool, int],
+    *,
+    draws: int,
+    steps: int,
+    T: float,
+    law: str,
+    seed: int,
+    head_scale: float,
+    kappa_cap: float,
+    max_tries: int,
+) -> dict[bool, SteeredTokens]:
     """:func:`steered_tokens` for each head in ``counts`` (False: :math:`B`, True: :math:`B^\top`), with
     ``counts[head]`` clouds per draw and N; the draws, the clouds and eq. (1.1) from their moments shared."""
     if law not in ("gaussian", "uniform"):
@@ -238,8 +301,7 @@ def _steered(d: int, r: int, Ns: Sequence[int] | np.ndarray, counts: dict[bool, 
                 S0, S1 = F0 @ F0.T, F1 @ F1.T
                 with observed():  # the paper's controls: the head compensated along the reference
                     ctl = steer(mu0, S0, mu1, S1, T, heads=(V, B))
-                ref = integrate_moments(mu0, S0, ctl, (0.0, T), t_eval=np.linspace(0.0, T, 41), rtol=1e-11,
-                                        atol=1e-13)
+                ref = integrate_moments(mu0, S0, ctl, (0.0, T), t_eval=np.linspace(0.0, T, 41), rtol=1e-11, atol=1e-13)
                 k_path = max_sampling_strength(ctl, ref.t, ref.Sigma)
                 if ref.status == "completed" and k_path < kappa_cap:
                     break
@@ -248,8 +310,9 @@ def _steered(d: int, r: int, Ns: Sequence[int] | np.ndarray, counts: dict[bool, 
             ode_error = max(ode_error, bures_wasserstein(ref.mu[-1], ref.Sigma[-1], mu1, S1) / scale)
             # the clouds of a draw step at the same times: its controls evaluated once per time, for both heads
             moving = RememberedControls(ctl)
-            kept.append((mu0, F0, mu1, S1, ctl, {False: moving, True: RememberedControls(_TransposedHead(moving))},
-                         scale))
+            kept.append(
+                (mu0, F0, mu1, S1, ctl, {False: moving, True: RememberedControls(_TransposedHead(moving))}, scale)
+            )
         for i, N in enumerate(Ns):  # the clouds of one N, every draw, seed and head, advance together
             x0s = {}
             for k in range(draws):
@@ -260,8 +323,14 @@ def _steered(d: int, r: int, Ns: Sequence[int] | np.ndarray, counts: dict[bool, 
                     x0s[k, s] = mu0 + z @ F0.T
             jobs = [(head, k, s) for head, n in counts.items() for k in range(draws) for s in range(n)]
             with observed():
-                runs = simulate_batch([x0s[k, s] for _, k, s in jobs], [kept[k][5][head] for head, k, _ in jobs],
-                                      (0.0, T), steps, record_every=steps, device="cpu")
+                runs = simulate_batch(
+                    [x0s[k, s] for _, k, s in jobs],
+                    [kept[k][5][head] for head, k, _ in jobs],
+                    (0.0, T),
+                    steps,
+                    record_every=steps,
+                    device="cpu",
+                )
             own: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # eq. (1.1) from cloud (k, s), once
             for (head, k, s), run in zip(jobs, runs, strict=True):
                 _, _, mu1, S1, ctl, _, scale = kept[k]
@@ -273,6 +342,18 @@ def _steered(d: int, r: int, Ns: Sequence[int] | np.ndarray, counts: dict[bool, 
                         sol = integrate_moments(*own0, ctl, (0.0, T), rtol=1e-10, atol=1e-12)
                     own[k, s] = (sol.mu[-1], sol.Sigma[-1])
                 dyn[head][k, i, s] = bures_wasserstein(m, S, *own[k, s]) / scale
-    return {head: SteeredTokens(Ns, out[head], dyn[head], law, head, float(ode_error), float(kappa_max),
-                                pooled_loglog_slope(Ns, out[head]), pooled_loglog_slope(Ns, dyn[head]), traced)
-            for head in counts}
+    return {
+        head: SteeredTokens(
+            Ns,
+            out[head],
+            dyn[head],
+            law,
+            head,
+            float(ode_error),
+            float(kappa_max),
+            pooled_loglog_slope(Ns, out[head]),
+            pooled_loglog_slope(Ns, dyn[head]),
+            traced,
+        )
+        for head in counts
+    }

@@ -34,7 +34,6 @@ _LAZY: dict[str, str] = {
 }
 
 
-
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
@@ -46,4 +45,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
-

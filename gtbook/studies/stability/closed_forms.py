@@ -141,8 +141,7 @@ def closed_form_error(draw: RiccatiDraw, times: int = 9) -> float:
     t_star = blowup_time(S0, ctl).t_star
     T = 0.9 * t_star if np.isfinite(t_star) else 4.0 / float(np.abs(np.linalg.eigvals(ctl.affine_A).real).max())
     grid = np.linspace(0.0, T, times + 1)[1:]
-    ode = integrate_moments(np.zeros(ctl.d), S0, ctl, (0.0, T), t_eval=grid, rtol=_RTOL, atol=_ATOL,
-                            blowup_norm=1e12)
+    ode = integrate_moments(np.zeros(ctl.d), S0, ctl, (0.0, T), t_eval=grid, rtol=_RTOL, atol=_ATOL, blowup_norm=1e12)
     closed = closed_form_covariance(S0, ctl, ode.t)
     return float(max(np.linalg.norm(c - s) / np.linalg.norm(s) for c, s in zip(closed, ode.Sigma, strict=True)))
 
@@ -216,8 +215,9 @@ def lyapunov_equilibrium_error(draw: RiccatiDraw) -> tuple[float, str]:
     return float(np.linalg.norm(ode.Sigma[-1] - eq.Sigma) / np.linalg.norm(eq.Sigma)), eq.method
 
 
-def flow_map_spectrum(controls: Controls, Sigma_star: np.ndarray, *, eps: float = 1e-4,
-                      tau: float | None = None) -> np.ndarray:
+def flow_map_spectrum(
+    controls: Controls, Sigma_star: np.ndarray, *, eps: float = 1e-4, tau: float | None = None
+) -> np.ndarray:
     r"""The spectrum of the linearisation at :math:`\Sigma^*` measured on eq. (1.1) itself.
 
     The flow map :math:`\Phi_\tau` of the covariance equation is differentiated at :math:`\Sigma^*` by
@@ -246,9 +246,12 @@ def flow_map_spectrum(controls: Controls, Sigma_star: np.ndarray, *, eps: float 
     S = np.asarray(Sigma_star, dtype=float)
     h = eps * float(np.linalg.norm(S))
     if tau is None:
-        lip = 2.0 * (np.linalg.norm(controls.affine_A, 2) + 2.0 * sum(
-            np.linalg.norm(V, 2) * np.linalg.norm(B, 2) for V, B in zip(controls.V, controls.B, strict=True))
-            * np.linalg.norm(S, 2))
+        lip = 2.0 * (
+            np.linalg.norm(controls.affine_A, 2)
+            + 2.0
+            * sum(np.linalg.norm(V, 2) * np.linalg.norm(B, 2) for V, B in zip(controls.V, controls.B, strict=True))
+            * np.linalg.norm(S, 2)
+        )
         tau = 0.5 / float(lip)
     basis = symmetric_basis(d)
 

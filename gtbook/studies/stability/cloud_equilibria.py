@@ -57,8 +57,10 @@ class CloudEquilibria:
     sides: Sides = field(default_factory=Sides.empty, compare=False, repr=False)
 
     def __repr__(self) -> str:
-        return (f"CloudEquilibria(draws={self.delta.size}, N={self.N}, T={self.T:g}, "
-                f"max delta={self.delta.max():.3g}, min control delta={self.delta_control.min():.3g})")
+        return (
+            f"CloudEquilibria(draws={self.delta.size}, N={self.N}, T={self.T:g}, "
+            f"max delta={self.delta.max():.3g}, min control delta={self.delta_control.min():.3g})"
+        )
 
 
 def _delta(x0: np.ndarray, ctl: Controls, S_star: np.ndarray, T: float, step: float) -> float:
@@ -67,8 +69,9 @@ def _delta(x0: np.ndarray, ctl: Controls, S_star: np.ndarray, T: float, step: fl
     return float(np.linalg.norm(run.Sigma[-1] - S_star) / np.linalg.norm(S_star))
 
 
-def cloud_equilibria(draws: int, N: int, *, seed: int, T: float = 40.0, step: float = 0.1,
-                     v_scale: float = 3.0) -> CloudEquilibria:
+def cloud_equilibria(
+    draws: int, N: int, *, seed: int, T: float = 40.0, step: float = 0.1, v_scale: float = 3.0
+) -> CloudEquilibria:
     r"""Run ``N`` tokens for each of the first ``draws`` :math:`V = vI` stabilising draws (module docstring).
 
     Parameters

@@ -32,8 +32,15 @@ def outcomes_figure(ensembles: Sequence[Ensemble]) -> plt.Figure:
         left = 0.0
         for o in Outcome:
             f = e.fraction(o)[0]
-            ax.barh(yi, f, left=left, color=OUTCOME_COLORS[o], edgecolor="white", height=0.7,
-                    label=o.value if yi == y[0] else None)
+            ax.barh(
+                yi,
+                f,
+                left=left,
+                color=OUTCOME_COLORS[o],
+                edgecolor="white",
+                height=0.7,
+                label=o.value if yi == y[0] else None,
+            )
             left += f
         f, lo, hi = e.fraction(e.predicted)
         edge = f if e.predicted is Outcome.EQUILIBRIUM else 1.0
@@ -69,10 +76,15 @@ def steering_figure(study: SteeringStudy) -> plt.Figure:
     null's 99 % quantile and the band."""
     fig, ax = figure(1, width=7.5, height=2.8)
     k = np.arange(1, len(study.steered) + 1)
-    ax.semilogy(k, np.maximum(np.median(study.D, axis=1), 1e-4), "o", color=COLORS["particles"],
-                label="steering bias")
-    ax.semilogy(k, np.median(study.D_wrong, axis=1), "s", color=COLORS["alt"], mfc="none",
-                label="control: bias without the tilt term")
+    ax.semilogy(k, np.maximum(np.median(study.D, axis=1), 1e-4), "o", color=COLORS["particles"], label="steering bias")
+    ax.semilogy(
+        k,
+        np.median(study.D_wrong, axis=1),
+        "s",
+        color=COLORS["alt"],
+        mfc="none",
+        label="control: bias without the tilt term",
+    )
     ax.axhline(study.q99, color=COLORS["floor"], ls=":", label="null 99 % quantile")
     ax.axhline(study.band * study.q99, color=COLORS["floor"], ls="--", label=f"band ({study.band:g} × quantile)")
     ax.set_xlabel("steered draw")

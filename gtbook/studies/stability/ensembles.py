@@ -56,9 +56,23 @@ from gtcore.stability import NoEquilibriumError, equilibrium, linear_stability
 from gtcore.stats.inference import wilson_interval
 from gtcore.status import Stability, Status, Vocabulary
 
-__all__ = ["CHAPTER_ENSEMBLES", "KINDS", "PREDICTED", "Classified", "ConditionDraw", "Confirmation", "Ensemble",
-           "Outcome", "chapter_ensembles", "classify_outcome", "condition_draws", "confirm_outcome",
-           "counterexample_lines", "markdown_table", "run_ensemble"]
+__all__ = [
+    "CHAPTER_ENSEMBLES",
+    "KINDS",
+    "PREDICTED",
+    "Classified",
+    "ConditionDraw",
+    "Confirmation",
+    "Ensemble",
+    "Outcome",
+    "chapter_ensembles",
+    "classify_outcome",
+    "condition_draws",
+    "confirm_outcome",
+    "counterexample_lines",
+    "markdown_table",
+    "run_ensemble",
+]
 
 #: the kinds of value matrix (module docstring)
 KINDS = ("scalar", "symmetric", "general", "commuting")
@@ -119,8 +133,9 @@ def _draw(rng: np.random.Generator, d: int, kind: str, sign: float, a_scale: flo
     return A, sign * V, B, Z @ Z.T / d + 0.2 * np.eye(d)
 
 
-def condition_draws(n: int, d: int, kind: str, *, seed: int, condition: str = "stabilising",
-                    a_scale: float = 0.3) -> list[ConditionDraw]:
+def condition_draws(
+    n: int, d: int, kind: str, *, seed: int, condition: str = "stabilising", a_scale: float = 0.3
+) -> list[ConditionDraw]:
     r"""``n`` draws of one kind from the class ``condition`` names (module docstring), none discarded.
 
     Parameters
@@ -195,8 +210,16 @@ def classify_outcome(draw: ConditionDraw, *, horizon: float = HORIZON, records: 
     ctl, S0 = draw.controls, draw.Sigma0
     d = ctl.d
     grid = np.linspace(0.0, horizon, records)
-    tr = integrate_moments(np.zeros(d), S0, ctl, (0.0, horizon), t_eval=grid, rtol=1e-10, atol=1e-14,
-                           blowup_norm=1e8 * max(1.0, float(np.linalg.norm(S0))))
+    tr = integrate_moments(
+        np.zeros(d),
+        S0,
+        ctl,
+        (0.0, horizon),
+        t_eval=grid,
+        rtol=1e-10,
+        atol=1e-14,
+        blowup_norm=1e8 * max(1.0, float(np.linalg.norm(S0))),
+    )
     lam = np.linalg.eigvalsh(tr.Sigma)
     ratios = lam[:, 0] / lam[:, -1]
     norms = np.linalg.norm(tr.Sigma, axis=(1, 2))
@@ -215,8 +238,11 @@ def classify_outcome(draw: ConditionDraw, *, horizon: float = HORIZON, records: 
             eq = equilibrium(ctl, Sigma_guess=end)
         except NoEquilibriumError:
             eq = None
-        if (eq is not None and np.linalg.norm(end - eq.Sigma) < EQ_CLOSENESS * np.linalg.norm(eq.Sigma)
-                and linear_stability(ctl, eq.Sigma).verdict is Stability.STABLE):
+        if (
+            eq is not None
+            and np.linalg.norm(end - eq.Sigma) < EQ_CLOSENESS * np.linalg.norm(eq.Sigma)
+            and linear_stability(ctl, eq.Sigma).verdict is Stability.STABLE
+        ):
             return Classified(draw, Outcome.EQUILIBRIUM, ratio, float("nan"), eq.Sigma, **keep)
     return Classified(draw, Outcome.UNDECIDED, ratio, float("nan"), **keep)
 
@@ -301,8 +327,15 @@ def confirm_outcome(c: Classified, *, horizon: float = HORIZON) -> Confirmation:
         raise ValueError("confirm_outcome confirms a decided outcome, got an undecided draw")
     X0 = np.linalg.cholesky(S0)
     grid = np.linspace(0.0, horizon, 81)
-    sol = solve_ivp(_factor_rhs(ctl), (0.0, horizon), np.concatenate([X0.ravel(), [0.0]]), method="LSODA",
-                    t_eval=grid, rtol=1e-10, atol=1e-12)
+    sol = solve_ivp(
+        _factor_rhs(ctl),
+        (0.0, horizon),
+        np.concatenate([X0.ravel(), [0.0]]),
+        method="LSODA",
+        t_eval=grid,
+        rtol=1e-10,
+        atol=1e-12,
+    )
     Xs = sol.y[:-1].T.reshape(-1, d, d)
     lam = np.array([np.linalg.eigvalsh(X @ X.T) for X in Xs])
     drop = sol.y[-1]
@@ -315,10 +348,13 @@ def confirm_outcome(c: Classified, *, horizon: float = HORIZON) -> Confirmation:
         end = Xs[-1] @ Xs[-1].T
         ok = bool(sol.success and np.linalg.norm(end - c.Sigma_star) < EQ_CLOSENESS * np.linalg.norm(c.Sigma_star))
     else:
-        ok = bool(sol.success and sol.t[-1] >= horizon and ratios[-1] < RANK_RATIO
-                  and lam[-1, -1] < 1e4 * max(1.0, float(np.linalg.norm(S0))))
-    return Confirmation(ok, "LSODA, factor form", np.asarray(sol.t), drop, ratios, float(ratios[-1]),
-                        float("nan"))
+        ok = bool(
+            sol.success
+            and sol.t[-1] >= horizon
+            and ratios[-1] < RANK_RATIO
+            and lam[-1, -1] < 1e4 * max(1.0, float(np.linalg.norm(S0)))
+        )
+    return Confirmation(ok, "LSODA, factor form", np.asarray(sol.t), drop, ratios, float(ratios[-1]), float("nan"))
 
 
 @dataclass
@@ -382,8 +418,9 @@ class Ensemble:
         return f"Ensemble({self.condition}, {self.kind}, n={self.n}; {counts})"
 
 
-def run_ensemble(n: int, d: int, kind: str, *, seed: int, condition: str = "stabilising",
-                 horizon: float = HORIZON) -> Ensemble:
+def run_ensemble(
+    n: int, d: int, kind: str, *, seed: int, condition: str = "stabilising", horizon: float = HORIZON
+) -> Ensemble:
     r"""Draw, classify every draw, and confirm every counterexample independently.
 
     Parameters
@@ -401,8 +438,9 @@ def run_ensemble(n: int, d: int, kind: str, *, seed: int, condition: str = "stab
     -------
     Ensemble
     """
-    classified = [classify_outcome(dr, horizon=horizon) for dr in condition_draws(n, d, kind, seed=seed,
-                                                                                      condition=condition)]
+    classified = [
+        classify_outcome(dr, horizon=horizon) for dr in condition_draws(n, d, kind, seed=seed, condition=condition)
+    ]
     ens = Ensemble(kind, condition, classified)
     for c in ens.counterexamples:
         ens.confirmations[c.draw.index] = confirm_outcome(c, horizon=horizon)
@@ -417,9 +455,15 @@ def markdown_table(ensembles: Sequence[Ensemble]) -> str:
 
 
 #: the chapter's ensembles: (condition, kind)
-CHAPTER_ENSEMBLES = (("stabilising", "scalar"), ("stabilising", "symmetric"), ("stabilising", "general"),
-                     ("stabilising", "commuting"), ("destabilising", "scalar"), ("destabilising", "symmetric"),
-                     ("destabilising", "general"))
+CHAPTER_ENSEMBLES = (
+    ("stabilising", "scalar"),
+    ("stabilising", "symmetric"),
+    ("stabilising", "general"),
+    ("stabilising", "commuting"),
+    ("destabilising", "scalar"),
+    ("destabilising", "symmetric"),
+    ("destabilising", "general"),
+)
 
 
 def chapter_ensembles(n: int, *, seed: int, d: int = 3) -> dict[tuple[str, str], Ensemble]:
@@ -451,8 +495,10 @@ def counterexample_lines(ensembles: Sequence[Ensemble]) -> list[str]:
                 lines.append(f"{head} (lambda_min/lambda_max = {c.ratio:.2e} at t = {c.t[-1]:g})")
             elif c.counterexample:
                 cf = e.confirmations[c.draw.index]
-                seen = (f"Taylor pole at t = {cf.t_pole:.6g}, DOP853 crossing at {c.t_blowup:.6g}"
-                        if c.outcome is Outcome.BLOWUP else
-                        f"lambda_min/lambda_max = {c.ratio:.1e} (DOP853), {cf.ratio:.1e} (LSODA, from log det)")
+                seen = (
+                    f"Taylor pole at t = {cf.t_pole:.6g}, DOP853 crossing at {c.t_blowup:.6g}"
+                    if c.outcome is Outcome.BLOWUP
+                    else f"lambda_min/lambda_max = {c.ratio:.1e} (DOP853), {cf.ratio:.1e} (LSODA, from log det)"
+                )
                 lines.append(f"{head}: {seen}: {'confirmed' if cf.confirmed else 'NOT confirmed'}")
     return lines

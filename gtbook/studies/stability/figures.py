@@ -45,18 +45,22 @@ def phase_line(a: float, qs: Sequence[float], runs: Sequence[dict]) -> plt.Figur
         star = -2 * a / q
         smax = 2.2 * abs(star) if star > 0 else 3.0
         s = np.linspace(0, smax, 200)
-        ax0.plot(s, 2 * a * s + q * s**2, color=color, label=fr"$q = {q:g}$")
+        ax0.plot(s, 2 * a * s + q * s**2, color=color, label=rf"$q = {q:g}$")
         ax0.plot([0], [0], "o", color="k", ms=4)
         if star > 0:
             ax0.plot([star], [0], "o", color=color, mfc="white", ms=6)
         for x0 in np.linspace(0.1 * smax, 0.9 * smax, 4):
             f = 2 * a * x0 + q * x0**2
-            ax0.annotate("", xy=(x0 + 0.06 * smax * np.sign(f), 0), xytext=(x0, 0),
-                         arrowprops=dict(arrowstyle="->", color=color, lw=1.2))
+            ax0.annotate(
+                "",
+                xy=(x0 + 0.06 * smax * np.sign(f), 0),
+                xytext=(x0, 0),
+                arrowprops=dict(arrowstyle="->", color=color, lw=1.2),
+            )
     ax0.axhline(0, color="k", lw=0.6)
     ax0.set_xlabel(r"$\sigma$")
     ax0.set_ylabel(r"$\sigma' = 2a\sigma + q\sigma^2$")
-    ax0.set_title(fr"phase line, $a = {a:g}$")
+    ax0.set_title(rf"phase line, $a = {a:g}$")
     ax0.legend()
     for run, color in zip(runs, (COLORS["target"], COLORS["theory"], COLORS["alt"], COLORS["particles"]), strict=False):
         ax1.plot(run["t"], run["closed"], color=color, label=run["label"])
@@ -71,8 +75,13 @@ def phase_line(a: float, qs: Sequence[float], runs: Sequence[dict]) -> plt.Figur
     return fig
 
 
-def psd_cone(trajectories: Sequence[np.ndarray], labels: Sequence[str], *, z_max: float = 6.0,
-             equilibria: Sequence[np.ndarray] = ()) -> plt.Figure:
+def psd_cone(
+    trajectories: Sequence[np.ndarray],
+    labels: Sequence[str],
+    *,
+    z_max: float = 6.0,
+    equilibria: Sequence[np.ndarray] = (),
+) -> plt.Figure:
     """Covariance trajectories of d = 2 inside the PSD cone (cut at trace ``z_max``)."""
     fig = plt.figure(figsize=(4.6, 3.8), constrained_layout=True)
     ax = fig.add_subplot(projection="3d")
@@ -107,9 +116,16 @@ def regime_map_figure(rm: RegimeMap, boundary: RegimeBoundary) -> plt.Figure:
     fig, ax = figure(1, 1, width=4.8, height=3.4)
     dx = (rm.xs[1] - rm.xs[0]) / 2 if rm.xs.size > 1 else 0.5
     dy = (rm.ys[1] - rm.ys[0]) / 2 if rm.ys.size > 1 else 0.5
-    ax.imshow(codes, origin="lower", aspect="auto", cmap=ListedColormap(list(VERDICT_COLORS.values())),
-              vmin=-0.5, vmax=len(order) - 0.5, interpolation="nearest",
-              extent=(rm.xs[0] - dx, rm.xs[-1] + dx, rm.ys[0] - dy, rm.ys[-1] + dy))
+    ax.imshow(
+        codes,
+        origin="lower",
+        aspect="auto",
+        cmap=ListedColormap(list(VERDICT_COLORS.values())),
+        vmin=-0.5,
+        vmax=len(order) - 0.5,
+        interpolation="nearest",
+        extent=(rm.xs[0] - dx, rm.xs[-1] + dx, rm.ys[0] - dy, rm.ys[-1] + dy),
+    )
     ax.plot(boundary.a_curve, boundary.v_curve, color="k", lw=1.6, label="theory boundary")
     ax.plot([0, 0], [rm.ys[0] - dy, 0], color="k", lw=1.6)
     ax.plot([0, rm.xs[-1] + dx], [0, 0], color="k", lw=1.6)
@@ -143,8 +159,9 @@ def mean_steering(t: np.ndarray, mu: np.ndarray, target: np.ndarray) -> plt.Figu
     return fig
 
 
-def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: float, max_frames: int = 30,
-                      max_tokens: int = 400, **kwargs):
+def regimes_animation(
+    stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: float, max_frames: int = 30, max_tokens: int = 400, **kwargs
+):
     r"""Settling onto :math:`\Sigma^*` versus the approach to the blow-up at :math:`t^*` (chapter 4).
 
     Left: the stabilising particle run with the moment ODE's :math:`2\sigma` ellipse and the
@@ -185,14 +202,31 @@ def regimes_animation(stab, stab_ode, blow, blow_ode, *, Sigma_star, t_star: flo
     with np.errstate(invalid="ignore"):
         o_b = np.linalg.norm(S_b, axis=(1, 2)) / np.linalg.norm(S_b[0])
     norm = "\u2016\u03a3\u2016/\u2016\u03a3\u2080\u2016"  # plain text: mathtext per frame is slow
-    left = CloudPanel(stab.tokens, stab.t, mu=mu_s, Sigma=S_s, target=(np.asarray(stab_ode.mu[-1]), S_star),
-                      annotations=[f"{norm} = {r:.3g}" for r in n_s],
-                      title="opposite signs: to \u03a3*")
-    right = CloudPanel(blow.tokens, blow.t, mu=mu_b, Sigma=S_b, limits="follow",
-                       annotations=[f"{norm}: cloud {r:.3g}, ODE {o:.3g}\nt* \u2212 t = {t_star - t:.3f}"
-                                    for r, o, t in zip(n_b, o_b, blow.t, strict=True)],
-                       title="same signs: toward t*")
-    kwargs.setdefault("caption", "Left: with opposite definiteness the cloud and the ODE's ellipse settle on "
-                                 "$\\Sigma^*$ (dashed). Right: with the same definiteness the ODE's covariance "
-                                 "diverges as $t \\to t^*$, and the finite cloud falls behind it.")
+    left = CloudPanel(
+        stab.tokens,
+        stab.t,
+        mu=mu_s,
+        Sigma=S_s,
+        target=(np.asarray(stab_ode.mu[-1]), S_star),
+        annotations=[f"{norm} = {r:.3g}" for r in n_s],
+        title="opposite signs: to \u03a3*",
+    )
+    right = CloudPanel(
+        blow.tokens,
+        blow.t,
+        mu=mu_b,
+        Sigma=S_b,
+        limits="follow",
+        annotations=[
+            f"{norm}: cloud {r:.3g}, ODE {o:.3g}\nt* \u2212 t = {t_star - t:.3f}"
+            for r, o, t in zip(n_b, o_b, blow.t, strict=True)
+        ],
+        title="same signs: toward t*",
+    )
+    kwargs.setdefault(
+        "caption",
+        "Left: with opposite definiteness the cloud and the ODE's ellipse settle on "
+        "$\\Sigma^*$ (dashed). Right: with the same definiteness the ODE's covariance "
+        "diverges as $t \\to t^*$, and the finite cloud falls behind it.",
+    )
     return animate_clouds([left, right], max_frames=max_frames, max_tokens=max_tokens, **kwargs)

@@ -64,7 +64,6 @@ class PoleCloud:
         return np.linalg.norm(self.run.Sigma, axis=(1, 2)) / np.linalg.norm(self.ode.Sigma, axis=(1, 2))
 
 
-
 @dataclass
 class PoleStudy:
     r"""Finite-N token clouds against the moment ODE on the way to its blow-up.
@@ -126,17 +125,26 @@ class PoleStudy:
             m = self.ratio[i].mean(axis=0)
             se = self.ratio[i].std(axis=0, ddof=1) / np.sqrt(s) if s > 1 else np.zeros_like(m)
             lines.append(f"{N:>7d} " + " ".join(f"{a:9.4f} +- {b:5.4f}" for a, b in zip(m, se, strict=True)))
-        lines.append(f"{'ODE':>7} " + " ".join(f"{'|S|/|S0| = ' + format(x, '.3g'):>17}"
-                                                for x in self.ode_norm))
+        lines.append(f"{'ODE':>7} " + " ".join(f"{'|S|/|S0| = ' + format(x, '.3g'):>17}" for x in self.ode_norm))
         lines.append(f"{'kappa':>7} " + " ".join(f"{x:17.3g}" for x in self.kappa))
         return "\n".join(lines)
 
 
-def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int] | np.ndarray, seeds: int,
-               fractions: Sequence[float], steps: int, *, method: str = "rk4",
-               device: str = "auto", progress: bool = False,
-               keep: tuple[int, int] | None = None,
-               kernel_dtype: Any = STUDY_KERNEL_DTYPE) -> PoleStudy:
+def pole_study(
+    mu0: Any,
+    Sigma0: Any,
+    controls: Controls,
+    Ns: Sequence[int] | np.ndarray,
+    seeds: int,
+    fractions: Sequence[float],
+    steps: int,
+    *,
+    method: str = "rk4",
+    device: str = "auto",
+    progress: bool = False,
+    keep: tuple[int, int] | None = None,
+    kernel_dtype: Any = STUDY_KERNEL_DTYPE,
+) -> PoleStudy:
     r"""Token clouds of several sizes against the moment ODE at fixed fractions of :math:`t^*`.
 
     For each :math:`N` and seed :math:`s`, :math:`N` tokens are drawn from
@@ -178,8 +186,7 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int] | np
         raise ValueError(f"fractions must increase inside (0, 1), got {fractions!r}")
     if int(seeds) < 1 or int(steps) < 1:
         raise ValueError("seeds and steps must be >= 1")
-    if keep is not None and (len(keep) != 2 or int(keep[0]) not in Ns.tolist()
-                             or not 0 <= int(keep[1]) < int(seeds)):
+    if keep is not None and (len(keep) != 2 or int(keep[0]) not in Ns.tolist() or not 0 <= int(keep[1]) < int(seeds)):
         raise ValueError(f"keep must be (N, seed) with N in Ns and 0 <= seed < seeds, got {keep!r}")
     t_star = float(blowup_time(Sigma0, controls).t_star)
     if not np.isfinite(t_star):
@@ -202,26 +209,47 @@ def pole_study(mu0: Any, Sigma0: Any, controls: Controls, Ns: Sequence[int] | np
             ts_seed[i, s] = ts
             keep_this = keep is not None and (N, s) == (int(keep[0]), int(keep[1]))
             with observed():
-                tr = simulate(x0, controls, (0.0, fr[-1] * ts), int(steps), method=method, device=device,
-                              keep_tokens=keep_this, kernel_dtype=kernel_dtype)
+                tr = simulate(
+                    x0,
+                    controls,
+                    (0.0, fr[-1] * ts),
+                    int(steps),
+                    method=method,
+                    device=device,
+                    keep_tokens=keep_this,
+                    kernel_dtype=kernel_dtype,
+                )
             if tr.status != "completed":
-                raise RuntimeError(f"N={N}, seed {s}: the token cloud reached blowup_norm "
-                                   "(it cannot blow up in finite time; lower the fractions)")
+                raise RuntimeError(
+                    f"N={N}, seed {s}: the token cloud reached blowup_norm "
+                    "(it cannot blow up in finite time; lower the fractions)"
+                )
             idx = np.rint(fr / fr[-1] * int(steps)).astype(int)
             t_pick = tr.t[idx]
             with predicted():
                 ref = integrate_moments(m0, S0, controls, (0.0, t_pick[-1]), t_eval=t_pick)
-            ratio[i, s] = (np.linalg.norm(tr.Sigma[idx], axis=(1, 2))
-                           / np.linalg.norm(ref.Sigma, axis=(1, 2)))
+            ratio[i, s] = np.linalg.norm(tr.Sigma[idx], axis=(1, 2)) / np.linalg.norm(ref.Sigma, axis=(1, 2))
             times[i, s] = t_pick
             R0 = float(np.max(np.linalg.norm(x0, axis=1)))
             bound = particle_radius_bound(controls, R0, tr.t) ** 2
             bound_ok &= bool(np.all(np.trace(tr.Sigma, axis1=1, axis2=2) <= bound))
             if keep_this:
-                kept = PoleCloud(run=tr, ode=integrate_moments(m0, S0, controls, (0.0, float(tr.t[-1])), t_eval=tr.t),
-                                 t_star=ts)
-    return PoleStudy(Ns=Ns, fractions=fr, t_star=t_star, t_star_seed=ts_seed, times=times,
-                     ratio=ratio, kappa=kappa, ode_norm=ode_norm, trace_bound_ok=bound_ok, kept=kept, sides=sides)
+                kept = PoleCloud(
+                    run=tr, ode=integrate_moments(m0, S0, controls, (0.0, float(tr.t[-1])), t_eval=tr.t), t_star=ts
+                )
+    return PoleStudy(
+        Ns=Ns,
+        fractions=fr,
+        t_star=t_star,
+        t_star_seed=ts_seed,
+        times=times,
+        ratio=ratio,
+        kappa=kappa,
+        ode_norm=ode_norm,
+        trace_bound_ok=bound_ok,
+        kept=kept,
+        sides=sides,
+    )
 
 
 __all__ = ["PoleCloud", "PoleStudy", "pole_study"]

@@ -81,8 +81,16 @@ class MeanSteeringDraw:
     ode_wrong_mean_error: float
 
 
-def mean_steering_draws(draws: int, d: int, *, seed: int, a_scale: float = 0.3, min_rate: float = 0.5,
-                        kappa_cap: float = 0.45, max_tries: int = 400) -> list[MeanSteeringDraw]:
+def mean_steering_draws(
+    draws: int,
+    d: int,
+    *,
+    seed: int,
+    a_scale: float = 0.3,
+    min_rate: float = 0.5,
+    kappa_cap: float = 0.45,
+    max_tries: int = 400,
+) -> list[MeanSteeringDraw]:
     r"""``draws`` kept draws of the module docstring, each checked against a direct integration.
 
     Parameters
@@ -134,11 +142,22 @@ def mean_steering_draws(draws: int, d: int, *, seed: int, a_scale: float = 0.3, 
         wrong = Controls(A=A, b=b_wrong, V=V, B=B)
         ode = integrate_moments(mu0, Sigma0, steered, (0.0, T_ode), rtol=1e-12, atol=1e-14)
         ode_wrong = integrate_moments(mu0, Sigma0, wrong, (0.0, T_ode), rtol=1e-12, atol=1e-14)
-        kept.append(MeanSteeringDraw(
-            steered, wrong, eq.Sigma, mu_target, mu0, Sigma0, rate, kappa, 8.0 / rate,
-            float(np.linalg.norm(ode.mu[-1] - mu_target)),
-            float(np.linalg.norm(ode.Sigma[-1] - eq.Sigma) / np.linalg.norm(eq.Sigma)),
-            float(np.linalg.norm(ode_wrong.mu[-1] - mu_target))))
+        kept.append(
+            MeanSteeringDraw(
+                steered,
+                wrong,
+                eq.Sigma,
+                mu_target,
+                mu0,
+                Sigma0,
+                rate,
+                kappa,
+                8.0 / rate,
+                float(np.linalg.norm(ode.mu[-1] - mu_target)),
+                float(np.linalg.norm(ode.Sigma[-1] - eq.Sigma) / np.linalg.norm(eq.Sigma)),
+                float(np.linalg.norm(ode_wrong.mu[-1] - mu_target)),
+            )
+        )
     if len(kept) < draws:
         raise ValueError(f"only {len(kept)} of {draws} draws kept in {max_tries} tries")
     return kept
@@ -169,12 +188,21 @@ class MeanSteeringTokens:
         return pooled_slope_standard_error(self.Ns, self.error, n_boot=n_boot, seed=seed)
 
     def __repr__(self) -> str:
-        return (f"MeanSteeringTokens(wrong={self.wrong}, draws={self.error.shape[0]}, Ns={self.Ns.tolist()}, "
-                f"seeds={self.error.shape[2]}, slope={self.slope:.3f})")
+        return (
+            f"MeanSteeringTokens(wrong={self.wrong}, draws={self.error.shape[0]}, Ns={self.Ns.tolist()}, "
+            f"seeds={self.error.shape[2]}, slope={self.slope:.3f})"
+        )
 
 
-def mean_steering_tokens(draws: Sequence[MeanSteeringDraw], Ns: Sequence[int] | np.ndarray, *, seeds: int,
-                         step: float = 0.1, seed: int = 0, wrong: bool = False) -> MeanSteeringTokens:
+def mean_steering_tokens(
+    draws: Sequence[MeanSteeringDraw],
+    Ns: Sequence[int] | np.ndarray,
+    *,
+    seeds: int,
+    step: float = 0.1,
+    seed: int = 0,
+    wrong: bool = False,
+) -> MeanSteeringTokens:
     r"""Move N tokens from :math:`N(\mu_0, \Sigma^*)` with each draw's controls to :math:`T` (RK4, step about ``step``).
 
     Parameters

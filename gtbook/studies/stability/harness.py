@@ -38,8 +38,15 @@ class RegimeMap:
     disagreements: list = field(default_factory=list)
 
 
-def regime_map(make_controls: Callable[[float, float], Controls], xs: Sequence[float] | np.ndarray,
-               ys: Sequence[float] | np.ndarray, Sigma0: Any, t_max: float, *, progress: bool = True) -> RegimeMap:
+def regime_map(
+    make_controls: Callable[[float, float], Controls],
+    xs: Sequence[float] | np.ndarray,
+    ys: Sequence[float] | np.ndarray,
+    Sigma0: Any,
+    t_max: float,
+    *,
+    progress: bool = True,
+) -> RegimeMap:
     r"""Classify every :math:`(x, y)` of a grid by :func:`~gtcore.stability.classify` (theory) and
     :func:`~gtcore.stability.observe_regime` (integration to ``t_max``), and compare.
 
@@ -74,10 +81,8 @@ def regime_map(make_controls: Callable[[float, float], Controls], xs: Sequence[f
         # the observation: every point's moment ODE integrated side by side, each with its own steps
         observed = np.array(observe_regimes(controls, Sigma0, t_max), dtype=object).reshape(theory.shape)
     agree = theory == observed
-    dis = [(float(xs[j]), float(ys[i]), theory[i, j], observed[i, j])
-           for i, j in zip(*np.nonzero(~agree), strict=True)]
-    return RegimeMap(xs=xs, ys=ys, theory=theory, observed=observed,
-                     agreement=float(agree.mean()), disagreements=dis)
+    dis = [(float(xs[j]), float(ys[i]), theory[i, j], observed[i, j]) for i, j in zip(*np.nonzero(~agree), strict=True)]
+    return RegimeMap(xs=xs, ys=ys, theory=theory, observed=observed, agreement=float(agree.mean()), disagreements=dis)
 
 
 # ------------------------------------------------------------------- the planar family

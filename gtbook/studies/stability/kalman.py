@@ -57,8 +57,17 @@ from gtcore._validation import check_covariance, check_matrix, check_positive
 from gtcore.controls import Controls
 from gtcore.moments import integrate_moments
 
-__all__ = ["FilterEnsemble", "FilterRun", "covariance_lrt", "filter_ensemble", "filter_riccati", "kalman_bucy_error",
-           "lrt_null_quantile", "observation_matrix", "random_filter_controls"]
+__all__ = [
+    "FilterEnsemble",
+    "FilterRun",
+    "covariance_lrt",
+    "filter_ensemble",
+    "filter_riccati",
+    "kalman_bucy_error",
+    "lrt_null_quantile",
+    "observation_matrix",
+    "random_filter_controls",
+]
 
 
 def observation_matrix(v: float, B: Any) -> np.ndarray:
@@ -86,8 +95,9 @@ def observation_matrix(v: float, B: Any) -> np.ndarray:
     Q = -float(v) * (B + B.T)
     lam = np.linalg.eigvalsh(Q)
     if lam.min() < -1e-12 * max(1.0, abs(lam).max()):
-        raise ValueError(f"B: -v(B + B^T) must be positive semi-definite for a filter, its smallest eigenvalue "
-                         f"is {lam.min():.3g}")
+        raise ValueError(
+            f"B: -v(B + B^T) must be positive semi-definite for a filter, its smallest eigenvalue is {lam.min():.3g}"
+        )
     return psd_sqrt(0.5 * (Q + Q.T))
 
 
@@ -179,12 +189,15 @@ class FilterRun:
 
     def relative_gap(self) -> np.ndarray:
         r""":math:`\|S(t) - \Sigma(t)\|_F / \|\Sigma(t)\|_F` at each recorded time."""
-        return (np.linalg.norm(self.error_cov - self.predicted, axis=(1, 2))
-                / np.linalg.norm(self.predicted, axis=(1, 2)))
+        return np.linalg.norm(self.error_cov - self.predicted, axis=(1, 2)) / np.linalg.norm(
+            self.predicted, axis=(1, 2)
+        )
 
     def __repr__(self) -> str:
-        return (f"FilterRun(d={self.predicted.shape[-1]}, times={len(self.t)}, paths={self.paths}, steps={self.steps}, "
-                f"max lrt={self.lrt.max():.3g}, max relative gap={self.relative_gap().max():.3g})")
+        return (
+            f"FilterRun(d={self.predicted.shape[-1]}, times={len(self.t)}, paths={self.paths}, steps={self.steps}, "
+            f"max lrt={self.lrt.max():.3g}, max relative gap={self.relative_gap().max():.3g})"
+        )
 
 
 def filter_riccati(A: Any, C: Any, Sigma0: Any, grid: Any) -> np.ndarray:
@@ -224,8 +237,19 @@ def filter_riccati(A: Any, C: Any, Sigma0: Any, grid: Any) -> np.ndarray:
     return 0.5 * (P + np.swapaxes(P, -1, -2))
 
 
-def kalman_bucy_error(A: Any, v: float, B: Any, Sigma0: Any, T: float, *, paths: int = 4000, steps: int = 1000,
-                      records: int = 5, seed: int = 0, gain_scale: float = 1.0) -> FilterRun:
+def kalman_bucy_error(
+    A: Any,
+    v: float,
+    B: Any,
+    Sigma0: Any,
+    T: float,
+    *,
+    paths: int = 4000,
+    steps: int = 1000,
+    records: int = 5,
+    seed: int = 0,
+    gain_scale: float = 1.0,
+) -> FilterRun:
     r"""Run the Kalman–Bucy filter of the module docstring and measure its error covariance.
 
     Parameters
@@ -339,8 +363,10 @@ class FilterEnsemble:
         return float(min(r.lrt.max() for r in self.control_runs))
 
     def __repr__(self) -> str:
-        return (f"FilterEnsemble(draws={len(self.runs)}, max lrt={self.max_lrt:.3g}, threshold={self.threshold:.3g}, "
-                f"min control lrt={self.min_control_lrt:.3g})")
+        return (
+            f"FilterEnsemble(draws={len(self.runs)}, max lrt={self.max_lrt:.3g}, threshold={self.threshold:.3g}, "
+            f"min control lrt={self.min_control_lrt:.3g})"
+        )
 
 
 def random_filter_controls(d: int, rng: np.random.Generator) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
@@ -369,8 +395,19 @@ def random_filter_controls(d: int, rng: np.random.Generator) -> tuple[np.ndarray
     return A, v, B, np.eye(d) + W @ W.T / d
 
 
-def filter_ensemble(draws: int, d: int, T: float, *, paths: int, steps: int, records: int, seed: int,
-                    alpha: float = 0.01, control_scale: float = 0.5, progress: bool = False) -> FilterEnsemble:
+def filter_ensemble(
+    draws: int,
+    d: int,
+    T: float,
+    *,
+    paths: int,
+    steps: int,
+    records: int,
+    seed: int,
+    alpha: float = 0.01,
+    control_scale: float = 0.5,
+    progress: bool = False,
+) -> FilterEnsemble:
     r"""Run :func:`kalman_bucy_error` over ``draws`` controls from :func:`random_filter_controls`.
 
     Parameters

@@ -64,8 +64,10 @@ class PoleComparison:
         return float(np.min(np.abs(self.control - self.taylor) / self.taylor))
 
     def __repr__(self) -> str:
-        return (f"PoleComparison(draws={self.library.size}, certified={int(self.certified.sum())}, "
-                f"poles={int(np.isfinite(self.taylor).sum())}, error={self.error:.2e})")
+        return (
+            f"PoleComparison(draws={self.library.size}, certified={int(self.certified.sum())}, "
+            f"poles={int(np.isfinite(self.taylor).sum())}, error={self.error:.2e})"
+        )
 
 
 def general_v_poles(draws: int, *, seed: int, d: int = 3) -> PoleComparison:

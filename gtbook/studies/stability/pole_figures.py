@@ -21,8 +21,15 @@ def pole_figure(study, stab: dict) -> plt.Figure:
     cmap = plt.get_cmap("viridis")
     for j, f in enumerate(study.fractions):
         c = cmap(j / max(1, len(study.fractions) - 1))
-        ax0.errorbar(study.Ns, g[:, j], yerr=2 * se[:, j], color=c, marker="o", capsize=3,
-                     label=fr"$t = {f:g}\,t^*$, $\kappa = {study.kappa[j]:.2g}$")
+        ax0.errorbar(
+            study.Ns,
+            g[:, j],
+            yerr=2 * se[:, j],
+            color=c,
+            marker="o",
+            capsize=3,
+            label=rf"$t = {f:g}\,t^*$, $\kappa = {study.kappa[j]:.2g}$",
+        )
     ref = g[0, 0] * (study.Ns / study.Ns[0]) ** -0.5
     ax0.plot(study.Ns, ref, color=COLORS["floor"], ls=":", label=r"$\propto N^{-1/2}$")
     ax0.set_xscale("log")

@@ -34,8 +34,18 @@ from gtcore.riccati import blowup_time, closed_form_covariance, gain_threshold
 from gtcore.stability import bias_for_mean_target, classify, equilibrium, linear_stability, mean_matrix
 from gtcore.stats.inference import loglog_slope
 
-__all__ = ["ClosedForms", "FiniteN", "Planar", "Regimes", "Scalar", "closed_form_checks", "finite_n_section",
-           "planar_section", "regime_section", "scalar_section"]
+__all__ = [
+    "ClosedForms",
+    "FiniteN",
+    "Planar",
+    "Regimes",
+    "Scalar",
+    "closed_form_checks",
+    "finite_n_section",
+    "planar_section",
+    "regime_section",
+    "scalar_section",
+]
 
 
 # ------------------------------------------------------------------------------ (a) d = 1
@@ -67,8 +77,9 @@ def scalar_section(a: float, qs: Sequence[float], sigma0: float) -> Scalar:
         num = integrate_moments([0.0], [[sigma0]], ctl1, (0, t_end), t_eval=t_grid[::10])
         ref = closed_form_covariance([[sigma0]], ctl1, num.t)[:, 0, 0]
         err = max(err, float(np.max(np.abs(num.Sigma[:, 0, 0] - ref) / ref)))
-        runs.append(dict(label=fr"$q = {q:g}$", t=t_grid, closed=closed, t_num=num.t,
-                         num=num.Sigma[:, 0, 0], t_star=bt1.t_star))
+        runs.append(
+            dict(label=rf"$q = {q:g}$", t=t_grid, closed=closed, t_num=num.t, num=num.Sigma[:, 0, 0], t_star=bt1.t_star)
+        )
     return Scalar(a, list(qs), runs, err)
 
 
@@ -122,17 +133,21 @@ class Planar:
 
     def cone_figure(self) -> plt.Figure:
         """The two covariance trajectories in the PSD cone, with :math:`\\Sigma^*`."""
-        return figs.psd_cone([self.stab_traj.Sigma, self.blow_traj.Sigma],
-                             ["opposite definiteness ($v<0$)", "same definiteness ($v>0$)"],
-                             equilibria=[self.eq.Sigma], z_max=4.0)
+        return figs.psd_cone(
+            [self.stab_traj.Sigma, self.blow_traj.Sigma],
+            ["opposite definiteness ($v<0$)", "same definiteness ($v>0$)"],
+            equilibria=[self.eq.Sigma],
+            z_max=4.0,
+        )
 
     def mean_figure(self) -> plt.Figure:
         """The steered mean's distance and path."""
         return figs.mean_steering(self.steer.t, self.steer.mu, self.mu_target)
 
 
-def planar_section(a: float, v: float, B: Any, omega: float, Sigma0: Any, t_converge: float,
-                   mu_target: Sequence[float]) -> Planar:
+def planar_section(
+    a: float, v: float, B: Any, omega: float, Sigma0: Any, t_converge: float, mu_target: Sequence[float]
+) -> Planar:
     """Everything the chapter computes on the planar family (see :class:`Planar`)."""
     B = np.array(B)
     Sigma0 = np.array(Sigma0)
@@ -158,8 +173,23 @@ def planar_section(a: float, v: float, B: Any, omega: float, Sigma0: Any, t_conv
     b_target = bias_for_mean_target(ctl_stab, eq.Sigma, mu_target)
     ctl_steer = rotating_controls(a, -v, B, omega=omega, b=b_target)
     steer = integrate_moments(mu0, Sigma0, ctl_steer, (0, t_converge), t_eval=np.linspace(0, t_converge, 400))
-    return Planar(ctl_stab, ctl_blow, Sigma0, eq, stab_traj, pred, blow_traj, spec_gap, M_star, collapse_ok,
-                  bool(ls_same.verdict is Stability.UNSTABLE), steer, ctl_steer, np.array(mu_target), eq_sides)
+    return Planar(
+        ctl_stab,
+        ctl_blow,
+        Sigma0,
+        eq,
+        stab_traj,
+        pred,
+        blow_traj,
+        spec_gap,
+        M_star,
+        collapse_ok,
+        bool(ls_same.verdict is Stability.UNSTABLE),
+        steer,
+        ctl_steer,
+        np.array(mu_target),
+        eq_sides,
+    )
 
 
 # ------------------------------------------------------------------------------ closed forms, general A and B
@@ -182,8 +212,11 @@ def closed_form_checks(draws_per_kind: int, seed: int) -> ClosedForms:
     hurwitz_draws = [r for r in rdraws if r.kind != "stabilising"]
     verdicts = [regime_agreement(r) for r in hurwitz_draws]
     agree = float(np.mean([a is b and a in (Verdict.COLLAPSES, Verdict.BLOWS_UP) for a, b in verdicts]))
-    gain_agree = float(np.mean([critical_gain_verdict(r) is observed
-                                for r, (_, observed) in zip(hurwitz_draws, verdicts, strict=True)]))
+    gain_agree = float(
+        np.mean(
+            [critical_gain_verdict(r) is observed for r, (_, observed) in zip(hurwitz_draws, verdicts, strict=True)]
+        )
+    )
     stab_draws = [r for r in rdraws if r.kind == "stabilising"]
     lyap_err = max(lyapunov_equilibrium_error(r)[0] for r in stab_draws)
     lin_err = max(linearisation_error(r.controls, equilibrium(r.controls).Sigma) for r in stab_draws)
@@ -219,25 +252,45 @@ class FiniteN:
 
     def figure(self) -> plt.Figure:
         """The gap against N per fraction of t*, and the stabilising particles with the control."""
-        return pole_figure(self.ps, dict(t_ode=self.ode_stab.t,
-                                         n_ode=np.linalg.norm(self.ode_stab.Sigma, axis=(1, 2)) / self.n0,
-                                         t_part=self.part_stab.t, n_part=self.ratio_stab, t_ctrl=self.t_ctrl,
-                                         n_ctrl=self.ratio_ctrl, n_star=self.n_star))
+        return pole_figure(
+            self.ps,
+            dict(
+                t_ode=self.ode_stab.t,
+                n_ode=np.linalg.norm(self.ode_stab.Sigma, axis=(1, 2)) / self.n0,
+                t_part=self.part_stab.t,
+                n_part=self.ratio_stab,
+                t_ctrl=self.t_ctrl,
+                n_ctrl=self.ratio_ctrl,
+                n_star=self.n_star,
+            ),
+        )
 
     def animation(self, planar: Planar, t_stable: float, alt: str) -> Any:
         """The stabilising cloud settling on Sigma* beside the largest pole-study cloud approaching t*."""
-        ode_anim = integrate_moments(np.zeros(2), planar.Sigma0, planar.ctl_stab, (0, t_stable),
-                                     t_eval=self.part_stab.t)
+        ode_anim = integrate_moments(
+            np.zeros(2), planar.Sigma0, planar.ctl_stab, (0, t_stable), t_eval=self.part_stab.t
+        )
         kept = self.ps.kept
         if kept is None:
             raise ValueError("the pole study kept no cloud (pass keep= to pole_study)")
-        return figs.regimes_animation(self.part_stab, ode_anim, kept.run, kept.ode, Sigma_star=planar.eq.Sigma,
-                                      t_star=kept.t_star, alt=alt)
+        return figs.regimes_animation(
+            self.part_stab, ode_anim, kept.run, kept.ode, Sigma_star=planar.eq.Sigma, t_star=kept.t_star, alt=alt
+        )
 
 
-def finite_n_section(planar: Planar, *, sigma_scale: float, Ns: Sequence[int], seeds: int,
-                     fractions: Sequence[float], h: float, n_tokens: int, particle_steps: int, t_stable: float,
-                     token_seed: int) -> FiniteN:
+def finite_n_section(
+    planar: Planar,
+    *,
+    sigma_scale: float,
+    Ns: Sequence[int],
+    seeds: int,
+    fractions: Sequence[float],
+    h: float,
+    n_tokens: int,
+    particle_steps: int,
+    t_stable: float,
+    token_seed: int,
+) -> FiniteN:
     """The pole study from ``sigma_scale * Sigma0`` and the stabilising/destabilising particles over
     ``[0, t_stable]`` (the chapter's section (c))."""
     mu0 = np.zeros(2)
@@ -247,8 +300,9 @@ def finite_n_section(planar: Planar, *, sigma_scale: float, Ns: Sequence[int], s
     kappa_pole = max_sampling_strength(planar.ctl_blow, [0.0], [Sigma0_pole])
     t_star_pole = blowup_time(Sigma0_pole, planar.ctl_blow).t_star
     pole_steps = int(np.ceil(fractions[-1] * t_star_pole / h))
-    ps = pole_study(mu0, Sigma0_pole, planar.ctl_blow, Ns, seeds, fractions, pole_steps,
-                    keep=(Ns[-1], 0))  # the largest cloud's tokens, for the animation
+    ps = pole_study(
+        mu0, Sigma0_pole, planar.ctl_blow, Ns, seeds, fractions, pole_steps, keep=(Ns[-1], 0)
+    )  # the largest cloud's tokens, for the animation
     slopes = [loglog_slope(ps.Ns, ps.gap_mean()[:, j]) for j in range(len(ps.fractions))]
     x0 = gaussian_tokens(n_tokens, mu0, Sigma0, seed=token_seed)
     n0 = np.linalg.norm(Sigma0)
@@ -259,8 +313,21 @@ def finite_n_section(planar: Planar, *, sigma_scale: float, Ns: Sequence[int], s
     ratio_stab = np.linalg.norm(part_stab.Sigma, axis=(1, 2)) / n0
     ratio_ctrl = np.linalg.norm(part_ctrl.Sigma, axis=(1, 2)) / n0
     n_star = np.linalg.norm(planar.eq.Sigma) / n0
-    return FiniteN(kappa_chapter, kappa_pole, pole_steps, ps, slopes, part_stab, part_ctrl.t, ratio_stab, ratio_ctrl,
-                   ode_stab, float(n_star), float(n0), stab_run.with_prediction(planar.eq_sides))
+    return FiniteN(
+        kappa_chapter,
+        kappa_pole,
+        pole_steps,
+        ps,
+        slopes,
+        part_stab,
+        part_ctrl.t,
+        ratio_stab,
+        ratio_ctrl,
+        ode_stab,
+        float(n_star),
+        float(n0),
+        stab_run.with_prediction(planar.eq_sides),
+    )
 
 
 # ------------------------------------------------------------------------------ (d) the regime map
@@ -285,12 +352,25 @@ class Regimes:
         return bool(self.indefinite_v < self.gt_ind.formula and self.ind.status is Status.BLOWUP)
 
 
-def regime_section(B: Any, omega: float, Sigma0: Any, grid_a: Sequence[float], grid_v: Sequence[float],
-                   grid_n: int, t_max: float, indefinite: dict) -> Regimes:
+def regime_section(
+    B: Any,
+    omega: float,
+    Sigma0: Any,
+    grid_a: Sequence[float],
+    grid_v: Sequence[float],
+    grid_n: int,
+    t_max: float,
+    indefinite: dict,
+) -> Regimes:
     """The regime map of the planar family over ``grid_a x grid_v`` and the indefinite-``B`` example."""
     B = np.array(B)
-    rm = regime_map(lambda a, v: rotating_controls(a, v, B, omega=omega),
-                    np.linspace(grid_a[0], grid_a[1], grid_n), np.linspace(grid_v[0], grid_v[1], grid_n), Sigma0, t_max)
+    rm = regime_map(
+        lambda a, v: rotating_controls(a, v, B, omega=omega),
+        np.linspace(grid_a[0], grid_a[1], grid_n),
+        np.linspace(grid_v[0], grid_v[1], grid_n),
+        Sigma0,
+        t_max,
+    )
     boundary = regime_boundary(np.linspace(grid_a[0], -1e-3, 200), B, Sigma0, omega=omega)
     A_ind, B_ind = np.array(indefinite["A"]), np.array(indefinite["B"])
     gt_ind = gain_threshold(A_ind, B_ind, np.eye(2))

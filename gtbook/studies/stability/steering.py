@@ -57,8 +57,15 @@ from gtcore.stability import bias_for_mean_target, mean_matrix
 from gtcore.stats.inference import wilson_interval
 from gtcore.stats.sampling import gaussian_tokens
 
-__all__ = ["Steerable", "SteeringDraw", "SteeringStudy", "hotelling", "null_quantile", "steering_draws",
-           "steering_study"]
+__all__ = [
+    "Steerable",
+    "SteeringDraw",
+    "SteeringStudy",
+    "hotelling",
+    "null_quantile",
+    "steering_draws",
+    "steering_study",
+]
 
 
 class Steerable:
@@ -111,8 +118,9 @@ class SteeringDraw:
         return f"SteeringDraw(#{self.index}: {self.status}, rate={self.rate:.3g}, kappa={self.kappa:.3g})"
 
 
-def steering_draws(n: int, d: int, *, seed: int, v_scale: float = 3.0, width: int = 4, relax: float = 8.0,
-                   t_cap: float = 40.0) -> list[SteeringDraw]:
+def steering_draws(
+    n: int, d: int, *, seed: int, v_scale: float = 3.0, width: int = 4, relax: float = 8.0, t_cap: float = 40.0
+) -> list[SteeringDraw]:
     r"""``n`` draws of the module docstring, every one classified and none discarded.
 
     Parameters
@@ -147,23 +155,41 @@ def steering_draws(n: int, d: int, *, seed: int, v_scale: float = 3.0, width: in
         base = Controls(A=A - W @ U, V=V, B=B, U=U, W=W, c=c)
         cl = classify_outcome(ConditionDraw(i, "general", "stabilising", base, S0))
         if cl.outcome is not Outcome.EQUILIBRIUM or cl.Sigma_star is None:
-            out.append(SteeringDraw(i, Steerable.NO_EQUILIBRIUM, cl.outcome, base, None, S0, mu0, mu_target,
-                                    None, float("nan"), float("nan"), float("nan")))
+            out.append(
+                SteeringDraw(
+                    i,
+                    Steerable.NO_EQUILIBRIUM,
+                    cl.outcome,
+                    base,
+                    None,
+                    S0,
+                    mu0,
+                    mu_target,
+                    None,
+                    float("nan"),
+                    float("nan"),
+                    float("nan"),
+                )
+            )
             continue
         Ss = cl.Sigma_star
         rate = -float(np.linalg.eigvals(mean_matrix(base, Ss)).real.max())
         kappa = float(max_sampling_strength(base, [0.0], [Ss]))
         if rate <= 0:
-            out.append(SteeringDraw(i, Steerable.NOT_HURWITZ, cl.outcome, base, None, S0, mu0, mu_target, Ss,
-                                    rate, kappa, float("nan")))
+            out.append(
+                SteeringDraw(
+                    i, Steerable.NOT_HURWITZ, cl.outcome, base, None, S0, mu0, mu_target, Ss, rate, kappa, float("nan")
+                )
+            )
             continue
         b = bias_for_mean_target(base, Ss, mu_target)
         b_wrong = -(base.affine_A + V) @ mu_target - W @ c
         T = float(min(t_cap, relax / rate))
         steered = Controls(A=A - W @ U, b=b, V=V, B=B, U=U, W=W, c=c)
         wrong = Controls(A=A - W @ U, b=b_wrong, V=V, B=B, U=U, W=W, c=c)
-        out.append(SteeringDraw(i, Steerable.STEERED, cl.outcome, steered, wrong, S0, mu0, mu_target, Ss, rate,
-                                kappa, T))
+        out.append(
+            SteeringDraw(i, Steerable.STEERED, cl.outcome, steered, wrong, S0, mu0, mu_target, Ss, rate, kappa, T)
+        )
     return out
 
 
@@ -272,8 +298,10 @@ class SteeringStudy:
 
     def __repr__(self) -> str:
         n = len(self.draws)
-        return (f"SteeringStudy(draws={n}, steered={len(self.steered)}, N={self.N}, seeds={self.seeds}, "
-                f"within band={int(self.within.sum())}, control within band={int(self.wrong_within.sum())})")
+        return (
+            f"SteeringStudy(draws={n}, steered={len(self.steered)}, N={self.N}, seeds={self.seeds}, "
+            f"within band={int(self.within.sum())}, control within band={int(self.wrong_within.sum())})"
+        )
 
 
 def _cloud(dr: SteeringDraw, ctl: Controls, N: int, seed: int, step: float) -> tuple[np.ndarray, np.ndarray]:
@@ -283,8 +311,9 @@ def _cloud(dr: SteeringDraw, ctl: Controls, N: int, seed: int, step: float) -> t
     return run.mu[-1], run.Sigma[-1]
 
 
-def steering_study(draws: list[SteeringDraw], N: int, *, seeds: int, seed: int, band: float,
-                   step: float = 0.1, null_clouds: int = 400) -> SteeringStudy:
+def steering_study(
+    draws: list[SteeringDraw], N: int, *, seeds: int, seed: int, band: float, step: float = 0.1, null_clouds: int = 400
+) -> SteeringStudy:
     r"""Move ``seeds`` clouds of ``N`` tokens per steered draw with the steering bias and with the control's.
 
     Cloud ``s`` of draw ``k`` starts from :math:`N(\mu_0, \Sigma^*)` (the covariance at its equilibrium: only

@@ -52,8 +52,9 @@ def _norm(X: np.ndarray) -> Decimal:
     return sum((x * x for x in X.ravel()), Decimal(0)).sqrt()
 
 
-def taylor_coefficients(A: np.ndarray, Vs: list[np.ndarray], Bs: list[np.ndarray], S0: np.ndarray,
-                        order: int) -> list[np.ndarray]:
+def taylor_coefficients(
+    A: np.ndarray, Vs: list[np.ndarray], Bs: list[np.ndarray], S0: np.ndarray, order: int
+) -> list[np.ndarray]:
     r"""The Taylor coefficients :math:`S_0, \dots, S_{\text{order}}` of :math:`\Sigma(t_0 + s)` (module docstring).
 
     Parameters
@@ -120,9 +121,19 @@ def _radius(S: list[np.ndarray], span: int) -> Decimal:
     return (lo / hi) ** (Decimal(1) / span)
 
 
-def pole_time_hp(Sigma0: Any, A: Any, V: Any, B: Any, *, t_max: float = 50.0, order: int = 24,
-                 fraction: float = 0.3, rel_radius: float = 1e-8, digits: int = 30,
-                 max_steps: int = 2000) -> HpPole:
+def pole_time_hp(
+    Sigma0: Any,
+    A: Any,
+    V: Any,
+    B: Any,
+    *,
+    t_max: float = 50.0,
+    order: int = 24,
+    fraction: float = 0.3,
+    rel_radius: float = 1e-8,
+    digits: int = 30,
+    max_steps: int = 2000,
+) -> HpPole:
     r"""Integrate the covariance equation by Taylor steps in decimal arithmetic and locate its first pole.
 
     Each step evaluates the Taylor coefficients to ``order`` at the current time, estimates the radius of
@@ -184,5 +195,6 @@ def pole_time_hp(Sigma0: Any, A: Any, V: Any, B: Any, *, t_max: float = 50.0, or
             for c in reversed(coef[:-1]):
                 new = new * h + c
             S, t = new, t + h
-    raise ValueError(f"pole_time_hp: no decision after max_steps = {max_steps} steps (t = {float(t):.6g}, "
-                     f"radius {float(rho):.3g})")
+    raise ValueError(
+        f"pole_time_hp: no decision after max_steps = {max_steps} steps (t = {float(t):.6g}, radius {float(rho):.3g})"
+    )
