@@ -120,13 +120,12 @@ class L2(AttentionType):
         c : array or tensor
             :math:`C\mu`.
         """
-        lib = _lib(Sigma)
-        Q, K = QK_h[0], QK_h[1]
-        C = lib.linalg.inv(_eye_like(Sigma) + 2.0 * Sigma @ K.T @ K)
-        return 2.0 * C @ Sigma @ K.T @ Q, C @ mu
+        M, C = self._gains(Sigma, QK_h[None])  # one head through the vectorised gains, where they are written
+        return M[0], C[0] @ mu
 
     def _gains(self, Sigma, QK):
-        r""":math:`(M_h, C_h)` of every head (and lane) at once: :meth:`tilt`'s arithmetic, vectorised."""
+        r""":math:`(M_h, C_h)` of every head (and lane) at once (:meth:`tilt` is one head of it): the one place the
+        L2 gains are written."""
         lib = _lib(Sigma)
         S = Sigma[..., None, :, :]
         Q, K = QK[..., 0, :, :], QK[..., 1, :, :]
