@@ -225,7 +225,7 @@ def box_markdown(meta: dict[str, Any], claims: list[dict[str, Any]]) -> str:
     (:func:`code_span`), so it reaches the page as text, never as Markdown or HTML.
     """
     n_pass = sum(bool(c.get("passed")) for c in claims)
-    statements = sorted({str(c.get("statement", "")) for c in claims} - {""})
+    statements = sorted({str(s) for c in claims if (s := c.get("statement"))})  # a claim without one names none
     listed = f" (statements: {', '.join(code_span(s) for s in statements)})" if statements else ""
     claims_text = f"{n_pass} of {len(claims)} passed{listed}" if claims else "none"
     rerun = rerun_command(str(meta["chapter"]), str(meta["profile"]), meta.get("overrides", {}) or {})

@@ -117,7 +117,10 @@ def test_the_box_says_how_the_page_was_made():
         "git": {"commit": "abcdef1234567", "dirty": True},
         "cache": {"key": "0123456789abcdef"},
     }
-    box = provenance.box_markdown(meta, [{"passed": True, "statement": "s1"}, {"passed": True, "statement": "s2"}])
+    box = provenance.box_markdown(
+        meta,
+        [{"passed": True, "statement": "s1"}, {"passed": True, "statement": "s2"}, {"passed": True, "statement": None}],
+    )  # an instrument names no statement
     assert box.startswith(":::{admonition} How this page was made") and box.endswith(":::")
     for text in (
         "`full`",
@@ -128,8 +131,8 @@ def test_the_box_says_how_the_page_was_made():
         "`abcdef1234`",
         "uncommitted",
         "`0123456789abcdef`",
-        "2 of 2 passed",
-        "`s1`, `s2`",
+        "3 of 3 passed",
+        "(statements: `s1`, `s2`)",
         "`gtbook run --only 01_x --profile full --set n=5 --set 'Ns=[1,2]'`",
     ):
         assert text in box, text
