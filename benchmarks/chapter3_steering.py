@@ -18,7 +18,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "03_rank_and_reachability"

@@ -41,8 +41,9 @@ first projection :math:`I`, second :math:`hA` with bias :math:`hb`. ModernBERT's
 weight 0 and bias 1 (``mlp_bias=True``), so the gate is exactly 1. In every family the MLP follows
 the attention, so a block is the *split* step (attention sub-layer, then feed-forward sub-layer),
 an order-1 consistent approximation of the ODE like explicit Euler and equal to it when
-:math:`A = 0, b = 0`. :func:`split_controls` and :func:`layer_moments` give its exact Gaussian
-layer map; :func:`split_schedule` gives it as time-piecewise controls for
+:math:`A = 0, b = 0`. :func:`~gtcore.models.prescribed_moments.split_controls` and
+:func:`~gtcore.models.prescribed_moments.layer_moments` give its exact Gaussian layer map;
+:func:`~gtcore.models.prescribed_moments.split_schedule` gives it as time-piecewise controls for
 :func:`gtcore.particles.simulate`. The controls' own block :math:`W\sigma(Ux + c)` is not supported.
 
 **Position information.** The residual stream is fed to the blocks directly: no embedding layer

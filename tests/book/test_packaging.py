@@ -202,8 +202,9 @@ def test_ci_lints_before_it_tests_with_the_pinned_tools():
     ]
     assert steps.index("make lint") < steps.index("make test")
     makefile = (ROOT / "Makefile").read_text()
-    assert "\nlint: $(STAMP)\n\t$(BIN)/ruff check .\n\t$(BIN)/mypy\n" in makefile
+    assert "\nlint: $(STAMP)\n\t$(BIN)/ruff check .\n\t$(BIN)/ruff format --check .\n\t$(BIN)/mypy\n" in makefile
     assert {"ruff", "mypy"} <= {_name(r) for r in META["optional-dependencies"]["test"]}
     hooks = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"]
     assert [r["repo"] for r in hooks] == ["local"]  # hook repositories cannot be fetched here
-    assert {h["id"] for h in hooks[0]["hooks"]} >= {"ruff", "mypy"}
+    assert {h["id"] for h in hooks[0]["hooks"]} >= {"ruff", "mypy", "ruff-format"}
+    assert all("stages" not in h for h in hooks[0]["hooks"])  # every hook runs on commit, the format check too

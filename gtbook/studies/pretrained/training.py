@@ -474,9 +474,10 @@ def train_modernbert_mlm(schedule: Schedule, *, window: int = 256, progress: boo
     r"""The small ModernBERT trained by masked-language modelling on ``pydoc_data`` (or loaded from the cache).
 
     Each step draws ``batch_size`` windows of ``window`` characters at random offsets of the training text
-    and masks them (:func:`mask_tokens`). The held-out metric is the mean cross-entropy over the masked
-    positions of the held-out text cut into consecutive windows, with one fixed masking; the baseline is
-    :func:`unigram_cross_entropy` on the same positions.
+    and masks them (:func:`~gtbook.studies.pretrained.training_data.mask_tokens`). The held-out metric is the mean
+    cross-entropy over the masked positions of the held-out text cut into consecutive windows, with one fixed masking;
+    the baseline is
+    :func:`~gtbook.studies.pretrained.training_data.unigram_cross_entropy` on the same positions.
 
     Parameters
     ----------
